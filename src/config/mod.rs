@@ -1,0 +1,224 @@
+//! The bridge's one typed configuration: a TOML file, then environment overrides, then CLI
+//! flags. Every default lives in this module; every validation error names the file and the
+//! key, so a bad deployment fails at start with one line that says what to fix.
+
+mod validate;
+
+use std::{
+    collections::BTreeMap,
+    fmt,
+    net::SocketAddr,
+    path::{Path, PathBuf},
+};
+
+use serde::Deserialize;
+
+pub use validate::ConfigError;
+
+/// The file loaded when no `--config` is given (relative to the working directory).
+pub const DEFAULT_CONFIG_PATH: &str = "config/bridge.toml";
+
+/// The executable name that, used as an upstream `command`, means "this very binary", so the
+/// default config runs the built-in demo tools from `cargo run` with nothing installed.
+pub const SELF_COMMAND: &str = "mcp-progress-bridge";
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    #[serde(default)]
+    pub server: ServerConfig,
+    #[serde(default)]
+    pub jobs: JobsConfig,
+    #[serde(default)]
+    pub upstreams: Vec<UpstreamConfig>,
+    /// Where the file came from, for error messages and the startup log line.
+    #[serde(skip)]
+    pub source: PathBuf,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServerConfig {
+    /// Address the HTTP server binds (MCP endpoint, job API, health).
+    pub listen: SocketAddr,
+    /// Base URL clients use to reach this bridge; job handles' `events_url` and `status_url`
+    /// start with it. Behind a proxy or in a container this is the public address.
+    pub public_url: String,
+    /// `Host` header values accepted on `/mcp` (DNS-rebinding protection). An empty list turns
+    /// the check off, which a public deployment behind a proxy may need.
+    pub allowed_hosts: Vec<String>,
+    /// The request header whose value tags every job an MCP request starts (correlation).
+    pub correlation_header: String,
+    /// Interval of SSE keep-alive comments on job and correlation streams.
+    pub keep_alive_secs: u64,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            public_url: "http://127.0.0.1:8080".into(),
+            allowed_hosts: vec!["localhost".into(), "127.0.0.1".into()],
+            correlation_header: "x-correlation-id".into(),
+            keep_alive_secs: 15,
+        }
+    }
+}
+
+/// How a `tools/call` is answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CallMode {
+    /// Answer at once with a job handle; the result is collected with `wait_for_job`.
+    Async,
+    /// Answer with the upstream's own result when it is done.
+    Sync,
+    /// Wait up to `sync_budget_ms`; answer like `sync` if done by then, else like `async`.
+    Auto,
+}
+
+impl fmt::Display for CallMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            CallMode::Async => "async",
+            CallMode::Sync => "sync",
+            CallMode::Auto => "auto",
+        })
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct JobsConfig {
+    pub mode: CallMode,
+    /// `auto` mode: how long a call may take and still be answered with its result.
+    pub sync_budget_ms: u64,
+    /// How long a finished job stays readable (snapshot and events).
+    pub retention_secs: u64,
+    /// Events kept per job for `Last-Event-ID` replay; older ones are dropped.
+    pub history: usize,
+    /// Progress events of one job closer together than this are coalesced; the latest value
+    /// is always delivered.
+    pub min_progress_interval_ms: u64,
+}
+
+impl Default for JobsConfig {
+    fn default() -> Self {
+        Self {
+            mode: CallMode::Auto,
+            sync_budget_ms: 3000,
+            retention_secs: 3600,
+            history: 1000,
+            min_progress_interval_ms: 0,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TransportKind {
+    Stdio,
+    Http,
+}
+
+/// One real MCP server the bridge fronts. Its tools appear as `<name>__<tool>`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UpstreamConfig {
+    pub name: String,
+    pub transport: TransportKind,
+    /// stdio: the program to run. `mcp-progress-bridge` means this binary itself.
+    pub command: Option<String>,
+    #[serde(default)]
+    pub args: Vec<String>,
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    pub cwd: Option<PathBuf>,
+    /// http: the Streamable HTTP endpoint of the server.
+    pub url: Option<String>,
+    /// http: headers sent with every request (for example `Authorization`).
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    /// Call mode for every tool of this upstream (overrides `[jobs] mode`).
+    pub mode: Option<CallMode>,
+    /// Per-tool overrides, keyed by the upstream's own tool name.
+    #[serde(default)]
+    pub tools: BTreeMap<String, ToolConfig>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolConfig {
+    pub mode: Option<CallMode>,
+}
+
+impl UpstreamConfig {
+    /// The call mode of one of this upstream's tools: tool override, else upstream, else the
+    /// global default.
+    pub fn mode_for(&self, tool: &str, default: CallMode) -> CallMode {
+        self.tools
+            .get(tool)
+            .and_then(|t| t.mode)
+            .or(self.mode)
+            .unwrap_or(default)
+    }
+}
+
+/// Values given on the command line or in the environment; they win over the file.
+#[derive(Debug, Clone, Default)]
+pub struct Overrides {
+    pub listen: Option<SocketAddr>,
+    pub public_url: Option<String>,
+}
+
+impl Overrides {
+    /// `BRIDGE_LISTEN` and `BRIDGE_PUBLIC_URL`, when set. CLI flags are applied on top by the
+    /// caller.
+    pub fn from_env() -> Result<Self, ConfigError> {
+        let listen = match std::env::var("BRIDGE_LISTEN") {
+            Ok(v) => Some(v.parse().map_err(|e| {
+                ConfigError::env("BRIDGE_LISTEN", format!("not a socket address ({e}): {v:?}"))
+            })?),
+            Err(_) => None,
+        };
+        Ok(Self {
+            listen,
+            public_url: std::env::var("BRIDGE_PUBLIC_URL").ok(),
+        })
+    }
+}
+
+impl Config {
+    /// Load `path` (or the default file), apply overrides, validate.
+    pub fn load(path: Option<&Path>, overrides: &Overrides) -> Result<Self, ConfigError> {
+        let path = path.unwrap_or(Path::new(DEFAULT_CONFIG_PATH));
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError::read(path, &e))?;
+        Self::from_toml(&text, path, overrides)
+    }
+
+    /// Parse and validate TOML text; `path` is only used to name the source in errors.
+    pub fn from_toml(text: &str, path: &Path, overrides: &Overrides) -> Result<Self, ConfigError> {
+        let deserializer = toml::Deserializer::parse(text).map_err(|e| ConfigError::syntax(path, &e))?;
+        let mut config: Config = serde_path_to_error::deserialize(deserializer)
+            .map_err(|e| ConfigError::from_serde(path, e))?;
+        config.source = path.to_path_buf();
+        if let Some(listen) = overrides.listen {
+            config.server.listen = listen;
+        }
+        if let Some(url) = &overrides.public_url {
+            config.server.public_url = url.clone();
+        }
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// The default config as a value, for tests and embedding.
+    pub fn default_for_tests() -> Self {
+        Self {
+            server: ServerConfig::default(),
+            jobs: JobsConfig::default(),
+            upstreams: Vec::new(),
+            source: PathBuf::from("<built-in>"),
+        }
+    }
+}

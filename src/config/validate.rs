@@ -1,0 +1,214 @@
+//! Checks a parsed config and turns every problem into one line naming the file and the key.
+
+use std::{collections::HashSet, fmt, path::Path};
+
+use super::{Config, TransportKind, UpstreamConfig};
+
+/// A config problem: which file, which key, what is wrong and (in the message) what to do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    pub file: String,
+    pub key: String,
+    pub message: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.key.is_empty() {
+            write!(f, "config error in {}: {}", self.file, self.message)
+        } else {
+            write!(f, "config error in {}: key `{}`: {}", self.file, self.key, self.message)
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+impl ConfigError {
+    fn new(file: &Path, key: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            file: file.display().to_string(),
+            key: key.into(),
+            message: message.into(),
+        }
+    }
+
+    pub(super) fn read(file: &Path, error: &std::io::Error) -> Self {
+        let hint = if error.kind() == std::io::ErrorKind::NotFound {
+            " (pass --config PATH, or run from the repository root where config/bridge.toml is)"
+        } else {
+            ""
+        };
+        Self::new(file, "", format!("cannot read the file: {error}{hint}"))
+    }
+
+    pub(super) fn env(var: &str, message: String) -> Self {
+        Self {
+            file: "environment".into(),
+            key: var.into(),
+            message,
+        }
+    }
+
+    pub(super) fn syntax(file: &Path, error: &toml::de::Error) -> Self {
+        Self::new(file, "", one_line(&error.to_string()))
+    }
+
+    pub(super) fn from_serde(file: &Path, error: serde_path_to_error::Error<toml::de::Error>) -> Self {
+        let key = error.path().to_string();
+        let key = if key == "." { String::new() } else { key };
+        Self::new(file, key, one_line(error.inner().message()))
+    }
+}
+
+/// toml renders errors over several lines with a source excerpt; keep them on one.
+fn one_line(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+impl Config {
+    pub(super) fn validate(&mut self) -> Result<(), ConfigError> {
+        let file = self.source.clone();
+        let err = |key: &str, message: String| ConfigError::new(&file, key, message);
+
+        let public_url = self.server.public_url.trim_end_matches('/').to_string();
+        match url::Url::parse(&public_url) {
+            Ok(u) if matches!(u.scheme(), "http" | "https") && u.query().is_none() => {}
+            Ok(_) => {
+                return Err(err(
+                    "server.public_url",
+                    format!("must be an http(s) URL without a query, got {public_url:?}"),
+                ));
+            }
+            Err(e) => {
+                return Err(err("server.public_url", format!("invalid URL {public_url:?}: {e}")));
+            }
+        }
+        self.server.public_url = public_url;
+
+        for (i, host) in self.server.allowed_hosts.iter().enumerate() {
+            if host.trim().is_empty() {
+                return Err(err(
+                    &format!("server.allowed_hosts[{i}]"),
+                    "empty host name; remove it (an empty list turns the check off)".into(),
+                ));
+            }
+        }
+        let header = self.server.correlation_header.to_ascii_lowercase();
+        if http::HeaderName::from_bytes(header.as_bytes()).is_err() {
+            return Err(err(
+                "server.correlation_header",
+                format!("not a valid HTTP header name: {header:?}"),
+            ));
+        }
+        self.server.correlation_header = header;
+        if self.server.keep_alive_secs == 0 || self.server.keep_alive_secs > 300 {
+            return Err(err(
+                "server.keep_alive_secs",
+                "must be between 1 and 300 (proxies cut idle streams after about 60 s)".into(),
+            ));
+        }
+
+        let jobs = &self.jobs;
+        if jobs.history == 0 || jobs.history > 1_000_000 {
+            return Err(err("jobs.history", "must be between 1 and 1000000".into()));
+        }
+        if jobs.retention_secs == 0 {
+            return Err(err(
+                "jobs.retention_secs",
+                "must be at least 1, or finished jobs could not be read at all".into(),
+            ));
+        }
+        if jobs.sync_budget_ms > 50_000 {
+            return Err(err(
+                "jobs.sync_budget_ms",
+                "must be at most 50000: agent platforms cut tool calls off after 60-100 s".into(),
+            ));
+        }
+        if jobs.min_progress_interval_ms > 60_000 {
+            return Err(err("jobs.min_progress_interval_ms", "must be at most 60000".into()));
+        }
+
+        let mut names = HashSet::new();
+        for (i, upstream) in self.upstreams.iter().enumerate() {
+            let at = |field: &str| format!("upstreams[{i}].{field}");
+            validate_name(&upstream.name).map_err(|m| err(&at("name"), m))?;
+            if !names.insert(upstream.name.clone()) {
+                return Err(err(
+                    &at("name"),
+                    format!("duplicate upstream name {:?}; names must be unique", upstream.name),
+                ));
+            }
+            validate_transport(upstream).map_err(|(field, m)| err(&at(field), m))?;
+            for tool in upstream.tools.keys() {
+                if tool.is_empty() {
+                    return Err(err(&at("tools"), "a tool override has an empty name".into()));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Upstream names become tool-name prefixes (`<name>__<tool>`), so they must be short, plain
+/// and free of the separator.
+fn validate_name(name: &str) -> Result<(), String> {
+    let ok_chars = name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+    if name.is_empty() || name.len() > 32 || !ok_chars || name.starts_with(['-', '_']) {
+        return Err(format!(
+            "{name:?} is not a valid upstream name: use 1-32 letters, digits, '-' or '_', \
+             starting with a letter or digit"
+        ));
+    }
+    if name.contains("__") {
+        return Err(format!(
+            "{name:?} contains \"__\", which separates the upstream from the tool name"
+        ));
+    }
+    Ok(())
+}
+
+fn validate_transport(upstream: &UpstreamConfig) -> Result<(), (&'static str, String)> {
+    match upstream.transport {
+        TransportKind::Stdio => {
+            match upstream.command.as_deref().map(str::trim) {
+                None => return Err(("command", "a stdio upstream needs a command".into())),
+                Some("") => return Err(("command", "the command is empty".into())),
+                Some(_) => {}
+            }
+            if upstream.url.is_some() {
+                return Err(("url", "`url` is for http upstreams; this one is stdio".into()));
+            }
+            if !upstream.headers.is_empty() {
+                return Err(("headers", "`headers` are for http upstreams; this one is stdio".into()));
+            }
+        }
+        TransportKind::Http => {
+            let Some(url) = upstream.url.as_deref() else {
+                return Err(("url", "an http upstream needs a url".into()));
+            };
+            match url::Url::parse(url) {
+                Ok(u) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => {}
+                Ok(u) => {
+                    return Err(("url", format!("must be an http(s) URL with a host, got scheme {:?}", u.scheme())));
+                }
+                Err(e) => return Err(("url", format!("invalid URL {url:?}: {e}"))),
+            }
+            if upstream.command.is_some() || !upstream.args.is_empty() {
+                return Err(("command", "`command`/`args` are for stdio upstreams; this one is http".into()));
+            }
+            if !upstream.env.is_empty() || upstream.cwd.is_some() {
+                return Err(("env", "`env`/`cwd` are for stdio upstreams; this one is http".into()));
+            }
+            for (name, value) in &upstream.headers {
+                if http::HeaderName::from_bytes(name.as_bytes()).is_err() {
+                    return Err(("headers", format!("{name:?} is not a valid header name")));
+                }
+                if http::HeaderValue::from_str(value).is_err() {
+                    return Err(("headers", format!("the value of {name:?} is not a valid header value")));
+                }
+            }
+        }
+    }
+    Ok(())
+}

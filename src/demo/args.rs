@@ -1,0 +1,177 @@
+//! Tool arguments: their JSON schemas, defaults and bounds.
+//!
+//! Every numeric argument has a default (so `{}` is a valid call for every
+//! tool but `echo`) and an inclusive range. The schema advertises the range so
+//! a model can read it; [`check`] enforces it, because a schema is advice, not
+//! validation: a caller may send anything.
+
+use std::{fmt::Display, ops::RangeInclusive};
+
+use rmcp::{
+    handler::server::tool::IntoCallToolResult,
+    model::{CallToolResponse, CallToolResult, ContentBlock},
+};
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+/// How far a counting tool may count. Large enough for any demo, small enough
+/// that a typo cannot keep a server busy (or flood a bridge) for days.
+pub const STEPS: RangeInclusive<u32> = 1..=100_000;
+/// How long a tool may sleep between steps, in milliseconds (one minute).
+pub const DELAY_MS: RangeInclusive<u64> = 0..=60_000;
+/// How long `ignore_cancel` may run, in seconds (ten minutes).
+pub const SECONDS: RangeInclusive<u64> = 0..=600;
+/// How many back-to-back notifications `instant_progress` may send. Lower than
+/// [`STEPS`]: these go out with no delay at all.
+pub const BURST: RangeInclusive<u32> = 1..=10_000;
+
+/// A tool argument outside its valid range.
+///
+/// Returned to the caller as a tool error (`isError: true`), not a protocol
+/// error: the MCP spec wants input mistakes in the result, where a model can
+/// read them and correct its call.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "argument `{name}` is {value}, but it must be between {min} and {max} (inclusive); fix it and call again"
+)]
+pub struct ArgumentError {
+    name: &'static str,
+    value: String,
+    min: String,
+    max: String,
+}
+
+impl IntoCallToolResult for ArgumentError {
+    fn into_call_tool_result(self) -> Result<CallToolResponse, rmcp::ErrorData> {
+        Ok(CallToolResult::error(vec![ContentBlock::text(self.to_string())]).into())
+    }
+}
+
+/// Returns `value` if `range` holds it, else an error naming the argument and
+/// the valid range.
+pub fn check<T>(name: &'static str, value: T, range: RangeInclusive<T>) -> Result<T, ArgumentError>
+where
+    T: PartialOrd + Display,
+{
+    if range.contains(&value) {
+        Ok(value)
+    } else {
+        Err(ArgumentError {
+            name,
+            value: value.to_string(),
+            min: range.start().to_string(),
+            max: range.end().to_string(),
+        })
+    }
+}
+
+/// Arguments of `slow_count`: by default ten steps of half a second, long
+/// enough to watch and to cancel.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct SlowCountArgs {
+    /// Count from 1 up to this number (1 to 100000); one progress notification per step.
+    #[serde(default = "ten")]
+    #[schemars(range(min = 1, max = 100_000))]
+    pub to: u32,
+    /// Milliseconds to wait before each step (0 to 60000).
+    #[serde(default = "five_hundred")]
+    #[schemars(range(min = 0, max = 60_000))]
+    pub delay_ms: u64,
+}
+
+/// Arguments of `log_and_count`: a short run by default.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct LogAndCountArgs {
+    /// Count from 1 up to this number (1 to 100000); one log message and one progress notification per step.
+    #[serde(default = "three")]
+    #[schemars(range(min = 1, max = 100_000))]
+    pub to: u32,
+    /// Milliseconds to wait before each step (0 to 60000).
+    #[serde(default = "one_hundred")]
+    #[schemars(range(min = 0, max = 60_000))]
+    pub delay_ms: u64,
+}
+
+/// Arguments of `slow_count_no_total`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct NoTotalArgs {
+    /// Count from 1 up to this number (1 to 100000); progress is sent without a total.
+    #[serde(default = "five")]
+    #[schemars(range(min = 1, max = 100_000))]
+    pub to: u32,
+    /// Milliseconds to wait before each step (0 to 60000).
+    #[serde(default = "one_hundred")]
+    #[schemars(range(min = 0, max = 60_000))]
+    pub delay_ms: u64,
+}
+
+/// Arguments of `instant_progress`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct InstantProgressArgs {
+    /// How many progress notifications to send back-to-back (1 to 10000).
+    #[serde(default = "five")]
+    #[schemars(range(min = 1, max = 10_000))]
+    pub steps: u32,
+}
+
+/// Arguments of `fail_after`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct FailAfterArgs {
+    /// How many steps to report before failing (1 to 100000).
+    #[serde(default = "three")]
+    #[schemars(range(min = 1, max = 100_000))]
+    pub steps: u32,
+    /// Milliseconds to wait before each step (0 to 60000).
+    #[serde(default = "one_hundred")]
+    #[schemars(range(min = 0, max = 60_000))]
+    pub delay_ms: u64,
+}
+
+/// Arguments of `echo`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct EchoArgs {
+    /// The text to send back unchanged.
+    pub text: String,
+}
+
+/// Arguments of `ignore_cancel`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct IgnoreCancelArgs {
+    /// How many seconds to run, cancelled or not (0 to 600).
+    #[serde(default = "three_u64")]
+    #[schemars(range(min = 0, max = 600))]
+    pub seconds: u64,
+}
+
+/// Arguments of `crash`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct CrashArgs {
+    /// Milliseconds between the one progress notification and the process exit (0 to 60000).
+    #[serde(default = "two_hundred")]
+    #[schemars(range(min = 0, max = 60_000))]
+    pub after_ms: u64,
+}
+
+// serde's `default = "..."` wants a function path; these are the defaults the
+// tool descriptions promise.
+fn three() -> u32 {
+    3
+}
+fn five() -> u32 {
+    5
+}
+fn ten() -> u32 {
+    10
+}
+fn three_u64() -> u64 {
+    3
+}
+fn one_hundred() -> u64 {
+    100
+}
+fn two_hundred() -> u64 {
+    200
+}
+fn five_hundred() -> u64 {
+    500
+}

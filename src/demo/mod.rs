@@ -1,0 +1,94 @@
+//! A demo MCP tool server: slow tools that report progress, and tools that
+//! misbehave on purpose.
+//!
+//! Why it exists: the default config runs the bridge with nothing else
+//! installed (`mcp-progress-bridge demo-tools` is spawned as a stdio child),
+//! and the bridge's tests need an upstream that produces every case the
+//! bridge must handle (see `tools.rs` for the list), over stdio and over
+//! Streamable HTTP ([`http_router`]).
+//!
+//! It is an upstream like any other: nothing here knows about jobs or the
+//! bridge. Tool names are plain (`slow_count`); the bridge namespaces them.
+
+mod args;
+mod cancellations;
+mod report;
+mod serve;
+mod tools;
+
+use rmcp::{
+    ErrorData, RoleServer, ServerHandler,
+    handler::server::router::tool::ToolRouter,
+    model::{Implementation, ServerCapabilities, ServerConfig},
+    service::RequestContext,
+    tool_handler,
+};
+
+pub use cancellations::CancellationRecord;
+pub use serve::{http_router, serve_stdio};
+
+/// The name the demo server gives in `initialize` (`serverInfo.name`).
+pub const SERVER_NAME: &str = "mcp-progress-bridge-demo";
+
+/// The demo tool server, an rmcp [`ServerHandler`].
+///
+/// Cloning is cheap and clones share one record of cancellations (what the
+/// `cancellations` tool reports), so serve clones of one value wherever calls
+/// should see each other's cancels (as [`http_router`] does across sessions).
+#[derive(Debug, Clone)]
+pub struct DemoTools {
+    cancel_log: cancellations::CancellationLog,
+    tool_router: ToolRouter<Self>,
+}
+
+impl DemoTools {
+    /// A server with an empty record of cancellations.
+    pub fn new() -> Self {
+        Self {
+            cancel_log: cancellations::CancellationLog::default(),
+            tool_router: Self::tool_router(),
+        }
+    }
+}
+
+impl Default for DemoTools {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+#[tool_handler(router = self.tool_router)]
+impl ServerHandler for DemoTools {
+    // `enable_logging` is deprecated with MCP logging (SEP-2577), but
+    // `log_and_count` sends log messages, and a server must declare the
+    // capability before it does.
+    #[allow(deprecated)]
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_logging()
+                .build(),
+        )
+        .with_server_info(Implementation::new(SERVER_NAME, env!("CARGO_PKG_VERSION")))
+        .with_instructions(
+            "Demo tools for mcp-progress-bridge: slow tools that report progress \
+             (slow_count, log_and_count, slow_count_no_total, instant_progress) and tools \
+             that misbehave on purpose (fail_after, ignore_cancel, hang, crash). \
+             `cancellations` lists the calls this server saw cancelled.",
+        )
+    }
+
+    /// Accepts any level and changes nothing: the demo's only log lines are
+    /// `log_and_count`'s, which exist to be seen. Answering keeps clients that
+    /// call `logging/setLevel` (as they may, since logging is declared) from
+    /// failing.
+    #[allow(deprecated)]
+    async fn set_level(
+        &self,
+        _request: rmcp::model::SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        Ok(())
+    }
+}

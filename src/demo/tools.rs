@@ -1,0 +1,313 @@
+//! The demo tools themselves.
+//!
+//! Each one is a case the bridge must handle: steady progress, a burst of
+//! progress before anything else, a tool error, logs during a call, a tool
+//! that ignores cancellation, one that never answers, one that kills its own
+//! process. Every tool that waits also watches the call's cancellation token
+//! (`RequestContext::ct`, fired by the client's `notifications/cancelled`, and
+//! by rmcp when the connection or session ends).
+
+use std::time::Duration;
+
+use rmcp::{
+    RoleServer,
+    handler::server::wrapper::Parameters,
+    model::{CallToolResult, ContentBlock},
+    service::RequestContext,
+    tool, tool_router,
+};
+
+use super::{
+    DemoTools,
+    args::{
+        ArgumentError, BURST, CrashArgs, DELAY_MS, EchoArgs, FailAfterArgs, IgnoreCancelArgs,
+        InstantProgressArgs, LogAndCountArgs, NoTotalArgs, SECONDS, STEPS, SlowCountArgs, check,
+    },
+    report::CallReporter,
+};
+
+/// What a tool returns: a result (which may itself be a tool error), or an
+/// argument out of range (also sent as a tool error, see [`ArgumentError`]).
+type ToolOutcome = Result<CallToolResult, ArgumentError>;
+
+/// One run of a counting loop.
+struct Count {
+    tool: &'static str,
+    steps: u32,
+    delay: Duration,
+    /// Send `total` with each progress notification (false: indeterminate).
+    with_total: bool,
+    /// Send a log message before each progress notification.
+    with_log: bool,
+}
+
+/// How a counting loop ended.
+enum Counted {
+    All,
+    Cancelled { at_step: u64 },
+}
+
+#[tool_router(vis = "pub(super)")]
+impl DemoTools {
+    #[tool(
+        description = "Counts from 1 up to `to` (default 10), waiting `delay_ms` milliseconds (default 500) before each step, and reports progress after every step (progress = step, total = to). Returns \"counted to N\". Use it to watch live progress of a slow job or to try cancelling one."
+    )]
+    async fn slow_count(
+        &self,
+        Parameters(args): Parameters<SlowCountArgs>,
+        context: RequestContext<RoleServer>,
+    ) -> ToolOutcome {
+        let to = check("to", args.to, STEPS)?;
+        let delay_ms = check("delay_ms", args.delay_ms, DELAY_MS)?;
+        let count = Count {
+            tool: "slow_count",
+            steps: to,
+            delay: Duration::from_millis(delay_ms),
+            with_total: true,
+            with_log: false,
+        };
+        self.counted_to(count, &context).await
+    }
+
+    #[tool(
+        description = "Sends `steps` progress notifications (default 5) immediately, back-to-back, before doing anything else, then returns \"sent N progress notifications\". Tests that fast progress right at the start of a call is not lost."
+    )]
+    async fn instant_progress(
+        &self,
+        Parameters(args): Parameters<InstantProgressArgs>,
+        context: RequestContext<RoleServer>,
+    ) -> ToolOutcome {
+        let steps = check("steps", args.steps, BURST)?;
+        let reporter = CallReporter::new(&context);
+        if !reporter.wants_progress() {
+            return Ok(text_result(
+                "sent 0 progress notifications: the request carried no progress token".to_owned(),
+            ));
+        }
+        for step in 1..=steps {
+            reporter
+                .progress(
+                    step.into(),
+                    Some(steps.into()),
+                    format!("burst {step} of {steps}"),
+                )
+                .await;
+        }
+        Ok(text_result(format!("sent {steps} progress notifications")))
+    }
+
+    #[tool(
+        description = "Reports progress for `steps` steps (default 3), waiting `delay_ms` milliseconds (default 100) before each, then fails on purpose with a tool error \"failed after N steps as asked\". Use it to see how a failed job looks."
+    )]
+    async fn fail_after(
+        &self,
+        Parameters(args): Parameters<FailAfterArgs>,
+        context: RequestContext<RoleServer>,
+    ) -> ToolOutcome {
+        let steps = check("steps", args.steps, STEPS)?;
+        let delay_ms = check("delay_ms", args.delay_ms, DELAY_MS)?;
+        let count = Count {
+            tool: "fail_after",
+            steps,
+            delay: Duration::from_millis(delay_ms),
+            with_total: true,
+            with_log: false,
+        };
+        Ok(match self.count(count, &context).await {
+            Counted::All => CallToolResult::error(vec![ContentBlock::text(format!(
+                "failed after {steps} steps as asked"
+            ))]),
+            Counted::Cancelled { at_step } => cancelled_result(at_step),
+        })
+    }
+
+    #[tool(description = "Returns `text` unchanged, at once, with no progress.")]
+    fn echo(&self, Parameters(EchoArgs { text }): Parameters<EchoArgs>) -> CallToolResult {
+        text_result(text)
+    }
+
+    #[tool(
+        description = "Like slow_count (default to = 3, delay_ms = 100), but before each progress notification also sends a log message (level info, logger \"demo\", \"working on step i\"). Use it to see a tool's log lines next to its progress."
+    )]
+    async fn log_and_count(
+        &self,
+        Parameters(args): Parameters<LogAndCountArgs>,
+        context: RequestContext<RoleServer>,
+    ) -> ToolOutcome {
+        let to = check("to", args.to, STEPS)?;
+        let delay_ms = check("delay_ms", args.delay_ms, DELAY_MS)?;
+        let count = Count {
+            tool: "log_and_count",
+            steps: to,
+            delay: Duration::from_millis(delay_ms),
+            with_total: true,
+            with_log: true,
+        };
+        self.counted_to(count, &context).await
+    }
+
+    #[tool(
+        description = "Runs for `seconds` seconds (default 3) and IGNORES cancellation: it notes the cancel but keeps going, and keeps reporting progress once per second, then returns \"finished anyway\". Simulates a badly behaved tool server."
+    )]
+    async fn ignore_cancel(
+        &self,
+        Parameters(args): Parameters<IgnoreCancelArgs>,
+        context: RequestContext<RoleServer>,
+    ) -> ToolOutcome {
+        let seconds = check("seconds", args.seconds, SECONDS)?;
+        let reporter = CallReporter::new(&context);
+        let mut saw_cancel = false;
+        for second in 1..=seconds {
+            // One sleep per second, not restarted by a cancel, so the tool
+            // takes `seconds` whatever happens.
+            let tick = tokio::time::sleep(Duration::from_secs(1));
+            tokio::pin!(tick);
+            loop {
+                tokio::select! {
+                    () = context.ct.cancelled(), if !saw_cancel => {
+                        saw_cancel = true;
+                        self.cancel_log.record("ignore_cancel", &context.id, second - 1);
+                    }
+                    () = &mut tick => break,
+                }
+            }
+            // Deliberately still sent after a cancel: that is the misbehaviour
+            // a bridge must survive (progress for a call that is over).
+            reporter
+                .progress(
+                    second,
+                    Some(seconds),
+                    format!("second {second} of {seconds}"),
+                )
+                .await;
+        }
+        let mut result = text_result("finished anyway".to_owned());
+        result.structured_content = Some(serde_json::json!({ "saw_cancel": saw_cancel }));
+        Ok(result)
+    }
+
+    #[tool(
+        description = "Never returns and sends nothing, until the call is cancelled. Use it to test cancellation and timeouts."
+    )]
+    async fn hang(&self, context: RequestContext<RoleServer>) -> CallToolResult {
+        context.ct.cancelled().await;
+        self.cancel_log.record("hang", &context.id, 0);
+        cancelled_result(0)
+    }
+
+    #[tool(
+        description = "Reports one progress notification, then after `after_ms` milliseconds (default 200) makes the whole tool server process exit with code 3, in the middle of the call. Simulates a tool server crash. A cancel that arrives first stops it from crashing."
+    )]
+    async fn crash(
+        &self,
+        Parameters(args): Parameters<CrashArgs>,
+        context: RequestContext<RoleServer>,
+    ) -> ToolOutcome {
+        let after_ms = check("after_ms", args.after_ms, DELAY_MS)?;
+        CallReporter::new(&context)
+            .progress(1, None, format!("crashing in {after_ms} ms"))
+            .await;
+        tokio::select! {
+            biased;
+            () = context.ct.cancelled() => {
+                self.cancel_log.record("crash", &context.id, 1);
+                return Ok(cancelled_result(1));
+            }
+            () = tokio::time::sleep(Duration::from_millis(after_ms)) => {}
+        }
+        tracing::warn!("crash tool: exiting the process with code 3, as asked");
+        // The point of the tool: no unwinding, no response, no clean shutdown.
+        std::process::exit(3)
+    }
+
+    #[tool(
+        description = "Lists the tool calls this server has seen cancelled (tool, request_id, at_step = steps finished when the cancel arrived), oldest first. Use it to check that a cancel reached this server."
+    )]
+    fn cancellations(&self) -> Result<CallToolResult, rmcp::ErrorData> {
+        let records = self.cancel_log.snapshot();
+        let cancelled = serde_json::to_value(records).map_err(|error| {
+            rmcp::ErrorData::internal_error(format!("could not encode the record: {error}"), None)
+        })?;
+        // `structured` also puts the same JSON in a text block, for clients
+        // that read only text content.
+        Ok(CallToolResult::structured(
+            serde_json::json!({ "cancelled": cancelled }),
+        ))
+    }
+
+    #[tool(
+        description = "Like slow_count (default to = 5, delay_ms = 100), but its progress notifications carry no total: indeterminate progress, as from a tool that cannot know how long it will take."
+    )]
+    async fn slow_count_no_total(
+        &self,
+        Parameters(args): Parameters<NoTotalArgs>,
+        context: RequestContext<RoleServer>,
+    ) -> ToolOutcome {
+        let to = check("to", args.to, STEPS)?;
+        let delay_ms = check("delay_ms", args.delay_ms, DELAY_MS)?;
+        let count = Count {
+            tool: "slow_count_no_total",
+            steps: to,
+            delay: Duration::from_millis(delay_ms),
+            with_total: false,
+            with_log: false,
+        };
+        self.counted_to(count, &context).await
+    }
+}
+
+impl DemoTools {
+    /// The three counting tools: count, then "counted to N" with
+    /// `{"counted": N}` as structured content.
+    async fn counted_to(&self, count: Count, context: &RequestContext<RoleServer>) -> ToolOutcome {
+        let to = count.steps;
+        Ok(match self.count(count, context).await {
+            Counted::All => {
+                let mut result = text_result(format!("counted to {to}"));
+                result.structured_content = Some(serde_json::json!({ "counted": to }));
+                result
+            }
+            Counted::Cancelled { at_step } => cancelled_result(at_step),
+        })
+    }
+
+    /// Counts `1..=steps`, waiting before each step and reporting after it.
+    /// Stops at the first wait that a cancel interrupts, and records it.
+    async fn count(&self, count: Count, context: &RequestContext<RoleServer>) -> Counted {
+        let reporter = CallReporter::new(context);
+        let total = count.with_total.then_some(u64::from(count.steps));
+        for step in 1..=count.steps {
+            tokio::select! {
+                // A cancel that has already arrived wins, even over a zero delay.
+                biased;
+                () = context.ct.cancelled() => {
+                    let at_step = u64::from(step - 1);
+                    self.cancel_log.record(count.tool, &context.id, at_step);
+                    return Counted::Cancelled { at_step };
+                }
+                () = tokio::time::sleep(count.delay) => {}
+            }
+            if count.with_log {
+                reporter.log(format!("working on step {step}")).await;
+            }
+            let message = match total {
+                Some(total) => format!("step {step} of {total}"),
+                None => format!("step {step}"),
+            };
+            reporter.progress(step.into(), total, message).await;
+        }
+        Counted::All
+    }
+}
+
+fn text_result(text: String) -> CallToolResult {
+    CallToolResult::success(vec![ContentBlock::text(text)])
+}
+
+/// The result of a cancelled call. The client has stopped waiting for it (and
+/// rmcp may not even send it), but a handler has to return something.
+fn cancelled_result(at_step: u64) -> CallToolResult {
+    CallToolResult::error(vec![ContentBlock::text(format!(
+        "cancelled by the client after {at_step} steps"
+    ))])
+}

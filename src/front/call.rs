@@ -1,0 +1,231 @@
+//! A `tools/call` of an upstream tool: make it a job, start the upstream call, and answer
+//! according to the tool's mode.
+
+// MCP logging is deprecated (SEP-2577) but servers still send it; the bridge relays it.
+#[allow(deprecated)]
+use rmcp::model::LoggingMessageNotificationParam;
+use std::{sync::Arc, time::Duration};
+
+use futures::FutureExt;
+use rmcp::{
+    ErrorData, RoleServer,
+    model::{
+        CallToolRequestParams, CallToolResult, ProgressNotificationParam,
+        ProgressToken,
+    },
+    service::RequestContext,
+};
+use tokio::{sync::mpsc, time::Instant};
+
+use super::{
+    Front, catalog,
+    handle::{JobHandleBody, attach_job_meta, error_result},
+};
+use crate::{
+    config::CallMode,
+    jobs::{Finished, Intake, JobHandle, JobSpec, Work, WorkOutcome},
+    store::{CorrelationId, JobFailure, JobId, ProgressUpdate},
+    upstream::{CallOutcome, CallSink, UpstreamState},
+};
+
+/// Progress updates buffered for a sync caller's own request stream. A caller that cannot
+/// keep up stops getting them there; the job channel still has every one.
+const MIRROR_CAPACITY: usize = 256;
+
+/// Feeds an upstream call's notifications into its job.
+struct JobSink(Arc<Intake>);
+
+impl CallSink for JobSink {
+    fn progress(&self, p: &ProgressNotificationParam) {
+        self.0.progress(p.progress, p.total, p.message.clone());
+    }
+
+    #[allow(deprecated)]
+    fn log(&self, m: &LoggingMessageNotificationParam) {
+        let level = serde_json::to_value(m.level)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_else(|| "info".into());
+        self.0.log(level, m.logger.clone(), m.data.clone());
+    }
+}
+
+fn unknown_tool(name: &str) -> ErrorData {
+    ErrorData::invalid_params(format!("unknown tool {name:?}: call tools/list for the tools this bridge offers"), None)
+}
+
+fn work_outcome(outcome: CallOutcome) -> WorkOutcome {
+    match outcome {
+        CallOutcome::Result(result) => WorkOutcome::Result(result),
+        CallOutcome::RpcError(error) => WorkOutcome::RpcError(error),
+        CallOutcome::Failed { reason, message } => WorkOutcome::Failed(JobFailure { reason: reason.into(), message }),
+    }
+}
+
+impl Front {
+    pub(super) async fn call_upstream(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let name = request.name.to_string();
+        let (upstream_name, tool) = catalog::split(&name).ok_or_else(|| unknown_tool(&name))?;
+        let upstream = self.inner.upstreams.get(upstream_name).ok_or_else(|| unknown_tool(&name))?;
+        if !upstream.tools().iter().any(|t| t.name == tool) {
+            if upstream.state() == UpstreamState::Ready {
+                return Err(unknown_tool(&name));
+            }
+            let status = upstream.status();
+            let why = status.last_error.unwrap_or_else(|| "not connected yet".into());
+            return Ok(error_result(format!(
+                "tool {name} is not available right now: upstream {upstream_name} is down ({why}); try again shortly"
+            )));
+        }
+        let correlation_id = self.correlation_id(&context)?;
+        let mode = upstream.config().mode_for(tool, self.inner.config.mode);
+        let links = &self.inner.links;
+
+        let pending = self
+            .inner
+            .jobs
+            .create(JobSpec {
+                tool: name.clone(),
+                upstream: upstream_name.to_string(),
+                upstream_tool: tool.to_string(),
+                correlation_id,
+            })
+            .await
+            .map_err(|e| ErrorData::internal_error(format!("could not create a job: {e}"), None))?;
+        let id = pending.id();
+        let sink = Arc::new(JobSink(pending.intake()));
+        let call = match upstream.call(tool, request.arguments, sink).await {
+            Ok(call) => call,
+            Err(error) => {
+                let message = error.to_string();
+                pending.fail(JobFailure { reason: "upstream_unavailable".into(), message: message.clone() }).await;
+                let mut result = error_result(message);
+                attach_job_meta(&mut result, links, id);
+                return Ok(result);
+            }
+        };
+        let (outcome, canceller) = call.split();
+        let work = Work {
+            outcome: outcome.map(work_outcome).boxed(),
+            cancel: Box::new(move |reason| async move { canceller.cancel(&reason).await }.boxed()),
+        };
+
+        let caller_token = context.meta.get_progress_token();
+        let (mirror, progress) = match (&caller_token, mode) {
+            (Some(_), CallMode::Sync | CallMode::Auto) => {
+                let (tx, rx) = mpsc::channel(MIRROR_CAPACITY);
+                (Some(tx), Some(rx))
+            }
+            _ => (None, None),
+        };
+        let handle = pending.start(work, mirror);
+        tracing::info!(job = %id, tool = %name, %mode, "job started");
+        let budget = match mode {
+            CallMode::Async => return Ok(JobHandleBody::new(links, id, &name).into_result(links)),
+            CallMode::Sync => None,
+            CallMode::Auto => Some(Duration::from_millis(self.inner.config.sync_budget_ms)),
+        };
+        let waiting = Waiting { handle, name, progress, caller_token, budget };
+        self.answer_when_done(waiting, &context).await
+    }
+
+    /// The correlation ID from the request's header, if any.
+    fn correlation_id(&self, context: &RequestContext<RoleServer>) -> Result<Option<CorrelationId>, ErrorData> {
+        let Some(parts) = context.extensions.get::<http::request::Parts>() else { return Ok(None) };
+        let Some(value) = parts.headers.get(&self.inner.correlation_header) else { return Ok(None) };
+        value
+            .to_str()
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .map(Some)
+            .ok_or_else(|| {
+                ErrorData::invalid_request(
+                    format!(
+                        "the {} header must be 1 to {} characters of letters, digits and . _ : -",
+                        self.inner.correlation_header,
+                        CorrelationId::MAX_LEN
+                    ),
+                    None,
+                )
+            })
+    }
+
+    /// Wait for a sync (or auto) job, forwarding its progress on the caller's own request with
+    /// the caller's token, and answer with its result; an auto job that outlasts its budget is
+    /// answered with its handle instead and goes on running.
+    async fn answer_when_done(
+        &self,
+        mut waiting: Waiting,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let links = &self.inner.links;
+        let deadline = waiting.budget.map(|b| Instant::now() + b);
+        loop {
+            tokio::select! {
+                biased;
+                update = recv(&mut waiting.progress), if waiting.progress.is_some() => match update {
+                    Some(update) => waiting.forward(context, update).await,
+                    None => waiting.progress = None,
+                },
+                finished = waiting.handle.finished() => {
+                    // Progress queued before the end still belongs before the answer.
+                    while let Some(update) = waiting.progress.as_mut().and_then(|rx| rx.try_recv().ok()) {
+                        waiting.forward(context, update).await;
+                    }
+                    return answer(&finished, links, waiting.handle.id);
+                }
+                _ = context.ct.cancelled() => {
+                    self.inner.jobs.cancel_local(waiting.handle.id, "the MCP client cancelled its request".into());
+                    return Ok(error_result("cancelled by the client"));
+                }
+                _ = tokio::time::sleep_until(deadline.unwrap_or_else(Instant::now)), if deadline.is_some() => {
+                    return Ok(JobHandleBody::new(links, waiting.handle.id, &waiting.name).into_result(links));
+                }
+            }
+        }
+    }
+}
+
+struct Waiting {
+    handle: JobHandle,
+    name: String,
+    progress: Option<mpsc::Receiver<ProgressUpdate>>,
+    caller_token: Option<ProgressToken>,
+    budget: Option<Duration>,
+}
+
+impl Waiting {
+    async fn forward(&self, context: &RequestContext<RoleServer>, update: ProgressUpdate) {
+        let Some(token) = self.caller_token.clone() else { return };
+        let mut param = ProgressNotificationParam::new(token, update.progress);
+        param.total = update.total;
+        param.message = update.message;
+        if let Err(e) = context.peer.notify_progress(param).await {
+            tracing::debug!(error = %e, "progress did not reach the MCP client");
+        }
+    }
+}
+
+async fn recv(rx: &mut Option<mpsc::Receiver<ProgressUpdate>>) -> Option<ProgressUpdate> {
+    match rx {
+        Some(rx) => rx.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The answer to a finished job, as a direct call of the upstream would have given it, with
+/// the job named in `_meta`. A JSON-RPC error from the upstream is passed on unchanged.
+pub(super) fn answer(finished: &Finished, links: &super::Links, id: JobId) -> Result<CallToolResult, ErrorData> {
+    let mut result = match finished {
+        Finished::Result(result) => result.clone(),
+        Finished::RpcError(error) => return Err(error.clone()),
+        Finished::Failed(failure) => error_result(failure.message.clone()),
+        Finished::Cancelled(reason) => error_result(format!("the job was cancelled: {reason}")),
+    };
+    attach_job_meta(&mut result, links, id);
+    Ok(result)
+}

@@ -1,0 +1,86 @@
+//! The job handle an async answer carries, and the `_meta` a sync answer carries.
+
+use rmcp::model::{CallToolResult, ContentBlock};
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use crate::store::JobId;
+
+/// The `_meta` key under which results name their job.
+pub const JOB_META_KEY: &str = "mcp-progress-bridge/job";
+
+/// Builds the URLs a job handle points to.
+#[derive(Debug, Clone)]
+pub struct Links {
+    public_url: String,
+}
+
+impl Links {
+    /// `public_url` without a trailing slash.
+    pub fn new(public_url: &str) -> Self {
+        Self { public_url: public_url.trim_end_matches('/').to_string() }
+    }
+
+    pub fn status_url(&self, id: JobId) -> String {
+        format!("{}/jobs/{id}", self.public_url)
+    }
+
+    pub fn events_url(&self, id: JobId) -> String {
+        format!("{}/jobs/{id}/events", self.public_url)
+    }
+}
+
+/// What an `async` answer (or a slow `auto` one) gives the agent.
+#[derive(Debug, Clone, Serialize)]
+pub struct JobHandleBody {
+    pub job_id: JobId,
+    pub status: &'static str,
+    pub events_url: String,
+    pub status_url: String,
+    pub tool: String,
+    pub instructions: String,
+}
+
+impl JobHandleBody {
+    pub fn new(links: &Links, id: JobId, tool: &str) -> Self {
+        Self {
+            job_id: id,
+            status: "running",
+            events_url: links.events_url(id),
+            status_url: links.status_url(id),
+            tool: tool.to_string(),
+            instructions: format!(
+                "The tool is running as job {id}. Call wait_for_job with job_id \"{id}\" to get \
+                 its result; live progress streams at events_url."
+            ),
+        }
+    }
+
+    /// The handle as a tool result: `structuredContent` is the handle, `content[0].text` the
+    /// same object as JSON text (platforms such as Foundry pass only the text on).
+    pub fn into_result(self, links: &Links) -> CallToolResult {
+        let value = serde_json::to_value(&self).unwrap_or_default();
+        let mut result = CallToolResult::structured(value);
+        attach_job_meta(&mut result, links, self.job_id);
+        result
+    }
+}
+
+/// Name the job in a result's `_meta`, so a sync caller can still find the job channel.
+pub fn attach_job_meta(result: &mut CallToolResult, links: &Links, id: JobId) {
+    let meta = result.meta.get_or_insert_with(Default::default);
+    meta.insert(
+        JOB_META_KEY.to_string(),
+        json!({ "job_id": id, "events_url": links.events_url(id) }),
+    );
+}
+
+/// A tool error result with one text line.
+pub fn error_result(text: impl Into<String>) -> CallToolResult {
+    CallToolResult::error(vec![ContentBlock::text(text.into())])
+}
+
+/// A successful tool result whose structured content is `value`, with the JSON as text.
+pub fn json_result(value: Value) -> CallToolResult {
+    CallToolResult::structured(value)
+}

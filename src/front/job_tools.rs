@@ -1,0 +1,175 @@
+//! The bridge's own tools for the agent: look at, wait for, and cancel a job.
+//!
+//! Everything an agent can get wrong here (a missing or malformed job ID, an unknown job, a
+//! bad timeout) is answered with a tool error that says so: the model reads tool errors, while
+//! protocol errors usually reach it as an opaque failure.
+
+use std::time::Duration;
+
+use rmcp::{
+    ErrorData,
+    model::{CallToolResult, JsonObject},
+};
+use serde::Deserialize;
+use serde_json::json;
+
+use super::{
+    Front,
+    handle::{attach_job_meta, error_result, json_result},
+};
+use crate::store::{CancelAck, JobId, JobSnapshot, JobStatus};
+
+/// `wait_for_job` default and maximum: the answer must come well inside the 60-100 s after
+/// which agent platforms give up on a tool call.
+const WAIT_DEFAULT_SECS: f64 = 20.0;
+const WAIT_MAX_SECS: f64 = 50.0;
+/// How long `cancel_job` waits to report the job's end rather than "requested".
+const CANCEL_CONFIRM: Duration = Duration::from_secs(5);
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct JobArgs {
+    job_id: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WaitArgs {
+    job_id: String,
+    timeout_seconds: Option<f64>,
+}
+
+fn parse_args<T: serde::de::DeserializeOwned>(args: Option<JsonObject>) -> Result<T, CallToolResult> {
+    let value = serde_json::Value::Object(args.unwrap_or_default());
+    serde_json::from_value(value).map_err(|e| error_result(format!("invalid arguments: {e}")))
+}
+
+fn parse_job_id(text: &str) -> Result<JobId, CallToolResult> {
+    text.parse().map_err(|_| {
+        error_result(format!(
+            "{text:?} is not a job ID: use the job_id (32 hex digits) from the handle a tool call returned"
+        ))
+    })
+}
+
+fn unknown_job(id: JobId) -> CallToolResult {
+    error_result(format!("no job {id}: it never existed here, or it ended and expired"))
+}
+
+/// `Ok(Err(result))` is a tool error for the agent; `Err` a protocol error.
+type ToolAnswer = Result<CallToolResult, ErrorData>;
+
+fn store_error(e: impl std::fmt::Display) -> ErrorData {
+    ErrorData::internal_error(format!("the job store failed: {e}"), None)
+}
+
+impl Front {
+    pub(super) async fn get_job_status(&self, args: Option<JsonObject>) -> ToolAnswer {
+        let id = match parse_args::<JobArgs>(args).and_then(|a| parse_job_id(&a.job_id)) {
+            Ok(id) => id,
+            Err(result) => return Ok(result),
+        };
+        match self.inner.jobs.snapshot(id).await.map_err(store_error)? {
+            Some(snapshot) => Ok(json_result(serde_json::to_value(&snapshot).unwrap_or_default())),
+            None => Ok(unknown_job(id)),
+        }
+    }
+
+    pub(super) async fn wait_for_job(&self, args: Option<JsonObject>) -> ToolAnswer {
+        let (id, timeout) = match parse_args::<WaitArgs>(args).and_then(|a| {
+            let id = parse_job_id(&a.job_id)?;
+            let secs = a.timeout_seconds.unwrap_or(WAIT_DEFAULT_SECS);
+            if !(0.0..=WAIT_MAX_SECS).contains(&secs) {
+                return Err(error_result(format!(
+                    "timeout_seconds must be between 0 and {WAIT_MAX_SECS}, got {secs}"
+                )));
+            }
+            Ok((id, Duration::from_secs_f64(secs)))
+        }) {
+            Ok(v) => v,
+            Err(result) => return Ok(result),
+        };
+        let Some(snapshot) = self.inner.jobs.wait(id, timeout).await.map_err(store_error)? else {
+            return Ok(unknown_job(id));
+        };
+        if snapshot.status.is_terminal() {
+            return Ok(self.final_result(&snapshot));
+        }
+        Ok(json_result(json!({
+            "job_id": id,
+            "status": snapshot.status,
+            "progress": snapshot.progress,
+            "total": snapshot.total,
+            "message": snapshot.message,
+            "eta_ms": snapshot.eta_ms,
+            "instructions": format!(
+                "The job is still running ({}). Call wait_for_job again with job_id \"{id}\".",
+                progress_phrase(&snapshot)
+            ),
+        })))
+    }
+
+    pub(super) async fn cancel_job(&self, args: Option<JsonObject>) -> ToolAnswer {
+        let id = match parse_args::<JobArgs>(args).and_then(|a| parse_job_id(&a.job_id)) {
+            Ok(id) => id,
+            Err(result) => return Ok(result),
+        };
+        let jobs = &self.inner.jobs;
+        match jobs.cancel(id, "cancelled by the agent (cancel_job)".into()).await.map_err(store_error)? {
+            CancelAck::Unknown => Ok(unknown_job(id)),
+            CancelAck::AlreadyTerminal(snapshot) => Ok(json_result(json!({
+                "job_id": id,
+                "status": snapshot.status,
+                "cancelled": false,
+                "message": format!("the job had already ended ({}); nothing to cancel", snapshot.status.as_str()),
+            }))),
+            CancelAck::Requested(_) => {
+                let snapshot = jobs.wait(id, CANCEL_CONFIRM).await.map_err(store_error)?;
+                let status = snapshot.as_ref().map_or(JobStatus::Cancelled, |s| s.status);
+                let message = match status {
+                    JobStatus::Cancelled => "the job is cancelled; the tool server was told to stop".to_string(),
+                    JobStatus::Running => "cancel requested; the job has not stopped yet".to_string(),
+                    other => format!("the job ended {} before the cancel took effect", other.as_str()),
+                };
+                Ok(json_result(json!({
+                    "job_id": id,
+                    "status": status,
+                    "cancelled": status == JobStatus::Cancelled,
+                    "message": message,
+                })))
+            }
+        }
+    }
+
+    /// The result of an ended job, as the direct call would have answered (a JSON-RPC error
+    /// becomes a tool error: a long-poll has no way to fail the original call).
+    fn final_result(&self, snapshot: &JobSnapshot) -> CallToolResult {
+        let id = snapshot.job_id;
+        let stored = snapshot.result.clone().and_then(|r| serde_json::from_value::<CallToolResult>(r).ok());
+        let mut result = match (snapshot.status, stored) {
+            (JobStatus::Completed | JobStatus::Failed, Some(result)) => result,
+            (JobStatus::Cancelled, _) => error_result(format!(
+                "the job was cancelled: {}",
+                snapshot.error.as_ref().map_or("no reason given", |e| e.message.as_str())
+            )),
+            _ => error_result(
+                snapshot.error.as_ref().map_or_else(|| "the job failed".to_string(), |e| e.message.clone()),
+            ),
+        };
+        attach_job_meta(&mut result, &self.inner.links, id);
+        result
+    }
+}
+
+fn progress_phrase(snapshot: &JobSnapshot) -> String {
+    let mut phrase = match (snapshot.progress, snapshot.total) {
+        (Some(p), Some(t)) => format!("{p} of {t}"),
+        (Some(p), None) => format!("progress {p}"),
+        _ => "no progress reported yet".to_string(),
+    };
+    if let Some(message) = &snapshot.message {
+        phrase.push_str(": ");
+        phrase.push_str(message);
+    }
+    phrase
+}

@@ -1,0 +1,54 @@
+//! The one error type of the REST and SSE API: a status and a JSON body that says what went
+//! wrong and what to do about it.
+
+use axum::{
+    Json,
+    http::StatusCode,
+    response::{IntoResponse, Response},
+};
+use serde_json::json;
+
+use crate::store::StoreError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// Unknown, expired, malformed or (with tokens) unauthorised: the same answer for all, so
+    /// nobody can probe which job IDs exist.
+    #[error("no such job")]
+    NotFound,
+    #[error("{0}")]
+    BadRequest(String),
+    #[error("the job store is unavailable: {0}")]
+    Unavailable(String),
+}
+
+impl ApiError {
+    fn code(&self) -> &'static str {
+        match self {
+            ApiError::NotFound => "not_found",
+            ApiError::BadRequest(_) => "bad_request",
+            ApiError::Unavailable(_) => "unavailable",
+        }
+    }
+
+    fn status(&self) -> StatusCode {
+        match self {
+            ApiError::NotFound => StatusCode::NOT_FOUND,
+            ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
+            ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+        }
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> Self {
+        ApiError::Unavailable(e.to_string())
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = json!({ "error": { "code": self.code(), "message": self.to_string() } });
+        (self.status(), Json(body)).into_response()
+    }
+}

@@ -1,0 +1,168 @@
+//! The REST and SSE API for frontends and operators. Handlers are thin: extract, ask the
+//! store, map the result. This module reads jobs from the store and never talks to an
+//! upstream; what it needs to know about upstreams (for `/readyz`) it is handed.
+
+mod error;
+mod sse;
+
+use std::{sync::Arc, time::Duration};
+
+use axum::{
+    Json, Router,
+    extract::{Path, Query, State},
+    http::{HeaderMap, StatusCode, header},
+    response::{IntoResponse, Response},
+    routing::{get, post},
+};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+pub use error::ApiError;
+
+use crate::{
+    metrics::Metrics,
+    store::{CancelAck, Channel, CorrelationId, JobId, Seq, Store},
+};
+
+/// Reports on the parts of the bridge `/readyz` covers besides the store.
+pub trait Readiness: Send + Sync + 'static {
+    /// Whether they are all ready, and a JSON description of each.
+    fn report(&self) -> (bool, Value);
+}
+
+#[derive(Clone)]
+pub struct ApiState {
+    pub store: Arc<dyn Store>,
+    pub metrics: Arc<Metrics>,
+    pub readiness: Arc<dyn Readiness>,
+    /// Interval of keep-alive comments on idle SSE streams.
+    pub keep_alive: Duration,
+    /// Fired at shutdown: open SSE streams end so the server can close.
+    pub shutdown: tokio_util::sync::CancellationToken,
+}
+
+pub fn router(state: ApiState) -> Router {
+    Router::new()
+        .route("/jobs/{id}", get(job_snapshot))
+        .route("/jobs/{id}/events", get(job_events))
+        .route("/jobs/{id}/cancel", post(job_cancel))
+        .route("/correlations/{cid}/events", get(correlation_events))
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
+        .with_state(state)
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct StreamQuery {
+    last_event_id: Option<String>,
+}
+
+/// A job ID from the path. Anything that is not one this bridge could have made answers like
+/// an unknown job.
+fn job_id(raw: &str) -> Result<JobId, ApiError> {
+    raw.parse().map_err(|_| ApiError::NotFound)
+}
+
+/// The reader's position: the `Last-Event-ID` header (what a reconnecting EventSource sends),
+/// else the `last_event_id` query parameter (for clients that cannot set headers).
+fn last_event_id(headers: &HeaderMap, query: &StreamQuery) -> Result<Option<Seq>, ApiError> {
+    let raw = match headers.get("last-event-id") {
+        Some(value) => Some(value.to_str().map_err(|_| bad_last_event_id("not text"))?.to_string()),
+        None => query.last_event_id.clone(),
+    };
+    let Some(raw) = raw.map(|r| r.trim().to_string()).filter(|r| !r.is_empty()) else { return Ok(None) };
+    if !raw.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(bad_last_event_id(&raw));
+    }
+    raw.parse().map(Some).map_err(|_| bad_last_event_id(&raw))
+}
+
+fn bad_last_event_id(raw: &str) -> ApiError {
+    let shown: String = raw.chars().take(40).collect();
+    ApiError::BadRequest(format!(
+        "Last-Event-ID must be the decimal id: of an event this stream sent, got {shown:?}"
+    ))
+}
+
+async fn job_snapshot(State(state): State<ApiState>, Path(id): Path<String>) -> Result<Response, ApiError> {
+    let id = job_id(&id)?;
+    let snapshot = state.store.snapshot(id).await?.ok_or(ApiError::NotFound)?;
+    Ok(Json(snapshot).into_response())
+}
+
+async fn job_events(
+    State(state): State<ApiState>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    Query(query): Query<StreamQuery>,
+) -> Result<Response, ApiError> {
+    let id = job_id(&id)?;
+    let after = last_event_id(&headers, &query)?;
+    sse::respond(&state, Channel::Job(id), after).await
+}
+
+async fn correlation_events(
+    State(state): State<ApiState>,
+    Path(cid): Path<String>,
+    headers: HeaderMap,
+    Query(query): Query<StreamQuery>,
+) -> Result<Response, ApiError> {
+    let cid: CorrelationId = cid.parse().map_err(|_| ApiError::NotFound)?;
+    let after = last_event_id(&headers, &query)?;
+    sse::respond(&state, Channel::Correlation(cid), after).await
+}
+
+async fn job_cancel(State(state): State<ApiState>, Path(id): Path<String>) -> Result<Response, ApiError> {
+    let id = job_id(&id)?;
+    let reason = "cancelled through POST /jobs/{id}/cancel".to_string();
+    match state.store.request_cancel(id, reason).await? {
+        CancelAck::Requested(snapshot) => Ok((StatusCode::ACCEPTED, Json(snapshot)).into_response()),
+        CancelAck::AlreadyTerminal(snapshot) => Ok((StatusCode::CONFLICT, Json(snapshot)).into_response()),
+        CancelAck::Unknown => Err(ApiError::NotFound),
+    }
+}
+
+async fn healthz() -> Json<Value> {
+    Json(json!({ "status": "ok" }))
+}
+
+async fn readyz(State(state): State<ApiState>) -> Response {
+    let store = match state.store.ping().await {
+        Ok(()) => json!({ "ready": true }),
+        Err(e) => json!({ "ready": false, "error": e.to_string() }),
+    };
+    let store_ready = store["ready"] == true;
+    let (parts_ready, parts) = state.readiness.report();
+    let ready = store_ready && parts_ready;
+    let status = if ready { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
+    (status, Json(json!({ "ready": ready, "store": store, "upstreams": parts }))).into_response()
+}
+
+async fn metrics(State(state): State<ApiState>) -> Response {
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], state.metrics.render()).into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(header: Option<&str>, query: Option<&str>) -> Result<Option<Seq>, ApiError> {
+        let mut headers = HeaderMap::new();
+        if let Some(h) = header {
+            headers.insert("last-event-id", h.parse().unwrap());
+        }
+        last_event_id(&headers, &StreamQuery { last_event_id: query.map(str::to_string) })
+    }
+
+    #[test]
+    fn last_event_id_sources_and_errors() {
+        assert_eq!(parse(None, None).unwrap(), None);
+        assert_eq!(parse(Some("7"), Some("3")).unwrap(), Some(7));
+        assert_eq!(parse(None, Some("3")).unwrap(), Some(3));
+        assert_eq!(parse(Some(" "), None).unwrap(), None);
+        for bad in ["-1", "1.5", "abc", "99999999999999999999999"] {
+            assert!(matches!(parse(Some(bad), None), Err(ApiError::BadRequest(_))), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,203 @@
+//! Server-Sent Events for a job or a correlation: a consistent start (snapshot, replay or
+//! reset), then the live tail, keep-alive comments while idle, and the end after the terminal
+//! event.
+//!
+//! The stream is built from what the store's `open` returns: a cut at sequence number `head`
+//! and a live subscription taken at the same moment. The reader's position (`last`) only moves
+//! forward by one: a live event at or before it is a duplicate and skipped; one after a gap
+//! (or a lag notice) sends the reader back to history, and when history no longer reaches
+//! back, to a `reset` carrying the current snapshot.
+
+use std::{collections::VecDeque, convert::Infallible, sync::Arc, time::Duration};
+
+use axum::{
+    body::Body,
+    http::{HeaderValue, header},
+    response::Response,
+};
+use bytes::Bytes;
+use futures::StreamExt;
+use tokio_util::sync::CancellationToken;
+use serde_json::json;
+
+use super::{ApiError, ApiState};
+use crate::{
+    metrics::Metrics,
+    store::{Channel, ChannelSnapshot, EventKind, LiveItem, LiveStream, Opened, Seq, Store, StoredEvent, sse_frame},
+};
+
+/// Sent first: how long a browser's EventSource waits before it reconnects.
+const RETRY_FRAME: &[u8] = b"retry: 2000\n\n";
+const KEEP_ALIVE_FRAME: &[u8] = b": keep-alive\n\n";
+
+/// Open `channel` for a reader at `after` (its Last-Event-ID) and answer with the stream.
+pub async fn respond(state: &ApiState, channel: Channel, after: Option<Seq>) -> Result<Response, ApiError> {
+    // A correlation stream has no snapshot to start from: a fresh reader replays it whole.
+    let after = match channel {
+        Channel::Correlation(_) => Some(after.unwrap_or(0)),
+        Channel::Job(_) => after,
+    };
+    let opened = state.store.open(&channel, after).await?.ok_or(ApiError::NotFound)?;
+    if let Some(after) = after
+        && after > opened.head
+    {
+        return Err(ApiError::BadRequest(format!(
+            "Last-Event-ID {after} is ahead of this stream, whose newest event is {}; reconnect without it",
+            opened.head
+        )));
+    }
+    let tail = Tail::start(state, channel, after, opened).await;
+    let stream = futures::stream::unfold(tail, |mut tail| async move {
+        let frame = tail.next_frame().await?;
+        Some((Ok::<Bytes, Infallible>(frame), tail))
+    });
+    let mut response = Response::new(Body::from_stream(stream));
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache, no-transform"));
+    headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    Ok(response)
+}
+
+/// Counts open streams in the `bridge_sse_subscribers` gauge for as long as it lives.
+struct SubscriberGuard(Arc<Metrics>);
+
+impl SubscriberGuard {
+    fn new(metrics: Arc<Metrics>) -> Self {
+        metrics.sse_subscribers.inc();
+        Self(metrics)
+    }
+}
+
+impl Drop for SubscriberGuard {
+    fn drop(&mut self) {
+        self.0.sse_subscribers.dec();
+    }
+}
+
+struct Tail {
+    store: Arc<dyn Store>,
+    channel: Channel,
+    /// The sequence number of the last event this reader has been sent.
+    last: Seq,
+    live: LiveStream,
+    queue: VecDeque<Bytes>,
+    /// The terminal event is queued (or the channel is gone): end after the queue.
+    done: bool,
+    keep_alive: Duration,
+    shutdown: CancellationToken,
+    _guard: SubscriberGuard,
+}
+
+impl Tail {
+    async fn start(state: &ApiState, channel: Channel, after: Option<Seq>, opened: Opened) -> Self {
+        let Opened { head, snapshot, backlog, covered, ended, live } = opened;
+        let mut tail = Tail {
+            store: state.store.clone(),
+            channel,
+            last: head,
+            live,
+            queue: VecDeque::from([Bytes::from_static(RETRY_FRAME)]),
+            done: false,
+            keep_alive: state.keep_alive,
+            shutdown: state.shutdown.clone(),
+            _guard: SubscriberGuard::new(state.metrics.clone()),
+        };
+        match after {
+            None => tail.queue.push_back(snapshot_frame(EventKind::Status, head, &snapshot)),
+            Some(_) if !covered => tail.queue.push_back(snapshot_frame(EventKind::Reset, head, &snapshot)),
+            Some(after) => {
+                tail.last = after;
+                for event in backlog {
+                    tail.send(&event);
+                }
+            }
+        }
+        if ended && !tail.done {
+            tail.send_terminal().await;
+        }
+        tail
+    }
+
+    /// The next bytes to write, or `None` when the stream is over.
+    async fn next_frame(&mut self) -> Option<Bytes> {
+        loop {
+            if let Some(frame) = self.queue.pop_front() {
+                return Some(frame);
+            }
+            if self.done {
+                return None;
+            }
+            let item = tokio::select! {
+                item = self.live.next() => item,
+                _ = tokio::time::sleep(self.keep_alive) => return Some(Bytes::from_static(KEEP_ALIVE_FRAME)),
+                _ = self.shutdown.cancelled() => return None,
+            };
+            match item {
+                Some(LiveItem::Event(event)) if event.ephemeral => self.queue.push_back(event.frame.clone()),
+                Some(LiveItem::Event(event)) if event.seq <= self.last => {}
+                Some(LiveItem::Event(event)) if event.seq == self.last + 1 => self.send(&event),
+                Some(LiveItem::Event(_)) | Some(LiveItem::Lagged) => self.catch_up().await,
+                // The channel is gone (expired): nothing more will come.
+                None => self.done = true,
+            }
+        }
+    }
+
+    fn send(&mut self, event: &StoredEvent) {
+        self.queue.push_back(event.frame.clone());
+        self.last = event.seq;
+        if event.is_terminal() {
+            self.done = true;
+        }
+    }
+
+    /// Fill a gap from history, or reset the reader when history no longer has it.
+    async fn catch_up(&mut self) {
+        match self.store.replay(&self.channel, self.last).await {
+            Ok(replay) if replay.covered => {
+                for event in replay.events {
+                    self.send(&event);
+                }
+            }
+            Ok(_) => self.reset().await,
+            Err(error) => {
+                tracing::warn!(%error, "history unavailable for a lagging reader; closing its stream");
+                self.done = true;
+            }
+        }
+    }
+
+    async fn reset(&mut self) {
+        let Ok(Some(opened)) = self.store.open(&self.channel, None).await else {
+            self.done = true;
+            return;
+        };
+        self.queue.push_back(snapshot_frame(EventKind::Reset, opened.head, &opened.snapshot));
+        self.last = opened.head;
+        if opened.ended {
+            self.send_terminal().await;
+        }
+    }
+
+    /// For a reader positioned at the end of an ended job (a fresh reader, a reset, or one
+    /// that reconnected after the end): send the terminal event itself, so every client sees
+    /// one and knows to stop reconnecting.
+    async fn send_terminal(&mut self) {
+        self.done = true;
+        let Ok(replay) = self.store.replay(&self.channel, self.last.saturating_sub(1)).await else { return };
+        if let Some(event) = replay.events.last().filter(|e| e.is_terminal()) {
+            self.queue.push_back(event.frame.clone());
+        }
+    }
+}
+
+/// A `status` or `reset` frame: the job snapshot, or the snapshots of a correlation's jobs.
+fn snapshot_frame(kind: EventKind, head: Seq, snapshot: &ChannelSnapshot) -> Bytes {
+    let data = match snapshot {
+        ChannelSnapshot::Job(job) => serde_json::to_vec(job),
+        ChannelSnapshot::Correlation(jobs) => serde_json::to_vec(&json!({ "jobs": jobs })),
+    }
+    .unwrap_or_else(|_| b"{}".to_vec());
+    sse_frame(head, kind.as_str(), &data)
+}

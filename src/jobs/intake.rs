@@ -1,0 +1,196 @@
+//! Where an upstream's reports about a running job enter: checked, bounded, queued in order.
+//!
+//! Called synchronously from the upstream connection's read path, so it only takes a short
+//! lock and wakes the job's runner, which does the (possibly slow) store writes.
+
+use std::{
+    collections::VecDeque,
+    sync::{Arc, Mutex},
+};
+
+use serde_json::Value;
+use tokio::sync::Notify;
+
+use crate::{
+    metrics::Metrics,
+    store::{EventBody, ProgressUpdate},
+};
+
+/// Events waiting for the runner. Past this, consecutive progress is merged into the newest
+/// and log lines are dropped (counted), so an upstream that floods cannot grow memory.
+const MAX_QUEUED: usize = 256;
+/// Longest progress message kept, in bytes; longer ones are cut with an ellipsis.
+pub const MAX_MESSAGE_BYTES: usize = 4096;
+/// Largest log payload kept, in bytes of JSON; a larger one is replaced by its cut text.
+pub const MAX_LOG_BYTES: usize = 16 * 1024;
+
+pub struct Intake {
+    upstream: String,
+    state: Mutex<State>,
+    pub(super) wake: Notify,
+    metrics: Arc<Metrics>,
+}
+
+#[derive(Default)]
+struct State {
+    last_progress: Option<f64>,
+    closed: bool,
+    queue: VecDeque<EventBody>,
+}
+
+impl Intake {
+    pub(super) fn new(upstream: String, metrics: Arc<Metrics>) -> Arc<Self> {
+        Arc::new(Self { upstream, state: Mutex::default(), wake: Notify::new(), metrics })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn dropped(&self, reason: &str) {
+        self.metrics.progress_dropped.with_label_values(&[reason]).inc();
+    }
+
+    /// A progress notification from the upstream. MCP requires progress to increase with
+    /// every notification; one that does not, or is not a finite non-negative number, is
+    /// dropped and counted. `total` is kept only when it is a finite positive number.
+    pub fn progress(&self, progress: f64, total: Option<f64>, message: Option<String>) {
+        if !progress.is_finite() || progress < 0.0 {
+            self.dropped("invalid");
+            tracing::debug!(upstream = %self.upstream, progress, "progress is not a finite non-negative number: dropped");
+            return;
+        }
+        let total = total.filter(|t| t.is_finite() && *t > 0.0);
+        let message = message.map(|m| truncate(m, MAX_MESSAGE_BYTES));
+        let update = ProgressUpdate { progress, total, message };
+        {
+            let mut state = self.lock();
+            if state.closed {
+                drop(state);
+                self.dropped("after_end");
+                return;
+            }
+            if state.last_progress.is_some_and(|last| progress <= last) {
+                drop(state);
+                self.dropped("non_increasing");
+                return;
+            }
+            state.last_progress = Some(progress);
+            let full = state.queue.len() >= MAX_QUEUED;
+            match state.queue.back_mut() {
+                Some(EventBody::Progress(newest)) if full => {
+                    *newest = update;
+                    drop(state);
+                    self.dropped("coalesced");
+                }
+                _ => state.queue.push_back(EventBody::Progress(update)),
+            }
+        }
+        self.wake.notify_one();
+    }
+
+    /// A `notifications/message` attributed to this job.
+    pub fn log(&self, level: String, logger: Option<String>, data: Value) {
+        let data = bound_log(data);
+        {
+            let mut state = self.lock();
+            if state.closed || state.queue.len() >= MAX_QUEUED {
+                drop(state);
+                self.metrics.log_dropped.with_label_values(&["overflow"]).inc();
+                return;
+            }
+            state.queue.push_back(EventBody::Log { level, logger, data });
+        }
+        self.wake.notify_one();
+    }
+
+    /// Everything queued so far, oldest first.
+    pub(super) fn take(&self) -> VecDeque<EventBody> {
+        std::mem::take(&mut self.lock().queue)
+    }
+
+    /// The call is over (answered or cancelled): later reports are dropped.
+    pub(super) fn close(&self) {
+        self.lock().closed = true;
+    }
+}
+
+fn truncate(mut text: String, max: usize) -> String {
+    if text.len() > max {
+        let cut = text.floor_char_boundary(max);
+        text.truncate(cut);
+        text.push('…');
+    }
+    text
+}
+
+fn bound_log(data: Value) -> Value {
+    let size = serde_json::to_vec(&data).map(|v| v.len()).unwrap_or(usize::MAX);
+    if size <= MAX_LOG_BYTES {
+        return data;
+    }
+    let text = match data {
+        Value::String(s) => s,
+        other => other.to_string(),
+    };
+    Value::String(truncate(text, MAX_LOG_BYTES))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn intake() -> Arc<Intake> {
+        Intake::new("t".into(), Arc::new(Metrics::new()))
+    }
+
+    fn progress_values(i: &Intake) -> Vec<f64> {
+        i.take()
+            .into_iter()
+            .filter_map(|b| match b {
+                EventBody::Progress(p) => Some(p.progress),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn keeps_only_increasing_finite_progress() {
+        let i = intake();
+        for p in [1.0, 1.0, 0.5, f64::NAN, f64::INFINITY, -1.0, 2.5, 3.0] {
+            i.progress(p, None, None);
+        }
+        assert_eq!(progress_values(&i), vec![1.0, 2.5, 3.0]);
+    }
+
+    #[test]
+    fn drops_everything_after_close() {
+        let i = intake();
+        i.progress(1.0, None, None);
+        i.close();
+        i.progress(2.0, None, None);
+        i.log("info".into(), None, Value::Null);
+        assert_eq!(i.take().len(), 1);
+    }
+
+    #[test]
+    fn a_flood_is_bounded_and_keeps_the_newest() {
+        let i = intake();
+        for p in 1..=10_000 {
+            i.progress(p as f64, Some(10_000.0), None);
+        }
+        let values = progress_values(&i);
+        assert_eq!(values.len(), MAX_QUEUED);
+        assert_eq!(values.last(), Some(&10_000.0));
+    }
+
+    #[test]
+    fn cuts_long_messages_and_rejects_bad_totals() {
+        let i = intake();
+        i.progress(1.0, Some(f64::NAN), Some("é".repeat(MAX_MESSAGE_BYTES)));
+        let EventBody::Progress(p) = i.take().pop_front().unwrap() else { panic!() };
+        assert_eq!(p.total, None);
+        let m = p.message.unwrap();
+        assert!(m.len() <= MAX_MESSAGE_BYTES + '…'.len_utf8() && m.ends_with('…'));
+    }
+}

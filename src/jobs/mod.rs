@@ -1,0 +1,329 @@
+//! The job lifecycle: a job is created running, receives the upstream's reports through its
+//! [`Intake`], and ends exactly once — `completed`, `failed` or `cancelled` — with a terminal
+//! event that carries the result or the reason. No path leaves a job running once its work is
+//! gone: the runner owns the work's future and always appends a terminal event when it ends.
+
+mod intake;
+mod runner;
+
+use std::{
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use dashmap::DashMap;
+use futures::{StreamExt, future::BoxFuture};
+use rmcp::{ErrorData, model::CallToolResult};
+use tokio::sync::{Notify, mpsc, watch};
+use tokio_util::sync::CancellationToken;
+
+pub use intake::{Intake, MAX_LOG_BYTES, MAX_MESSAGE_BYTES};
+
+use crate::{
+    config::JobsConfig,
+    metrics::Metrics,
+    store::{
+        CancelAck, Channel, CorrelationId, EventBody, JobFailure, JobId, JobSnapshot, LiveItem, NewJob,
+        ProgressUpdate, Store, StoreError,
+    },
+};
+
+#[derive(Debug, thiserror::Error)]
+pub enum JobsError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// What the caller asked for.
+#[derive(Debug, Clone)]
+pub struct JobSpec {
+    pub tool: String,
+    pub upstream: String,
+    pub upstream_tool: String,
+    pub correlation_id: Option<CorrelationId>,
+}
+
+/// The work a job runs: the outcome of the upstream call, and how to cancel it upstream.
+pub struct Work {
+    pub outcome: BoxFuture<'static, WorkOutcome>,
+    pub cancel: Box<dyn FnOnce(String) -> BoxFuture<'static, ()> + Send>,
+}
+
+#[derive(Debug)]
+pub enum WorkOutcome {
+    /// A tool result; `is_error: Some(true)` ends the job `failed`.
+    Result(CallToolResult),
+    RpcError(ErrorData),
+    Failed(JobFailure),
+}
+
+/// How a job ended, for callers in this process waiting on it (sync calls).
+#[derive(Debug)]
+pub enum Finished {
+    Result(CallToolResult),
+    RpcError(ErrorData),
+    Failed(JobFailure),
+    Cancelled(String),
+}
+
+/// Jobs of this replica, and access to all jobs through the store.
+#[derive(Clone)]
+pub struct Jobs {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    store: Arc<dyn Store>,
+    config: JobsConfig,
+    replica: String,
+    running: DashMap<JobId, Arc<Running>>,
+    /// Woken whenever a job of this replica ends (shutdown waits for none to be left).
+    ended: Notify,
+    metrics: Arc<Metrics>,
+}
+
+/// The cancel switch of a job running here.
+struct Running {
+    cancel: CancellationToken,
+    reason: Mutex<Option<String>>,
+}
+
+impl Running {
+    fn cancel(&self, reason: String) {
+        self.reason.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert(reason);
+        self.cancel.cancel();
+    }
+
+    fn reason(&self) -> String {
+        self.reason.lock().unwrap_or_else(|p| p.into_inner()).clone().unwrap_or_else(|| "cancelled".into())
+    }
+}
+
+impl Jobs {
+    /// `replica` names this process in job snapshots (the owner of the jobs it runs).
+    pub fn new(store: Arc<dyn Store>, config: JobsConfig, replica: String, metrics: Arc<Metrics>) -> Self {
+        let jobs = Self {
+            inner: Arc::new(Inner {
+                store,
+                config,
+                replica,
+                running: DashMap::new(),
+                ended: Notify::new(),
+                metrics,
+            }),
+        };
+        tokio::spawn(jobs.clone().route_cancels());
+        jobs
+    }
+
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.inner.store
+    }
+
+    pub fn replica(&self) -> &str {
+        &self.inner.replica
+    }
+
+    /// Cancel requests arrive through the store (from this or any replica); the ones for jobs
+    /// running here flip their switch.
+    async fn route_cancels(self) {
+        let mut requests = self.inner.store.cancel_requests();
+        while let Some(request) = requests.next().await {
+            let running = self.inner.running.get(&request.job_id).map(|r| r.value().clone());
+            if let Some(running) = running {
+                running.cancel(request.reason);
+            }
+        }
+    }
+
+    /// Record a new running job. Start it with [`PendingJob::start`] once its work is sent,
+    /// or end it with [`PendingJob::fail`] if the work could not be started.
+    pub async fn create(&self, spec: JobSpec) -> Result<PendingJob, JobsError> {
+        let id = JobId::random();
+        self.inner
+            .store
+            .create_job(NewJob {
+                id,
+                tool: spec.tool,
+                upstream: spec.upstream.clone(),
+                upstream_tool: spec.upstream_tool,
+                correlation_id: spec.correlation_id,
+                owner: self.inner.replica.clone(),
+            })
+            .await?;
+        let running = Arc::new(Running { cancel: CancellationToken::new(), reason: Mutex::new(None) });
+        self.inner.running.insert(id, running.clone());
+        self.inner.metrics.jobs_started.with_label_values(&[&spec.upstream]).inc();
+        self.inner.metrics.jobs_running.inc();
+        Ok(PendingJob {
+            jobs: self.clone(),
+            id,
+            upstream: spec.upstream.clone(),
+            intake: Intake::new(spec.upstream, self.inner.metrics.clone()),
+            running,
+        })
+    }
+
+    pub async fn snapshot(&self, id: JobId) -> Result<Option<JobSnapshot>, JobsError> {
+        Ok(self.inner.store.snapshot(id).await?)
+    }
+
+    /// Ask for a job to be cancelled, wherever it runs.
+    pub async fn cancel(&self, id: JobId, reason: String) -> Result<CancelAck, JobsError> {
+        Ok(self.inner.store.request_cancel(id, reason).await?)
+    }
+
+    /// Cancel a job running in this replica directly (the caller's own request went away).
+    pub fn cancel_local(&self, id: JobId, reason: String) {
+        if let Some(running) = self.inner.running.get(&id) {
+            running.cancel(reason);
+        }
+    }
+
+    /// Cancel every job running here (shutdown after the grace period).
+    pub fn cancel_all_local(&self, reason: &str) {
+        for running in self.inner.running.iter() {
+            running.cancel(reason.to_string());
+        }
+    }
+
+    pub fn running_here(&self) -> usize {
+        self.inner.running.len()
+    }
+
+    /// Wait until no job runs in this replica, or `within` has passed; true if none is left.
+    pub async fn drained(&self, within: Duration) -> bool {
+        let wait = async {
+            loop {
+                let ended = self.inner.ended.notified();
+                if self.inner.running.is_empty() {
+                    return;
+                }
+                ended.await;
+            }
+        };
+        tokio::time::timeout(within, wait).await.is_ok()
+    }
+
+    /// Wait until the job ends or `within` passes, then return its snapshot (`None` if there
+    /// is no such job).
+    pub async fn wait(&self, id: JobId, within: Duration) -> Result<Option<JobSnapshot>, JobsError> {
+        let store = &self.inner.store;
+        let Some(opened) = store.open(&Channel::Job(id), None).await? else { return Ok(None) };
+        if !opened.ended {
+            let mut live = opened.live;
+            let until_end = async {
+                while let Some(item) = live.next().await {
+                    if let LiveItem::Event(event) = &item
+                        && event.is_terminal()
+                    {
+                        break;
+                    }
+                    // A lag may have skipped the terminal event: check the snapshot.
+                    if matches!(item, LiveItem::Lagged)
+                        && store.snapshot(id).await.ok().flatten().is_some_and(|s| s.status.is_terminal())
+                    {
+                        break;
+                    }
+                }
+            };
+            let _ = tokio::time::timeout(within, until_end).await;
+        }
+        Ok(store.snapshot(id).await?)
+    }
+}
+
+/// A job that exists but whose work is not running yet.
+pub struct PendingJob {
+    jobs: Jobs,
+    id: JobId,
+    upstream: String,
+    intake: Arc<Intake>,
+    running: Arc<Running>,
+}
+
+/// A started job, for a caller in this process that waits on it.
+pub struct JobHandle {
+    pub id: JobId,
+    done: watch::Receiver<Option<Arc<Finished>>>,
+}
+
+impl JobHandle {
+    /// Wait for the job to end.
+    pub async fn finished(&mut self) -> Arc<Finished> {
+        match self.done.wait_for(Option::is_some).await {
+            Ok(done) => done.clone().unwrap_or_else(unreachable_finished),
+            // The runner never drops the sender before sending; if it somehow did, say so
+            // rather than hang.
+            Err(_) => unreachable_finished(),
+        }
+    }
+}
+
+fn unreachable_finished() -> Arc<Finished> {
+    Arc::new(Finished::Failed(JobFailure {
+        reason: "internal".into(),
+        message: "the job runner stopped without a result".into(),
+    }))
+}
+
+impl PendingJob {
+    pub fn id(&self) -> JobId {
+        self.id
+    }
+
+    /// Where the upstream's reports for this job go.
+    pub fn intake(&self) -> Arc<Intake> {
+        self.intake.clone()
+    }
+
+    /// Run the job. Accepted progress is also sent to `mirror`, if given, while the receiver
+    /// is there to read it (a sync caller forwarding progress on its own request).
+    pub fn start(self, work: Work, mirror: Option<mpsc::Sender<ProgressUpdate>>) -> JobHandle {
+        let (done_tx, done) = watch::channel(None);
+        let id = self.id;
+        let runner = runner::Runner::new(self, mirror, done_tx);
+        tokio::spawn(runner.run(work));
+        JobHandle { id, done }
+    }
+
+    /// End a job whose work never started (the upstream was unreachable).
+    pub async fn fail(self, failure: JobFailure) {
+        let (done_tx, _) = watch::channel(None);
+        let runner = runner::Runner::new(self, None, done_tx);
+        runner.finish(Finished::Failed(failure)).await;
+    }
+}
+
+/// The terminal event for an outcome.
+fn terminal_body(finished: &Finished) -> EventBody {
+    match finished {
+        Finished::Result(result) if result.is_error == Some(true) => EventBody::Failed {
+            failure: JobFailure { reason: "tool_error".into(), message: first_text(result) },
+            result: serde_json::to_value(result).ok(),
+            rpc_error: None,
+        },
+        Finished::Result(result) => EventBody::Completed {
+            result: serde_json::to_value(result).unwrap_or_default(),
+        },
+        Finished::RpcError(error) => EventBody::Failed {
+            failure: JobFailure {
+                reason: "upstream_error".into(),
+                message: format!("the upstream answered with error {}: {}", error.code.0, error.message),
+            },
+            result: None,
+            rpc_error: serde_json::to_value(error).ok(),
+        },
+        Finished::Failed(failure) => EventBody::Failed { failure: failure.clone(), result: None, rpc_error: None },
+        Finished::Cancelled(reason) => EventBody::Cancelled { reason: reason.clone() },
+    }
+}
+
+/// The first text content of a result, for a one-line error message.
+fn first_text(result: &CallToolResult) -> String {
+    result
+        .content
+        .iter()
+        .find_map(|c| c.as_text().map(|t| t.text.clone()))
+        .unwrap_or_else(|| "the tool reported an error".into())
+}

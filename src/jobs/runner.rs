@@ -1,0 +1,164 @@
+//! The task that runs one job: it waits for the work's outcome while moving the intake's
+//! reports into the store in order, and it ends the job with exactly one terminal event.
+//!
+//! Order is the point of having one task per job. The upstream's read path queues a report
+//! before it passes the response on, and the runner drains the queue before it writes the
+//! terminal event, so a subscriber never sees progress after `completed`.
+
+use std::{sync::Arc, time::Duration};
+
+use tokio::{
+    sync::{mpsc, watch},
+    time::Instant,
+};
+
+use super::{Finished, Intake, PendingJob, Running, Work, WorkOutcome, terminal_body};
+use crate::store::{EventBody, JobId, ProgressUpdate, StoreError};
+
+pub(super) struct Runner {
+    pending: PendingJob,
+    mirror: Option<mpsc::Sender<ProgressUpdate>>,
+    done: watch::Sender<Option<Arc<Finished>>>,
+    coalesce: Duration,
+    last_progress: Option<Instant>,
+    /// The newest progress held back by coalescing; always delivered before the job ends.
+    held: Option<ProgressUpdate>,
+}
+
+impl Runner {
+    pub(super) fn new(
+        pending: PendingJob,
+        mirror: Option<mpsc::Sender<ProgressUpdate>>,
+        done: watch::Sender<Option<Arc<Finished>>>,
+    ) -> Self {
+        let coalesce = Duration::from_millis(pending.jobs.inner.config.min_progress_interval_ms);
+        Self { pending, mirror, done, coalesce, last_progress: None, held: None }
+    }
+
+    fn id(&self) -> JobId {
+        self.pending.id
+    }
+
+    fn intake(&self) -> &Arc<Intake> {
+        &self.pending.intake
+    }
+
+    fn running(&self) -> &Arc<Running> {
+        &self.pending.running
+    }
+
+    pub(super) async fn run(mut self, work: Work) {
+        let Work { mut outcome, cancel } = work;
+        let running = self.running().clone();
+        let intake = self.intake().clone();
+        let finished = loop {
+            let release_at = self.release_at();
+            tokio::select! {
+                biased;
+                _ = running.cancel.cancelled() => {
+                    let reason = running.reason();
+                    // Reports after the cancel are dropped; the upstream's late answer, if
+                    // any, is ignored (its future is dropped below, unread).
+                    intake.close();
+                    cancel(reason.clone()).await;
+                    break Finished::Cancelled(reason);
+                }
+                result = &mut outcome => {
+                    intake.close();
+                    break match result {
+                        WorkOutcome::Result(result) => Finished::Result(result),
+                        WorkOutcome::RpcError(error) => Finished::RpcError(error),
+                        WorkOutcome::Failed(failure) => Finished::Failed(failure),
+                    };
+                }
+                _ = intake.wake.notified() => self.drain().await,
+                _ = tokio::time::sleep_until(release_at.unwrap_or_else(Instant::now)), if release_at.is_some() => {
+                    self.release_held().await;
+                }
+            }
+        };
+        drop(outcome);
+        self.drain().await;
+        self.release_held().await;
+        self.finish(finished).await;
+    }
+
+    fn release_at(&self) -> Option<Instant> {
+        self.held.as_ref()?;
+        Some(self.last_progress.map_or_else(Instant::now, |last| last + self.coalesce))
+    }
+
+    /// Move everything the intake has queued into the store, in order.
+    async fn drain(&mut self) {
+        for body in self.intake().take() {
+            match body {
+                EventBody::Progress(update) => {
+                    let now = Instant::now();
+                    let too_soon = self.last_progress.is_some_and(|last| now < last + self.coalesce);
+                    if too_soon {
+                        if self.held.replace(update).is_some() {
+                            self.pending.jobs.inner.metrics.progress_dropped.with_label_values(&["coalesced"]).inc();
+                        }
+                    } else {
+                        self.held = None;
+                        self.publish_progress(update).await;
+                    }
+                }
+                other => {
+                    self.append(other).await;
+                }
+            }
+        }
+    }
+
+    async fn release_held(&mut self) {
+        if let Some(update) = self.held.take() {
+            self.publish_progress(update).await;
+        }
+    }
+
+    async fn publish_progress(&mut self, update: ProgressUpdate) {
+        self.last_progress = Some(Instant::now());
+        if let Some(mirror) = &self.mirror
+            && mirror.try_send(update.clone()).is_err()
+        {
+            // The sync caller is gone (answered with a handle) or not keeping up; progress
+            // still goes to the job channel.
+            self.mirror = None;
+        }
+        let metrics = &self.pending.jobs.inner.metrics;
+        if self.append(EventBody::Progress(update)).await {
+            metrics.progress_events.with_label_values(&[&self.pending.upstream]).inc();
+        }
+    }
+
+    async fn append(&self, body: EventBody) -> bool {
+        match self.pending.jobs.inner.store.append(self.id(), body).await {
+            Ok(seq) => seq.is_some(),
+            Err(error) => {
+                self.store_failed(&error);
+                false
+            }
+        }
+    }
+
+    fn store_failed(&self, error: &StoreError) {
+        tracing::error!(job = %self.id(), %error, "could not write a job event");
+    }
+
+    /// Write the terminal event, tell local waiters, and forget the job here.
+    pub(super) async fn finish(self, finished: Finished) {
+        let body = terminal_body(&finished);
+        let status = body.kind().as_str();
+        if let Err(error) = self.pending.jobs.inner.store.append(self.id(), body).await {
+            self.store_failed(&error);
+        }
+        let inner = &self.pending.jobs.inner;
+        inner.metrics.jobs_finished.with_label_values(&[&self.pending.upstream, status]).inc();
+        inner.metrics.jobs_running.dec();
+        inner.running.remove(&self.id());
+        inner.ended.notify_waiters();
+        tracing::debug!(job = %self.id(), status, "job ended");
+        self.done.send_replace(Some(Arc::new(finished)));
+    }
+}

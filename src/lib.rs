@@ -1,0 +1,17 @@
+//! mcp-progress-bridge: an MCP gateway that turns each `tools/call` into a job and republishes
+//! the upstream's `notifications/progress` on a per-job SSE channel, for agent platforms that
+//! drop progress and cut long tool calls off.
+//!
+//! Data flows one way: [`front`] (the MCP server the agent calls) → [`jobs`] (lifecycle) →
+//! [`store`] (snapshots, history, fan-out) → [`http`] (REST and SSE). [`upstream`] holds the
+//! connections to the real tool servers; [`app`] wires it all together.
+
+pub mod app;
+pub mod config;
+pub mod demo;
+pub mod front;
+pub mod http;
+pub mod jobs;
+pub mod metrics;
+pub mod store;
+pub mod upstream;

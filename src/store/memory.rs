@@ -1,0 +1,427 @@
+//! The embedded store: jobs, histories and live fan-out in this process's memory.
+//!
+//! Each channel (a job, or a correlation) is one [`Log`] behind a `std::sync::Mutex`. The lock
+//! is held only for the few steps of an append or an open (assign the number, fold the
+//! snapshot, push to history, hand the event to the broadcast ring) and never across an
+//! `.await`, so a plain mutex is cheaper than an async one and keeps the steps atomic: a
+//! reader that opens a channel sees a snapshot, history and live tail with no gap and no
+//! duplicate between them.
+//!
+//! Live delivery is a `tokio::sync::broadcast` ring per channel, created when the first reader
+//! arrives and dropped when the last one has gone. A slow reader never slows the writer or the
+//! other readers: when it falls more than the ring's capacity behind, it is told it lagged and
+//! catches up from history (or gets a `reset` when history no longer reaches back).
+
+use std::{
+    collections::VecDeque,
+    sync::{Arc, Mutex, MutexGuard},
+};
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use dashmap::DashMap;
+use futures::{StreamExt, stream::BoxStream};
+use tokio::sync::broadcast;
+use tokio_stream::wrappers::{BroadcastStream, errors::BroadcastStreamRecvError};
+
+use super::{
+    CancelAck, CancelRequest, Channel, ChannelSnapshot, CorrelationId, EventBody, EventKind,
+    Heartbeat, JobId, JobSnapshot, LiveItem, NewJob, Opened, Replay, Seq, Store, StoreError,
+    StoredEvent, event::to_vec, now_ms, render_heartbeat, render_job_event,
+};
+
+/// Live events buffered per channel for readers that are momentarily behind. Past this a
+/// reader lags and re-reads history, so this bounds memory per channel, not correctness.
+const LIVE_CAPACITY: usize = 128;
+
+/// Cancel requests in flight between the API and the job runner of this process.
+const CANCEL_CAPACITY: usize = 1024;
+
+#[derive(Clone)]
+pub struct MemoryStore {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    jobs: DashMap<JobId, Arc<Log>>,
+    correlations: DashMap<CorrelationId, Arc<Log>>,
+    history: usize,
+    retention_ms: u64,
+    cancels: broadcast::Sender<CancelRequest>,
+}
+
+struct Log {
+    state: Mutex<LogState>,
+}
+
+struct LogState {
+    head: Seq,
+    events: VecDeque<Arc<StoredEvent>>,
+    live: Option<broadcast::Sender<Arc<StoredEvent>>>,
+    kind: LogKind,
+}
+
+enum LogKind {
+    Job(Box<JobSnapshot>),
+    Correlation { jobs: Vec<JobId>, last_activity: u64 },
+}
+
+impl Log {
+    fn new(kind: LogKind) -> Arc<Self> {
+        Arc::new(Self {
+            state: Mutex::new(LogState { head: 0, events: VecDeque::new(), live: None, kind }),
+        })
+    }
+
+    /// A panic while holding the lock cannot leave the state half-written in a way that
+    /// matters more than losing the job, so a poisoned lock is simply taken over.
+    fn lock(&self) -> MutexGuard<'_, LogState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl LogState {
+    /// Store and deliver an event. Called with the lock held, so history order, sequence
+    /// order and live delivery order are the same.
+    fn push(&mut self, event: Arc<StoredEvent>, history: usize) {
+        self.head = event.seq;
+        if self.events.len() == history {
+            self.events.pop_front();
+        }
+        self.events.push_back(event.clone());
+        self.deliver(event);
+    }
+
+    fn deliver(&mut self, event: Arc<StoredEvent>) {
+        if let Some(live) = &self.live
+            && live.send(event).is_err()
+        {
+            // Nobody listens any more: free the ring until the next reader comes.
+            self.live = None;
+        }
+    }
+
+    fn subscribe(&mut self) -> broadcast::Receiver<Arc<StoredEvent>> {
+        match &self.live {
+            Some(live) => live.subscribe(),
+            None => {
+                let (tx, rx) = broadcast::channel(LIVE_CAPACITY);
+                self.live = Some(tx);
+                rx
+            }
+        }
+    }
+
+    /// Events after `after`, and whether history still reaches back to `after + 1`.
+    fn since(&self, after: Seq) -> (Vec<Arc<StoredEvent>>, bool) {
+        if after >= self.head {
+            return (Vec::new(), true);
+        }
+        let oldest = self.events.front().map_or(self.head + 1, |e| e.seq);
+        let covered = after + 1 >= oldest;
+        let events = self.events.iter().filter(|e| e.seq > after).cloned().collect();
+        (events, covered)
+    }
+
+    fn ended(&self) -> bool {
+        match &self.kind {
+            LogKind::Job(s) => s.status.is_terminal(),
+            LogKind::Correlation { .. } => false,
+        }
+    }
+}
+
+impl MemoryStore {
+    pub fn new(history: usize, retention_secs: u64) -> Self {
+        let (cancels, _) = broadcast::channel(CANCEL_CAPACITY);
+        Self {
+            inner: Arc::new(Inner {
+                jobs: DashMap::new(),
+                correlations: DashMap::new(),
+                history: history.max(1),
+                retention_ms: retention_secs.saturating_mul(1000),
+                cancels,
+            }),
+        }
+    }
+
+    fn job(&self, id: JobId) -> Option<Arc<Log>> {
+        self.inner.jobs.get(&id).map(|e| e.value().clone())
+    }
+
+    fn log(&self, channel: &Channel) -> Option<Arc<Log>> {
+        match channel {
+            Channel::Job(id) => self.job(*id),
+            Channel::Correlation(c) => self.inner.correlations.get(c).map(|e| e.value().clone()),
+        }
+    }
+
+    /// Copy a job event to its correlation channel, numbered in that channel's own sequence.
+    fn copy_to_correlation(&self, cid: &CorrelationId, kind: EventKind, data: Bytes, job: Option<JobId>) {
+        let log = self
+            .inner
+            .correlations
+            .entry(cid.clone())
+            .or_insert_with(|| Log::new(LogKind::Correlation { jobs: Vec::new(), last_activity: 0 }))
+            .value()
+            .clone();
+        let mut state = log.lock();
+        if let LogKind::Correlation { jobs, last_activity } = &mut state.kind {
+            *last_activity = now_ms();
+            if let Some(job) = job {
+                jobs.push(job);
+            }
+        }
+        let seq = state.head + 1;
+        state.push(Arc::new(StoredEvent::render(seq, kind, data, false)), self.inner.history);
+    }
+
+    fn correlation_snapshots(&self, jobs: &[JobId]) -> Vec<JobSnapshot> {
+        jobs.iter()
+            .filter_map(|id| self.job(*id))
+            .filter_map(|log| match &log.lock().kind {
+                LogKind::Job(s) => Some((**s).clone()),
+                LogKind::Correlation { .. } => None,
+            })
+            .collect()
+    }
+
+    fn live_stream(rx: broadcast::Receiver<Arc<StoredEvent>>) -> BoxStream<'static, LiveItem> {
+        BroadcastStream::new(rx)
+            .map(|item| match item {
+                Ok(event) => LiveItem::Event(event),
+                Err(BroadcastStreamRecvError::Lagged(_)) => LiveItem::Lagged,
+            })
+            .boxed()
+    }
+}
+
+#[async_trait]
+impl Store for MemoryStore {
+    async fn create_job(&self, job: NewJob) -> Result<JobSnapshot, StoreError> {
+        let snapshot = JobSnapshot::new(&job, now_ms());
+        match self.inner.jobs.entry(job.id) {
+            dashmap::Entry::Occupied(_) => return Err(StoreError::Duplicate(job.id)),
+            dashmap::Entry::Vacant(slot) => {
+                slot.insert(Log::new(LogKind::Job(Box::new(snapshot.clone()))));
+            }
+        }
+        if let Some(cid) = &job.correlation_id {
+            let data = Bytes::from(to_vec(&snapshot));
+            self.copy_to_correlation(cid, EventKind::JobStarted, data, Some(job.id));
+        }
+        Ok(snapshot)
+    }
+
+    async fn append(&self, job: JobId, body: EventBody) -> Result<Option<Seq>, StoreError> {
+        let Some(log) = self.job(job) else { return Ok(None) };
+        let (seq, data, correlation) = {
+            let mut state = log.lock();
+            let LogKind::Job(snapshot) = &mut state.kind else { return Ok(None) };
+            if snapshot.status.is_terminal() {
+                return Ok(None);
+            }
+            let seq = snapshot.seq + 1;
+            let ts = now_ms();
+            snapshot.apply(seq, ts, &body);
+            let correlation = snapshot.correlation_id.clone();
+            let data = render_job_event(job, seq, ts, &body);
+            let event = Arc::new(StoredEvent::render(seq, body.kind(), data.clone(), false));
+            state.push(event, self.inner.history);
+            (seq, data, correlation)
+        };
+        if let Some(cid) = correlation {
+            self.copy_to_correlation(&cid, body.kind(), data, None);
+        }
+        Ok(Some(seq))
+    }
+
+    async fn heartbeat(&self, job: JobId, beat: Heartbeat) -> Result<(), StoreError> {
+        let Some(log) = self.job(job) else { return Ok(()) };
+        let (data, correlation) = {
+            let mut state = log.lock();
+            let LogKind::Job(snapshot) = &state.kind else { return Ok(()) };
+            if snapshot.status.is_terminal() {
+                return Ok(());
+            }
+            let correlation = snapshot.correlation_id.clone();
+            let data = render_heartbeat(job, state.head, now_ms(), &beat);
+            let event = Arc::new(StoredEvent::render(state.head, EventKind::Heartbeat, data.clone(), true));
+            state.deliver(event);
+            (data, correlation)
+        };
+        if let Some(log) = correlation.and_then(|c| self.inner.correlations.get(&c).map(|e| e.value().clone())) {
+            let mut state = log.lock();
+            let event = Arc::new(StoredEvent::render(state.head, EventKind::Heartbeat, data, true));
+            state.deliver(event);
+        }
+        Ok(())
+    }
+
+    async fn snapshot(&self, job: JobId) -> Result<Option<JobSnapshot>, StoreError> {
+        Ok(self.job(job).and_then(|log| match &log.lock().kind {
+            LogKind::Job(s) => Some((**s).clone()),
+            LogKind::Correlation { .. } => None,
+        }))
+    }
+
+    async fn open(&self, channel: &Channel, after: Option<Seq>) -> Result<Option<Opened>, StoreError> {
+        let Some(log) = self.log(channel) else { return Ok(None) };
+        let (head, snapshot, backlog, covered, ended, rx, correlation_jobs) = {
+            let mut state = log.lock();
+            let rx = state.subscribe();
+            let (backlog, covered) = match after {
+                Some(after) => state.since(after),
+                None => (Vec::new(), true),
+            };
+            let (snapshot, jobs) = match &state.kind {
+                LogKind::Job(s) => (Some(s.clone()), Vec::new()),
+                LogKind::Correlation { jobs, .. } => (None, jobs.clone()),
+            };
+            (state.head, snapshot, backlog, covered, state.ended(), rx, jobs)
+        };
+        let snapshot = match snapshot {
+            Some(s) => ChannelSnapshot::Job(s),
+            None => ChannelSnapshot::Correlation(self.correlation_snapshots(&correlation_jobs)),
+        };
+        Ok(Some(Opened { head, snapshot, backlog, covered, ended, live: Self::live_stream(rx) }))
+    }
+
+    async fn replay(&self, channel: &Channel, after: Seq) -> Result<Replay, StoreError> {
+        let Some(log) = self.log(channel) else {
+            return Ok(Replay { events: Vec::new(), covered: false, head: after });
+        };
+        let state = log.lock();
+        let (events, covered) = state.since(after);
+        Ok(Replay { events, covered, head: state.head })
+    }
+
+    async fn request_cancel(&self, job: JobId, reason: String) -> Result<CancelAck, StoreError> {
+        let Some(snapshot) = self.snapshot(job).await? else { return Ok(CancelAck::Unknown) };
+        if snapshot.status.is_terminal() {
+            return Ok(CancelAck::AlreadyTerminal(Box::new(snapshot)));
+        }
+        // No receiver means no job runner in this process, which cannot happen while the
+        // bridge runs; the job's owner-loss handling covers a runner that is gone.
+        let _ = self.inner.cancels.send(CancelRequest { job_id: job, reason });
+        Ok(CancelAck::Requested(Box::new(snapshot)))
+    }
+
+    fn cancel_requests(&self) -> BoxStream<'static, CancelRequest> {
+        BroadcastStream::new(self.inner.cancels.subscribe())
+            .filter_map(|r| async move { r.ok() })
+            .boxed()
+    }
+
+    async fn expire(&self) -> Result<usize, StoreError> {
+        let now = now_ms();
+        let retention = self.inner.retention_ms;
+        let expired: Vec<JobId> = self
+            .inner
+            .jobs
+            .iter()
+            .filter(|e| match &e.value().lock().kind {
+                LogKind::Job(s) => s.finished_at.is_some_and(|f| f.saturating_add(retention) <= now),
+                LogKind::Correlation { .. } => false,
+            })
+            .map(|e| *e.key())
+            .collect();
+        for id in &expired {
+            self.inner.jobs.remove(id);
+        }
+        let jobs = &self.inner.jobs;
+        self.inner.correlations.retain(|_, log| match &log.lock().kind {
+            LogKind::Correlation { jobs: ids, last_activity } => {
+                last_activity.saturating_add(retention) > now || ids.iter().any(|id| jobs.contains_key(id))
+            }
+            LogKind::Job(_) => true,
+        });
+        Ok(expired.len())
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{JobStatus, ProgressUpdate};
+
+    fn new_job(correlation: Option<&str>) -> NewJob {
+        NewJob {
+            id: JobId::random(),
+            tool: "demo__t".into(),
+            upstream: "demo".into(),
+            upstream_tool: "t".into(),
+            correlation_id: correlation.map(|c| c.parse().unwrap()),
+            owner: "test".into(),
+        }
+    }
+
+    fn progress(p: f64) -> EventBody {
+        EventBody::Progress(ProgressUpdate { progress: p, total: Some(10.0), message: None })
+    }
+
+    #[tokio::test]
+    async fn nothing_is_appended_after_a_terminal_event() {
+        let store = MemoryStore::new(100, 60);
+        let job = store.create_job(new_job(None)).await.unwrap().job_id;
+        assert_eq!(store.append(job, progress(1.0)).await.unwrap(), Some(1));
+        let done = EventBody::Cancelled { reason: "test".into() };
+        assert_eq!(store.append(job, done).await.unwrap(), Some(2));
+        assert_eq!(store.append(job, progress(2.0)).await.unwrap(), None);
+        let s = store.snapshot(job).await.unwrap().unwrap();
+        assert_eq!((s.status, s.seq), (JobStatus::Cancelled, 2));
+    }
+
+    #[tokio::test]
+    async fn open_after_a_position_returns_the_gap_and_detects_lost_history() {
+        let store = MemoryStore::new(3, 60);
+        let job = store.create_job(new_job(None)).await.unwrap().job_id;
+        for p in 1..=5 {
+            store.append(job, progress(p as f64)).await.unwrap();
+        }
+        let opened = store.open(&Channel::Job(job), Some(3)).await.unwrap().unwrap();
+        assert_eq!(opened.backlog.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![4, 5]);
+        assert!(opened.covered);
+        let opened = store.open(&Channel::Job(job), Some(1)).await.unwrap().unwrap();
+        assert!(!opened.covered, "events 2 is gone from a 3-event history");
+        assert_eq!(opened.head, 5);
+    }
+
+    #[tokio::test]
+    async fn correlation_channel_numbers_its_own_events() {
+        let store = MemoryStore::new(100, 60);
+        let a = store.create_job(new_job(Some("turn-1"))).await.unwrap().job_id;
+        let b = store.create_job(new_job(Some("turn-1"))).await.unwrap().job_id;
+        store.append(a, progress(1.0)).await.unwrap();
+        store.append(b, progress(1.0)).await.unwrap();
+        let channel = Channel::Correlation("turn-1".parse().unwrap());
+        let opened = store.open(&channel, Some(0)).await.unwrap().unwrap();
+        let kinds: Vec<_> = opened.backlog.iter().map(|e| (e.seq, e.kind)).collect();
+        assert_eq!(
+            kinds,
+            vec![
+                (1, EventKind::JobStarted),
+                (2, EventKind::JobStarted),
+                (3, EventKind::Progress),
+                (4, EventKind::Progress)
+            ]
+        );
+        let ChannelSnapshot::Correlation(jobs) = opened.snapshot else { panic!("not a correlation") };
+        assert_eq!(jobs.len(), 2);
+    }
+
+    #[tokio::test]
+    async fn expire_drops_only_finished_jobs_past_retention() {
+        let store = MemoryStore::new(100, 0);
+        let running = store.create_job(new_job(None)).await.unwrap().job_id;
+        let done = store.create_job(new_job(None)).await.unwrap().job_id;
+        store.append(done, EventBody::Cancelled { reason: "x".into() }).await.unwrap();
+        assert_eq!(store.expire().await.unwrap(), 1);
+        assert!(store.snapshot(done).await.unwrap().is_none());
+        assert!(store.snapshot(running).await.unwrap().is_some());
+    }
+}

@@ -1,0 +1,137 @@
+//! Where jobs and their events live, behind one trait. `memory` is the embedded default; a
+//! shared engine (Redis) implements the same trait so that any replica can serve any job.
+//!
+//! The store owns three things per job: the snapshot, the event log (capped history for
+//! `Last-Event-ID` replay) and the live fan-out to subscribers. Appending an event does all
+//! three at once, so a reader that opens a channel gets a consistent cut: a snapshot at some
+//! sequence number, the history after it, and every live event after that.
+
+mod event;
+mod ids;
+pub mod memory;
+mod snapshot;
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use futures::stream::BoxStream;
+
+pub use event::{
+    EventBody, EventKind, Heartbeat, JobFailure, ProgressUpdate, StoredEvent, render_heartbeat,
+    render_job_event, sse_frame,
+};
+pub use ids::{Channel, CorrelationId, InvalidId, JobId};
+pub use memory::MemoryStore;
+pub use snapshot::{JobSnapshot, JobStatus, NewJob};
+
+/// Position of an event in its channel; the first event is 1, 0 means "before any event".
+pub type Seq = u64;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("a job with ID {0} already exists")]
+    Duplicate(JobId),
+    #[error("the job store is unavailable: {0}")]
+    Unavailable(String),
+}
+
+/// One item of a live subscription.
+#[derive(Debug, Clone)]
+pub enum LiveItem {
+    Event(Arc<StoredEvent>),
+    /// The subscriber fell behind and missed live events; it must re-read history from its
+    /// last position (and get a `reset` if history no longer reaches back that far).
+    Lagged,
+}
+
+pub type LiveStream = BoxStream<'static, LiveItem>;
+
+/// What a reader gets when it opens a channel: a consistent cut plus the live tail.
+pub struct Opened {
+    /// Sequence number of the newest stored event at the moment of the cut.
+    pub head: Seq,
+    /// For a job channel, the snapshot at `head`. For a correlation, the snapshots of its jobs.
+    pub snapshot: ChannelSnapshot,
+    /// Events after the requested position, oldest first (empty when none was requested).
+    pub backlog: Vec<Arc<StoredEvent>>,
+    /// False when the requested position is older than the retained history: the reader
+    /// missed events that are gone and must be given a `reset`.
+    pub covered: bool,
+    /// The channel has ended (a job's terminal event is stored); nothing more will come.
+    pub ended: bool,
+    /// Live events after `head` (and possibly some at or before it, which readers skip).
+    pub live: LiveStream,
+}
+
+#[derive(Debug, Clone)]
+pub enum ChannelSnapshot {
+    Job(Box<JobSnapshot>),
+    Correlation(Vec<JobSnapshot>),
+}
+
+/// The history after a position, for a reader that lagged.
+pub struct Replay {
+    pub events: Vec<Arc<StoredEvent>>,
+    pub covered: bool,
+    pub head: Seq,
+}
+
+/// A request to stop a running job, routed to the replica that runs its upstream call.
+#[derive(Debug, Clone)]
+pub struct CancelRequest {
+    pub job_id: JobId,
+    pub reason: String,
+}
+
+#[derive(Debug, Clone)]
+pub enum CancelAck {
+    /// The request was routed to the job's owner; the snapshot is from before the cancel.
+    Requested(Box<JobSnapshot>),
+    /// The job had already ended; nothing was sent.
+    AlreadyTerminal(Box<JobSnapshot>),
+    Unknown,
+}
+
+#[async_trait]
+pub trait Store: Send + Sync + 'static {
+    /// Record a new running job (and announce it on its correlation channel, if any).
+    async fn create_job(&self, job: NewJob) -> Result<JobSnapshot, StoreError>;
+
+    /// Append an event to a job: assign its sequence number, fold it into the snapshot, keep
+    /// it in history, deliver it live (and copy it to the job's correlation channel).
+    /// Returns `None`, appending nothing, when the job is unknown or already ended: nothing
+    /// follows a terminal event.
+    async fn append(&self, job: JobId, body: EventBody) -> Result<Option<Seq>, StoreError>;
+
+    /// Deliver a live-only heartbeat to the job's current subscribers.
+    async fn heartbeat(&self, job: JobId, beat: Heartbeat) -> Result<(), StoreError>;
+
+    async fn snapshot(&self, job: JobId) -> Result<Option<JobSnapshot>, StoreError>;
+
+    /// Open a channel for reading. `after`: the last sequence number the reader has (its
+    /// `Last-Event-ID`), or `None` for a fresh reader. `None` when the channel is unknown.
+    async fn open(&self, channel: &Channel, after: Option<Seq>) -> Result<Option<Opened>, StoreError>;
+
+    /// History after `after`, for a reader whose live subscription lagged.
+    async fn replay(&self, channel: &Channel, after: Seq) -> Result<Replay, StoreError>;
+
+    /// Ask the job's owner to cancel it.
+    async fn request_cancel(&self, job: JobId, reason: String) -> Result<CancelAck, StoreError>;
+
+    /// Cancel requests for jobs that this replica owns.
+    fn cancel_requests(&self) -> BoxStream<'static, CancelRequest>;
+
+    /// Drop finished jobs past retention. Returns how many were dropped.
+    async fn expire(&self) -> Result<usize, StoreError>;
+
+    /// Whether the store answers (for `/readyz`).
+    async fn ping(&self) -> Result<(), StoreError>;
+}
+
+/// Milliseconds since the Unix epoch, the unit of every timestamp in snapshots and events.
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}

@@ -1,0 +1,177 @@
+//! The job snapshot: everything `GET /jobs/{id}` shows, folded from the job's events.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::{CorrelationId, EventBody, JobFailure, JobId, Seq};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum JobStatus {
+    Running,
+    Completed,
+    Failed,
+    Cancelled,
+}
+
+impl JobStatus {
+    pub fn is_terminal(self) -> bool {
+        !matches!(self, JobStatus::Running)
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobStatus::Running => "running",
+            JobStatus::Completed => "completed",
+            JobStatus::Failed => "failed",
+            JobStatus::Cancelled => "cancelled",
+        }
+    }
+}
+
+/// What a new job is, before it has events.
+#[derive(Debug, Clone)]
+pub struct NewJob {
+    pub id: JobId,
+    /// The name the agent called, `<upstream>__<tool>`.
+    pub tool: String,
+    pub upstream: String,
+    pub upstream_tool: String,
+    pub correlation_id: Option<CorrelationId>,
+    /// The replica that runs the upstream call (cancel routing, owner-loss detection).
+    pub owner: String,
+}
+
+/// A job's state as of event `seq`. Timestamps are Unix epoch milliseconds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobSnapshot {
+    pub job_id: JobId,
+    pub tool: String,
+    pub upstream: String,
+    pub upstream_tool: String,
+    pub status: JobStatus,
+    pub progress: Option<f64>,
+    pub total: Option<f64>,
+    pub message: Option<String>,
+    /// Sequence number of the last event folded in; a `status` event carries it as its `id:`.
+    pub seq: Seq,
+    pub created_at: u64,
+    pub updated_at: u64,
+    pub finished_at: Option<u64>,
+    pub last_progress_at: Option<u64>,
+    /// Estimated time left, from the rate so far, when progress and total allow one.
+    pub eta_ms: Option<u64>,
+    pub correlation_id: Option<CorrelationId>,
+    /// The upstream's `CallToolResult` once terminal (also for a tool error).
+    pub result: Option<Value>,
+    pub error: Option<JobFailure>,
+    pub owner: String,
+}
+
+impl JobSnapshot {
+    pub fn new(job: &NewJob, now: u64) -> Self {
+        Self {
+            job_id: job.id,
+            tool: job.tool.clone(),
+            upstream: job.upstream.clone(),
+            upstream_tool: job.upstream_tool.clone(),
+            status: JobStatus::Running,
+            progress: None,
+            total: None,
+            message: None,
+            seq: 0,
+            created_at: now,
+            updated_at: now,
+            finished_at: None,
+            last_progress_at: None,
+            eta_ms: None,
+            correlation_id: job.correlation_id.clone(),
+            result: None,
+            error: None,
+            owner: job.owner.clone(),
+        }
+    }
+
+    /// Fold one event (already given `seq` and timestamp `ts`) into the snapshot.
+    pub fn apply(&mut self, seq: Seq, ts: u64, body: &EventBody) {
+        self.seq = seq;
+        self.updated_at = ts;
+        match body {
+            EventBody::Progress(p) => {
+                self.progress = Some(p.progress);
+                self.total = p.total;
+                if p.message.is_some() {
+                    self.message = p.message.clone();
+                }
+                self.last_progress_at = Some(ts);
+                self.eta_ms = estimate_eta(self.created_at, ts, p.progress, p.total);
+            }
+            EventBody::Log { .. } => {}
+            EventBody::Completed { result } => {
+                self.finish(JobStatus::Completed, ts);
+                self.result = Some(result.clone());
+            }
+            EventBody::Failed { failure, result, .. } => {
+                self.finish(JobStatus::Failed, ts);
+                self.error = Some(failure.clone());
+                self.result = result.clone();
+            }
+            EventBody::Cancelled { reason } => {
+                self.finish(JobStatus::Cancelled, ts);
+                self.error = Some(JobFailure { reason: "cancelled".into(), message: reason.clone() });
+            }
+        }
+    }
+
+    fn finish(&mut self, status: JobStatus, ts: u64) {
+        self.status = status;
+        self.finished_at = Some(ts);
+        self.eta_ms = None;
+    }
+}
+
+/// Linear estimate: if `progress` of `total` took `now - start`, the rest takes proportionally
+/// long. None without a total, before any progress, or once past the total.
+fn estimate_eta(start: u64, now: u64, progress: f64, total: Option<f64>) -> Option<u64> {
+    let total = total?;
+    let estimable = progress > 0.0 && total > progress;
+    if !estimable {
+        return None;
+    }
+    let elapsed = now.saturating_sub(start) as f64;
+    let eta = elapsed * (total - progress) / progress;
+    eta.is_finite().then(|| eta.round() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::ProgressUpdate;
+
+    #[test]
+    fn eta_is_linear_and_absent_without_total() {
+        assert_eq!(estimate_eta(0, 1000, 1.0, Some(4.0)), Some(3000));
+        assert_eq!(estimate_eta(0, 1000, 1.0, None), None);
+        assert_eq!(estimate_eta(0, 1000, 0.0, Some(4.0)), None);
+        assert_eq!(estimate_eta(0, 1000, 5.0, Some(4.0)), None);
+    }
+
+    #[test]
+    fn terminal_events_fold_into_status() {
+        let job = NewJob {
+            id: JobId::random(),
+            tool: "demo__x".into(),
+            upstream: "demo".into(),
+            upstream_tool: "x".into(),
+            correlation_id: None,
+            owner: "r1".into(),
+        };
+        let mut s = JobSnapshot::new(&job, 0);
+        s.apply(1, 10, &EventBody::Progress(ProgressUpdate { progress: 1.0, total: Some(2.0), message: Some("a".into()) }));
+        assert_eq!((s.seq, s.progress, s.message.as_deref()), (1, Some(1.0), Some("a")));
+        s.apply(2, 20, &EventBody::Cancelled { reason: "asked".into() });
+        assert_eq!(s.status, JobStatus::Cancelled);
+        assert_eq!(s.finished_at, Some(20));
+        assert_eq!(s.eta_ms, None);
+    }
+}

@@ -1,0 +1,177 @@
+//! One `tools/call` in flight on an upstream: its outcome, and the way to cancel it.
+
+use std::{sync::Arc, time::Duration};
+
+use futures::{FutureExt, future::BoxFuture};
+use rmcp::{
+    ErrorData, RoleClient, ServiceError,
+    model::{
+        CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotification,
+        CancelledNotificationParam, ClientNotification, ClientRequest, JsonObject, RequestId,
+        ServerResult,
+    },
+    service::{Peer, PeerRequestOptions},
+};
+use tokio::sync::{oneshot, watch};
+
+use super::{
+    Upstream, UpstreamError,
+    tap::{CallRoutes, CallSink, RouteMarker},
+};
+
+/// How long to wait, after a connection dropped mid-call, for the supervisor to learn why
+/// (a child's exit status takes a moment to be reaped).
+const CLOSE_REASON_WAIT: Duration = Duration::from_secs(2);
+
+/// How an upstream call ended.
+#[derive(Debug)]
+pub enum CallOutcome {
+    /// The upstream's result; `is_error: Some(true)` is a tool error, still a result.
+    Result(CallToolResult),
+    /// The upstream answered with a JSON-RPC error.
+    RpcError(ErrorData),
+    /// No answer: the connection dropped, or the answer was not a tool result.
+    Failed { reason: &'static str, message: String },
+}
+
+/// A call sent upstream. Split it into the outcome (a future) and the canceller.
+pub struct UpstreamCall {
+    upstream: String,
+    rx: oneshot::Receiver<Result<ServerResult, ServiceError>>,
+    closed: watch::Receiver<Option<String>>,
+    route: RouteGuard,
+    canceller: CallCanceller,
+}
+
+/// Sends `notifications/cancelled` for one call, to the one upstream that runs it.
+#[derive(Clone)]
+pub struct CallCanceller {
+    peer: Peer<RoleClient>,
+    id: RequestId,
+}
+
+/// Unroutes the call's notifications when the call is over or abandoned.
+struct RouteGuard {
+    routes: Arc<CallRoutes>,
+    marker: RouteMarker,
+}
+
+impl Drop for RouteGuard {
+    fn drop(&mut self) {
+        self.routes.remove(self.marker);
+    }
+}
+
+impl Upstream {
+    /// Send `tools/call` for `tool` (the upstream's own name). Progress and log notifications
+    /// of the call go to `sink` until the outcome is known.
+    pub async fn call(
+        &self,
+        tool: &str,
+        arguments: Option<JsonObject>,
+        sink: Arc<dyn CallSink>,
+    ) -> Result<UpstreamCall, UpstreamError> {
+        let Some(live) = self.live() else { return Err(self.not_connected()) };
+        let route = RouteGuard { routes: self.inner.routes.clone(), marker: self.inner.routes.add(sink) };
+        let mut params = CallToolRequestParams::new(tool.to_string());
+        if let Some(arguments) = arguments {
+            params = params.with_arguments(arguments);
+        }
+        let mut request = CallToolRequest::new(params);
+        request.extensions.insert(route.marker);
+        let handle = live
+            .peer
+            .send_request_with_option(ClientRequest::CallToolRequest(request), PeerRequestOptions::no_options())
+            .await
+            .map_err(|e| UpstreamError::Send { name: self.name().to_string(), reason: e.to_string() })?;
+        Ok(UpstreamCall {
+            upstream: self.name().to_string(),
+            rx: handle.rx,
+            closed: live.closed,
+            route,
+            canceller: CallCanceller { peer: live.peer, id: handle.id },
+        })
+    }
+}
+
+impl UpstreamCall {
+    pub fn split(self) -> (BoxFuture<'static, CallOutcome>, CallCanceller) {
+        let UpstreamCall { upstream, rx, closed, route, canceller } = self;
+        (outcome(upstream, rx, closed, route).boxed(), canceller)
+    }
+}
+
+async fn outcome(
+    upstream: String,
+    rx: oneshot::Receiver<Result<ServerResult, ServiceError>>,
+    mut closed: watch::Receiver<Option<String>>,
+    route: RouteGuard,
+) -> CallOutcome {
+    let answer = rx.await;
+    // The response is the end of the call: nothing the upstream says about it afterwards
+    // belongs to it any more.
+    drop(route);
+    match answer {
+        Ok(Ok(result)) => tool_result(result, &upstream),
+        Ok(Err(ServiceError::McpError(error))) => CallOutcome::RpcError(error),
+        Ok(Err(ServiceError::TransportClosed)) | Err(_) => {
+            let why = match tokio::time::timeout(CLOSE_REASON_WAIT, closed.wait_for(Option::is_some)).await {
+                Ok(Ok(reason)) => reason.clone().unwrap_or_default(),
+                _ => "connection closed".to_string(),
+            };
+            CallOutcome::Failed {
+                reason: "upstream_lost",
+                message: format!("upstream {upstream} went away during the call: {why}"),
+            }
+        }
+        Ok(Err(error)) => CallOutcome::Failed {
+            reason: "upstream_error",
+            message: format!("upstream {upstream}: {error}"),
+        },
+    }
+}
+
+fn tool_result(result: ServerResult, upstream: &str) -> CallOutcome {
+    match result {
+        ServerResult::CallToolResult(result) => CallOutcome::Result(result),
+        // A server may answer a tool call with an empty object; that is an empty result.
+        ServerResult::EmptyResult(_) => CallOutcome::Result(CallToolResult::default()),
+        ServerResult::InputRequiredResult(_) => CallOutcome::Failed {
+            reason: "unsupported",
+            message: format!(
+                "upstream {upstream} asked for user input during the call, which the bridge cannot provide"
+            ),
+        },
+        ServerResult::CreateTaskResult(_) => CallOutcome::Failed {
+            reason: "unsupported",
+            message: format!("upstream {upstream} answered with a task, which the bridge did not ask for"),
+        },
+        ServerResult::CustomResult(custom) => match serde_json::from_value::<CallToolResult>(custom.0) {
+            Ok(result) => CallOutcome::Result(result),
+            Err(e) => CallOutcome::Failed {
+                reason: "upstream_error",
+                message: format!("upstream {upstream} answered with something that is not a tool result: {e}"),
+            },
+        },
+        _ => CallOutcome::Failed {
+            reason: "upstream_error",
+            message: format!("upstream {upstream} answered with something that is not a tool result"),
+        },
+    }
+}
+
+impl CallCanceller {
+    /// Tell the upstream to stop. Its eventual answer, if any, is ignored by the caller.
+    pub async fn cancel(&self, reason: &str) {
+        let notification = ClientNotification::CancelledNotification(CancelledNotification::new(
+            CancelledNotificationParam::new(Some(self.id.clone()), Some(reason.to_string())),
+        ));
+        if let Err(e) = self.peer.send_notification(notification).await {
+            tracing::debug!(error = %e, "cancel did not reach the upstream (connection gone)");
+        }
+    }
+
+    pub fn request_id(&self) -> &RequestId {
+        &self.id
+    }
+}

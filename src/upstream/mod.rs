@@ -1,0 +1,225 @@
+//! Connections to the real MCP servers the bridge fronts, through rmcp's client.
+//!
+//! Each upstream has a supervisor task that connects (spawning a stdio child or opening a
+//! Streamable HTTP session), lists the tools, keeps the list fresh on
+//! `notifications/tools/list_changed`, and reconnects with capped, jittered exponential
+//! backoff when the connection ends. Calls go out with a [`CallSink`] that receives the
+//! call's progress and log notifications (see `tap`); this module knows nothing of jobs.
+
+mod call;
+mod client;
+mod stdio;
+mod supervisor;
+mod tap;
+
+use std::sync::{Arc, Mutex, RwLock};
+
+use rmcp::{RoleClient, model::Tool, service::Peer};
+use serde::Serialize;
+use tokio::sync::{Notify, watch};
+use tokio_util::sync::CancellationToken;
+
+pub use call::{CallCanceller, CallOutcome, UpstreamCall};
+pub use tap::CallSink;
+
+use crate::{
+    config::{TransportKind, UpstreamConfig},
+    metrics::Metrics,
+};
+use tap::CallRoutes;
+
+#[derive(Debug, thiserror::Error)]
+pub enum UpstreamError {
+    #[error("upstream {name} is not connected ({reason}); try again shortly")]
+    NotConnected { name: String, reason: String },
+    #[error("upstream {name} did not accept the call: {reason}")]
+    Send { name: String, reason: String },
+}
+
+/// All configured upstreams, in config order.
+#[derive(Clone)]
+pub struct Upstreams {
+    list: Arc<Vec<Upstream>>,
+}
+
+impl Upstreams {
+    /// Start a supervisor per upstream. Returns at once: upstreams connect in the background,
+    /// and one that is down does not hold up the others or the bridge.
+    pub fn start(configs: &[UpstreamConfig], metrics: Arc<Metrics>, shutdown: CancellationToken) -> Self {
+        let list: Vec<Upstream> = configs
+            .iter()
+            .map(|config| Upstream::new(config.clone(), metrics.clone()))
+            .collect();
+        for upstream in &list {
+            tokio::spawn(upstream.clone().supervise(shutdown.clone()));
+        }
+        Self { list: Arc::new(list) }
+    }
+
+    pub fn get(&self, name: &str) -> Option<&Upstream> {
+        self.list.iter().find(|u| u.name() == name)
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &Upstream> {
+        self.list.iter()
+    }
+
+    pub fn statuses(&self) -> Vec<UpstreamStatus> {
+        self.list.iter().map(Upstream::status).collect()
+    }
+
+    /// Wait until every supervisor has stopped its connection (after `shutdown` fired).
+    pub async fn stopped(&self) {
+        for upstream in self.list.iter() {
+            let mut state = upstream.inner.state.subscribe();
+            let _ = state.wait_for(|s| *s == UpstreamState::Stopped).await;
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UpstreamState {
+    Connecting,
+    Ready,
+    Down,
+    Stopped,
+}
+
+/// What `/readyz` and `/upstreams` show about one upstream.
+#[derive(Debug, Clone, Serialize)]
+pub struct UpstreamStatus {
+    pub name: String,
+    pub transport: &'static str,
+    pub state: UpstreamState,
+    pub tools: Vec<String>,
+    pub restarts: u64,
+    pub last_error: Option<String>,
+    pub in_flight: usize,
+}
+
+/// One upstream: a cheap handle shared by the supervisor and every caller.
+#[derive(Clone)]
+pub struct Upstream {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    config: UpstreamConfig,
+    routes: Arc<CallRoutes>,
+    /// The current connection, if any. A std lock: read on every call, written on (re)connect,
+    /// never held across an `.await`.
+    live: RwLock<Option<Live>>,
+    details: Mutex<Details>,
+    state: watch::Sender<UpstreamState>,
+    tools_changed: Arc<Notify>,
+    metrics: Arc<Metrics>,
+}
+
+#[derive(Clone)]
+struct Live {
+    peer: Peer<RoleClient>,
+    /// Becomes `Some(reason)` when this connection has ended.
+    closed: watch::Receiver<Option<String>>,
+}
+
+#[derive(Default)]
+struct Details {
+    tools: Arc<Vec<Tool>>,
+    restarts: u64,
+    last_error: Option<String>,
+}
+
+impl Upstream {
+    fn new(config: UpstreamConfig, metrics: Arc<Metrics>) -> Self {
+        let routes = CallRoutes::new(config.name.clone(), metrics.clone());
+        Self {
+            inner: Arc::new(Inner {
+                config,
+                routes,
+                live: RwLock::new(None),
+                details: Mutex::new(Details::default()),
+                state: watch::Sender::new(UpstreamState::Connecting),
+                tools_changed: Arc::new(Notify::new()),
+                metrics,
+            }),
+        }
+    }
+
+    pub fn name(&self) -> &str {
+        &self.inner.config.name
+    }
+
+    pub fn config(&self) -> &UpstreamConfig {
+        &self.inner.config
+    }
+
+    /// The tools as last listed; empty while the upstream is not connected.
+    pub fn tools(&self) -> Arc<Vec<Tool>> {
+        if *self.inner.state.borrow() != UpstreamState::Ready {
+            return Arc::default();
+        }
+        self.details().tools.clone()
+    }
+
+    pub fn state(&self) -> UpstreamState {
+        *self.inner.state.borrow()
+    }
+
+    /// Wait until the upstream is connected (or the timeout passes); for tests and startup.
+    pub async fn ready(&self, within: std::time::Duration) -> bool {
+        let mut state = self.inner.state.subscribe();
+        matches!(
+            tokio::time::timeout(within, state.wait_for(|s| *s == UpstreamState::Ready)).await,
+            Ok(Ok(_))
+        )
+    }
+
+    pub fn status(&self) -> UpstreamStatus {
+        let details = self.details();
+        let state = self.state();
+        UpstreamStatus {
+            name: self.name().to_string(),
+            transport: match self.inner.config.transport {
+                TransportKind::Stdio => "stdio",
+                TransportKind::Http => "http",
+            },
+            state,
+            tools: if state == UpstreamState::Ready {
+                details.tools.iter().map(|t| t.name.to_string()).collect()
+            } else {
+                Vec::new()
+            },
+            restarts: details.restarts,
+            last_error: details.last_error.clone(),
+            in_flight: self.inner.routes.in_flight(),
+        }
+    }
+
+    fn details(&self) -> std::sync::MutexGuard<'_, Details> {
+        self.inner.details.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn live(&self) -> Option<Live> {
+        self.inner.live.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    fn set_live(&self, live: Option<Live>) {
+        *self.inner.live.write().unwrap_or_else(|p| p.into_inner()) = live;
+    }
+
+    fn set_state(&self, state: UpstreamState) {
+        self.inner.metrics.upstream_up.with_label_values(&[self.name()]).set(i64::from(state == UpstreamState::Ready));
+        self.inner.state.send_replace(state);
+    }
+
+    fn not_connected(&self) -> UpstreamError {
+        let reason = match (self.state(), self.details().last_error.clone()) {
+            (UpstreamState::Stopped, _) => "the bridge is shutting down".to_string(),
+            (_, Some(e)) => e,
+            (UpstreamState::Connecting, None) => "still connecting".to_string(),
+            _ => "connection lost".to_string(),
+        };
+        UpstreamError::NotConnected { name: self.name().to_string(), reason }
+    }
+}

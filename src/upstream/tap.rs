@@ -1,0 +1,180 @@
+//! A transport wrapper that routes an upstream's progress and log notifications to the call
+//! they belong to, in wire order, before rmcp sees them.
+//!
+//! Why a transport wrapper and not `ClientHandler::on_progress`: rmcp hands each notification
+//! to the handler in a task of its own, so two notifications can be handled out of order, and
+//! the response can reach the caller before the progress that preceded it. And rmcp picks the
+//! progress token itself when it sends the request, so a tool that reports progress at once
+//! can beat the caller to learning the token. Here both problems vanish: the request carries a
+//! private marker (in its in-memory extensions, never on the wire) naming its route; `send`
+//! binds the token to the route before the request is written; `receive` delivers each
+//! notification synchronously, in the order read, before the response is passed on.
+
+// MCP logging is deprecated (SEP-2577) but servers still send it; the bridge relays it.
+#[allow(deprecated)]
+use rmcp::model::LoggingMessageNotificationParam;
+use std::sync::{
+    Arc,
+    atomic::{AtomicU64, Ordering},
+};
+
+use dashmap::DashMap;
+use rmcp::{
+    RoleClient,
+    model::{
+        ClientRequest, GetExtensions, GetMeta, JsonRpcMessage,
+        ProgressNotificationParam, ProgressToken, ServerNotification,
+    },
+    service::{RxJsonRpcMessage, TxJsonRpcMessage},
+    transport::Transport,
+};
+
+use crate::metrics::Metrics;
+
+/// Receives what an upstream reports about one call while it runs. Called on the connection's
+/// read path: implementations must be quick and must not block.
+pub trait CallSink: Send + Sync + 'static {
+    fn progress(&self, progress: &ProgressNotificationParam);
+    #[allow(deprecated)]
+    fn log(&self, message: &LoggingMessageNotificationParam);
+}
+
+/// Marks an outgoing `tools/call` with the route its notifications go to.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct RouteMarker(pub u64);
+
+/// The calls in flight on one upstream connection, by route and by progress token.
+pub(super) struct CallRoutes {
+    upstream: String,
+    next: AtomicU64,
+    routes: DashMap<u64, Route>,
+    by_token: DashMap<ProgressToken, u64>,
+    metrics: Arc<Metrics>,
+}
+
+struct Route {
+    sink: Arc<dyn CallSink>,
+    token: Option<ProgressToken>,
+}
+
+impl CallRoutes {
+    pub(super) fn new(upstream: String, metrics: Arc<Metrics>) -> Arc<Self> {
+        Arc::new(Self {
+            upstream,
+            next: AtomicU64::new(1),
+            routes: DashMap::new(),
+            by_token: DashMap::new(),
+            metrics,
+        })
+    }
+
+    /// Register a call about to be sent; its notifications go to `sink` until `remove`.
+    pub(super) fn add(&self, sink: Arc<dyn CallSink>) -> RouteMarker {
+        let key = self.next.fetch_add(1, Ordering::Relaxed);
+        self.routes.insert(key, Route { sink, token: None });
+        RouteMarker(key)
+    }
+
+    pub(super) fn remove(&self, marker: RouteMarker) {
+        if let Some((_, route)) = self.routes.remove(&marker.0)
+            && let Some(token) = route.token
+        {
+            self.by_token.remove(&token);
+        }
+    }
+
+    fn bind(&self, marker: RouteMarker, token: ProgressToken) {
+        if let Some(mut route) = self.routes.get_mut(&marker.0) {
+            route.token = Some(token.clone());
+            self.by_token.insert(token, marker.0);
+        }
+    }
+
+    fn progress(&self, params: &ProgressNotificationParam) {
+        let sink = self
+            .by_token
+            .get(&params.progress_token)
+            .and_then(|key| self.routes.get(key.value()).map(|r| r.sink.clone()));
+        match sink {
+            Some(sink) => sink.progress(params),
+            None => {
+                self.metrics.progress_dropped.with_label_values(&["unknown_token"]).inc();
+                tracing::debug!(upstream = %self.upstream, token = ?params.progress_token,
+                    "progress for a token with no call in flight: dropped");
+            }
+        }
+    }
+
+    /// MCP log messages carry no request ID or token, so one can be attributed to a call only
+    /// when it is the only call in flight on this connection. Otherwise it is not shown on any
+    /// job channel: guessing would leak one user's tool output into another's job.
+    #[allow(deprecated)]
+    fn log(&self, message: &LoggingMessageNotificationParam) {
+        let only = if self.routes.len() == 1 {
+            self.routes.iter().next().map(|r| r.sink.clone())
+        } else {
+            None
+        };
+        match only {
+            Some(sink) => sink.log(message),
+            None => {
+                let reason = if self.routes.is_empty() { "no_call" } else { "ambiguous" };
+                self.metrics.log_dropped.with_label_values(&[reason]).inc();
+            }
+        }
+    }
+
+    pub(super) fn in_flight(&self) -> usize {
+        self.routes.len()
+    }
+}
+
+/// The transport of one upstream connection, with call routing on top.
+pub(super) struct Tap<T> {
+    inner: T,
+    routes: Arc<CallRoutes>,
+}
+
+impl<T> Tap<T> {
+    pub(super) fn new(inner: T, routes: Arc<CallRoutes>) -> Self {
+        Self { inner, routes }
+    }
+}
+
+impl<T> Transport<RoleClient> for Tap<T>
+where
+    T: Transport<RoleClient>,
+{
+    type Error = T::Error;
+
+    fn send(
+        &mut self,
+        item: TxJsonRpcMessage<RoleClient>,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        if let JsonRpcMessage::Request(request) = &item
+            && let ClientRequest::CallToolRequest(call) = &request.request
+            && let Some(marker) = call.extensions().get::<RouteMarker>()
+            && let Some(token) = request.request.get_meta().get_progress_token()
+        {
+            self.routes.bind(*marker, token);
+        }
+        self.inner.send(item)
+    }
+
+    async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleClient>> {
+        let message = self.inner.receive().await?;
+        if let JsonRpcMessage::Notification(n) = &message {
+            #[allow(deprecated)]
+            match &n.notification {
+                ServerNotification::ProgressNotification(p) => self.routes.progress(&p.params),
+                ServerNotification::LoggingMessageNotification(m) => self.routes.log(&m.params),
+                _ => {}
+            }
+        }
+        Some(message)
+    }
+
+    fn close(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send {
+        self.inner.close()
+    }
+}
