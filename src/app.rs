@@ -5,7 +5,8 @@ use std::{net::SocketAddr, sync::Arc, time::Duration};
 
 use axum::Router;
 use rmcp::transport::{
-    StreamableHttpServerConfig, StreamableHttpService, streamable_http_server::session::local::LocalSessionManager,
+    StreamableHttpServerConfig, StreamableHttpService,
+    streamable_http_server::session::local::LocalSessionManager,
 };
 use serde_json::json;
 use tokio::task::JoinHandle;
@@ -28,8 +29,13 @@ const HTTP_CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
 
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
-    #[error("cannot listen on {addr}: {source} (is another process using it? set --listen or BRIDGE_LISTEN)")]
-    Bind { addr: SocketAddr, source: std::io::Error },
+    #[error(
+        "cannot listen on {addr}: {source} (is another process using it? set --listen or BRIDGE_LISTEN)"
+    )]
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
 }
 
 /// A running bridge. Dropping it does not stop it; call [`RunningBridge::shutdown`].
@@ -61,10 +67,32 @@ impl Readiness for UpstreamReadiness {
 /// Start everything and return once the listener is bound. Upstreams connect in the
 /// background; `/readyz` says when they are up.
 pub async fn start(config: Config) -> Result<RunningBridge, StartError> {
+    let listener = tokio::net::TcpListener::bind(config.server.listen)
+        .await
+        .map_err(|source| StartError::Bind {
+            addr: config.server.listen,
+            source,
+        })?;
+    start_with_listener(config, listener).await
+}
+
+/// [`start`] on a listener the caller has bound (tests bind port 0 first, to know the address
+/// that `server.public_url` must name).
+pub async fn start_with_listener(
+    config: Config,
+    listener: tokio::net::TcpListener,
+) -> Result<RunningBridge, StartError> {
     let metrics = Arc::new(Metrics::new());
-    let store: Arc<dyn Store> = Arc::new(MemoryStore::new(config.jobs.history, config.jobs.retention_secs));
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new(
+        config.jobs.history,
+        config.jobs.retention_secs,
+    ));
     let upstream_shutdown = CancellationToken::new();
-    let upstreams = Upstreams::start(&config.upstreams, metrics.clone(), upstream_shutdown.clone());
+    let upstreams = Upstreams::start(
+        &config.upstreams,
+        metrics.clone(),
+        upstream_shutdown.clone(),
+    );
     let replica = format!("replica-{:08x}", fastrand::u32(..));
     let jobs = Jobs::new(store.clone(), config.jobs.clone(), replica, metrics.clone());
     let links = Links::new(&config.server.public_url);
@@ -85,7 +113,11 @@ pub async fn start(config: Config) -> Result<RunningBridge, StartError> {
     } else {
         mcp_config.with_allowed_hosts(config.server.allowed_hosts.clone())
     };
-    let mcp = StreamableHttpService::new(move || Ok(front.clone()), Arc::new(LocalSessionManager::default()), mcp_config);
+    let mcp = StreamableHttpService::new(
+        move || Ok(front.clone()),
+        Arc::new(LocalSessionManager::default()),
+        mcp_config,
+    );
     let api = http::router(ApiState {
         store: store.clone(),
         metrics: metrics.clone(),
@@ -95,10 +127,10 @@ pub async fn start(config: Config) -> Result<RunningBridge, StartError> {
     });
     let app = Router::new().nest_service("/mcp", mcp).merge(api);
 
-    let listener = tokio::net::TcpListener::bind(config.server.listen)
-        .await
-        .map_err(|source| StartError::Bind { addr: config.server.listen, source })?;
-    let addr = listener.local_addr().map_err(|source| StartError::Bind { addr: config.server.listen, source })?;
+    let addr = listener.local_addr().map_err(|source| StartError::Bind {
+        addr: config.server.listen,
+        source,
+    })?;
 
     tokio::spawn(expire_jobs(store.clone(), http_shutdown.clone()));
     let server = tokio::spawn({
@@ -111,7 +143,16 @@ pub async fn start(config: Config) -> Result<RunningBridge, StartError> {
         }
     });
     tracing::info!(%addr, upstreams = config.upstreams.len(), "bridge listening");
-    Ok(RunningBridge { addr, upstreams, jobs, store, metrics, http_shutdown, upstream_shutdown, server })
+    Ok(RunningBridge {
+        addr,
+        upstreams,
+        jobs,
+        store,
+        metrics,
+        http_shutdown,
+        upstream_shutdown,
+        server,
+    })
 }
 
 async fn expire_jobs(store: Arc<dyn Store>, stop: CancellationToken) {
@@ -135,14 +176,21 @@ impl RunningBridge {
     pub async fn shutdown(self, grace: Duration) {
         let running = self.jobs.running_here();
         if running > 0 {
-            tracing::info!(running, ?grace, "waiting for running jobs before shutting down");
+            tracing::info!(
+                running,
+                ?grace,
+                "waiting for running jobs before shutting down"
+            );
             if !self.jobs.drained(grace).await {
                 self.jobs.cancel_all_local("the bridge is shutting down");
                 self.jobs.drained(Duration::from_secs(10)).await;
             }
         }
         self.http_shutdown.cancel();
-        if tokio::time::timeout(HTTP_CLOSE_TIMEOUT, self.server).await.is_err() {
+        if tokio::time::timeout(HTTP_CLOSE_TIMEOUT, self.server)
+            .await
+            .is_err()
+        {
             tracing::warn!("HTTP connections did not close in time");
         }
         self.upstream_shutdown.cancel();

@@ -15,7 +15,11 @@ use tracing_subscriber::EnvFilter;
 const EXIT_CONFIG: u8 = 2;
 
 #[derive(Parser)]
-#[command(name = "mcp-progress-bridge", version, about = "MCP progress bridge: long tool calls become jobs with a live SSE progress channel")]
+#[command(
+    name = "mcp-progress-bridge",
+    version,
+    about = "MCP progress bridge: long tool calls become jobs with a live SSE progress channel"
+)]
 struct Cli {
     /// Config file (TOML). Default: config/bridge.toml.
     #[arg(long, global = true, value_name = "PATH")]
@@ -39,9 +43,15 @@ enum Command {
 }
 
 fn init_logging(json: bool) {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info,rmcp=warn"));
+    let filter =
+        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info,rmcp=warn"));
     // Logs go to stderr: for `demo-tools`, stdout is the MCP protocol stream.
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    // Colour only for a person at a terminal: a demo child's stderr is read by the bridge.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(ansi);
     if json {
         builder.json().init();
     } else {
@@ -94,8 +104,13 @@ fn load_config(cli: &Cli) -> Result<Config, mcp_progress_bridge::config::ConfigE
 async fn run(config: Config) -> anyhow::Result<()> {
     tracing::info!(config = %config.source.display(), "starting");
     let bridge = app::start(config).await?;
-    println!("mcp-progress-bridge listening on http://{} (MCP endpoint: /mcp)", bridge.addr);
-    shutdown_signal().await.context("waiting for a shutdown signal")?;
+    println!(
+        "mcp-progress-bridge listening on http://{} (MCP endpoint: /mcp)",
+        bridge.addr
+    );
+    shutdown_signal()
+        .await
+        .context("waiting for a shutdown signal")?;
     tracing::info!("shutdown requested");
     bridge.shutdown(Duration::from_secs(10)).await;
     Ok(())

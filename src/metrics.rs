@@ -23,10 +23,16 @@ impl Metrics {
         let registry = Registry::new();
         let counter = |name: &str, help: &str, labels: &[&str]| {
             let c = IntCounterVec::new(Opts::new(name, help), labels).expect("valid metric");
-            registry.register(Box::new(c.clone())).expect("unique metric");
+            registry
+                .register(Box::new(c.clone()))
+                .expect("unique metric");
             c
         };
-        let jobs_started = counter("bridge_jobs_started_total", "Jobs started, by upstream", &["upstream"]);
+        let jobs_started = counter(
+            "bridge_jobs_started_total",
+            "Jobs started, by upstream",
+            &["upstream"],
+        );
         let jobs_finished = counter(
             "bridge_jobs_finished_total",
             "Jobs ended, by upstream and terminal status",
@@ -52,17 +58,30 @@ impl Metrics {
             "Times an upstream connection was re-established after it went down",
             &["upstream"],
         );
-        let jobs_running = IntGauge::new("bridge_jobs_running", "Jobs running in this replica").expect("valid metric");
-        registry.register(Box::new(jobs_running.clone())).expect("unique metric");
-        let sse_subscribers =
-            IntGauge::new("bridge_sse_subscribers", "Open SSE streams (jobs and correlations)").expect("valid metric");
-        registry.register(Box::new(sse_subscribers.clone())).expect("unique metric");
+        let jobs_running = IntGauge::new("bridge_jobs_running", "Jobs running in this replica")
+            .expect("valid metric");
+        registry
+            .register(Box::new(jobs_running.clone()))
+            .expect("unique metric");
+        let sse_subscribers = IntGauge::new(
+            "bridge_sse_subscribers",
+            "Open SSE streams (jobs and correlations)",
+        )
+        .expect("valid metric");
+        registry
+            .register(Box::new(sse_subscribers.clone()))
+            .expect("unique metric");
         let upstream_up = IntGaugeVec::new(
-            Opts::new("bridge_upstream_up", "1 when the upstream is connected and its tools are listed"),
+            Opts::new(
+                "bridge_upstream_up",
+                "1 when the upstream is connected and its tools are listed",
+            ),
             &["upstream"],
         )
         .expect("valid metric");
-        registry.register(Box::new(upstream_up.clone())).expect("unique metric");
+        registry
+            .register(Box::new(upstream_up.clone()))
+            .expect("unique metric");
         Self {
             registry,
             jobs_started,

@@ -177,7 +177,10 @@ impl Overrides {
     pub fn from_env() -> Result<Self, ConfigError> {
         let listen = match std::env::var("BRIDGE_LISTEN") {
             Ok(v) => Some(v.parse().map_err(|e| {
-                ConfigError::env("BRIDGE_LISTEN", format!("not a socket address ({e}): {v:?}"))
+                ConfigError::env(
+                    "BRIDGE_LISTEN",
+                    format!("not a socket address ({e}): {v:?}"),
+                )
             })?),
             Err(_) => None,
         };
@@ -198,7 +201,8 @@ impl Config {
 
     /// Parse and validate TOML text; `path` is only used to name the source in errors.
     pub fn from_toml(text: &str, path: &Path, overrides: &Overrides) -> Result<Self, ConfigError> {
-        let deserializer = toml::Deserializer::parse(text).map_err(|e| ConfigError::syntax(path, &e))?;
+        let deserializer =
+            toml::Deserializer::parse(text).map_err(|e| ConfigError::syntax(path, &e))?;
         let mut config: Config = serde_path_to_error::deserialize(deserializer)
             .map_err(|e| ConfigError::from_serde(path, e))?;
         config.source = path.to_path_buf();

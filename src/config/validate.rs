@@ -17,7 +17,11 @@ impl fmt::Display for ConfigError {
         if self.key.is_empty() {
             write!(f, "config error in {}: {}", self.file, self.message)
         } else {
-            write!(f, "config error in {}: key `{}`: {}", self.file, self.key, self.message)
+            write!(
+                f,
+                "config error in {}: key `{}`: {}",
+                self.file, self.key, self.message
+            )
         }
     }
 }
@@ -54,7 +58,10 @@ impl ConfigError {
         Self::new(file, "", one_line(&error.to_string()))
     }
 
-    pub(super) fn from_serde(file: &Path, error: serde_path_to_error::Error<toml::de::Error>) -> Self {
+    pub(super) fn from_serde(
+        file: &Path,
+        error: serde_path_to_error::Error<toml::de::Error>,
+    ) -> Self {
         let key = error.path().to_string();
         let key = if key == "." { String::new() } else { key };
         Self::new(file, key, one_line(error.inner().message()))
@@ -81,7 +88,10 @@ impl Config {
                 ));
             }
             Err(e) => {
-                return Err(err("server.public_url", format!("invalid URL {public_url:?}: {e}")));
+                return Err(err(
+                    "server.public_url",
+                    format!("invalid URL {public_url:?}: {e}"),
+                ));
             }
         }
         self.server.public_url = public_url;
@@ -126,7 +136,10 @@ impl Config {
             ));
         }
         if jobs.min_progress_interval_ms > 60_000 {
-            return Err(err("jobs.min_progress_interval_ms", "must be at most 60000".into()));
+            return Err(err(
+                "jobs.min_progress_interval_ms",
+                "must be at most 60000".into(),
+            ));
         }
 
         let mut names = HashSet::new();
@@ -136,13 +149,19 @@ impl Config {
             if !names.insert(upstream.name.clone()) {
                 return Err(err(
                     &at("name"),
-                    format!("duplicate upstream name {:?}; names must be unique", upstream.name),
+                    format!(
+                        "duplicate upstream name {:?}; names must be unique",
+                        upstream.name
+                    ),
                 ));
             }
             validate_transport(upstream).map_err(|(field, m)| err(&at(field), m))?;
             for tool in upstream.tools.keys() {
                 if tool.is_empty() {
-                    return Err(err(&at("tools"), "a tool override has an empty name".into()));
+                    return Err(err(
+                        &at("tools"),
+                        "a tool override has an empty name".into(),
+                    ));
                 }
             }
         }
@@ -153,7 +172,9 @@ impl Config {
 /// Upstream names become tool-name prefixes (`<name>__<tool>`), so they must be short, plain
 /// and free of the separator.
 fn validate_name(name: &str) -> Result<(), String> {
-    let ok_chars = name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+    let ok_chars = name
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
     if name.is_empty() || name.len() > 32 || !ok_chars || name.starts_with(['-', '_']) {
         return Err(format!(
             "{name:?} is not a valid upstream name: use 1-32 letters, digits, '-' or '_', \
@@ -177,10 +198,16 @@ fn validate_transport(upstream: &UpstreamConfig) -> Result<(), (&'static str, St
                 Some(_) => {}
             }
             if upstream.url.is_some() {
-                return Err(("url", "`url` is for http upstreams; this one is stdio".into()));
+                return Err((
+                    "url",
+                    "`url` is for http upstreams; this one is stdio".into(),
+                ));
             }
             if !upstream.headers.is_empty() {
-                return Err(("headers", "`headers` are for http upstreams; this one is stdio".into()));
+                return Err((
+                    "headers",
+                    "`headers` are for http upstreams; this one is stdio".into(),
+                ));
             }
         }
         TransportKind::Http => {
@@ -190,22 +217,37 @@ fn validate_transport(upstream: &UpstreamConfig) -> Result<(), (&'static str, St
             match url::Url::parse(url) {
                 Ok(u) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => {}
                 Ok(u) => {
-                    return Err(("url", format!("must be an http(s) URL with a host, got scheme {:?}", u.scheme())));
+                    return Err((
+                        "url",
+                        format!(
+                            "must be an http(s) URL with a host, got scheme {:?}",
+                            u.scheme()
+                        ),
+                    ));
                 }
                 Err(e) => return Err(("url", format!("invalid URL {url:?}: {e}"))),
             }
             if upstream.command.is_some() || !upstream.args.is_empty() {
-                return Err(("command", "`command`/`args` are for stdio upstreams; this one is http".into()));
+                return Err((
+                    "command",
+                    "`command`/`args` are for stdio upstreams; this one is http".into(),
+                ));
             }
             if !upstream.env.is_empty() || upstream.cwd.is_some() {
-                return Err(("env", "`env`/`cwd` are for stdio upstreams; this one is http".into()));
+                return Err((
+                    "env",
+                    "`env`/`cwd` are for stdio upstreams; this one is http".into(),
+                ));
             }
             for (name, value) in &upstream.headers {
                 if http::HeaderName::from_bytes(name.as_bytes()).is_err() {
                     return Err(("headers", format!("{name:?} is not a valid header name")));
                 }
                 if http::HeaderValue::from_str(value).is_err() {
-                    return Err(("headers", format!("the value of {name:?} is not a valid header value")));
+                    return Err((
+                        "headers",
+                        format!("the value of {name:?} is not a valid header value"),
+                    ));
                 }
             }
         }

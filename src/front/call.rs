@@ -9,10 +9,7 @@ use std::{sync::Arc, time::Duration};
 use futures::FutureExt;
 use rmcp::{
     ErrorData, RoleServer,
-    model::{
-        CallToolRequestParams, CallToolResult, ProgressNotificationParam,
-        ProgressToken,
-    },
+    model::{CallToolRequestParams, CallToolResult, ProgressNotificationParam, ProgressToken},
     service::RequestContext,
 };
 use tokio::{sync::mpsc, time::Instant};
@@ -51,14 +48,20 @@ impl CallSink for JobSink {
 }
 
 fn unknown_tool(name: &str) -> ErrorData {
-    ErrorData::invalid_params(format!("unknown tool {name:?}: call tools/list for the tools this bridge offers"), None)
+    ErrorData::invalid_params(
+        format!("unknown tool {name:?}: call tools/list for the tools this bridge offers"),
+        None,
+    )
 }
 
 fn work_outcome(outcome: CallOutcome) -> WorkOutcome {
     match outcome {
         CallOutcome::Result(result) => WorkOutcome::Result(result),
         CallOutcome::RpcError(error) => WorkOutcome::RpcError(error),
-        CallOutcome::Failed { reason, message } => WorkOutcome::Failed(JobFailure { reason: reason.into(), message }),
+        CallOutcome::Failed { reason, message } => WorkOutcome::Failed(JobFailure {
+            reason: reason.into(),
+            message,
+        }),
     }
 }
 
@@ -70,13 +73,19 @@ impl Front {
     ) -> Result<CallToolResult, ErrorData> {
         let name = request.name.to_string();
         let (upstream_name, tool) = catalog::split(&name).ok_or_else(|| unknown_tool(&name))?;
-        let upstream = self.inner.upstreams.get(upstream_name).ok_or_else(|| unknown_tool(&name))?;
+        let upstream = self
+            .inner
+            .upstreams
+            .get(upstream_name)
+            .ok_or_else(|| unknown_tool(&name))?;
         if !upstream.tools().iter().any(|t| t.name == tool) {
             if upstream.state() == UpstreamState::Ready {
                 return Err(unknown_tool(&name));
             }
             let status = upstream.status();
-            let why = status.last_error.unwrap_or_else(|| "not connected yet".into());
+            let why = status
+                .last_error
+                .unwrap_or_else(|| "not connected yet".into());
             return Ok(error_result(format!(
                 "tool {name} is not available right now: upstream {upstream_name} is down ({why}); try again shortly"
             )));
@@ -102,7 +111,12 @@ impl Front {
             Ok(call) => call,
             Err(error) => {
                 let message = error.to_string();
-                pending.fail(JobFailure { reason: "upstream_unavailable".into(), message: message.clone() }).await;
+                pending
+                    .fail(JobFailure {
+                        reason: "upstream_unavailable".into(),
+                        message: message.clone(),
+                    })
+                    .await;
                 let mut result = error_result(message);
                 attach_job_meta(&mut result, links, id);
                 return Ok(result);
@@ -129,14 +143,27 @@ impl Front {
             CallMode::Sync => None,
             CallMode::Auto => Some(Duration::from_millis(self.inner.config.sync_budget_ms)),
         };
-        let waiting = Waiting { handle, name, progress, caller_token, budget };
+        let waiting = Waiting {
+            handle,
+            name,
+            progress,
+            caller_token,
+            budget,
+        };
         self.answer_when_done(waiting, &context).await
     }
 
     /// The correlation ID from the request's header, if any.
-    fn correlation_id(&self, context: &RequestContext<RoleServer>) -> Result<Option<CorrelationId>, ErrorData> {
-        let Some(parts) = context.extensions.get::<http::request::Parts>() else { return Ok(None) };
-        let Some(value) = parts.headers.get(&self.inner.correlation_header) else { return Ok(None) };
+    fn correlation_id(
+        &self,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<Option<CorrelationId>, ErrorData> {
+        let Some(parts) = context.extensions.get::<http::request::Parts>() else {
+            return Ok(None);
+        };
+        let Some(value) = parts.headers.get(&self.inner.correlation_header) else {
+            return Ok(None);
+        };
         value
             .to_str()
             .ok()
@@ -200,7 +227,9 @@ struct Waiting {
 
 impl Waiting {
     async fn forward(&self, context: &RequestContext<RoleServer>, update: ProgressUpdate) {
-        let Some(token) = self.caller_token.clone() else { return };
+        let Some(token) = self.caller_token.clone() else {
+            return;
+        };
         let mut param = ProgressNotificationParam::new(token, update.progress);
         param.total = update.total;
         param.message = update.message;
@@ -219,7 +248,11 @@ async fn recv(rx: &mut Option<mpsc::Receiver<ProgressUpdate>>) -> Option<Progres
 
 /// The answer to a finished job, as a direct call of the upstream would have given it, with
 /// the job named in `_meta`. A JSON-RPC error from the upstream is passed on unchanged.
-pub(super) fn answer(finished: &Finished, links: &super::Links, id: JobId) -> Result<CallToolResult, ErrorData> {
+pub(super) fn answer(
+    finished: &Finished,
+    links: &super::Links,
+    id: JobId,
+) -> Result<CallToolResult, ErrorData> {
     let mut result = match finished {
         Finished::Result(result) => result.clone(),
         Finished::RpcError(error) => return Err(error.clone()),

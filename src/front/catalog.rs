@@ -20,7 +20,8 @@ pub const CANCEL_JOB: &str = "cancel_job";
 /// Split `<upstream>__<tool>`. Upstream names cannot contain the separator, so the first one
 /// is the split point and the tool part may contain anything.
 pub fn split(name: &str) -> Option<(&str, &str)> {
-    name.split_once(SEPARATOR).filter(|(u, t)| !u.is_empty() && !t.is_empty())
+    name.split_once(SEPARATOR)
+        .filter(|(u, t)| !u.is_empty() && !t.is_empty())
 }
 
 /// All tools, upstream tools first (in config order), then the job tools.

@@ -18,7 +18,9 @@ pub struct Links {
 impl Links {
     /// `public_url` without a trailing slash.
     pub fn new(public_url: &str) -> Self {
-        Self { public_url: public_url.trim_end_matches('/').to_string() }
+        Self {
+            public_url: public_url.trim_end_matches('/').to_string(),
+        }
     }
 
     pub fn status_url(&self, id: JobId) -> String {

@@ -39,7 +39,9 @@ struct WaitArgs {
     timeout_seconds: Option<f64>,
 }
 
-fn parse_args<T: serde::de::DeserializeOwned>(args: Option<JsonObject>) -> Result<T, CallToolResult> {
+fn parse_args<T: serde::de::DeserializeOwned>(
+    args: Option<JsonObject>,
+) -> Result<T, CallToolResult> {
     let value = serde_json::Value::Object(args.unwrap_or_default());
     serde_json::from_value(value).map_err(|e| error_result(format!("invalid arguments: {e}")))
 }
@@ -53,7 +55,9 @@ fn parse_job_id(text: &str) -> Result<JobId, CallToolResult> {
 }
 
 fn unknown_job(id: JobId) -> CallToolResult {
-    error_result(format!("no job {id}: it never existed here, or it ended and expired"))
+    error_result(format!(
+        "no job {id}: it never existed here, or it ended and expired"
+    ))
 }
 
 /// `Ok(Err(result))` is a tool error for the agent; `Err` a protocol error.
@@ -70,7 +74,9 @@ impl Front {
             Err(result) => return Ok(result),
         };
         match self.inner.jobs.snapshot(id).await.map_err(store_error)? {
-            Some(snapshot) => Ok(json_result(serde_json::to_value(&snapshot).unwrap_or_default())),
+            Some(snapshot) => Ok(json_result(
+                serde_json::to_value(&snapshot).unwrap_or_default(),
+            )),
             None => Ok(unknown_job(id)),
         }
     }
@@ -89,7 +95,13 @@ impl Front {
             Ok(v) => v,
             Err(result) => return Ok(result),
         };
-        let Some(snapshot) = self.inner.jobs.wait(id, timeout).await.map_err(store_error)? else {
+        let Some(snapshot) = self
+            .inner
+            .jobs
+            .wait(id, timeout)
+            .await
+            .map_err(store_error)?
+        else {
             return Ok(unknown_job(id));
         };
         if snapshot.status.is_terminal() {
@@ -115,7 +127,11 @@ impl Front {
             Err(result) => return Ok(result),
         };
         let jobs = &self.inner.jobs;
-        match jobs.cancel(id, "cancelled by the agent (cancel_job)".into()).await.map_err(store_error)? {
+        match jobs
+            .cancel(id, "cancelled by the agent (cancel_job)".into())
+            .await
+            .map_err(store_error)?
+        {
             CancelAck::Unknown => Ok(unknown_job(id)),
             CancelAck::AlreadyTerminal(snapshot) => Ok(json_result(json!({
                 "job_id": id,
@@ -127,9 +143,16 @@ impl Front {
                 let snapshot = jobs.wait(id, CANCEL_CONFIRM).await.map_err(store_error)?;
                 let status = snapshot.as_ref().map_or(JobStatus::Cancelled, |s| s.status);
                 let message = match status {
-                    JobStatus::Cancelled => "the job is cancelled; the tool server was told to stop".to_string(),
-                    JobStatus::Running => "cancel requested; the job has not stopped yet".to_string(),
-                    other => format!("the job ended {} before the cancel took effect", other.as_str()),
+                    JobStatus::Cancelled => {
+                        "the job is cancelled; the tool server was told to stop".to_string()
+                    }
+                    JobStatus::Running => {
+                        "cancel requested; the job has not stopped yet".to_string()
+                    }
+                    other => format!(
+                        "the job ended {} before the cancel took effect",
+                        other.as_str()
+                    ),
                 };
                 Ok(json_result(json!({
                     "job_id": id,
@@ -145,15 +168,24 @@ impl Front {
     /// becomes a tool error: a long-poll has no way to fail the original call).
     fn final_result(&self, snapshot: &JobSnapshot) -> CallToolResult {
         let id = snapshot.job_id;
-        let stored = snapshot.result.clone().and_then(|r| serde_json::from_value::<CallToolResult>(r).ok());
+        let stored = snapshot
+            .result
+            .clone()
+            .and_then(|r| serde_json::from_value::<CallToolResult>(r).ok());
         let mut result = match (snapshot.status, stored) {
             (JobStatus::Completed | JobStatus::Failed, Some(result)) => result,
             (JobStatus::Cancelled, _) => error_result(format!(
                 "the job was cancelled: {}",
-                snapshot.error.as_ref().map_or("no reason given", |e| e.message.as_str())
+                snapshot
+                    .error
+                    .as_ref()
+                    .map_or("no reason given", |e| e.message.as_str())
             )),
             _ => error_result(
-                snapshot.error.as_ref().map_or_else(|| "the job failed".to_string(), |e| e.message.clone()),
+                snapshot
+                    .error
+                    .as_ref()
+                    .map_or_else(|| "the job failed".to_string(), |e| e.message.clone()),
             ),
         };
         attach_job_meta(&mut result, &self.inner.links, id);

@@ -13,8 +13,8 @@ use std::sync::Arc;
 use rmcp::{
     ErrorData, RoleServer, ServerHandler,
     model::{
-        CallToolRequestParams, CallToolResponse, Implementation, ListToolsResult, PaginatedRequestParams,
-        ServerCapabilities, ServerConfig,
+        CallToolRequestParams, CallToolResponse, Implementation, ListToolsResult,
+        PaginatedRequestParams, ServerCapabilities, ServerConfig,
     },
     service::RequestContext,
 };
@@ -45,15 +45,32 @@ struct Inner {
 }
 
 impl Front {
-    pub fn new(upstreams: Upstreams, jobs: Jobs, config: JobsConfig, links: Links, correlation_header: String) -> Self {
-        Self { inner: Arc::new(Inner { upstreams, jobs, config, links, correlation_header }) }
+    pub fn new(
+        upstreams: Upstreams,
+        jobs: Jobs,
+        config: JobsConfig,
+        links: Links,
+        correlation_header: String,
+    ) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                upstreams,
+                jobs,
+                config,
+                links,
+                correlation_header,
+            }),
+        }
     }
 }
 
 impl ServerHandler for Front {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-            .with_server_info(Implementation::new("mcp-progress-bridge", env!("CARGO_PKG_VERSION")))
+            .with_server_info(Implementation::new(
+                "mcp-progress-bridge",
+                env!("CARGO_PKG_VERSION"),
+            ))
             .with_instructions(INSTRUCTIONS)
     }
 
@@ -62,7 +79,10 @@ impl ServerHandler for Front {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        Ok(ListToolsResult::with_all_items(catalog::list(&self.inner.upstreams, self.inner.config.mode)))
+        Ok(ListToolsResult::with_all_items(catalog::list(
+            &self.inner.upstreams,
+            self.inner.config.mode,
+        )))
     }
 
     async fn call_tool(

@@ -68,10 +68,17 @@ fn job_id(raw: &str) -> Result<JobId, ApiError> {
 /// else the `last_event_id` query parameter (for clients that cannot set headers).
 fn last_event_id(headers: &HeaderMap, query: &StreamQuery) -> Result<Option<Seq>, ApiError> {
     let raw = match headers.get("last-event-id") {
-        Some(value) => Some(value.to_str().map_err(|_| bad_last_event_id("not text"))?.to_string()),
+        Some(value) => Some(
+            value
+                .to_str()
+                .map_err(|_| bad_last_event_id("not text"))?
+                .to_string(),
+        ),
         None => query.last_event_id.clone(),
     };
-    let Some(raw) = raw.map(|r| r.trim().to_string()).filter(|r| !r.is_empty()) else { return Ok(None) };
+    let Some(raw) = raw.map(|r| r.trim().to_string()).filter(|r| !r.is_empty()) else {
+        return Ok(None);
+    };
     if !raw.bytes().all(|b| b.is_ascii_digit()) {
         return Err(bad_last_event_id(&raw));
     }
@@ -85,7 +92,10 @@ fn bad_last_event_id(raw: &str) -> ApiError {
     ))
 }
 
-async fn job_snapshot(State(state): State<ApiState>, Path(id): Path<String>) -> Result<Response, ApiError> {
+async fn job_snapshot(
+    State(state): State<ApiState>,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
     let id = job_id(&id)?;
     let snapshot = state.store.snapshot(id).await?.ok_or(ApiError::NotFound)?;
     Ok(Json(snapshot).into_response())
@@ -113,12 +123,19 @@ async fn correlation_events(
     sse::respond(&state, Channel::Correlation(cid), after).await
 }
 
-async fn job_cancel(State(state): State<ApiState>, Path(id): Path<String>) -> Result<Response, ApiError> {
+async fn job_cancel(
+    State(state): State<ApiState>,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
     let id = job_id(&id)?;
     let reason = "cancelled through POST /jobs/{id}/cancel".to_string();
     match state.store.request_cancel(id, reason).await? {
-        CancelAck::Requested(snapshot) => Ok((StatusCode::ACCEPTED, Json(snapshot)).into_response()),
-        CancelAck::AlreadyTerminal(snapshot) => Ok((StatusCode::CONFLICT, Json(snapshot)).into_response()),
+        CancelAck::Requested(snapshot) => {
+            Ok((StatusCode::ACCEPTED, Json(snapshot)).into_response())
+        }
+        CancelAck::AlreadyTerminal(snapshot) => {
+            Ok((StatusCode::CONFLICT, Json(snapshot)).into_response())
+        }
         CancelAck::Unknown => Err(ApiError::NotFound),
     }
 }
@@ -135,12 +152,24 @@ async fn readyz(State(state): State<ApiState>) -> Response {
     let store_ready = store["ready"] == true;
     let (parts_ready, parts) = state.readiness.report();
     let ready = store_ready && parts_ready;
-    let status = if ready { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
-    (status, Json(json!({ "ready": ready, "store": store, "upstreams": parts }))).into_response()
+    let status = if ready {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (
+        status,
+        Json(json!({ "ready": ready, "store": store, "upstreams": parts })),
+    )
+        .into_response()
 }
 
 async fn metrics(State(state): State<ApiState>) -> Response {
-    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], state.metrics.render()).into_response()
+    (
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        state.metrics.render(),
+    )
+        .into_response()
 }
 
 #[cfg(test)]
@@ -152,7 +181,12 @@ mod tests {
         if let Some(h) = header {
             headers.insert("last-event-id", h.parse().unwrap());
         }
-        last_event_id(&headers, &StreamQuery { last_event_id: query.map(str::to_string) })
+        last_event_id(
+            &headers,
+            &StreamQuery {
+                last_event_id: query.map(str::to_string),
+            },
+        )
     }
 
     #[test]
@@ -162,7 +196,10 @@ mod tests {
         assert_eq!(parse(None, Some("3")).unwrap(), Some(3));
         assert_eq!(parse(Some(" "), None).unwrap(), None);
         for bad in ["-1", "1.5", "abc", "99999999999999999999999"] {
-            assert!(matches!(parse(Some(bad), None), Err(ApiError::BadRequest(_))), "{bad}");
+            assert!(
+                matches!(parse(Some(bad), None), Err(ApiError::BadRequest(_))),
+                "{bad}"
+            );
         }
     }
 }

@@ -17,13 +17,16 @@ use axum::{
 };
 use bytes::Bytes;
 use futures::StreamExt;
-use tokio_util::sync::CancellationToken;
 use serde_json::json;
+use tokio_util::sync::CancellationToken;
 
 use super::{ApiError, ApiState};
 use crate::{
     metrics::Metrics,
-    store::{Channel, ChannelSnapshot, EventKind, LiveItem, LiveStream, Opened, Seq, Store, StoredEvent, sse_frame},
+    store::{
+        Channel, ChannelSnapshot, EventKind, LiveItem, LiveStream, Opened, Seq, Store, StoredEvent,
+        sse_frame,
+    },
 };
 
 /// Sent first: how long a browser's EventSource waits before it reconnects.
@@ -31,13 +34,24 @@ const RETRY_FRAME: &[u8] = b"retry: 2000\n\n";
 const KEEP_ALIVE_FRAME: &[u8] = b": keep-alive\n\n";
 
 /// Open `channel` for a reader at `after` (its Last-Event-ID) and answer with the stream.
-pub async fn respond(state: &ApiState, channel: Channel, after: Option<Seq>) -> Result<Response, ApiError> {
+pub async fn respond(
+    state: &ApiState,
+    channel: Channel,
+    after: Option<Seq>,
+) -> Result<Response, ApiError> {
     // A correlation stream has no snapshot to start from: a fresh reader replays it whole.
     let after = match channel {
         Channel::Correlation(_) => Some(after.unwrap_or(0)),
         Channel::Job(_) => after,
     };
-    let opened = state.store.open(&channel, after).await?.ok_or(ApiError::NotFound)?;
+    // A fresh job reader gets the snapshot, then every event history still has (so a late
+    // subscriber sees every step it can), then the live tail.
+    let fresh = after.is_none();
+    let opened = state
+        .store
+        .open(&channel, after.or(Some(0)))
+        .await?
+        .ok_or(ApiError::NotFound)?;
     if let Some(after) = after
         && after > opened.head
     {
@@ -46,15 +60,21 @@ pub async fn respond(state: &ApiState, channel: Channel, after: Option<Seq>) -> 
             opened.head
         )));
     }
-    let tail = Tail::start(state, channel, after, opened).await;
+    let tail = Tail::start(state, channel, if fresh { None } else { after }, opened).await;
     let stream = futures::stream::unfold(tail, |mut tail| async move {
         let frame = tail.next_frame().await?;
         Some((Ok::<Bytes, Infallible>(frame), tail))
     });
     let mut response = Response::new(Body::from_stream(stream));
     let headers = response.headers_mut();
-    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
-    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache, no-transform"));
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    headers.insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static("no-cache, no-transform"),
+    );
     headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
     Ok(response)
 }
@@ -91,7 +111,14 @@ struct Tail {
 
 impl Tail {
     async fn start(state: &ApiState, channel: Channel, after: Option<Seq>, opened: Opened) -> Self {
-        let Opened { head, snapshot, backlog, covered, ended, live } = opened;
+        let Opened {
+            head,
+            snapshot,
+            backlog,
+            covered,
+            ended,
+            live,
+        } = opened;
         let mut tail = Tail {
             store: state.store.clone(),
             channel,
@@ -104,8 +131,21 @@ impl Tail {
             _guard: SubscriberGuard::new(state.metrics.clone()),
         };
         match after {
-            None => tail.queue.push_back(snapshot_frame(EventKind::Status, head, &snapshot)),
-            Some(_) if !covered => tail.queue.push_back(snapshot_frame(EventKind::Reset, head, &snapshot)),
+            None => {
+                // The status event sits just before the replayed history, so a reader that
+                // resumes from its id gets exactly that history again.
+                let base = backlog.first().map_or(head, |e| e.seq - 1);
+                tail.queue
+                    .push_back(snapshot_frame(EventKind::Status, base, &snapshot));
+                tail.last = base;
+                for event in backlog {
+                    tail.send(&event);
+                }
+            }
+            Some(_) if !covered => {
+                tail.queue
+                    .push_back(snapshot_frame(EventKind::Reset, head, &snapshot))
+            }
             Some(after) => {
                 tail.last = after;
                 for event in backlog {
@@ -134,7 +174,9 @@ impl Tail {
                 _ = self.shutdown.cancelled() => return None,
             };
             match item {
-                Some(LiveItem::Event(event)) if event.ephemeral => self.queue.push_back(event.frame.clone()),
+                Some(LiveItem::Event(event)) if event.ephemeral => {
+                    self.queue.push_back(event.frame.clone())
+                }
                 Some(LiveItem::Event(event)) if event.seq <= self.last => {}
                 Some(LiveItem::Event(event)) if event.seq == self.last + 1 => self.send(&event),
                 Some(LiveItem::Event(_)) | Some(LiveItem::Lagged) => self.catch_up().await,
@@ -147,7 +189,9 @@ impl Tail {
     fn send(&mut self, event: &StoredEvent) {
         self.queue.push_back(event.frame.clone());
         self.last = event.seq;
-        if event.is_terminal() {
+        // A job's stream ends with its terminal event; a correlation's goes on (more jobs may
+        // join it) until the reader leaves.
+        if event.is_terminal() && matches!(self.channel, Channel::Job(_)) {
             self.done = true;
         }
     }
@@ -173,7 +217,11 @@ impl Tail {
             self.done = true;
             return;
         };
-        self.queue.push_back(snapshot_frame(EventKind::Reset, opened.head, &opened.snapshot));
+        self.queue.push_back(snapshot_frame(
+            EventKind::Reset,
+            opened.head,
+            &opened.snapshot,
+        ));
         self.last = opened.head;
         if opened.ended {
             self.send_terminal().await;
@@ -185,7 +233,13 @@ impl Tail {
     /// one and knows to stop reconnecting.
     async fn send_terminal(&mut self) {
         self.done = true;
-        let Ok(replay) = self.store.replay(&self.channel, self.last.saturating_sub(1)).await else { return };
+        let Ok(replay) = self
+            .store
+            .replay(&self.channel, self.last.saturating_sub(1))
+            .await
+        else {
+            return;
+        };
         if let Some(event) = replay.events.last().filter(|e| e.is_terminal()) {
             self.queue.push_back(event.frame.clone());
         }

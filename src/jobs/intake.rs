@@ -40,7 +40,12 @@ struct State {
 
 impl Intake {
     pub(super) fn new(upstream: String, metrics: Arc<Metrics>) -> Arc<Self> {
-        Arc::new(Self { upstream, state: Mutex::default(), wake: Notify::new(), metrics })
+        Arc::new(Self {
+            upstream,
+            state: Mutex::default(),
+            wake: Notify::new(),
+            metrics,
+        })
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -48,7 +53,10 @@ impl Intake {
     }
 
     fn dropped(&self, reason: &str) {
-        self.metrics.progress_dropped.with_label_values(&[reason]).inc();
+        self.metrics
+            .progress_dropped
+            .with_label_values(&[reason])
+            .inc();
     }
 
     /// A progress notification from the upstream. MCP requires progress to increase with
@@ -62,7 +70,11 @@ impl Intake {
         }
         let total = total.filter(|t| t.is_finite() && *t > 0.0);
         let message = message.map(|m| truncate(m, MAX_MESSAGE_BYTES));
-        let update = ProgressUpdate { progress, total, message };
+        let update = ProgressUpdate {
+            progress,
+            total,
+            message,
+        };
         {
             let mut state = self.lock();
             if state.closed {
@@ -96,10 +108,17 @@ impl Intake {
             let mut state = self.lock();
             if state.closed || state.queue.len() >= MAX_QUEUED {
                 drop(state);
-                self.metrics.log_dropped.with_label_values(&["overflow"]).inc();
+                self.metrics
+                    .log_dropped
+                    .with_label_values(&["overflow"])
+                    .inc();
                 return;
             }
-            state.queue.push_back(EventBody::Log { level, logger, data });
+            state.queue.push_back(EventBody::Log {
+                level,
+                logger,
+                data,
+            });
         }
         self.wake.notify_one();
     }
@@ -125,7 +144,9 @@ fn truncate(mut text: String, max: usize) -> String {
 }
 
 fn bound_log(data: Value) -> Value {
-    let size = serde_json::to_vec(&data).map(|v| v.len()).unwrap_or(usize::MAX);
+    let size = serde_json::to_vec(&data)
+        .map(|v| v.len())
+        .unwrap_or(usize::MAX);
     if size <= MAX_LOG_BYTES {
         return data;
     }
@@ -188,7 +209,9 @@ mod tests {
     fn cuts_long_messages_and_rejects_bad_totals() {
         let i = intake();
         i.progress(1.0, Some(f64::NAN), Some("é".repeat(MAX_MESSAGE_BYTES)));
-        let EventBody::Progress(p) = i.take().pop_front().unwrap() else { panic!() };
+        let EventBody::Progress(p) = i.take().pop_front().unwrap() else {
+            panic!()
+        };
         assert_eq!(p.total, None);
         let m = p.message.unwrap();
         assert!(m.len() <= MAX_MESSAGE_BYTES + '…'.len_utf8() && m.ends_with('…'));

@@ -23,8 +23,8 @@ use crate::{
     config::JobsConfig,
     metrics::Metrics,
     store::{
-        CancelAck, Channel, CorrelationId, EventBody, JobFailure, JobId, JobSnapshot, LiveItem, NewJob,
-        ProgressUpdate, Store, StoreError,
+        CancelAck, Channel, CorrelationId, EventBody, JobFailure, JobId, JobSnapshot, LiveItem,
+        NewJob, ProgressUpdate, Store, StoreError,
     },
 };
 
@@ -90,18 +90,30 @@ struct Running {
 
 impl Running {
     fn cancel(&self, reason: String) {
-        self.reason.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert(reason);
+        self.reason
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get_or_insert(reason);
         self.cancel.cancel();
     }
 
     fn reason(&self) -> String {
-        self.reason.lock().unwrap_or_else(|p| p.into_inner()).clone().unwrap_or_else(|| "cancelled".into())
+        self.reason
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+            .unwrap_or_else(|| "cancelled".into())
     }
 }
 
 impl Jobs {
     /// `replica` names this process in job snapshots (the owner of the jobs it runs).
-    pub fn new(store: Arc<dyn Store>, config: JobsConfig, replica: String, metrics: Arc<Metrics>) -> Self {
+    pub fn new(
+        store: Arc<dyn Store>,
+        config: JobsConfig,
+        replica: String,
+        metrics: Arc<Metrics>,
+    ) -> Self {
         let jobs = Self {
             inner: Arc::new(Inner {
                 store,
@@ -129,7 +141,11 @@ impl Jobs {
     async fn route_cancels(self) {
         let mut requests = self.inner.store.cancel_requests();
         while let Some(request) = requests.next().await {
-            let running = self.inner.running.get(&request.job_id).map(|r| r.value().clone());
+            let running = self
+                .inner
+                .running
+                .get(&request.job_id)
+                .map(|r| r.value().clone());
             if let Some(running) = running {
                 running.cancel(request.reason);
             }
@@ -151,9 +167,16 @@ impl Jobs {
                 owner: self.inner.replica.clone(),
             })
             .await?;
-        let running = Arc::new(Running { cancel: CancellationToken::new(), reason: Mutex::new(None) });
+        let running = Arc::new(Running {
+            cancel: CancellationToken::new(),
+            reason: Mutex::new(None),
+        });
         self.inner.running.insert(id, running.clone());
-        self.inner.metrics.jobs_started.with_label_values(&[&spec.upstream]).inc();
+        self.inner
+            .metrics
+            .jobs_started
+            .with_label_values(&[&spec.upstream])
+            .inc();
         self.inner.metrics.jobs_running.inc();
         Ok(PendingJob {
             jobs: self.clone(),
@@ -207,9 +230,15 @@ impl Jobs {
 
     /// Wait until the job ends or `within` passes, then return its snapshot (`None` if there
     /// is no such job).
-    pub async fn wait(&self, id: JobId, within: Duration) -> Result<Option<JobSnapshot>, JobsError> {
+    pub async fn wait(
+        &self,
+        id: JobId,
+        within: Duration,
+    ) -> Result<Option<JobSnapshot>, JobsError> {
         let store = &self.inner.store;
-        let Some(opened) = store.open(&Channel::Job(id), None).await? else { return Ok(None) };
+        let Some(opened) = store.open(&Channel::Job(id), None).await? else {
+            return Ok(None);
+        };
         if !opened.ended {
             let mut live = opened.live;
             let until_end = async {
@@ -221,7 +250,12 @@ impl Jobs {
                     }
                     // A lag may have skipped the terminal event: check the snapshot.
                     if matches!(item, LiveItem::Lagged)
-                        && store.snapshot(id).await.ok().flatten().is_some_and(|s| s.status.is_terminal())
+                        && store
+                            .snapshot(id)
+                            .await
+                            .ok()
+                            .flatten()
+                            .is_some_and(|s| s.status.is_terminal())
                     {
                         break;
                     }
@@ -299,7 +333,10 @@ impl PendingJob {
 fn terminal_body(finished: &Finished) -> EventBody {
     match finished {
         Finished::Result(result) if result.is_error == Some(true) => EventBody::Failed {
-            failure: JobFailure { reason: "tool_error".into(), message: first_text(result) },
+            failure: JobFailure {
+                reason: "tool_error".into(),
+                message: first_text(result),
+            },
             result: serde_json::to_value(result).ok(),
             rpc_error: None,
         },
@@ -309,13 +346,22 @@ fn terminal_body(finished: &Finished) -> EventBody {
         Finished::RpcError(error) => EventBody::Failed {
             failure: JobFailure {
                 reason: "upstream_error".into(),
-                message: format!("the upstream answered with error {}: {}", error.code.0, error.message),
+                message: format!(
+                    "the upstream answered with error {}: {}",
+                    error.code.0, error.message
+                ),
             },
             result: None,
             rpc_error: serde_json::to_value(error).ok(),
         },
-        Finished::Failed(failure) => EventBody::Failed { failure: failure.clone(), result: None, rpc_error: None },
-        Finished::Cancelled(reason) => EventBody::Cancelled { reason: reason.clone() },
+        Finished::Failed(failure) => EventBody::Failed {
+            failure: failure.clone(),
+            result: None,
+            rpc_error: None,
+        },
+        Finished::Cancelled(reason) => EventBody::Cancelled {
+            reason: reason.clone(),
+        },
     }
 }
 

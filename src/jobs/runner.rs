@@ -32,7 +32,14 @@ impl Runner {
         done: watch::Sender<Option<Arc<Finished>>>,
     ) -> Self {
         let coalesce = Duration::from_millis(pending.jobs.inner.config.min_progress_interval_ms);
-        Self { pending, mirror, done, coalesce, last_progress: None, held: None }
+        Self {
+            pending,
+            mirror,
+            done,
+            coalesce,
+            last_progress: None,
+            held: None,
+        }
     }
 
     fn id(&self) -> JobId {
@@ -48,7 +55,10 @@ impl Runner {
     }
 
     pub(super) async fn run(mut self, work: Work) {
-        let Work { mut outcome, cancel } = work;
+        let Work {
+            mut outcome,
+            cancel,
+        } = work;
         let running = self.running().clone();
         let intake = self.intake().clone();
         let finished = loop {
@@ -85,7 +95,10 @@ impl Runner {
 
     fn release_at(&self) -> Option<Instant> {
         self.held.as_ref()?;
-        Some(self.last_progress.map_or_else(Instant::now, |last| last + self.coalesce))
+        Some(
+            self.last_progress
+                .map_or_else(Instant::now, |last| last + self.coalesce),
+        )
     }
 
     /// Move everything the intake has queued into the store, in order.
@@ -94,10 +107,18 @@ impl Runner {
             match body {
                 EventBody::Progress(update) => {
                     let now = Instant::now();
-                    let too_soon = self.last_progress.is_some_and(|last| now < last + self.coalesce);
+                    let too_soon = self
+                        .last_progress
+                        .is_some_and(|last| now < last + self.coalesce);
                     if too_soon {
                         if self.held.replace(update).is_some() {
-                            self.pending.jobs.inner.metrics.progress_dropped.with_label_values(&["coalesced"]).inc();
+                            self.pending
+                                .jobs
+                                .inner
+                                .metrics
+                                .progress_dropped
+                                .with_label_values(&["coalesced"])
+                                .inc();
                         }
                     } else {
                         self.held = None;
@@ -128,7 +149,10 @@ impl Runner {
         }
         let metrics = &self.pending.jobs.inner.metrics;
         if self.append(EventBody::Progress(update)).await {
-            metrics.progress_events.with_label_values(&[&self.pending.upstream]).inc();
+            metrics
+                .progress_events
+                .with_label_values(&[&self.pending.upstream])
+                .inc();
         }
     }
 
@@ -154,7 +178,11 @@ impl Runner {
             self.store_failed(&error);
         }
         let inner = &self.pending.jobs.inner;
-        inner.metrics.jobs_finished.with_label_values(&[&self.pending.upstream, status]).inc();
+        inner
+            .metrics
+            .jobs_finished
+            .with_label_values(&[&self.pending.upstream, status])
+            .inc();
         inner.metrics.jobs_running.dec();
         inner.running.remove(&self.id());
         inner.ended.notify_waiters();

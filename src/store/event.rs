@@ -36,7 +36,10 @@ impl EventKind {
     }
 
     pub fn is_terminal(self) -> bool {
-        matches!(self, EventKind::Completed | EventKind::Failed | EventKind::Cancelled)
+        matches!(
+            self,
+            EventKind::Completed | EventKind::Failed | EventKind::Cancelled
+        )
     }
 }
 
@@ -61,13 +64,25 @@ pub struct JobFailure {
 pub enum EventBody {
     Progress(ProgressUpdate),
     /// An upstream `notifications/message` received during the call.
-    Log { level: String, logger: Option<String>, data: Value },
+    Log {
+        level: String,
+        logger: Option<String>,
+        data: Value,
+    },
     /// The upstream's `CallToolResult`, as JSON.
-    Completed { result: Value },
+    Completed {
+        result: Value,
+    },
     /// `result` is the upstream's own result when it was a tool error (`isError: true`);
     /// `rpc_error` the JSON-RPC error object when the upstream answered with one.
-    Failed { failure: JobFailure, result: Option<Value>, rpc_error: Option<Value> },
-    Cancelled { reason: String },
+    Failed {
+        failure: JobFailure,
+        result: Option<Value>,
+        rpc_error: Option<Value>,
+    },
+    Cancelled {
+        reason: String,
+    },
 }
 
 impl EventBody {
@@ -113,7 +128,13 @@ impl StoredEvent {
     /// Render the JSON data and the SSE frame for an event at `seq` of its channel.
     pub fn render(seq: Seq, kind: EventKind, data: Bytes, ephemeral: bool) -> Self {
         let frame = sse_frame(seq, kind.as_str(), &data);
-        Self { seq, kind, data, frame, ephemeral }
+        Self {
+            seq,
+            kind,
+            data,
+            frame,
+            ephemeral,
+        }
     }
 }
 
@@ -172,17 +193,40 @@ pub fn render_job_event(job_id: JobId, seq: Seq, ts: u64, body: &EventBody) -> B
         reason: &'a str,
     }
     let bytes = match body {
-        EventBody::Progress(p) => to_vec(&Envelope { job_id, seq, ts, body: p }),
-        EventBody::Log { level, logger, data } => {
-            to_vec(&Envelope { job_id, seq, ts, body: &Log { level, logger, data } })
-        }
+        EventBody::Progress(p) => to_vec(&Envelope {
+            job_id,
+            seq,
+            ts,
+            body: p,
+        }),
+        EventBody::Log {
+            level,
+            logger,
+            data,
+        } => to_vec(&Envelope {
+            job_id,
+            seq,
+            ts,
+            body: &Log {
+                level,
+                logger,
+                data,
+            },
+        }),
         EventBody::Completed { result } => to_vec(&Envelope {
             job_id,
             seq,
             ts,
-            body: &Completed { status: "completed", result },
+            body: &Completed {
+                status: "completed",
+                result,
+            },
         }),
-        EventBody::Failed { failure, result, rpc_error } => to_vec(&Envelope {
+        EventBody::Failed {
+            failure,
+            result,
+            rpc_error,
+        } => to_vec(&Envelope {
             job_id,
             seq,
             ts,
@@ -198,7 +242,10 @@ pub fn render_job_event(job_id: JobId, seq: Seq, ts: u64, body: &EventBody) -> B
             job_id,
             seq,
             ts,
-            body: &Cancelled { status: "cancelled", reason },
+            body: &Cancelled {
+                status: "cancelled",
+                reason,
+            },
         }),
     };
     Bytes::from(bytes)
@@ -214,7 +261,12 @@ pub fn render_heartbeat(job_id: JobId, seq: Seq, ts: u64, beat: &Heartbeat) -> B
         #[serde(flatten)]
         beat: &'a Heartbeat,
     }
-    Bytes::from(to_vec(&Envelope { job_id, seq, ts, beat }))
+    Bytes::from(to_vec(&Envelope {
+        job_id,
+        seq,
+        ts,
+        beat,
+    }))
 }
 
 /// Serializing these plain structs cannot fail (string keys, finite numbers checked by
@@ -249,7 +301,10 @@ mod tests {
         assert_eq!(v["ts"], 1000);
         let ev = StoredEvent::render(7, EventKind::Progress, data.clone(), false);
         let frame = std::str::from_utf8(&ev.frame).unwrap();
-        assert!(frame.starts_with("id: 7\nevent: progress\ndata: {"), "{frame}");
+        assert!(
+            frame.starts_with("id: 7\nevent: progress\ndata: {"),
+            "{frame}"
+        );
         assert!(frame.ends_with("}\n\n"));
         assert_eq!(frame.matches('\n').count(), 4);
     }

@@ -33,7 +33,8 @@ impl FromStr for JobId {
     type Err = InvalidId;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let well_formed = s.len() == 32 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+        let well_formed =
+            s.len() == 32 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
         if !well_formed {
             return Err(InvalidId);
         }
@@ -50,7 +51,8 @@ impl Serialize for JobId {
 impl<'de> Deserialize<'de> for JobId {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let s = <std::borrow::Cow<'de, str>>::deserialize(d)?;
-        s.parse().map_err(|_| serde::de::Error::custom("not a job ID (32 lowercase hex digits)"))
+        s.parse()
+            .map_err(|_| serde::de::Error::custom("not a job ID (32 lowercase hex digits)"))
     }
 }
 
@@ -73,8 +75,13 @@ impl FromStr for CorrelationId {
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let ok = !s.is_empty()
             && s.len() <= Self::MAX_LEN
-            && s.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b':'));
-        if ok { Ok(Self(s.into())) } else { Err(InvalidId) }
+            && s.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b':'));
+        if ok {
+            Ok(Self(s.into()))
+        } else {
+            Err(InvalidId)
+        }
     }
 }
 
@@ -99,7 +106,8 @@ impl Serialize for CorrelationId {
 impl<'de> Deserialize<'de> for CorrelationId {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let s = <std::borrow::Cow<'de, str>>::deserialize(d)?;
-        s.parse().map_err(|_| serde::de::Error::custom("not a valid correlation ID"))
+        s.parse()
+            .map_err(|_| serde::de::Error::custom("not a valid correlation ID"))
     }
 }
 
@@ -123,7 +131,14 @@ mod tests {
         let id = JobId::random();
         assert_eq!(id.to_string().parse::<JobId>(), Ok(id));
         let hyphenated = uuid::Uuid::new_v4().hyphenated().to_string();
-        for bad in ["", "abc", &hyphenated, &"A".repeat(32), &"g".repeat(32), "../../etc/passwd"] {
+        for bad in [
+            "",
+            "abc",
+            &hyphenated,
+            &"A".repeat(32),
+            &"g".repeat(32),
+            "../../etc/passwd",
+        ] {
             assert!(bad.parse::<JobId>().is_err(), "{bad:?} parsed");
         }
     }

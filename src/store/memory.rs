@@ -63,13 +63,21 @@ struct LogState {
 
 enum LogKind {
     Job(Box<JobSnapshot>),
-    Correlation { jobs: Vec<JobId>, last_activity: u64 },
+    Correlation {
+        jobs: Vec<JobId>,
+        last_activity: u64,
+    },
 }
 
 impl Log {
     fn new(kind: LogKind) -> Arc<Self> {
         Arc::new(Self {
-            state: Mutex::new(LogState { head: 0, events: VecDeque::new(), live: None, kind }),
+            state: Mutex::new(LogState {
+                head: 0,
+                events: VecDeque::new(),
+                live: None,
+                kind,
+            }),
         })
     }
 
@@ -119,7 +127,12 @@ impl LogState {
         }
         let oldest = self.events.front().map_or(self.head + 1, |e| e.seq);
         let covered = after + 1 >= oldest;
-        let events = self.events.iter().filter(|e| e.seq > after).cloned().collect();
+        let events = self
+            .events
+            .iter()
+            .filter(|e| e.seq > after)
+            .cloned()
+            .collect();
         (events, covered)
     }
 
@@ -157,23 +170,41 @@ impl MemoryStore {
     }
 
     /// Copy a job event to its correlation channel, numbered in that channel's own sequence.
-    fn copy_to_correlation(&self, cid: &CorrelationId, kind: EventKind, data: Bytes, job: Option<JobId>) {
+    fn copy_to_correlation(
+        &self,
+        cid: &CorrelationId,
+        kind: EventKind,
+        data: Bytes,
+        job: Option<JobId>,
+    ) {
         let log = self
             .inner
             .correlations
             .entry(cid.clone())
-            .or_insert_with(|| Log::new(LogKind::Correlation { jobs: Vec::new(), last_activity: 0 }))
+            .or_insert_with(|| {
+                Log::new(LogKind::Correlation {
+                    jobs: Vec::new(),
+                    last_activity: 0,
+                })
+            })
             .value()
             .clone();
         let mut state = log.lock();
-        if let LogKind::Correlation { jobs, last_activity } = &mut state.kind {
+        if let LogKind::Correlation {
+            jobs,
+            last_activity,
+        } = &mut state.kind
+        {
             *last_activity = now_ms();
             if let Some(job) = job {
                 jobs.push(job);
             }
         }
         let seq = state.head + 1;
-        state.push(Arc::new(StoredEvent::render(seq, kind, data, false)), self.inner.history);
+        state.push(
+            Arc::new(StoredEvent::render(seq, kind, data, false)),
+            self.inner.history,
+        );
     }
 
     fn correlation_snapshots(&self, jobs: &[JobId]) -> Vec<JobSnapshot> {
@@ -214,10 +245,14 @@ impl Store for MemoryStore {
     }
 
     async fn append(&self, job: JobId, body: EventBody) -> Result<Option<Seq>, StoreError> {
-        let Some(log) = self.job(job) else { return Ok(None) };
+        let Some(log) = self.job(job) else {
+            return Ok(None);
+        };
         let (seq, data, correlation) = {
             let mut state = log.lock();
-            let LogKind::Job(snapshot) = &mut state.kind else { return Ok(None) };
+            let LogKind::Job(snapshot) = &mut state.kind else {
+                return Ok(None);
+            };
             if snapshot.status.is_terminal() {
                 return Ok(None);
             }
@@ -237,22 +272,38 @@ impl Store for MemoryStore {
     }
 
     async fn heartbeat(&self, job: JobId, beat: Heartbeat) -> Result<(), StoreError> {
-        let Some(log) = self.job(job) else { return Ok(()) };
+        let Some(log) = self.job(job) else {
+            return Ok(());
+        };
         let (data, correlation) = {
             let mut state = log.lock();
-            let LogKind::Job(snapshot) = &state.kind else { return Ok(()) };
+            let LogKind::Job(snapshot) = &state.kind else {
+                return Ok(());
+            };
             if snapshot.status.is_terminal() {
                 return Ok(());
             }
             let correlation = snapshot.correlation_id.clone();
             let data = render_heartbeat(job, state.head, now_ms(), &beat);
-            let event = Arc::new(StoredEvent::render(state.head, EventKind::Heartbeat, data.clone(), true));
+            let event = Arc::new(StoredEvent::render(
+                state.head,
+                EventKind::Heartbeat,
+                data.clone(),
+                true,
+            ));
             state.deliver(event);
             (data, correlation)
         };
-        if let Some(log) = correlation.and_then(|c| self.inner.correlations.get(&c).map(|e| e.value().clone())) {
+        if let Some(log) =
+            correlation.and_then(|c| self.inner.correlations.get(&c).map(|e| e.value().clone()))
+        {
             let mut state = log.lock();
-            let event = Arc::new(StoredEvent::render(state.head, EventKind::Heartbeat, data, true));
+            let event = Arc::new(StoredEvent::render(
+                state.head,
+                EventKind::Heartbeat,
+                data,
+                true,
+            ));
             state.deliver(event);
         }
         Ok(())
@@ -265,8 +316,14 @@ impl Store for MemoryStore {
         }))
     }
 
-    async fn open(&self, channel: &Channel, after: Option<Seq>) -> Result<Option<Opened>, StoreError> {
-        let Some(log) = self.log(channel) else { return Ok(None) };
+    async fn open(
+        &self,
+        channel: &Channel,
+        after: Option<Seq>,
+    ) -> Result<Option<Opened>, StoreError> {
+        let Some(log) = self.log(channel) else {
+            return Ok(None);
+        };
         let (head, snapshot, backlog, covered, ended, rx, correlation_jobs) = {
             let mut state = log.lock();
             let rx = state.subscribe();
@@ -278,32 +335,60 @@ impl Store for MemoryStore {
                 LogKind::Job(s) => (Some(s.clone()), Vec::new()),
                 LogKind::Correlation { jobs, .. } => (None, jobs.clone()),
             };
-            (state.head, snapshot, backlog, covered, state.ended(), rx, jobs)
+            (
+                state.head,
+                snapshot,
+                backlog,
+                covered,
+                state.ended(),
+                rx,
+                jobs,
+            )
         };
         let snapshot = match snapshot {
             Some(s) => ChannelSnapshot::Job(s),
             None => ChannelSnapshot::Correlation(self.correlation_snapshots(&correlation_jobs)),
         };
-        Ok(Some(Opened { head, snapshot, backlog, covered, ended, live: Self::live_stream(rx) }))
+        Ok(Some(Opened {
+            head,
+            snapshot,
+            backlog,
+            covered,
+            ended,
+            live: Self::live_stream(rx),
+        }))
     }
 
     async fn replay(&self, channel: &Channel, after: Seq) -> Result<Replay, StoreError> {
         let Some(log) = self.log(channel) else {
-            return Ok(Replay { events: Vec::new(), covered: false, head: after });
+            return Ok(Replay {
+                events: Vec::new(),
+                covered: false,
+                head: after,
+            });
         };
         let state = log.lock();
         let (events, covered) = state.since(after);
-        Ok(Replay { events, covered, head: state.head })
+        Ok(Replay {
+            events,
+            covered,
+            head: state.head,
+        })
     }
 
     async fn request_cancel(&self, job: JobId, reason: String) -> Result<CancelAck, StoreError> {
-        let Some(snapshot) = self.snapshot(job).await? else { return Ok(CancelAck::Unknown) };
+        let Some(snapshot) = self.snapshot(job).await? else {
+            return Ok(CancelAck::Unknown);
+        };
         if snapshot.status.is_terminal() {
             return Ok(CancelAck::AlreadyTerminal(Box::new(snapshot)));
         }
         // No receiver means no job runner in this process, which cannot happen while the
         // bridge runs; the job's owner-loss handling covers a runner that is gone.
-        let _ = self.inner.cancels.send(CancelRequest { job_id: job, reason });
+        let _ = self.inner.cancels.send(CancelRequest {
+            job_id: job,
+            reason,
+        });
         Ok(CancelAck::Requested(Box::new(snapshot)))
     }
 
@@ -321,7 +406,9 @@ impl Store for MemoryStore {
             .jobs
             .iter()
             .filter(|e| match &e.value().lock().kind {
-                LogKind::Job(s) => s.finished_at.is_some_and(|f| f.saturating_add(retention) <= now),
+                LogKind::Job(s) => s
+                    .finished_at
+                    .is_some_and(|f| f.saturating_add(retention) <= now),
                 LogKind::Correlation { .. } => false,
             })
             .map(|e| *e.key())
@@ -330,12 +417,18 @@ impl Store for MemoryStore {
             self.inner.jobs.remove(id);
         }
         let jobs = &self.inner.jobs;
-        self.inner.correlations.retain(|_, log| match &log.lock().kind {
-            LogKind::Correlation { jobs: ids, last_activity } => {
-                last_activity.saturating_add(retention) > now || ids.iter().any(|id| jobs.contains_key(id))
-            }
-            LogKind::Job(_) => true,
-        });
+        self.inner
+            .correlations
+            .retain(|_, log| match &log.lock().kind {
+                LogKind::Correlation {
+                    jobs: ids,
+                    last_activity,
+                } => {
+                    last_activity.saturating_add(retention) > now
+                        || ids.iter().any(|id| jobs.contains_key(id))
+                }
+                LogKind::Job(_) => true,
+            });
         Ok(expired.len())
     }
 
@@ -361,7 +454,11 @@ mod tests {
     }
 
     fn progress(p: f64) -> EventBody {
-        EventBody::Progress(ProgressUpdate { progress: p, total: Some(10.0), message: None })
+        EventBody::Progress(ProgressUpdate {
+            progress: p,
+            total: Some(10.0),
+            message: None,
+        })
     }
 
     #[tokio::test]
@@ -369,7 +466,9 @@ mod tests {
         let store = MemoryStore::new(100, 60);
         let job = store.create_job(new_job(None)).await.unwrap().job_id;
         assert_eq!(store.append(job, progress(1.0)).await.unwrap(), Some(1));
-        let done = EventBody::Cancelled { reason: "test".into() };
+        let done = EventBody::Cancelled {
+            reason: "test".into(),
+        };
         assert_eq!(store.append(job, done).await.unwrap(), Some(2));
         assert_eq!(store.append(job, progress(2.0)).await.unwrap(), None);
         let s = store.snapshot(job).await.unwrap().unwrap();
@@ -383,10 +482,21 @@ mod tests {
         for p in 1..=5 {
             store.append(job, progress(p as f64)).await.unwrap();
         }
-        let opened = store.open(&Channel::Job(job), Some(3)).await.unwrap().unwrap();
-        assert_eq!(opened.backlog.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![4, 5]);
+        let opened = store
+            .open(&Channel::Job(job), Some(3))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            opened.backlog.iter().map(|e| e.seq).collect::<Vec<_>>(),
+            vec![4, 5]
+        );
         assert!(opened.covered);
-        let opened = store.open(&Channel::Job(job), Some(1)).await.unwrap().unwrap();
+        let opened = store
+            .open(&Channel::Job(job), Some(1))
+            .await
+            .unwrap()
+            .unwrap();
         assert!(!opened.covered, "events 2 is gone from a 3-event history");
         assert_eq!(opened.head, 5);
     }
@@ -394,8 +504,16 @@ mod tests {
     #[tokio::test]
     async fn correlation_channel_numbers_its_own_events() {
         let store = MemoryStore::new(100, 60);
-        let a = store.create_job(new_job(Some("turn-1"))).await.unwrap().job_id;
-        let b = store.create_job(new_job(Some("turn-1"))).await.unwrap().job_id;
+        let a = store
+            .create_job(new_job(Some("turn-1")))
+            .await
+            .unwrap()
+            .job_id;
+        let b = store
+            .create_job(new_job(Some("turn-1")))
+            .await
+            .unwrap()
+            .job_id;
         store.append(a, progress(1.0)).await.unwrap();
         store.append(b, progress(1.0)).await.unwrap();
         let channel = Channel::Correlation("turn-1".parse().unwrap());
@@ -410,7 +528,9 @@ mod tests {
                 (4, EventKind::Progress)
             ]
         );
-        let ChannelSnapshot::Correlation(jobs) = opened.snapshot else { panic!("not a correlation") };
+        let ChannelSnapshot::Correlation(jobs) = opened.snapshot else {
+            panic!("not a correlation")
+        };
         assert_eq!(jobs.len(), 2);
     }
 
@@ -419,7 +539,10 @@ mod tests {
         let store = MemoryStore::new(100, 0);
         let running = store.create_job(new_job(None)).await.unwrap().job_id;
         let done = store.create_job(new_job(None)).await.unwrap().job_id;
-        store.append(done, EventBody::Cancelled { reason: "x".into() }).await.unwrap();
+        store
+            .append(done, EventBody::Cancelled { reason: "x".into() })
+            .await
+            .unwrap();
         assert_eq!(store.expire().await.unwrap(), 1);
         assert!(store.snapshot(done).await.unwrap().is_none());
         assert!(store.snapshot(running).await.unwrap().is_some());

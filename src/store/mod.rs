@@ -110,7 +110,11 @@ pub trait Store: Send + Sync + 'static {
 
     /// Open a channel for reading. `after`: the last sequence number the reader has (its
     /// `Last-Event-ID`), or `None` for a fresh reader. `None` when the channel is unknown.
-    async fn open(&self, channel: &Channel, after: Option<Seq>) -> Result<Option<Opened>, StoreError>;
+    async fn open(
+        &self,
+        channel: &Channel,
+        after: Option<Seq>,
+    ) -> Result<Option<Opened>, StoreError>;
 
     /// History after `after`, for a reader whose live subscription lagged.
     async fn replay(&self, channel: &Channel, after: Seq) -> Result<Replay, StoreError>;

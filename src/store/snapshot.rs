@@ -111,14 +111,19 @@ impl JobSnapshot {
                 self.finish(JobStatus::Completed, ts);
                 self.result = Some(result.clone());
             }
-            EventBody::Failed { failure, result, .. } => {
+            EventBody::Failed {
+                failure, result, ..
+            } => {
                 self.finish(JobStatus::Failed, ts);
                 self.error = Some(failure.clone());
                 self.result = result.clone();
             }
             EventBody::Cancelled { reason } => {
                 self.finish(JobStatus::Cancelled, ts);
-                self.error = Some(JobFailure { reason: "cancelled".into(), message: reason.clone() });
+                self.error = Some(JobFailure {
+                    reason: "cancelled".into(),
+                    message: reason.clone(),
+                });
             }
         }
     }
@@ -167,9 +172,26 @@ mod tests {
             owner: "r1".into(),
         };
         let mut s = JobSnapshot::new(&job, 0);
-        s.apply(1, 10, &EventBody::Progress(ProgressUpdate { progress: 1.0, total: Some(2.0), message: Some("a".into()) }));
-        assert_eq!((s.seq, s.progress, s.message.as_deref()), (1, Some(1.0), Some("a")));
-        s.apply(2, 20, &EventBody::Cancelled { reason: "asked".into() });
+        s.apply(
+            1,
+            10,
+            &EventBody::Progress(ProgressUpdate {
+                progress: 1.0,
+                total: Some(2.0),
+                message: Some("a".into()),
+            }),
+        );
+        assert_eq!(
+            (s.seq, s.progress, s.message.as_deref()),
+            (1, Some(1.0), Some("a"))
+        );
+        s.apply(
+            2,
+            20,
+            &EventBody::Cancelled {
+                reason: "asked".into(),
+            },
+        );
         assert_eq!(s.status, JobStatus::Cancelled);
         assert_eq!(s.finished_at, Some(20));
         assert_eq!(s.eta_ms, None);

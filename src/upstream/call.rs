@@ -31,7 +31,10 @@ pub enum CallOutcome {
     /// The upstream answered with a JSON-RPC error.
     RpcError(ErrorData),
     /// No answer: the connection dropped, or the answer was not a tool result.
-    Failed { reason: &'static str, message: String },
+    Failed {
+        reason: &'static str,
+        message: String,
+    },
 }
 
 /// A call sent upstream. Split it into the outcome (a future) and the canceller.
@@ -71,8 +74,13 @@ impl Upstream {
         arguments: Option<JsonObject>,
         sink: Arc<dyn CallSink>,
     ) -> Result<UpstreamCall, UpstreamError> {
-        let Some(live) = self.live() else { return Err(self.not_connected()) };
-        let route = RouteGuard { routes: self.inner.routes.clone(), marker: self.inner.routes.add(sink) };
+        let Some(live) = self.live() else {
+            return Err(self.not_connected());
+        };
+        let route = RouteGuard {
+            routes: self.inner.routes.clone(),
+            marker: self.inner.routes.add(sink),
+        };
         let mut params = CallToolRequestParams::new(tool.to_string());
         if let Some(arguments) = arguments {
             params = params.with_arguments(arguments);
@@ -81,22 +89,37 @@ impl Upstream {
         request.extensions.insert(route.marker);
         let handle = live
             .peer
-            .send_request_with_option(ClientRequest::CallToolRequest(request), PeerRequestOptions::no_options())
+            .send_request_with_option(
+                ClientRequest::CallToolRequest(request),
+                PeerRequestOptions::no_options(),
+            )
             .await
-            .map_err(|e| UpstreamError::Send { name: self.name().to_string(), reason: e.to_string() })?;
+            .map_err(|e| UpstreamError::Send {
+                name: self.name().to_string(),
+                reason: e.to_string(),
+            })?;
         Ok(UpstreamCall {
             upstream: self.name().to_string(),
             rx: handle.rx,
             closed: live.closed,
             route,
-            canceller: CallCanceller { peer: live.peer, id: handle.id },
+            canceller: CallCanceller {
+                peer: live.peer,
+                id: handle.id,
+            },
         })
     }
 }
 
 impl UpstreamCall {
     pub fn split(self) -> (BoxFuture<'static, CallOutcome>, CallCanceller) {
-        let UpstreamCall { upstream, rx, closed, route, canceller } = self;
+        let UpstreamCall {
+            upstream,
+            rx,
+            closed,
+            route,
+            canceller,
+        } = self;
         (outcome(upstream, rx, closed, route).boxed(), canceller)
     }
 }
@@ -115,10 +138,13 @@ async fn outcome(
         Ok(Ok(result)) => tool_result(result, &upstream),
         Ok(Err(ServiceError::McpError(error))) => CallOutcome::RpcError(error),
         Ok(Err(ServiceError::TransportClosed)) | Err(_) => {
-            let why = match tokio::time::timeout(CLOSE_REASON_WAIT, closed.wait_for(Option::is_some)).await {
-                Ok(Ok(reason)) => reason.clone().unwrap_or_default(),
-                _ => "connection closed".to_string(),
-            };
+            let why =
+                match tokio::time::timeout(CLOSE_REASON_WAIT, closed.wait_for(Option::is_some))
+                    .await
+                {
+                    Ok(Ok(reason)) => reason.clone().unwrap_or_default(),
+                    _ => "connection closed".to_string(),
+                };
             CallOutcome::Failed {
                 reason: "upstream_lost",
                 message: format!("upstream {upstream} went away during the call: {why}"),
@@ -144,18 +170,26 @@ fn tool_result(result: ServerResult, upstream: &str) -> CallOutcome {
         },
         ServerResult::CreateTaskResult(_) => CallOutcome::Failed {
             reason: "unsupported",
-            message: format!("upstream {upstream} answered with a task, which the bridge did not ask for"),
+            message: format!(
+                "upstream {upstream} answered with a task, which the bridge did not ask for"
+            ),
         },
-        ServerResult::CustomResult(custom) => match serde_json::from_value::<CallToolResult>(custom.0) {
-            Ok(result) => CallOutcome::Result(result),
-            Err(e) => CallOutcome::Failed {
-                reason: "upstream_error",
-                message: format!("upstream {upstream} answered with something that is not a tool result: {e}"),
-            },
-        },
+        ServerResult::CustomResult(custom) => {
+            match serde_json::from_value::<CallToolResult>(custom.0) {
+                Ok(result) => CallOutcome::Result(result),
+                Err(e) => CallOutcome::Failed {
+                    reason: "upstream_error",
+                    message: format!(
+                        "upstream {upstream} answered with something that is not a tool result: {e}"
+                    ),
+                },
+            }
+        }
         _ => CallOutcome::Failed {
             reason: "upstream_error",
-            message: format!("upstream {upstream} answered with something that is not a tool result"),
+            message: format!(
+                "upstream {upstream} answered with something that is not a tool result"
+            ),
         },
     }
 }

@@ -45,7 +45,11 @@ pub struct Upstreams {
 impl Upstreams {
     /// Start a supervisor per upstream. Returns at once: upstreams connect in the background,
     /// and one that is down does not hold up the others or the bridge.
-    pub fn start(configs: &[UpstreamConfig], metrics: Arc<Metrics>, shutdown: CancellationToken) -> Self {
+    pub fn start(
+        configs: &[UpstreamConfig],
+        metrics: Arc<Metrics>,
+        shutdown: CancellationToken,
+    ) -> Self {
         let list: Vec<Upstream> = configs
             .iter()
             .map(|config| Upstream::new(config.clone(), metrics.clone()))
@@ -53,7 +57,9 @@ impl Upstreams {
         for upstream in &list {
             tokio::spawn(upstream.clone().supervise(shutdown.clone()));
         }
-        Self { list: Arc::new(list) }
+        Self {
+            list: Arc::new(list),
+        }
     }
 
     pub fn get(&self, name: &str) -> Option<&Upstream> {
@@ -201,7 +207,11 @@ impl Upstream {
     }
 
     fn live(&self) -> Option<Live> {
-        self.inner.live.read().unwrap_or_else(|p| p.into_inner()).clone()
+        self.inner
+            .live
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     fn set_live(&self, live: Option<Live>) {
@@ -209,7 +219,11 @@ impl Upstream {
     }
 
     fn set_state(&self, state: UpstreamState) {
-        self.inner.metrics.upstream_up.with_label_values(&[self.name()]).set(i64::from(state == UpstreamState::Ready));
+        self.inner
+            .metrics
+            .upstream_up
+            .with_label_values(&[self.name()])
+            .set(i64::from(state == UpstreamState::Ready));
         self.inner.state.send_replace(state);
     }
 
@@ -220,6 +234,9 @@ impl Upstream {
             (UpstreamState::Connecting, None) => "still connecting".to_string(),
             _ => "connection lost".to_string(),
         };
-        UpstreamError::NotConnected { name: self.name().to_string(), reason }
+        UpstreamError::NotConnected {
+            name: self.name().to_string(),
+            reason,
+        }
     }
 }

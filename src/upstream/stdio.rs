@@ -65,8 +65,14 @@ pub(super) fn spawn(upstream: &UpstreamConfig) -> std::io::Result<ChildProcess> 
         std::io::Error::new(e.kind(), format!("cannot start {}: {e}", program.display()))
     })?;
     let pid = child.id().unwrap_or(0);
-    let stdout = child.stdout.take().ok_or_else(|| std::io::Error::other("child has no stdout"))?;
-    let stdin = child.stdin.take().ok_or_else(|| std::io::Error::other("child has no stdin"))?;
+    let stdout = child
+        .stdout
+        .take()
+        .ok_or_else(|| std::io::Error::other("child has no stdout"))?;
+    let stdin = child
+        .stdin
+        .take()
+        .ok_or_else(|| std::io::Error::other("child has no stdin"))?;
     if let Some(stderr) = child.stderr.take() {
         let name = upstream.name.clone();
         tokio::spawn(async move {
@@ -89,7 +95,12 @@ pub(super) fn spawn(upstream: &UpstreamConfig) -> std::io::Result<ChildProcess> 
         };
         let _ = exit_tx.send(Some(status));
     });
-    Ok(ChildProcess { stdout, stdin, pid, exited })
+    Ok(ChildProcess {
+        stdout,
+        stdin,
+        pid,
+        exited,
+    })
 }
 
 /// Stop a child whose stdin is already closed: give it `grace` to exit by itself (the MCP
@@ -109,7 +120,10 @@ pub(super) async fn stop(pid: u32, exited: &mut watch::Receiver<Option<String>>,
 }
 
 async fn wait_exit(exited: &mut watch::Receiver<Option<String>>, within: Duration) -> bool {
-    matches!(tokio::time::timeout(within, exited.wait_for(Option::is_some)).await, Ok(Ok(_)))
+    matches!(
+        tokio::time::timeout(within, exited.wait_for(Option::is_some)).await,
+        Ok(Ok(_))
+    )
 }
 
 fn signal_group(pid: u32, signal: i32) {

@@ -53,7 +53,11 @@ impl Upstream {
                 Ok(session) => {
                     if !first {
                         self.details().restarts += 1;
-                        self.inner.metrics.upstream_restarts.with_label_values(&[self.name()]).inc();
+                        self.inner
+                            .metrics
+                            .upstream_restarts
+                            .with_label_values(&[self.name()])
+                            .inc();
                     }
                     let started = tokio::time::Instant::now();
                     let ended = self.run(session, &shutdown).await;
@@ -84,16 +88,24 @@ impl Upstream {
     }
 
     async fn connect(&self) -> Result<Session, String> {
-        let handler = UpstreamClient { tools_changed: self.inner.tools_changed.clone() };
+        let handler = UpstreamClient {
+            tools_changed: self.inner.tools_changed.clone(),
+        };
         let config = &self.inner.config;
         let routes = self.inner.routes.clone();
         let session = match config.transport {
             TransportKind::Stdio => {
                 let child = stdio::spawn(config).map_err(|e| e.to_string())?;
-                let transport = Tap::new(AsyncRwTransport::new_client(child.stdout, child.stdin), routes);
+                let transport = Tap::new(
+                    AsyncRwTransport::new_client(child.stdout, child.stdin),
+                    routes,
+                );
                 let mut exited = child.exited;
                 match tokio::time::timeout(HANDSHAKE_TIMEOUT, handler.serve(transport)).await {
-                    Ok(Ok(client)) => Session { client, child: Some((child.pid, exited)) },
+                    Ok(Ok(client)) => Session {
+                        client,
+                        child: Some((child.pid, exited)),
+                    },
                     failed => {
                         stdio::stop(child.pid, &mut exited, Duration::ZERO).await;
                         let status = exited.borrow().clone().unwrap_or_default();
@@ -115,11 +127,21 @@ impl Upstream {
                     .custom_headers(headers)
                     .reinit_on_expired_session(true)
                     .max_concurrent_requests(HTTP_MAX_CONCURRENT);
-                let transport = Tap::new(StreamableHttpClientTransport::from_config(transport_config), routes);
+                let transport = Tap::new(
+                    StreamableHttpClientTransport::from_config(transport_config),
+                    routes,
+                );
                 match tokio::time::timeout(HANDSHAKE_TIMEOUT, handler.serve(transport)).await {
-                    Ok(Ok(client)) => Session { client, child: None },
+                    Ok(Ok(client)) => Session {
+                        client,
+                        child: None,
+                    },
                     Ok(Err(e)) => return Err(format!("cannot connect to {url}: {e}")),
-                    Err(_) => return Err(format!("connecting to {url} timed out after {HANDSHAKE_TIMEOUT:?}")),
+                    Err(_) => {
+                        return Err(format!(
+                            "connecting to {url} timed out after {HANDSHAKE_TIMEOUT:?}"
+                        ));
+                    }
                 }
             }
         };
@@ -132,7 +154,10 @@ impl Upstream {
         let Session { client, child } = session;
         let (closed_tx, closed) = watch::channel(None);
         let stop = client.cancellation_token();
-        self.set_live(Some(Live { peer: client.peer().clone(), closed }));
+        self.set_live(Some(Live {
+            peer: client.peer().clone(),
+            closed,
+        }));
         self.refresh_tools().await;
         self.details().last_error = None;
         self.set_state(UpstreamState::Ready);
@@ -154,9 +179,16 @@ impl Upstream {
         self.set_live(None);
         let reason = match child {
             Some((pid, mut exited)) => {
-                let grace = if reason.is_some() { STDIO_GRACE } else { Duration::from_secs(1) };
+                let grace = if reason.is_some() {
+                    STDIO_GRACE
+                } else {
+                    Duration::from_secs(1)
+                };
                 stdio::stop(pid, &mut exited, grace).await;
-                let status = exited.borrow().clone().unwrap_or_else(|| "was killed".into());
+                let status = exited
+                    .borrow()
+                    .clone()
+                    .unwrap_or_else(|| "was killed".into());
                 reason.unwrap_or_else(|| format!("process {status}"))
             }
             None => reason.unwrap_or_else(|| "connection closed".to_string()),
@@ -172,7 +204,9 @@ impl Upstream {
                 tracing::debug!(upstream = %self.name(), count = tools.len(), "tools listed");
                 self.details().tools = Arc::new(tools);
             }
-            Ok(Err(e)) => tracing::warn!(upstream = %self.name(), error = %e, "listing tools failed"),
+            Ok(Err(e)) => {
+                tracing::warn!(upstream = %self.name(), error = %e, "listing tools failed")
+            }
             Err(_) => tracing::warn!(upstream = %self.name(), "listing tools timed out"),
         }
     }

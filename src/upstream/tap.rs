@@ -22,8 +22,8 @@ use dashmap::DashMap;
 use rmcp::{
     RoleClient,
     model::{
-        ClientRequest, GetExtensions, GetMeta, JsonRpcMessage,
-        ProgressNotificationParam, ProgressToken, ServerNotification,
+        ClientRequest, GetExtensions, GetMeta, JsonRpcMessage, ProgressNotificationParam,
+        ProgressToken, ServerNotification,
     },
     service::{RxJsonRpcMessage, TxJsonRpcMessage},
     transport::Transport,
@@ -98,7 +98,10 @@ impl CallRoutes {
         match sink {
             Some(sink) => sink.progress(params),
             None => {
-                self.metrics.progress_dropped.with_label_values(&["unknown_token"]).inc();
+                self.metrics
+                    .progress_dropped
+                    .with_label_values(&["unknown_token"])
+                    .inc();
                 tracing::debug!(upstream = %self.upstream, token = ?params.progress_token,
                     "progress for a token with no call in flight: dropped");
             }
@@ -118,7 +121,11 @@ impl CallRoutes {
         match only {
             Some(sink) => sink.log(message),
             None => {
-                let reason = if self.routes.is_empty() { "no_call" } else { "ambiguous" };
+                let reason = if self.routes.is_empty() {
+                    "no_call"
+                } else {
+                    "ambiguous"
+                };
                 self.metrics.log_dropped.with_label_values(&[reason]).inc();
             }
         }

@@ -1,0 +1,119 @@
+//! A bad config stops the bridge at start with exit code 2 and one line naming the file and
+//! the key; the shipped default config is valid.
+
+use std::{path::Path, process::Command};
+
+const BIN: &str = env!("CARGO_BIN_EXE_mcp-progress-bridge");
+
+/// Run the bridge on `toml` and return (exit code, stderr).
+fn run_with(toml: &str) -> (i32, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bridge.toml");
+    std::fs::write(&path, toml).unwrap();
+    run_path(&path)
+}
+
+fn run_path(path: &Path) -> (i32, String) {
+    let output = Command::new(BIN)
+        .arg("--config")
+        .arg(path)
+        .arg("--listen")
+        .arg("127.0.0.1:0")
+        .env_remove("BRIDGE_LISTEN")
+        .output()
+        .unwrap();
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn bad_configs_exit_2_naming_the_file_and_key() {
+    let cases: &[(&str, &str, &str)] = &[
+        (
+            "unknown key",
+            "[server]\nlisten = \"127.0.0.1:0\"\nlisen = 1\n",
+            "lisen",
+        ),
+        ("wrong type", "[jobs]\nhistory = \"many\"\n", "jobs.history"),
+        ("bad mode", "[jobs]\nmode = \"later\"\n", "jobs.mode"),
+        (
+            "duplicate upstream",
+            "[[upstreams]]\nname = \"a\"\ntransport = \"stdio\"\ncommand = \"x\"\n\
+             [[upstreams]]\nname = \"a\"\ntransport = \"stdio\"\ncommand = \"y\"\n",
+            "upstreams[1].name",
+        ),
+        (
+            "bad url",
+            "[[upstreams]]\nname = \"r\"\ntransport = \"http\"\nurl = \"not a url\"\n",
+            "upstreams[0].url",
+        ),
+        (
+            "empty command",
+            "[[upstreams]]\nname = \"s\"\ntransport = \"stdio\"\ncommand = \"  \"\n",
+            "upstreams[0].command",
+        ),
+        (
+            "bad name",
+            "[[upstreams]]\nname = \"a__b\"\ntransport = \"stdio\"\ncommand = \"x\"\n",
+            "upstreams[0].name",
+        ),
+        (
+            "bad public url",
+            "[server]\npublic_url = \"ftp://x\"\n",
+            "server.public_url",
+        ),
+        (
+            "bad tool mode",
+            "[[upstreams]]\nname = \"s\"\ntransport = \"stdio\"\ncommand = \"x\"\ntools = { t = { mode = \"x\" } }\n",
+            "upstreams[0].tools",
+        ),
+        ("syntax", "[server\n", "bridge.toml"),
+    ];
+    for (what, toml, key) in cases {
+        let (code, stderr) = run_with(toml);
+        assert_eq!(code, 2, "{what}: exit code, stderr: {stderr}");
+        let line = stderr
+            .lines()
+            .find(|l| l.contains("config error"))
+            .unwrap_or_else(|| panic!("{what}: {stderr}"));
+        assert!(
+            line.contains("bridge.toml"),
+            "{what}: names the file: {line}"
+        );
+        assert!(line.contains(key), "{what}: names {key}: {line}");
+    }
+}
+
+#[test]
+fn a_missing_file_exits_2() {
+    let (code, stderr) = run_path(Path::new("/nonexistent/bridge.toml"));
+    assert_eq!(code, 2);
+    assert!(stderr.contains("/nonexistent/bridge.toml"), "{stderr}");
+}
+
+#[test]
+fn a_bad_environment_override_exits_2() {
+    let output = Command::new(BIN)
+        .args([
+            "--config",
+            concat!(env!("CARGO_MANIFEST_DIR"), "/config/bridge.toml"),
+        ])
+        .env("BRIDGE_LISTEN", "nowhere")
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("BRIDGE_LISTEN"));
+}
+
+#[test]
+fn the_shipped_configs_are_valid() {
+    use mcp_progress_bridge::config::{Config, Overrides};
+    for entry in std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/config")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "toml") {
+            Config::load(Some(&path), &Overrides::default()).unwrap_or_else(|e| panic!("{e}"));
+        }
+    }
+}
