@@ -14,7 +14,7 @@ use rmcp::{
     ErrorData, RoleServer, ServerHandler,
     model::{
         CallToolRequestParams, CallToolResponse, Implementation, ListToolsResult,
-        PaginatedRequestParams, ServerCapabilities, ServerConfig,
+        PaginatedRequestParams, ResultType, ServerCapabilities, ServerConfig,
     },
     service::RequestContext,
 };
@@ -90,12 +90,15 @@ impl ServerHandler for Front {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let result = match request.name.as_ref() {
+        let mut result = match request.name.as_ref() {
             GET_JOB_STATUS => self.get_job_status(request.arguments).await?,
             WAIT_FOR_JOB => self.wait_for_job(request.arguments).await?,
             CANCEL_JOB => self.cancel_job(request.arguments).await?,
             _ => self.call_upstream(request, context).await?,
         };
+        // An upstream on an older revision sends no `resultType`; a 2026-07-28 client requires
+        // it. rmcp strips it again for clients on older revisions.
+        result.result_type.get_or_insert(ResultType::COMPLETE);
         Ok(result.into())
     }
 }

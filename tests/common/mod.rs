@@ -346,3 +346,36 @@ pub async fn post_json(url: &str) -> (u16, Value) {
     let body = response.json().await.unwrap_or(Value::Null);
     (status, body)
 }
+
+/// Whether a missing prerequisite must fail the test (CI sets `BRIDGE_TEST_STRICT=1`) rather
+/// than skip it.
+pub fn strict() -> bool {
+    std::env::var("BRIDGE_TEST_STRICT").is_ok_and(|v| v == "1")
+}
+
+/// Skip (return false, printing why) or, in strict mode, fail, when a prerequisite is missing.
+pub fn prerequisite(present: bool, what: &str) -> bool {
+    if present {
+        return true;
+    }
+    if strict() {
+        panic!("prerequisite missing under BRIDGE_TEST_STRICT=1: {what}");
+    }
+    eprintln!("SKIPPED: {what} (set it up, or run .ci/run, to include this test)");
+    false
+}
+
+/// The Python interpreter of a venv that has the official MCP SDK: `BRIDGE_TEST_PYTHON`, or
+/// the repository's `.venv` if it has one.
+pub fn python_with_mcp() -> Option<std::path::PathBuf> {
+    let candidate = std::env::var_os("BRIDGE_TEST_PYTHON")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| {
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python")
+        });
+    let ok = std::process::Command::new(&candidate)
+        .args(["-c", "import mcp"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    ok.then_some(candidate)
+}
