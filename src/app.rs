@@ -22,7 +22,8 @@ use crate::{
     upstream::{UpstreamState, Upstreams},
 };
 
-/// How often finished jobs past retention are dropped.
+/// How often finished jobs past retention are dropped, at most: a short retention is swept
+/// more often, so a job is never kept much past it.
 const EXPIRY_INTERVAL: Duration = Duration::from_secs(10);
 /// How long the HTTP server may take to close its connections at shutdown.
 const HTTP_CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -50,12 +51,18 @@ pub struct RunningBridge {
     server: JoinHandle<()>,
 }
 
-struct UpstreamReadiness(Upstreams);
+/// Ready when every upstream is connected and the bridge is not shutting down (so a load
+/// balancer stops sending it calls while it drains).
+struct BridgeReadiness {
+    upstreams: Upstreams,
+    jobs: Jobs,
+}
 
-impl Readiness for UpstreamReadiness {
+impl Readiness for BridgeReadiness {
     fn report(&self) -> (bool, serde_json::Value) {
-        let statuses = self.0.statuses();
-        let ready = statuses.iter().all(|s| s.state == UpstreamState::Ready);
+        let statuses = self.upstreams.statuses();
+        let ready =
+            !self.jobs.is_closed() && statuses.iter().all(|s| s.state == UpstreamState::Ready);
         let parts = statuses
             .iter()
             .map(|s| json!({ "name": s.name, "state": s.state, "tools": s.tools.len(), "error": s.last_error }))
@@ -121,7 +128,10 @@ pub async fn start_with_listener(
     let api = http::router(ApiState {
         store: store.clone(),
         metrics: metrics.clone(),
-        readiness: Arc::new(UpstreamReadiness(upstreams.clone())),
+        readiness: Arc::new(BridgeReadiness {
+            upstreams: upstreams.clone(),
+            jobs: jobs.clone(),
+        }),
         keep_alive: Duration::from_secs(config.server.keep_alive_secs),
         shutdown: http_shutdown.clone(),
     });
@@ -132,7 +142,9 @@ pub async fn start_with_listener(
         source,
     })?;
 
-    tokio::spawn(expire_jobs(store.clone(), http_shutdown.clone()));
+    let sweep = Duration::from_millis(config.jobs.retention_secs.saturating_mul(500))
+        .clamp(Duration::from_millis(200), EXPIRY_INTERVAL);
+    tokio::spawn(expire_jobs(store.clone(), sweep, http_shutdown.clone()));
     let server = tokio::spawn({
         let stop = http_shutdown.clone();
         async move {
@@ -155,8 +167,8 @@ pub async fn start_with_listener(
     })
 }
 
-async fn expire_jobs(store: Arc<dyn Store>, stop: CancellationToken) {
-    let mut tick = tokio::time::interval(EXPIRY_INTERVAL);
+async fn expire_jobs(store: Arc<dyn Store>, every: Duration, stop: CancellationToken) {
+    let mut tick = tokio::time::interval(every);
     loop {
         tokio::select! {
             _ = tick.tick() => match store.expire().await {
@@ -170,10 +182,11 @@ async fn expire_jobs(store: Arc<dyn Store>, stop: CancellationToken) {
 }
 
 impl RunningBridge {
-    /// Stop in order: give running jobs `grace` to finish, cancel the rest upstream (each gets
-    /// its terminal event), close the HTTP side (SSE streams end), then stop the upstreams
-    /// (children exit).
+    /// Stop in order: take no new calls, give running jobs `grace` to finish, cancel the rest
+    /// upstream (each gets its terminal event), close the HTTP side (SSE streams end after
+    /// their terminal events), then stop the upstreams (children exit).
     pub async fn shutdown(self, grace: Duration) {
+        self.jobs.close();
         let running = self.jobs.running_here();
         if running > 0 {
             tracing::info!(

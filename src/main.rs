@@ -103,6 +103,7 @@ fn load_config(cli: &Cli) -> Result<Config, mcp_progress_bridge::config::ConfigE
 
 async fn run(config: Config) -> anyhow::Result<()> {
     tracing::info!(config = %config.source.display(), "starting");
+    let grace = Duration::from_secs(config.jobs.shutdown_grace_secs);
     let bridge = app::start(config).await?;
     println!(
         "mcp-progress-bridge listening on http://{} (MCP endpoint: /mcp)",
@@ -112,7 +113,7 @@ async fn run(config: Config) -> anyhow::Result<()> {
         .await
         .context("waiting for a shutdown signal")?;
     tracing::info!("shutdown requested");
-    bridge.shutdown(Duration::from_secs(10)).await;
+    bridge.shutdown(grace).await;
     Ok(())
 }
 

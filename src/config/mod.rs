@@ -100,6 +100,13 @@ pub struct JobsConfig {
     /// Progress events of one job closer together than this are coalesced; the latest value
     /// is always delivered.
     pub min_progress_interval_ms: u64,
+    /// While a job runs without progress, a `heartbeat` event goes out this often, so a UI can
+    /// tell "working, no news" from "stalled". 0 turns heartbeats off.
+    pub heartbeat_secs: u64,
+    /// Jobs running at once in this replica; a call past it gets a tool error saying so.
+    pub max_jobs: usize,
+    /// On SIGTERM/SIGINT, running jobs get this long to finish before they are cancelled.
+    pub shutdown_grace_secs: u64,
 }
 
 impl Default for JobsConfig {
@@ -110,6 +117,9 @@ impl Default for JobsConfig {
             retention_secs: 3600,
             history: 1000,
             min_progress_interval_ms: 0,
+            heartbeat_secs: 10,
+            max_jobs: 10_000,
+            shutdown_grace_secs: 20,
         }
     }
 }
@@ -141,6 +151,10 @@ pub struct UpstreamConfig {
     pub headers: BTreeMap<String, String>,
     /// Call mode for every tool of this upstream (overrides `[jobs] mode`).
     pub mode: Option<CallMode>,
+    /// Hard limit of one call of any of this upstream's tools, in seconds (none by default).
+    pub timeout_secs: Option<u64>,
+    /// Limit on the time a call may go without progress, in seconds (none by default).
+    pub idle_timeout_secs: Option<u64>,
     /// Per-tool overrides, keyed by the upstream's own tool name.
     #[serde(default)]
     pub tools: BTreeMap<String, ToolConfig>,
@@ -150,9 +164,47 @@ pub struct UpstreamConfig {
 #[serde(deny_unknown_fields)]
 pub struct ToolConfig {
     pub mode: Option<CallMode>,
+    pub timeout_secs: Option<u64>,
+    pub idle_timeout_secs: Option<u64>,
+}
+
+/// The time limits of one call.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CallLimits {
+    pub timeout: Option<std::time::Duration>,
+    pub idle_timeout: Option<std::time::Duration>,
 }
 
 impl UpstreamConfig {
+    /// A stdio upstream running `command args…`, everything else at its default.
+    pub fn stdio(name: &str, command: &str, args: &[&str]) -> Self {
+        Self {
+            name: name.into(),
+            transport: TransportKind::Stdio,
+            command: Some(command.into()),
+            args: args.iter().map(|a| a.to_string()).collect(),
+            env: BTreeMap::new(),
+            cwd: None,
+            url: None,
+            headers: BTreeMap::new(),
+            mode: None,
+            timeout_secs: None,
+            idle_timeout_secs: None,
+            tools: BTreeMap::new(),
+        }
+    }
+
+    /// A Streamable HTTP upstream at `url`, everything else at its default.
+    pub fn http(name: &str, url: &str) -> Self {
+        Self {
+            transport: TransportKind::Http,
+            command: None,
+            args: Vec::new(),
+            url: Some(url.into()),
+            ..Self::stdio(name, "", &[])
+        }
+    }
+
     /// The call mode of one of this upstream's tools: tool override, else upstream, else the
     /// global default.
     pub fn mode_for(&self, tool: &str, default: CallMode) -> CallMode {
@@ -161,6 +213,22 @@ impl UpstreamConfig {
             .and_then(|t| t.mode)
             .or(self.mode)
             .unwrap_or(default)
+    }
+
+    /// The time limits of one of this upstream's tools: tool override, else upstream.
+    pub fn limits_for(&self, tool: &str) -> CallLimits {
+        let tool = self.tools.get(tool);
+        let secs = std::time::Duration::from_secs;
+        CallLimits {
+            timeout: tool
+                .and_then(|t| t.timeout_secs)
+                .or(self.timeout_secs)
+                .map(secs),
+            idle_timeout: tool
+                .and_then(|t| t.idle_timeout_secs)
+                .or(self.idle_timeout_secs)
+                .map(secs),
+        }
     }
 }
 

@@ -156,13 +156,17 @@ impl Config {
                 ));
             }
             validate_transport(upstream).map_err(|(field, m)| err(&at(field), m))?;
-            for tool in upstream.tools.keys() {
+            check_limits(upstream.timeout_secs, upstream.idle_timeout_secs)
+                .map_err(|(field, m)| err(&at(field), m))?;
+            for (tool, overrides) in &upstream.tools {
                 if tool.is_empty() {
                     return Err(err(
                         &at("tools"),
                         "a tool override has an empty name".into(),
                     ));
                 }
+                check_limits(overrides.timeout_secs, overrides.idle_timeout_secs)
+                    .map_err(|(field, m)| err(&at(&format!("tools.{tool}.{field}")), m))?;
             }
         }
         Ok(())
@@ -184,6 +188,23 @@ fn validate_name(name: &str) -> Result<(), String> {
     if name.contains("__") {
         return Err(format!(
             "{name:?} contains \"__\", which separates the upstream from the tool name"
+        ));
+    }
+    Ok(())
+}
+
+/// A zero limit would fail every call at once: surely a mistake, so say so.
+fn check_limits(timeout: Option<u64>, idle: Option<u64>) -> Result<(), (&'static str, String)> {
+    if timeout == Some(0) {
+        return Err((
+            "timeout_secs",
+            "must be at least 1 (leave it out for no limit)".into(),
+        ));
+    }
+    if idle == Some(0) {
+        return Err((
+            "idle_timeout_secs",
+            "must be at least 1 (leave it out for no limit)".into(),
         ));
     }
     Ok(())

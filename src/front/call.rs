@@ -20,7 +20,7 @@ use super::{
 };
 use crate::{
     config::CallMode,
-    jobs::{Finished, Intake, JobHandle, JobSpec, Work, WorkOutcome},
+    jobs::{Finished, Intake, JobHandle, JobSpec, JobsError, Work, WorkOutcome},
     store::{CorrelationId, JobFailure, JobId, ProgressUpdate},
     upstream::{CallOutcome, CallSink, UpstreamState},
 };
@@ -103,8 +103,20 @@ impl Front {
                 upstream_tool: tool.to_string(),
                 correlation_id,
             })
-            .await
-            .map_err(|e| ErrorData::internal_error(format!("could not create a job: {e}"), None))?;
+            .await;
+        let pending = match pending {
+            Ok(pending) => pending,
+            // The agent can act on these (wait, retry elsewhere): tell it as a tool error.
+            Err(e @ (JobsError::AtCapacity(_) | JobsError::ShuttingDown)) => {
+                return Ok(error_result(e.to_string()));
+            }
+            Err(e) => {
+                return Err(ErrorData::internal_error(
+                    format!("could not create a job: {e}"),
+                    None,
+                ));
+            }
+        };
         let id = pending.id();
         let sink = Arc::new(JobSink(pending.intake()));
         let call = match upstream.call(tool, request.arguments, sink).await {
@@ -136,7 +148,7 @@ impl Front {
             }
             _ => (None, None),
         };
-        let handle = pending.start(work, mirror);
+        let handle = pending.start(work, upstream.config().limits_for(tool), mirror);
         tracing::info!(job = %id, tool = %name, %mode, "job started");
         let budget = match mode {
             CallMode::Async => return Ok(JobHandleBody::new(links, id, &name).into_result(links)),

@@ -7,7 +7,10 @@ mod intake;
 mod runner;
 
 use std::{
-    sync::{Arc, Mutex},
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicBool, AtomicUsize, Ordering},
+    },
     time::Duration,
 };
 
@@ -20,7 +23,7 @@ use tokio_util::sync::CancellationToken;
 pub use intake::{Intake, MAX_LOG_BYTES, MAX_MESSAGE_BYTES};
 
 use crate::{
-    config::JobsConfig,
+    config::{CallLimits, JobsConfig},
     metrics::Metrics,
     store::{
         CancelAck, Channel, CorrelationId, EventBody, JobFailure, JobId, JobSnapshot, LiveItem,
@@ -32,6 +35,14 @@ use crate::{
 pub enum JobsError {
     #[error(transparent)]
     Store(#[from] StoreError),
+    #[error(
+        "the bridge is already running its maximum of {0} jobs (jobs.max_jobs); try again when some have finished"
+    )]
+    AtCapacity(usize),
+    #[error(
+        "the bridge is shutting down and takes no new calls; try again (another replica may take it)"
+    )]
+    ShuttingDown,
 }
 
 /// What the caller asked for.
@@ -77,6 +88,11 @@ struct Inner {
     config: JobsConfig,
     replica: String,
     running: DashMap<JobId, Arc<Running>>,
+    /// Jobs counted against `max_jobs`: taken before a job is created, so two calls racing for
+    /// the last place cannot both get it.
+    live: AtomicUsize,
+    /// Set at shutdown: no new jobs.
+    closed: AtomicBool,
     /// Woken whenever a job of this replica ends (shutdown waits for none to be left).
     ended: Notify,
     metrics: Arc<Metrics>,
@@ -120,6 +136,8 @@ impl Jobs {
                 config,
                 replica,
                 running: DashMap::new(),
+                live: AtomicUsize::new(0),
+                closed: AtomicBool::new(false),
                 ended: Notify::new(),
                 metrics,
             }),
@@ -155,6 +173,15 @@ impl Jobs {
     /// Record a new running job. Start it with [`PendingJob::start`] once its work is sent,
     /// or end it with [`PendingJob::fail`] if the work could not be started.
     pub async fn create(&self, spec: JobSpec) -> Result<PendingJob, JobsError> {
+        if self.is_closed() {
+            return Err(JobsError::ShuttingDown);
+        }
+        let max = self.inner.config.max_jobs;
+        if self.inner.live.fetch_add(1, Ordering::AcqRel) >= max {
+            self.inner.live.fetch_sub(1, Ordering::AcqRel);
+            return Err(JobsError::AtCapacity(max));
+        }
+        let place = Place(self.clone());
         let id = JobId::random();
         self.inner
             .store
@@ -180,6 +207,7 @@ impl Jobs {
         self.inner.metrics.jobs_running.inc();
         Ok(PendingJob {
             jobs: self.clone(),
+            _place: place,
             id,
             upstream: spec.upstream.clone(),
             intake: Intake::new(spec.upstream, self.inner.metrics.clone()),
@@ -212,6 +240,15 @@ impl Jobs {
 
     pub fn running_here(&self) -> usize {
         self.inner.running.len()
+    }
+
+    /// Take no new jobs (shutdown). Running ones go on.
+    pub fn close(&self) {
+        self.inner.closed.store(true, Ordering::Release);
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.inner.closed.load(Ordering::Acquire)
     }
 
     /// Wait until no job runs in this replica, or `within` has passed; true if none is left.
@@ -267,9 +304,19 @@ impl Jobs {
     }
 }
 
+/// A job's place under `max_jobs`, given back when the job (or its failed creation) is over.
+struct Place(Jobs);
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        self.0.inner.live.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
 /// A job that exists but whose work is not running yet.
 pub struct PendingJob {
     jobs: Jobs,
+    _place: Place,
     id: JobId,
     upstream: String,
     intake: Arc<Intake>,
@@ -313,10 +360,15 @@ impl PendingJob {
 
     /// Run the job. Accepted progress is also sent to `mirror`, if given, while the receiver
     /// is there to read it (a sync caller forwarding progress on its own request).
-    pub fn start(self, work: Work, mirror: Option<mpsc::Sender<ProgressUpdate>>) -> JobHandle {
+    pub fn start(
+        self,
+        work: Work,
+        limits: CallLimits,
+        mirror: Option<mpsc::Sender<ProgressUpdate>>,
+    ) -> JobHandle {
         let (done_tx, done) = watch::channel(None);
         let id = self.id;
-        let runner = runner::Runner::new(self, mirror, done_tx);
+        let runner = runner::Runner::new(self, limits, mirror, done_tx);
         tokio::spawn(runner.run(work));
         JobHandle { id, done }
     }
@@ -324,7 +376,7 @@ impl PendingJob {
     /// End a job whose work never started (the upstream was unreachable).
     pub async fn fail(self, failure: JobFailure) {
         let (done_tx, _) = watch::channel(None);
-        let runner = runner::Runner::new(self, None, done_tx);
+        let runner = runner::Runner::new(self, CallLimits::default(), None, done_tx);
         runner.finish(Finished::Failed(failure)).await;
     }
 }

@@ -13,14 +13,24 @@ use tokio::{
 };
 
 use super::{Finished, Intake, PendingJob, Running, Work, WorkOutcome, terminal_body};
-use crate::store::{EventBody, JobId, ProgressUpdate, StoreError};
+use crate::{
+    config::CallLimits,
+    store::{EventBody, Heartbeat, JobFailure, JobId, ProgressUpdate, StoreError},
+};
 
 pub(super) struct Runner {
     pending: PendingJob,
+    limits: CallLimits,
     mirror: Option<mpsc::Sender<ProgressUpdate>>,
     done: watch::Sender<Option<Arc<Finished>>>,
     coalesce: Duration,
+    started: Instant,
+    /// When progress was last published (for coalescing).
     last_progress: Option<Instant>,
+    /// When the upstream last reported progress (for the idle limit and heartbeats).
+    last_report: Instant,
+    heartbeat: Option<Duration>,
+    next_heartbeat: Option<Instant>,
     /// The newest progress held back by coalescing; always delivered before the job ends.
     held: Option<ProgressUpdate>,
 }
@@ -28,16 +38,26 @@ pub(super) struct Runner {
 impl Runner {
     pub(super) fn new(
         pending: PendingJob,
+        limits: CallLimits,
         mirror: Option<mpsc::Sender<ProgressUpdate>>,
         done: watch::Sender<Option<Arc<Finished>>>,
     ) -> Self {
-        let coalesce = Duration::from_millis(pending.jobs.inner.config.min_progress_interval_ms);
+        let config = &pending.jobs.inner.config;
+        let coalesce = Duration::from_millis(config.min_progress_interval_ms);
+        let heartbeat =
+            (config.heartbeat_secs > 0).then(|| Duration::from_secs(config.heartbeat_secs));
+        let now = Instant::now();
         Self {
             pending,
+            limits,
             mirror,
             done,
             coalesce,
+            started: now,
             last_progress: None,
+            last_report: now,
+            heartbeat,
+            next_heartbeat: heartbeat.map(|h| now + h),
             held: None,
         }
     }
@@ -61,8 +81,11 @@ impl Runner {
         } = work;
         let running = self.running().clone();
         let intake = self.intake().clone();
+        let hard_deadline = self.limits.timeout.map(|t| self.started + t);
         let finished = loop {
             let release_at = self.release_at();
+            let idle_deadline = self.limits.idle_timeout.map(|t| self.last_report + t);
+            let heartbeat_at = self.next_heartbeat;
             tokio::select! {
                 biased;
                 _ = running.cancel.cancelled() => {
@@ -82,15 +105,51 @@ impl Runner {
                     };
                 }
                 _ = intake.wake.notified() => self.drain().await,
-                _ = tokio::time::sleep_until(release_at.unwrap_or_else(Instant::now)), if release_at.is_some() => {
-                    self.release_held().await;
+                _ = sleep_until(release_at), if release_at.is_some() => self.release_held().await,
+                _ = sleep_until(hard_deadline), if hard_deadline.is_some() => {
+                    let limit = self.limits.timeout.unwrap_or_default();
+                    let message = format!("the call took longer than its limit of {}s (timeout_secs)", limit.as_secs());
+                    intake.close();
+                    cancel(message.clone()).await;
+                    break Finished::Failed(JobFailure { reason: "timeout".into(), message });
                 }
+                _ = sleep_until(idle_deadline), if idle_deadline.is_some() => {
+                    let limit = self.limits.idle_timeout.unwrap_or_default();
+                    let message = format!(
+                        "the call reported no progress for {}s (idle_timeout_secs)",
+                        limit.as_secs()
+                    );
+                    intake.close();
+                    cancel(message.clone()).await;
+                    break Finished::Failed(JobFailure { reason: "timeout".into(), message });
+                }
+                _ = sleep_until(heartbeat_at), if heartbeat_at.is_some() => self.beat().await,
             }
         };
         drop(outcome);
         self.drain().await;
         self.release_held().await;
         self.finish(finished).await;
+    }
+
+    /// Tell subscribers the job is alive although it reports nothing.
+    async fn beat(&mut self) {
+        let now = Instant::now();
+        self.next_heartbeat = self.heartbeat.map(|h| now + h);
+        let beat = Heartbeat {
+            elapsed_ms: millis(now - self.started),
+            since_progress_ms: millis(now - self.last_report),
+        };
+        if let Err(error) = self
+            .pending
+            .jobs
+            .inner
+            .store
+            .heartbeat(self.id(), beat)
+            .await
+        {
+            self.store_failed(&error);
+        }
     }
 
     fn release_at(&self) -> Option<Instant> {
@@ -107,6 +166,8 @@ impl Runner {
             match body {
                 EventBody::Progress(update) => {
                     let now = Instant::now();
+                    self.last_report = now;
+                    self.next_heartbeat = self.heartbeat.map(|h| now + h);
                     let too_soon = self
                         .last_progress
                         .is_some_and(|last| now < last + self.coalesce);
@@ -189,4 +250,16 @@ impl Runner {
         tracing::debug!(job = %self.id(), status, "job ended");
         self.done.send_replace(Some(Arc::new(finished)));
     }
+}
+
+/// Sleep until `deadline`; a select branch guarded by `deadline.is_some()` never polls `None`.
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
+    }
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }

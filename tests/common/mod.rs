@@ -13,7 +13,7 @@ use std::{
 use futures::StreamExt;
 use mcp_progress_bridge::{
     app::{self, RunningBridge},
-    config::{CallMode, Config, ToolConfig, TransportKind, UpstreamConfig},
+    config::{CallMode, Config, ToolConfig, UpstreamConfig},
 };
 use reqwest_eventsource::{Event, EventSource};
 use rmcp::{
@@ -40,40 +40,20 @@ pub async fn within<T>(what: &str, future: impl Future<Output = T>) -> T {
 
 /// The demo tool server as a stdio upstream: this test binary's sibling, the bridge itself.
 pub fn demo_stdio_upstream(name: &str) -> UpstreamConfig {
-    UpstreamConfig {
-        name: name.into(),
-        transport: TransportKind::Stdio,
-        command: Some(BIN.into()),
-        args: vec!["demo-tools".into()],
-        env: Default::default(),
-        cwd: None,
-        url: None,
-        headers: Default::default(),
-        mode: None,
-        tools: Default::default(),
-    }
+    UpstreamConfig::stdio(name, BIN, &["demo-tools"])
 }
 
 pub fn http_upstream(name: &str, url: &str) -> UpstreamConfig {
-    UpstreamConfig {
-        name: name.into(),
-        transport: TransportKind::Http,
-        command: None,
-        args: Vec::new(),
-        env: Default::default(),
-        cwd: None,
-        url: Some(url.into()),
-        headers: Default::default(),
-        mode: None,
-        tools: Default::default(),
-    }
+    UpstreamConfig::http(name, url)
 }
 
 /// Set one tool's mode on an upstream config.
 pub fn with_tool_mode(mut upstream: UpstreamConfig, tool: &str, mode: CallMode) -> UpstreamConfig {
     upstream
         .tools
-        .insert(tool.into(), ToolConfig { mode: Some(mode) });
+        .entry(tool.into())
+        .or_insert_with(ToolConfig::default)
+        .mode = Some(mode);
     upstream
 }
 
