@@ -49,11 +49,7 @@ pub fn http_upstream(name: &str, url: &str) -> UpstreamConfig {
 
 /// Set one tool's mode on an upstream config.
 pub fn with_tool_mode(mut upstream: UpstreamConfig, tool: &str, mode: CallMode) -> UpstreamConfig {
-    upstream
-        .tools
-        .entry(tool.into())
-        .or_insert_with(ToolConfig::default)
-        .mode = Some(mode);
+    upstream.tools.entry(tool.into()).or_default().mode = Some(mode);
     upstream
 }
 
