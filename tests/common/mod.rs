@@ -13,7 +13,7 @@ use std::{
 use futures::StreamExt;
 use mcp_progress_bridge::{
     app::{self, RunningBridge},
-    config::{CallMode, Config, ToolConfig, UpstreamConfig},
+    config::{CallMode, Config, UpstreamConfig},
 };
 use reqwest_eventsource::{Event, EventSource};
 use rmcp::{
