@@ -155,6 +155,10 @@ pub struct UpstreamConfig {
     pub timeout_secs: Option<u64>,
     /// Limit on the time a call may go without progress, in seconds (none by default).
     pub idle_timeout_secs: Option<u64>,
+    /// http: ping the upstream this often; one that does not answer is reconnected (its
+    /// in-flight jobs fail). 0 turns the check off.
+    #[serde(default = "default_health_check_secs")]
+    pub health_check_secs: u64,
     /// Per-tool overrides, keyed by the upstream's own tool name.
     #[serde(default)]
     pub tools: BTreeMap<String, ToolConfig>,
@@ -175,6 +179,10 @@ pub struct CallLimits {
     pub idle_timeout: Option<std::time::Duration>,
 }
 
+fn default_health_check_secs() -> u64 {
+    10
+}
+
 impl UpstreamConfig {
     /// A stdio upstream running `command args…`, everything else at its default.
     pub fn stdio(name: &str, command: &str, args: &[&str]) -> Self {
@@ -190,6 +198,7 @@ impl UpstreamConfig {
             mode: None,
             timeout_secs: None,
             idle_timeout_secs: None,
+            health_check_secs: default_health_check_secs(),
             tools: BTreeMap::new(),
         }
     }

@@ -162,11 +162,28 @@ impl MemoryStore {
         self.inner.jobs.get(&id).map(|e| e.value().clone())
     }
 
+    /// The log of a channel. A correlation that has no job yet is created empty: an
+    /// application subscribes to its correlation ID before it calls the agent, and the jobs
+    /// join the stream as they start.
     fn log(&self, channel: &Channel) -> Option<Arc<Log>> {
         match channel {
             Channel::Job(id) => self.job(*id),
-            Channel::Correlation(c) => self.inner.correlations.get(c).map(|e| e.value().clone()),
+            Channel::Correlation(c) => Some(self.correlation(c)),
         }
+    }
+
+    fn correlation(&self, cid: &CorrelationId) -> Arc<Log> {
+        self.inner
+            .correlations
+            .entry(cid.clone())
+            .or_insert_with(|| {
+                Log::new(LogKind::Correlation {
+                    jobs: Vec::new(),
+                    last_activity: now_ms(),
+                })
+            })
+            .value()
+            .clone()
     }
 
     /// Copy a job event to its correlation channel, numbered in that channel's own sequence.
@@ -177,18 +194,7 @@ impl MemoryStore {
         data: Bytes,
         job: Option<JobId>,
     ) {
-        let log = self
-            .inner
-            .correlations
-            .entry(cid.clone())
-            .or_insert_with(|| {
-                Log::new(LogKind::Correlation {
-                    jobs: Vec::new(),
-                    last_activity: 0,
-                })
-            })
-            .value()
-            .clone();
+        let log = self.correlation(cid);
         let mut state = log.lock();
         if let LogKind::Correlation {
             jobs,

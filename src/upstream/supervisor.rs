@@ -4,6 +4,7 @@ use std::{collections::HashMap, sync::Arc, time::Duration};
 
 use rmcp::{
     RoleClient, ServiceExt,
+    model::{ClientRequest, PingRequest},
     service::RunningService,
     transport::{
         StreamableHttpClientTransport, async_rw::AsyncRwTransport,
@@ -153,9 +154,11 @@ impl Upstream {
     async fn run(&self, session: Session, shutdown: &CancellationToken) -> String {
         let Session { client, child } = session;
         let (closed_tx, closed) = watch::channel(None);
-        let stop = client.cancellation_token();
+        let stop_on_shutdown = client.cancellation_token();
+        let stop_on_failed_check = client.cancellation_token();
+        let peer = client.peer().clone();
         self.set_live(Some(Live {
-            peer: client.peer().clone(),
+            peer: peer.clone(),
             closed,
         }));
         self.refresh_tools().await;
@@ -163,14 +166,27 @@ impl Upstream {
         self.set_state(UpstreamState::Ready);
         tracing::info!(upstream = %self.name(), tools = self.tools().len(), "upstream ready");
 
+        // An HTTP upstream that goes away does not end the session by itself (the client keeps
+        // retrying its streams), so it is pinged; a stdio child's exit ends it at once.
+        let check_every = self.health_check_interval();
+        let mut next_check = check_every.map(|every| tokio::time::Instant::now() + every);
         let mut waiting = tokio::spawn(client.waiting());
         let reason = loop {
             tokio::select! {
                 _ = &mut waiting => break None,
                 _ = self.inner.tools_changed.notified() => self.refresh_tools().await,
+                _ = sleep_until(next_check), if next_check.is_some() => {
+                    if let Err(error) = ping(&peer).await {
+                        self.set_live(None);
+                        stop_on_failed_check.cancel();
+                        let _ = waiting.await;
+                        break Some(format!("health check failed: {error}"));
+                    }
+                    next_check = check_every.map(|every| tokio::time::Instant::now() + every);
+                }
                 _ = shutdown.cancelled() => {
                     self.set_live(None);
-                    stop.cancel();
+                    stop_on_shutdown.cancel();
                     let _ = waiting.await;
                     break Some("stopped: the bridge is shutting down".to_string());
                 }
@@ -208,6 +224,39 @@ impl Upstream {
                 tracing::warn!(upstream = %self.name(), error = %e, "listing tools failed")
             }
             Err(_) => tracing::warn!(upstream = %self.name(), "listing tools timed out"),
+        }
+    }
+}
+
+/// How long a health-check ping may take before the upstream counts as gone.
+const PING_TIMEOUT: Duration = Duration::from_secs(5);
+
+async fn ping(peer: &rmcp::Peer<RoleClient>) -> Result<(), String> {
+    let request = ClientRequest::PingRequest(PingRequest {
+        method: Default::default(),
+        extensions: Default::default(),
+    });
+    match tokio::time::timeout(PING_TIMEOUT, peer.send_request(request)).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err(format!("no answer to ping within {PING_TIMEOUT:?}")),
+    }
+}
+
+async fn sleep_until(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
+    }
+}
+
+impl Upstream {
+    fn health_check_interval(&self) -> Option<Duration> {
+        let config = &self.inner.config;
+        match config.transport {
+            TransportKind::Http => (config.health_check_secs > 0)
+                .then(|| Duration::from_secs(config.health_check_secs)),
+            TransportKind::Stdio => None,
         }
     }
 }

@@ -121,11 +121,35 @@ impl Drop for HttpDemo {
     }
 }
 
+impl HttpDemo {
+    /// `host:port` of the server.
+    pub fn authority(&self) -> String {
+        self.url.trim_start_matches("http://").trim_end_matches("/mcp").to_string()
+    }
+
+    /// Stop the server and wait until its port is free again.
+    pub async fn stop(self) {
+        let authority = self.authority();
+        drop(self);
+        within("the demo server stops", async {
+            while tokio::net::TcpStream::connect(&authority).await.is_ok() {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+        .await;
+    }
+}
+
 pub async fn start_http_demo() -> HttpDemo {
+    start_http_demo_at("127.0.0.1:0").await
+}
+
+/// The demo tools over Streamable HTTP on a given address (to restart one on the same port).
+pub async fn start_http_demo_at(addr: &str) -> HttpDemo {
     let ct = CancellationToken::new();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+    let listener = tokio::net::TcpListener::bind(addr)
         .await
-        .expect("bind a free port");
+        .expect("bind the demo's address");
     let addr = listener.local_addr().expect("local address");
     let router = mcp_progress_bridge::demo::http_router(ct.clone());
     let stop = ct.clone();
@@ -243,6 +267,14 @@ impl SseEvent {
     }
 }
 
+/// `event["field"]` reads a field of the event's JSON data.
+impl std::ops::Index<&str> for SseEvent {
+    type Output = Value;
+    fn index(&self, key: &str) -> &Value {
+        &self.data[key]
+    }
+}
+
 /// Open an SSE stream (optionally resuming after `last_event_id`) and read events until
 /// `stop` says enough or the stream ends. The stream is not reconnected.
 pub async fn read_sse(
@@ -304,6 +336,13 @@ pub fn progress_values(events: &[SseEvent]) -> Vec<f64> {
         .filter(|e| e.event == "progress")
         .map(|e| e.data["progress"].as_f64().expect("progress is a number"))
         .collect()
+}
+
+/// GET a URL; `None` while nothing listens there yet.
+pub async fn try_get_json(url: &str) -> Option<(u16, Value)> {
+    let response = reqwest::get(url).await.ok()?;
+    let status = response.status().as_u16();
+    Some((status, response.json().await.unwrap_or(Value::Null)))
 }
 
 /// GET a URL and return the status and JSON body.

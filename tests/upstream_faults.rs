@@ -1,0 +1,113 @@
+//! An HTTP upstream that is down, restarted or lost mid-call: the bridge reports it, fails
+//! what was running on it, and reconnects by itself. The demo tools are served over Streamable
+//! HTTP in this process, on a fixed port so they can come back on it.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use mcp_progress_bridge::config::{CallMode, UpstreamConfig};
+use serde_json::json;
+
+fn web(url: &str) -> UpstreamConfig {
+    let mut upstream = http_upstream("web", url);
+    upstream.health_check_secs = 1;
+    upstream
+}
+
+fn free_addr() -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap().to_string()
+}
+
+async fn wait_ready(bridge: &TestBridge, name: &str) {
+    let upstream = bridge.running().upstreams.get(name).unwrap().clone();
+    assert!(upstream.ready(WAIT).await, "{name} came back: {:?}", upstream.status());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http_upstream_that_is_down_at_start_is_picked_up_when_it_comes() {
+    let addr = free_addr();
+    let url = format!("http://{addr}/mcp");
+    let mut config = mcp_progress_bridge::config::Config::default_for_tests();
+    config.upstreams = vec![web(&url)];
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let bridge_addr = listener.local_addr().unwrap();
+    config.server.public_url = format!("http://{bridge_addr}");
+    let running = mcp_progress_bridge::app::start_with_listener(config, listener).await.unwrap();
+    let readyz = format!("http://{bridge_addr}/readyz");
+    let (status, body) = within("readyz says web is down", async {
+        loop {
+            let (status, body) = get_json(&readyz).await;
+            if body["upstreams"][0]["error"].is_string() {
+                return (status, body);
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    assert_eq!(status, 503);
+    assert!(body["upstreams"][0]["error"].as_str().unwrap().contains(&url), "{body}");
+
+    let _demo = start_http_demo_at(&addr).await;
+    let bridge = TestBridge { bridge: Some(running), base: format!("http://{bridge_addr}") };
+    wait_ready(&bridge, "web").await;
+    assert_eq!(get_json(&readyz).await.0, 200);
+    let client = connect(&bridge).await;
+    assert_eq!(first_text(&call(&client, "web__echo", json!({"text": "up"})).await), "up");
+    bridge.shutdown(Duration::from_secs(1)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_http_upstream_is_used_again_without_the_caller_noticing() {
+    let addr = free_addr();
+    let demo = start_http_demo_at(&addr).await;
+    let url = demo.url.clone();
+    let bridge = start_bridge(|c| {
+        c.jobs.mode = CallMode::Sync;
+        c.upstreams = vec![web(&url)];
+    })
+    .await;
+    let client = connect(&bridge).await;
+    assert_eq!(first_text(&call(&client, "web__echo", json!({"text": "one"})).await), "one");
+    // The server restarts: its sessions are gone, the bridge's session ID now answers 404.
+    demo.stop().await;
+    let _demo = start_http_demo_at(&addr).await;
+    wait_ready(&bridge, "web").await;
+    let again = call(&client, "web__echo", json!({"text": "two"})).await;
+    assert_eq!(first_text(&again), "two");
+    bridge.shutdown(Duration::from_secs(1)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http_upstream_lost_mid_call_fails_the_job_and_reconnects() {
+    let addr = free_addr();
+    let demo = start_http_demo_at(&addr).await;
+    let url = demo.url.clone();
+    let bridge = start_bridge(|c| {
+        c.jobs.mode = CallMode::Async;
+        c.upstreams = vec![web(&url)];
+    })
+    .await;
+    let client = connect(&bridge).await;
+    let handle = structured(&call(&client, "web__slow_count", json!({"to": 1000, "delay_ms": 50})).await);
+    let url_events = handle["events_url"].as_str().unwrap().to_string();
+    read_sse(&url_events, None, |e| e.event == "progress").await;
+    demo.stop().await;
+
+    let events = read_job_events(&url_events).await;
+    let last = events.last().unwrap();
+    assert_eq!(last.event, "failed", "{:?}", last.data);
+    assert!(
+        matches!(last["reason"].as_str(), Some("upstream_lost" | "upstream_error")),
+        "{:?}",
+        last.data
+    );
+    let _demo = start_http_demo_at(&addr).await;
+    wait_ready(&bridge, "web").await;
+    let handle = structured(&call(&client, "web__slow_count", json!({"to": 2, "delay_ms": 10})).await);
+    let events = read_job_events(handle["events_url"].as_str().unwrap()).await;
+    assert_eq!(events.last().unwrap().event, "completed");
+    bridge.shutdown(Duration::from_secs(1)).await;
+}
