@@ -8,7 +8,7 @@ mod common;
 use std::{collections::HashMap, time::Duration};
 
 use common::*;
-use mcp_progress_bridge::config::{CallMode, ToolConfig, UpstreamConfig};
+use mcp_progress_bridge::config::{CallMode, UpstreamConfig};
 use rmcp::{
     ServiceExt,
     model::{CallToolRequestParams, ClientRequest, Request},
@@ -31,10 +31,7 @@ fn tool_limits(
     timeout: Option<u64>,
     idle: Option<u64>,
 ) -> UpstreamConfig {
-    let entry = upstream
-        .tools
-        .entry(tool.into())
-        .or_default();
+    let entry = upstream.tools.entry(tool.into()).or_default();
     entry.timeout_secs = timeout;
     entry.idle_timeout_secs = idle;
     upstream

@@ -23,7 +23,11 @@ fn free_addr() -> String {
 
 async fn wait_ready(bridge: &TestBridge, name: &str) {
     let upstream = bridge.running().upstreams.get(name).unwrap().clone();
-    assert!(upstream.ready(WAIT).await, "{name} came back: {:?}", upstream.status());
+    assert!(
+        upstream.ready(WAIT).await,
+        "{name} came back: {:?}",
+        upstream.status()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -35,7 +39,9 @@ async fn an_http_upstream_that_is_down_at_start_is_picked_up_when_it_comes() {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let bridge_addr = listener.local_addr().unwrap();
     config.server.public_url = format!("http://{bridge_addr}");
-    let running = mcp_progress_bridge::app::start_with_listener(config, listener).await.unwrap();
+    let running = mcp_progress_bridge::app::start_with_listener(config, listener)
+        .await
+        .unwrap();
     let readyz = format!("http://{bridge_addr}/readyz");
     let (status, body) = within("readyz says web is down", async {
         loop {
@@ -48,14 +54,26 @@ async fn an_http_upstream_that_is_down_at_start_is_picked_up_when_it_comes() {
     })
     .await;
     assert_eq!(status, 503);
-    assert!(body["upstreams"][0]["error"].as_str().unwrap().contains(&url), "{body}");
+    assert!(
+        body["upstreams"][0]["error"]
+            .as_str()
+            .unwrap()
+            .contains(&url),
+        "{body}"
+    );
 
     let _demo = start_http_demo_at(&addr).await;
-    let bridge = TestBridge { bridge: Some(running), base: format!("http://{bridge_addr}") };
+    let bridge = TestBridge {
+        bridge: Some(running),
+        base: format!("http://{bridge_addr}"),
+    };
     wait_ready(&bridge, "web").await;
     assert_eq!(get_json(&readyz).await.0, 200);
     let client = connect(&bridge).await;
-    assert_eq!(first_text(&call(&client, "web__echo", json!({"text": "up"})).await), "up");
+    assert_eq!(
+        first_text(&call(&client, "web__echo", json!({"text": "up"})).await),
+        "up"
+    );
     bridge.shutdown(Duration::from_secs(1)).await;
 }
 
@@ -70,7 +88,10 @@ async fn a_restarted_http_upstream_is_used_again_without_the_caller_noticing() {
     })
     .await;
     let client = connect(&bridge).await;
-    assert_eq!(first_text(&call(&client, "web__echo", json!({"text": "one"})).await), "one");
+    assert_eq!(
+        first_text(&call(&client, "web__echo", json!({"text": "one"})).await),
+        "one"
+    );
     // The server restarts: its sessions are gone, the bridge's session ID now answers 404.
     demo.stop().await;
     let _demo = start_http_demo_at(&addr).await;
@@ -91,7 +112,14 @@ async fn an_http_upstream_lost_mid_call_fails_the_job_and_reconnects() {
     })
     .await;
     let client = connect(&bridge).await;
-    let handle = structured(&call(&client, "web__slow_count", json!({"to": 1000, "delay_ms": 50})).await);
+    let handle = structured(
+        &call(
+            &client,
+            "web__slow_count",
+            json!({"to": 1000, "delay_ms": 50}),
+        )
+        .await,
+    );
     let url_events = handle["events_url"].as_str().unwrap().to_string();
     read_sse(&url_events, None, |e| e.event == "progress").await;
     demo.stop().await;
@@ -100,13 +128,17 @@ async fn an_http_upstream_lost_mid_call_fails_the_job_and_reconnects() {
     let last = events.last().unwrap();
     assert_eq!(last.event, "failed", "{:?}", last.data);
     assert!(
-        matches!(last["reason"].as_str(), Some("upstream_lost" | "upstream_error")),
+        matches!(
+            last["reason"].as_str(),
+            Some("upstream_lost" | "upstream_error")
+        ),
         "{:?}",
         last.data
     );
     let _demo = start_http_demo_at(&addr).await;
     wait_ready(&bridge, "web").await;
-    let handle = structured(&call(&client, "web__slow_count", json!({"to": 2, "delay_ms": 10})).await);
+    let handle =
+        structured(&call(&client, "web__slow_count", json!({"to": 2, "delay_ms": 10})).await);
     let events = read_job_events(handle["events_url"].as_str().unwrap()).await;
     assert_eq!(events.last().unwrap().event, "completed");
     bridge.shutdown(Duration::from_secs(1)).await;

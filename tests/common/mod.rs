@@ -124,7 +124,10 @@ impl Drop for HttpDemo {
 impl HttpDemo {
     /// `host:port` of the server.
     pub fn authority(&self) -> String {
-        self.url.trim_start_matches("http://").trim_end_matches("/mcp").to_string()
+        self.url
+            .trim_start_matches("http://")
+            .trim_end_matches("/mcp")
+            .to_string()
     }
 
     /// Stop the server and wait until its port is free again.
