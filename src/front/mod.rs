@@ -8,7 +8,7 @@ mod catalog;
 pub mod handle;
 mod job_tools;
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use rmcp::{
     ErrorData, RoleServer, ServerHandler,
@@ -16,8 +16,9 @@ use rmcp::{
         CallToolRequestParams, CallToolResponse, Implementation, ListToolsResult,
         PaginatedRequestParams, ResultType, ServerCapabilities, ServerConfig,
     },
-    service::RequestContext,
+    service::{NotificationContext, Peer, RequestContext},
 };
+use tokio::sync::watch;
 
 pub use catalog::{CANCEL_JOB, GET_JOB_STATUS, SEPARATOR, WAIT_FOR_JOB};
 pub use handle::{JOB_META_KEY, Links};
@@ -36,6 +37,9 @@ pub struct Front {
 }
 
 struct Inner {
+    /// MCP sessions to tell when the tool list changes (an upstream came or went, or changed
+    /// its tools). Closed ones are dropped when the next change goes out.
+    peers: Arc<Mutex<Vec<Peer<RoleServer>>>>,
     upstreams: Upstreams,
     jobs: Jobs,
     config: JobsConfig,
@@ -52,8 +56,14 @@ impl Front {
         links: Links,
         correlation_header: String,
     ) -> Self {
+        let peers = Arc::new(Mutex::new(Vec::new()));
+        tokio::spawn(announce_tool_changes(
+            upstreams.tool_changes(),
+            peers.clone(),
+        ));
         Self {
             inner: Arc::new(Inner {
+                peers,
                 upstreams,
                 jobs,
                 config,
@@ -64,14 +74,53 @@ impl Front {
     }
 }
 
+/// Changes come in bursts (an upstream restarting goes down, comes up and lists its tools), so
+/// they are gathered for a moment and announced once.
+const ANNOUNCE_DELAY: std::time::Duration = std::time::Duration::from_millis(200);
+
+/// Send `notifications/tools/list_changed` to every open session whenever the catalog may have
+/// changed. Ends when the upstreams are gone.
+async fn announce_tool_changes(
+    mut changes: watch::Receiver<u64>,
+    peers: Arc<Mutex<Vec<Peer<RoleServer>>>>,
+) {
+    while changes.changed().await.is_ok() {
+        tokio::time::sleep(ANNOUNCE_DELAY).await;
+        changes.mark_unchanged();
+        let open: Vec<Peer<RoleServer>> = {
+            let mut peers = peers.lock().unwrap_or_else(|p| p.into_inner());
+            peers.retain(|p| !p.is_transport_closed());
+            peers.clone()
+        };
+        for peer in open {
+            if let Err(e) = peer.notify_tool_list_changed().await {
+                tracing::debug!(error = %e, "tools/list_changed did not reach a session");
+            }
+        }
+    }
+}
+
 impl ServerHandler for Front {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-            .with_server_info(Implementation::new(
-                "mcp-progress-bridge",
-                env!("CARGO_PKG_VERSION"),
-            ))
-            .with_instructions(INSTRUCTIONS)
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tool_list_changed()
+                .build(),
+        )
+        .with_server_info(Implementation::new(
+            "mcp-progress-bridge",
+            env!("CARGO_PKG_VERSION"),
+        ))
+        .with_instructions(INSTRUCTIONS)
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        self.inner
+            .peers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(context.peer);
     }
 
     async fn list_tools(

@@ -40,6 +40,7 @@ pub enum UpstreamError {
 #[derive(Clone)]
 pub struct Upstreams {
     list: Arc<Vec<Upstream>>,
+    changes: Arc<watch::Sender<u64>>,
 }
 
 impl Upstreams {
@@ -50,16 +51,24 @@ impl Upstreams {
         metrics: Arc<Metrics>,
         shutdown: CancellationToken,
     ) -> Self {
+        let changes = Arc::new(watch::Sender::new(0));
         let list: Vec<Upstream> = configs
             .iter()
-            .map(|config| Upstream::new(config.clone(), metrics.clone()))
+            .map(|config| Upstream::new(config.clone(), metrics.clone(), changes.clone()))
             .collect();
         for upstream in &list {
             tokio::spawn(upstream.clone().supervise(shutdown.clone()));
         }
         Self {
             list: Arc::new(list),
+            changes,
         }
+    }
+
+    /// Changes whenever the set of tools on offer may have changed: an upstream's list was
+    /// refreshed, or an upstream went down or came up.
+    pub fn tool_changes(&self) -> watch::Receiver<u64> {
+        self.changes.subscribe()
     }
 
     pub fn get(&self, name: &str) -> Option<&Upstream> {
@@ -119,6 +128,8 @@ struct Inner {
     details: Mutex<Details>,
     state: watch::Sender<UpstreamState>,
     tools_changed: Arc<Notify>,
+    /// Shared by all upstreams: bumped when the tools on offer may have changed.
+    catalog_changed: Arc<watch::Sender<u64>>,
     metrics: Arc<Metrics>,
 }
 
@@ -137,7 +148,11 @@ struct Details {
 }
 
 impl Upstream {
-    fn new(config: UpstreamConfig, metrics: Arc<Metrics>) -> Self {
+    fn new(
+        config: UpstreamConfig,
+        metrics: Arc<Metrics>,
+        catalog_changed: Arc<watch::Sender<u64>>,
+    ) -> Self {
         let routes = CallRoutes::new(config.name.clone(), metrics.clone());
         Self {
             inner: Arc::new(Inner {
@@ -147,6 +162,7 @@ impl Upstream {
                 details: Mutex::new(Details::default()),
                 state: watch::Sender::new(UpstreamState::Connecting),
                 tools_changed: Arc::new(Notify::new()),
+                catalog_changed,
                 metrics,
             }),
         }
@@ -224,7 +240,16 @@ impl Upstream {
             .upstream_up
             .with_label_values(&[self.name()])
             .set(i64::from(state == UpstreamState::Ready));
-        self.inner.state.send_replace(state);
+        let was = self.inner.state.send_replace(state);
+        if (was == UpstreamState::Ready) != (state == UpstreamState::Ready) {
+            self.catalog_changed();
+        }
+    }
+
+    fn catalog_changed(&self) {
+        self.inner
+            .catalog_changed
+            .send_modify(|version| *version += 1);
     }
 
     fn not_connected(&self) -> UpstreamError {

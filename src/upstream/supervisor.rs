@@ -219,6 +219,7 @@ impl Upstream {
             Ok(Ok(tools)) => {
                 tracing::debug!(upstream = %self.name(), count = tools.len(), "tools listed");
                 self.details().tools = Arc::new(tools);
+                self.catalog_changed();
             }
             Ok(Err(e)) => {
                 tracing::warn!(upstream = %self.name(), error = %e, "listing tools failed")

@@ -172,11 +172,17 @@ pub async fn start_http_demo_at(addr: &str) -> HttpDemo {
 pub struct ProgressRecorder {
     seen: Arc<Mutex<Vec<ProgressNotificationParam>>>,
     changed: Arc<Notify>,
+    tool_list_changes: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl ProgressRecorder {
     pub fn progress(&self) -> Vec<ProgressNotificationParam> {
         self.seen.lock().unwrap().clone()
+    }
+
+    /// How many `notifications/tools/list_changed` the client has received.
+    pub fn tool_list_changes(&self) -> usize {
+        self.tool_list_changes.load(std::sync::atomic::Ordering::SeqCst)
     }
 }
 
@@ -188,6 +194,10 @@ impl ClientHandler for ProgressRecorder {
     ) {
         self.seen.lock().unwrap().push(params);
         self.changed.notify_waiters();
+    }
+
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.tool_list_changes.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     }
 }
 
