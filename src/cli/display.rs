@@ -52,13 +52,21 @@ impl Display {
                 bar.set_message(message_with_eta(shown));
             }
             Display::Lines => {
-                let Some(p) = shown.progress else { return };
-                let amount = match shown.total {
-                    Some(t) => format!("{}/{}", number(p), number(t)),
-                    None => number(p),
-                };
+                let Some(amount) = amount(shown) else { return };
                 eprintln!("progress {amount} {}", message_with_eta(shown));
             }
+        }
+    }
+
+    /// The job as a snapshot describes it (at the start, or after a reset). As lines it is
+    /// not a `progress` line: the steps that led there may be replayed after it.
+    pub fn snapshot(&self, status: &str, shown: &Shown) {
+        match self {
+            Display::Bar(_) => self.show(shown),
+            Display::Lines => match amount(shown) {
+                Some(amount) => eprintln!("job {status} at {amount} {}", message_with_eta(shown)),
+                None => eprintln!("job {status}"),
+            },
         }
     }
 
@@ -75,6 +83,14 @@ impl Display {
             bar.finish_and_clear();
         }
     }
+}
+
+fn amount(shown: &Shown) -> Option<String> {
+    let p = shown.progress?;
+    Some(match shown.total {
+        Some(t) => format!("{}/{}", number(p), number(t)),
+        None => number(p),
+    })
 }
 
 fn determinate() -> ProgressStyle {
