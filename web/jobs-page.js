@@ -300,7 +300,7 @@ function follow(card, handle) {
         if (data.ts) card.skew = data.ts - Date.now();
         if (type === "progress") card.seen.push(data.progress);
         if (type === "reset") card.note = "history was trimmed: resumed from the current state";
-        else if (type === "progress") card.note = null;
+        else if (type === "progress" || TERMINAL_EVENTS.includes(type)) card.note = null;
         card.job = job;
         render(card);
         saveJobs();

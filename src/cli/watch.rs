@@ -204,7 +204,7 @@ impl JobView {
                     display
                         .note("history no longer covers the gap: resumed from the current state");
                 }
-                display.show(&self.shown);
+                display.snapshot(data["status"].as_str().unwrap_or("running"), &self.shown);
                 None
             }
             "progress" => {

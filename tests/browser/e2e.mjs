@@ -159,6 +159,9 @@ await step("cutting the SSE connection mid-job: the page shows reconnecting and 
   assert(response.ok, `drop answered ${response.status}`);
   await card.locator('.job-connection[data-connection="reconnecting"]').waitFor({ timeout: STEP_TIMEOUT });
   await page.screenshot({ path: path.join(shots, "jobs-page-reconnecting.png") });
+  // Resumed and running, beside a finished and a cancelled job: the README's picture.
+  await page.waitForFunction((j) => (window.bridgePage.seen()[j] ?? []).length >= 7, id, { timeout: STEP_TIMEOUT });
+  await page.locator("section[aria-labelledby=jobs-heading]").screenshot({ path: path.join(shots, "readme-jobs.png") });
   await waitStatus(card, "completed");
   const steps = await seen(id);
   assert(sameList(steps, range(12)), `every step exactly once across the cut: ${steps}`);
