@@ -335,10 +335,10 @@ async function cancelCard(card) {
       } catch {
         await cancelThroughMcp(card.job.job_id);
       }
-      card.note = "cancel requested";
+      if (card.job.status === "running") card.note = "cancel requested";
     } else if (card.job.job_id) {
       await cancelThroughMcp(card.job.job_id);
-      card.note = "cancel requested";
+      if (card.job.status === "running") card.note = "cancel requested";
     }
   } catch (error) {
     card.note = `Cancel failed: ${error.message}`;

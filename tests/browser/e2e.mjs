@@ -202,6 +202,31 @@ await step("bad arguments are reported next to the field", async () => {
   assert((await page.getByLabel("Arguments (JSON object)").getAttribute("aria-invalid")) === "true", "aria-invalid set");
 });
 
+await step("when /mcp answers 401 the page asks for the bearer token and sends it", async () => {
+  // The bridge's auth layer is stood in for by a gate in front of /mcp (this bridge runs without
+  // tokens): no or a wrong Authorization header gets 401, the right one goes through.
+  const gated = await context.newPage();
+  const seenAuth = [];
+  await gated.route("**/mcp", (route) => {
+    const auth = route.request().headers().authorization;
+    seenAuth.push(auth ?? null);
+    if (auth !== "Bearer s3cret") {
+      return route.fulfill({ status: 401, headers: { "www-authenticate": "Bearer" }, body: "missing or wrong bearer token" });
+    }
+    return route.continue();
+  });
+  await gated.goto(`${base}/`);
+  await gated.getByLabel("Bearer token for /mcp").waitFor({ timeout: STEP_TIMEOUT });
+  const why = await gated.locator("#auth-why").textContent();
+  assert(/needs a token/.test(why), `the page says why: ${why}`);
+  await gated.getByLabel("Bearer token for /mcp").fill("s3cret");
+  await gated.getByRole("button", { name: "Use token" }).click();
+  await gated.waitForFunction(() => !document.querySelector("#tool").disabled, null, { timeout: STEP_TIMEOUT });
+  assert(await gated.locator("#auth-form").isHidden(), "the token form goes away");
+  assert(seenAuth.at(-1) === "Bearer s3cret", `the token is sent: ${seenAuth}`);
+  await gated.close();
+});
+
 await step("no script errors on the page", async () => {
   assert(pageErrors.length === 0, `page errors:\n${pageErrors.join("\n")}`);
 });
