@@ -194,6 +194,20 @@ await step("the follow view: a pasted job ID, and a correlation ID followed befo
   assert(sameList(await seen(id), range(5)), `correlation view saw every step: ${await seen(id)}`);
 });
 
+await step("a reload keeps the jobs started here, replayed from their streams", async () => {
+  const before = await page.locator("#jobs > li").count();
+  await page.reload();
+  await page.waitForFunction(
+    (n) => {
+      const cards = [...document.querySelectorAll("#jobs > li")];
+      return cards.length === n && cards.every((c) => ["completed", "cancelled", "failed"].includes(c.dataset.status));
+    },
+    before,
+    { timeout: STEP_TIMEOUT },
+  );
+  assert(sameList(await seen(firstJob), range(8)), `the first job replayed every step: ${await seen(firstJob)}`);
+});
+
 await step("bad arguments are reported next to the field", async () => {
   await page.getByLabel("Arguments (JSON object)").fill("{to: 3");
   await page.getByRole("button", { name: "Call tool" }).click();
