@@ -4,6 +4,7 @@ FROM rust:1-bookworm AS build
 WORKDIR /src
 COPY Cargo.toml Cargo.lock ./
 COPY src ./src
+COPY web ./web
 COPY tests ./tests
 RUN cargo build --release --locked --bin mcp-progress-bridge
 

@@ -4,9 +4,11 @@
 //!
 //! Data flows one way: [`front`] (the MCP server the agent calls) → [`jobs`] (lifecycle) →
 //! [`store`] (snapshots, history, fan-out) → [`http`] (REST and SSE). [`upstream`] holds the
-//! connections to the real tool servers; [`app`] wires it all together.
+//! connections to the real tool servers; [`app`] wires it all together. [`cli`] holds the
+//! client-side commands (`watch`, `call`) that follow jobs from a terminal.
 
 pub mod app;
+pub mod cli;
 pub mod config;
 pub mod demo;
 pub mod front;

@@ -5,7 +5,7 @@ use std::{net::SocketAddr, path::PathBuf, process::ExitCode, time::Duration};
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use mcp_progress_bridge::{
-    app,
+    app, cli,
     config::{Config, Overrides},
     demo,
 };
@@ -40,11 +40,22 @@ enum Command {
     Serve,
     /// Run the demo MCP tool server on stdin/stdout (the default config's upstream).
     DemoTools,
+    /// Follow a job's event stream with a progress bar; exit 0 completed (result printed),
+    /// 1 failed, 130 cancelled, 2 when the job cannot be followed.
+    Watch(cli::watch::WatchArgs),
+    /// Call a tool through a bridge's /mcp endpoint and watch the job it starts (exit codes as
+    /// for watch).
+    Call(cli::call::CallArgs),
 }
 
-fn init_logging(json: bool) {
-    let filter =
-        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info,rmcp=warn"));
+fn init_logging(json: bool, client: bool) {
+    // The client commands report their own errors; the MCP SDK's would repeat them.
+    let default = if client {
+        "warn,rmcp=off"
+    } else {
+        "info,rmcp=warn"
+    };
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
     // Logs go to stderr: for `demo-tools`, stdout is the MCP protocol stream.
     // Colour only for a person at a terminal: a demo child's stderr is read by the bridge.
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
@@ -61,11 +72,14 @@ fn init_logging(json: bool) {
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let cli = Cli::parse();
-    init_logging(cli.log_json);
-    let result = match cli.command.as_ref().unwrap_or(&Command::Serve) {
+    let mut cli = Cli::parse();
+    let client = matches!(cli.command, Some(Command::Watch(_) | Command::Call(_)));
+    init_logging(cli.log_json, client);
+    let result = match cli.command.take().unwrap_or(Command::Serve) {
         Command::DemoTools => demo::serve_stdio().await,
         Command::Serve => return serve(&cli).await,
+        Command::Watch(args) => return cli::watch::run(args).await,
+        Command::Call(args) => return cli::call::run(args).await,
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -696,3 +696,43 @@ async fn readyz_names_an_upstream_that_is_down() {
     assert!(!tools.iter().any(|t| t.name.starts_with("broken__")));
     bridge.shutdown(Duration::from_secs(1)).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_mode_in_meta_overrides_the_configured_one_for_one_call() {
+    let bridge = start_bridge(|c| c.jobs.mode = CallMode::Sync).await;
+    let client = connect(&bridge).await;
+    let with_mode = |mode: Value| {
+        let mut params = CallToolRequestParams::new("demo__slow_count")
+            .with_arguments(args(json!({"to": 3, "delay_ms": 20})).unwrap());
+        let mut meta = rmcp::model::RequestMetaObject::new();
+        meta.insert("mcp-progress-bridge/mode".into(), mode);
+        params.meta = Some(meta);
+        params
+    };
+    let answer = within("async call", client.call_tool(with_mode(json!("async"))))
+        .await
+        .unwrap();
+    let handle = structured(&answer);
+    assert_eq!(
+        handle["status"], "running",
+        "a handle, not the result: {handle}"
+    );
+    let events = read_job_events(handle["events_url"].as_str().unwrap()).await;
+    assert_eq!(progress_values(&events), vec![1.0, 2.0, 3.0]);
+
+    // Without the key the configured mode (sync) applies.
+    let direct = call(&client, "demo__slow_count", json!({"to": 2, "delay_ms": 5})).await;
+    assert_eq!(first_text(&direct), "counted to 2");
+
+    for bad in [json!("later"), json!(1), json!(null)] {
+        let error = within("bad mode", client.call_tool(with_mode(bad.clone())))
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains(r#"must be "async", "sync" or "auto""#),
+            "{bad}: {error}"
+        );
+    }
+    bridge.shutdown(Duration::from_secs(1)).await;
+}

@@ -16,7 +16,7 @@ use tokio::{sync::mpsc, time::Instant};
 
 use super::{
     Front, catalog,
-    handle::{JobHandleBody, attach_job_meta, error_result},
+    handle::{JobHandleBody, MODE_META_KEY, attach_job_meta, error_result},
 };
 use crate::{
     config::CallMode,
@@ -52,6 +52,38 @@ fn unknown_tool(name: &str) -> ErrorData {
         format!("unknown tool {name:?}: call tools/list for the tools this bridge offers"),
         None,
     )
+}
+
+/// The call mode the caller asked for in `_meta["mcp-progress-bridge/mode"]`, if any. It wins
+/// over the configured mode for this one call; anything but `"async"`, `"sync"` or `"auto"` is
+/// refused (a silently ignored typo would answer in a mode the caller does not expect).
+fn requested_mode(
+    request: &CallToolRequestParams,
+    context: &RequestContext<RoleServer>,
+) -> Result<Option<CallMode>, ErrorData> {
+    let value = request
+        .meta
+        .as_ref()
+        .and_then(|meta| meta.get(MODE_META_KEY))
+        .or_else(|| context.meta.get(MODE_META_KEY));
+    let Some(value) = value else {
+        return Ok(None);
+    };
+    let mode = match value.as_str() {
+        Some("async") => CallMode::Async,
+        Some("sync") => CallMode::Sync,
+        Some("auto") => CallMode::Auto,
+        _ => {
+            return Err(ErrorData::invalid_params(
+                format!(
+                    "_meta[\"{MODE_META_KEY}\"] must be \"async\", \"sync\" or \"auto\", got {value}; \
+                     leave it out to use the mode configured for the tool"
+                ),
+                None,
+            ));
+        }
+    };
+    Ok(Some(mode))
 }
 
 fn work_outcome(outcome: CallOutcome) -> WorkOutcome {
@@ -91,7 +123,10 @@ impl Front {
             )));
         }
         let correlation_id = self.correlation_id(&context)?;
-        let mode = upstream.config().mode_for(tool, self.inner.config.mode);
+        let mode = match requested_mode(&request, &context)? {
+            Some(mode) => mode,
+            None => upstream.config().mode_for(tool, self.inner.config.mode),
+        };
         let links = &self.inner.links;
 
         let pending = self

@@ -8,6 +8,9 @@ use crate::store::JobId;
 
 /// The `_meta` key under which results name their job.
 pub const JOB_META_KEY: &str = "mcp-progress-bridge/job";
+/// The request `_meta` key with which a caller picks the call mode for one `tools/call`
+/// (`"async"`, `"sync"` or `"auto"`), over the configured one.
+pub const MODE_META_KEY: &str = "mcp-progress-bridge/mode";
 
 /// Builds the URLs a job handle points to.
 #[derive(Debug, Clone)]

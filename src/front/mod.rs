@@ -21,7 +21,7 @@ use rmcp::{
 use tokio::sync::watch;
 
 pub use catalog::{CANCEL_JOB, GET_JOB_STATUS, SEPARATOR, WAIT_FOR_JOB};
-pub use handle::{JOB_META_KEY, Links};
+pub use handle::{JOB_META_KEY, Links, MODE_META_KEY};
 
 use crate::{config::JobsConfig, jobs::Jobs, upstream::Upstreams};
 

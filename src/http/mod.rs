@@ -1,8 +1,10 @@
 //! The REST and SSE API for frontends and operators. Handlers are thin: extract, ask the
 //! store, map the result. This module reads jobs from the store and never talks to an
-//! upstream; what it needs to know about upstreams (for `/readyz`) it is handed.
+//! upstream; what it needs to know about upstreams (for `/readyz`) it is handed. The jobs page
+//! (`/`) and the JavaScript client (`/client.js`) are served from files compiled in.
 
 mod error;
+mod page;
 mod sse;
 
 use std::{sync::Arc, time::Duration};
@@ -50,6 +52,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
+        .merge(page::router())
         .with_state(state)
 }
 

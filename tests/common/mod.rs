@@ -86,13 +86,19 @@ pub async fn start_bridge(configure: impl FnOnce(&mut Config)) -> TestBridge {
 }
 
 /// Start a bridge with exactly this config (its listen address is replaced by a free port).
-pub async fn start_config(mut config: Config) -> TestBridge {
+pub async fn start_config(config: Config) -> TestBridge {
+    start_config_at(config, None).await
+}
+
+/// [`start_config`], with job handles pointing at `public_url` instead of the bridge itself
+/// (for a bridge behind a [`DropProxy`]).
+pub async fn start_config_at(mut config: Config, public_url: Option<String>) -> TestBridge {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind a free port");
     let addr = listener.local_addr().expect("local address");
     config.server.listen = addr;
-    config.server.public_url = format!("http://{addr}");
+    config.server.public_url = public_url.unwrap_or_else(|| format!("http://{addr}"));
     let bridge = app::start_with_listener(config, listener)
         .await
         .expect("bridge starts");
@@ -182,7 +188,8 @@ impl ProgressRecorder {
 
     /// How many `notifications/tools/list_changed` the client has received.
     pub fn tool_list_changes(&self) -> usize {
-        self.tool_list_changes.load(std::sync::atomic::Ordering::SeqCst)
+        self.tool_list_changes
+            .load(std::sync::atomic::Ordering::SeqCst)
     }
 }
 
@@ -197,7 +204,8 @@ impl ClientHandler for ProgressRecorder {
     }
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
-        self.tool_list_changes.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.tool_list_changes
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     }
 }
 
@@ -375,22 +383,139 @@ pub async fn post_json(url: &str) -> (u16, Value) {
     (status, body)
 }
 
-/// Whether a missing prerequisite must fail the test (CI sets `BRIDGE_TEST_STRICT=1`) rather
-/// than skip it.
+/// A TCP proxy in front of a bridge that can cut every open connection on demand, the way a
+/// flaky network or a restarting load balancer would: clients see their streams drop and must
+/// resume. `POST {control_url}/drop` (for scripts in other processes) or [`DropProxy::drop_all`]
+/// cuts them; the proxy keeps accepting new connections.
+pub struct DropProxy {
+    /// `http://127.0.0.1:PORT`: give this to clients (and as the bridge's public URL).
+    pub base: String,
+    pub control_url: String,
+    cut: tokio::sync::broadcast::Sender<()>,
+    drops: Arc<std::sync::atomic::AtomicUsize>,
+    ct: CancellationToken,
+}
+
+impl DropProxy {
+    /// Bind the proxy's ports now (so the bridge can be told its public URL); forward to the
+    /// bridge once [`DropProxy::forward_to`] names it.
+    pub async fn bind() -> (Self, tokio::net::TcpListener) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind a free port");
+        let addr = listener.local_addr().expect("local address");
+        let (cut, _) = tokio::sync::broadcast::channel(4);
+        let proxy = DropProxy {
+            base: format!("http://{addr}"),
+            control_url: String::new(),
+            cut,
+            drops: Arc::default(),
+            ct: CancellationToken::new(),
+        };
+        (proxy, listener)
+    }
+
+    /// Start forwarding connections from `listener` to `target` and serve the control port.
+    pub async fn forward_to(&mut self, listener: tokio::net::TcpListener, target: &str) {
+        let target = target.trim_start_matches("http://").to_string();
+        let cut = self.cut.clone();
+        let ct = self.ct.clone();
+        tokio::spawn(async move {
+            loop {
+                let accepted = tokio::select! {
+                    accepted = listener.accept() => accepted,
+                    _ = ct.cancelled() => return,
+                };
+                let Ok((mut inbound, _)) = accepted else {
+                    continue;
+                };
+                let target = target.clone();
+                let mut cut = cut.subscribe();
+                tokio::spawn(async move {
+                    let Ok(mut outbound) = tokio::net::TcpStream::connect(&target).await else {
+                        return;
+                    };
+                    tokio::select! {
+                        _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound) => {}
+                        _ = cut.recv() => {}
+                    }
+                    // Dropping both sockets closes them: the client sees its stream end.
+                });
+            }
+        });
+        let control = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind a free port");
+        self.control_url = format!("http://{}", control.local_addr().expect("address"));
+        let cut = self.cut.clone();
+        let drops = self.drops.clone();
+        let router = axum::Router::new().route(
+            "/drop",
+            axum::routing::post(move || {
+                let cut = cut.clone();
+                let drops = drops.clone();
+                async move {
+                    let cut_now = cut.send(()).unwrap_or(0);
+                    drops.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    format!("cut {cut_now} connections")
+                }
+            }),
+        );
+        let stop = self.ct.clone();
+        tokio::spawn(async move {
+            let _ = axum::serve(control, router)
+                .with_graceful_shutdown(stop.cancelled_owned())
+                .await;
+        });
+    }
+
+    /// Cut every connection open now.
+    pub fn drop_all(&self) -> usize {
+        self.drops.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.cut.send(()).unwrap_or(0)
+    }
+
+    /// How many times connections were cut (through either way).
+    pub fn drops(&self) -> usize {
+        self.drops.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+impl Drop for DropProxy {
+    fn drop(&mut self) {
+        self.ct.cancel();
+    }
+}
+
+/// A bridge (demo tools as a real stdio child) reached through a [`DropProxy`]: job handles
+/// name the proxy, so every client of the job streams goes through it.
+pub async fn start_bridge_behind_proxy(
+    configure: impl FnOnce(&mut Config),
+) -> (TestBridge, DropProxy) {
+    let (mut proxy, listener) = DropProxy::bind().await;
+    let mut config = Config::default_for_tests();
+    config.upstreams = vec![demo_stdio_upstream("demo")];
+    configure(&mut config);
+    let bridge = start_config_at(config, Some(proxy.base.clone())).await;
+    proxy.forward_to(listener, &bridge.base).await;
+    (bridge, proxy)
+}
+
+/// Whether CI asked for every prerequisite to be present (`BRIDGE_TEST_STRICT=1`).
 pub fn strict() -> bool {
     std::env::var("BRIDGE_TEST_STRICT").is_ok_and(|v| v == "1")
 }
 
-/// Skip (return false, printing why) or, in strict mode, fail, when a prerequisite is missing.
+/// Whether a prerequisite is present; when it is not, the test is skipped with the reason
+/// printed, or, under `BRIDGE_TEST_STRICT=1`, fails (see [`skip_or_fail`]).
 pub fn prerequisite(present: bool, what: &str) -> bool {
-    if present {
-        return true;
+    if !present {
+        skip_or_fail(
+            &std::thread::current().name().unwrap_or("test").to_string(),
+            what,
+        );
     }
-    if strict() {
-        panic!("prerequisite missing under BRIDGE_TEST_STRICT=1: {what}");
-    }
-    eprintln!("SKIPPED: {what} (set it up, or run .ci/run, to include this test)");
-    false
+    present
 }
 
 /// The Python interpreter of a venv that has the official MCP SDK: `BRIDGE_TEST_PYTHON`, or
@@ -406,4 +531,57 @@ pub fn python_with_mcp() -> Option<std::path::PathBuf> {
         .output()
         .is_ok_and(|o| o.status.success());
     ok.then_some(candidate)
+}
+
+/// A test that needs something outside Rust (node, Chromium, a Python venv) calls this when it
+/// is missing: it prints why the test is skipped and returns, unless `BRIDGE_TEST_STRICT=1`,
+/// where a missing prerequisite is a failure.
+pub fn skip_or_fail(test: &str, why: &str) {
+    if strict() {
+        panic!("{test}: {why} (BRIDGE_TEST_STRICT=1: prerequisites must be present; run .ci/run)");
+    }
+    eprintln!("SKIPPED {test}: {why} (.ci/run installs it)");
+}
+
+/// The repository root (where Cargo.toml is).
+pub fn repo_root() -> std::path::PathBuf {
+    std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The target directory (`target/` or CARGO_TARGET_DIR): where tests leave files for people.
+pub fn target_dir() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .parent()
+        .expect("the target directory")
+        .to_path_buf()
+}
+
+/// `node`, if it is on PATH and answers.
+pub fn node() -> Option<std::path::PathBuf> {
+    let ok = std::process::Command::new("node")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    ok.then(|| "node".into())
+}
+
+/// Run a command to its end (bounded by `limit`) from an async test, with its output captured;
+/// the output is printed so a failing test shows it.
+pub async fn run_to_end(
+    mut command: tokio::process::Command,
+    limit: Duration,
+) -> std::process::Output {
+    command.kill_on_drop(true);
+    let output = tokio::time::timeout(limit, command.output())
+        .await
+        .unwrap_or_else(|_| panic!("{command:?} did not finish within {limit:?}"))
+        .unwrap_or_else(|e| panic!("{command:?} could not start: {e}"));
+    println!(
+        "--- {:?} exited {:?}\n--- stdout\n{}\n--- stderr\n{}",
+        command.as_std().get_program(),
+        output.status.code(),
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output
 }

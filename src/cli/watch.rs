@@ -1,0 +1,300 @@
+//! `mcp-progress-bridge watch <events_url>`: follow a job's event stream until its terminal
+//! event, with a progress bar, then print the result. A dropped connection is resumed with
+//! `Last-Event-ID` (reqwest-eventsource sends it), so no step is lost or shown twice.
+
+use std::{process::ExitCode, time::Duration};
+
+use futures::StreamExt;
+use reqwest_eventsource::{Error as SseError, Event, EventSource, retry::RetryPolicy};
+use serde_json::Value;
+
+use super::{
+    CliError, EXIT_CANNOT_FOLLOW, Outcome,
+    display::{Display, Shown},
+    result_text,
+};
+
+/// Consecutive failed reconnections (no stream opened in between) before `watch` gives up:
+/// about a minute at the bridge's 2 s reconnection time.
+const MAX_RECONNECT_FAILURES: u32 = 30;
+/// Reconnection delay until the stream names its own (`retry:`).
+const DEFAULT_RECONNECT: Duration = Duration::from_secs(1);
+
+#[derive(Debug, clap::Args)]
+pub struct WatchArgs {
+    /// The job's events_url, exactly as the job handle gave it (keep any ?token=).
+    #[arg(value_name = "EVENTS_URL")]
+    pub events_url: String,
+}
+
+/// Run the command: the outcome's exit code (0, 1, 130), or 2 when the job cannot be followed.
+pub async fn run(args: WatchArgs) -> ExitCode {
+    match watch(&args.events_url).await {
+        Ok(outcome) => {
+            report(&outcome);
+            outcome.exit_code()
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(EXIT_CANNOT_FOLLOW)
+        }
+    }
+}
+
+/// Print how the job ended: the result on stdout, failures and cancellations on stderr.
+pub fn report(outcome: &Outcome) {
+    match outcome {
+        Outcome::Completed(data) => println!("{}", result_text(&data["result"])),
+        Outcome::Failed(data) => {
+            let reason = data["reason"].as_str().unwrap_or("failed");
+            let message = data["message"].as_str().unwrap_or("the job failed");
+            eprintln!("failed ({reason}): {message}");
+            if data["result"].is_object() {
+                println!("{}", result_text(&data["result"]));
+            }
+        }
+        Outcome::Cancelled(data) => {
+            let reason = data["reason"].as_str().unwrap_or("no reason given");
+            eprintln!("cancelled: {reason}");
+        }
+    }
+}
+
+/// Reconnect at the stream's own `retry:` interval, without growing it: the bridge is either
+/// back or not, and `watch` counts the failures itself (reqwest-eventsource's retry counter
+/// does not advance). HTTP errors and non-SSE answers end the source before this is asked.
+struct Reconnect(Duration);
+
+impl RetryPolicy for Reconnect {
+    fn retry(&self, _error: &SseError, _last: Option<(usize, Duration)>) -> Option<Duration> {
+        Some(self.0)
+    }
+
+    fn set_reconnection_time(&mut self, duration: Duration) {
+        self.0 = duration;
+    }
+}
+
+/// Follow `events_url` to the job's terminal event.
+pub async fn watch(events_url: &str) -> Result<Outcome, CliError> {
+    let url = reqwest::Url::parse(events_url).map_err(|e| {
+        CliError::Usage(format!(
+            "{events_url:?} is not a URL ({e}): pass the events_url from a job handle, e.g. http://127.0.0.1:8080/jobs/<job_id>/events"
+        ))
+    })?;
+    let request = reqwest::Client::new()
+        .get(url)
+        .header("accept", "text/event-stream");
+    let mut source = EventSource::new(request)
+        .map_err(|e| CliError::Usage(format!("cannot build the request: {e}")))?;
+    source.set_retry_policy(Box::new(Reconnect(DEFAULT_RECONNECT)));
+
+    let display = Display::for_stderr();
+    let outcome = follow(&mut source, &display, events_url).await;
+    display.finish();
+    source.close();
+    outcome
+}
+
+async fn follow(
+    source: &mut EventSource,
+    display: &Display,
+    events_url: &str,
+) -> Result<Outcome, CliError> {
+    let mut job = JobView::default();
+    let mut failures = 0u32;
+    let mut opened_once = false;
+    while let Some(item) = source.next().await {
+        match item {
+            Ok(Event::Open) => {
+                if failures > 0 || opened_once {
+                    display.note(&format!(
+                        "reconnected; resuming after event {}",
+                        job.last.map_or("(none)".into(), |s| s.to_string())
+                    ));
+                }
+                opened_once = true;
+                failures = 0;
+            }
+            Ok(Event::Message(message)) => {
+                let seq = message.id.parse::<u64>().ok();
+                let data: Value = serde_json::from_str(&message.data).unwrap_or(Value::Null);
+                if let Some(outcome) = job.apply(&message.event, seq, data, display) {
+                    return Ok(outcome);
+                }
+            }
+            Err(SseError::InvalidStatusCode(status, response)) => {
+                let body = response.text().await.unwrap_or_default();
+                let detail = serde_json::from_str::<Value>(&body)
+                    .ok()
+                    .and_then(|v| v["error"]["message"].as_str().map(str::to_string))
+                    .unwrap_or(body);
+                let hint = match status.as_u16() {
+                    404 => "the job is unknown or expired, or the URL's token is wrong",
+                    400 => "the bridge refused the request",
+                    _ => "the bridge answered with an error",
+                };
+                return Err(CliError::Stream(format!(
+                    "{events_url}: HTTP {status}: {hint} ({})",
+                    detail.trim()
+                )));
+            }
+            Err(SseError::InvalidContentType(value, _)) => {
+                return Err(CliError::Stream(format!(
+                    "{events_url} is not an event stream (Content-Type {value:?}): pass a job's events_url"
+                )));
+            }
+            Err(error) => {
+                // Dropped, refused, or ended without a terminal event: reconnect (with
+                // Last-Event-ID) unless it keeps failing.
+                failures += 1;
+                if failures > MAX_RECONNECT_FAILURES {
+                    return Err(CliError::Stream(format!(
+                        "lost the event stream at {events_url} and could not get it back ({error}); run watch again to resume"
+                    )));
+                }
+                if failures == 1 {
+                    display.note(&format!("connection lost ({error}); reconnecting…"));
+                }
+            }
+        }
+    }
+    Err(CliError::Stream(format!(
+        "the event stream at {events_url} closed without saying how the job ended"
+    )))
+}
+
+/// What `watch` knows about the job, folded from its events.
+#[derive(Debug, Default)]
+struct JobView {
+    /// The id of the last stored event applied: replays at or before it are skipped.
+    last: Option<u64>,
+    created_at: Option<u64>,
+    shown: Shown,
+}
+
+impl JobView {
+    /// Apply one event; `Some` when it ended the job.
+    fn apply(
+        &mut self,
+        kind: &str,
+        seq: Option<u64>,
+        data: Value,
+        display: &Display,
+    ) -> Option<Outcome> {
+        let duplicate = matches!((seq, self.last), (Some(s), Some(l)) if s <= l);
+        if duplicate && matches!(kind, "progress" | "log") {
+            return None;
+        }
+        if kind != "heartbeat"
+            && let Some(seq) = seq
+        {
+            self.last = Some(seq);
+        }
+        match kind {
+            "status" | "reset" => {
+                self.created_at = data["created_at"].as_u64();
+                self.shown = Shown {
+                    progress: data["progress"].as_f64(),
+                    total: data["total"].as_f64(),
+                    message: data["message"].as_str().map(str::to_string),
+                    eta_ms: data["eta_ms"].as_u64(),
+                };
+                if kind == "reset" {
+                    display
+                        .note("history no longer covers the gap: resumed from the current state");
+                }
+                display.snapshot(data["status"].as_str().unwrap_or("running"), &self.shown);
+                None
+            }
+            "progress" => {
+                let progress = data["progress"].as_f64();
+                let total = data["total"].as_f64();
+                self.shown.progress = progress;
+                self.shown.total = total;
+                if let Some(message) = data["message"].as_str() {
+                    self.shown.message = Some(message.to_string());
+                }
+                self.shown.eta_ms = eta(self.created_at, data["ts"].as_u64(), progress, total);
+                display.show(&self.shown);
+                None
+            }
+            "log" => {
+                let level = data["level"].as_str().unwrap_or("info");
+                let text = match &data["data"] {
+                    Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                };
+                display.note(&format!("log {level}: {text}"));
+                None
+            }
+            "heartbeat" => {
+                if let Some(quiet) = data["since_progress_ms"].as_u64() {
+                    display.note(&format!(
+                        "still running, no progress for {}",
+                        super::display::duration(quiet)
+                    ));
+                }
+                None
+            }
+            "completed" => Some(Outcome::Completed(data)),
+            "failed" => Some(Outcome::Failed(data)),
+            "cancelled" => Some(Outcome::Cancelled(data)),
+            _ => None,
+        }
+    }
+}
+
+/// Time left at the job's average rate so far, from the bridge's own timestamps.
+fn eta(
+    start: Option<u64>,
+    now: Option<u64>,
+    progress: Option<f64>,
+    total: Option<f64>,
+) -> Option<u64> {
+    let (start, now, progress, total) = (start?, now?, progress?, total?);
+    if progress <= 0.0 || progress >= total || now <= start {
+        return None;
+    }
+    let eta = (now - start) as f64 * (total - progress) / progress;
+    eta.is_finite().then(|| eta.round() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn replayed_events_are_skipped_and_terminal_events_end_the_watch() {
+        let display = Display::Lines;
+        let mut job = JobView::default();
+        let status = json!({"created_at": 1000, "progress": null, "total": null});
+        assert!(job.apply("status", Some(0), status, &display).is_none());
+        let step = |n: u64| json!({"progress": n as f64, "total": 4.0, "ts": 1000 + n * 100});
+        assert!(job.apply("progress", Some(1), step(1), &display).is_none());
+        assert_eq!(job.shown.eta_ms, Some(300));
+        assert!(job.apply("progress", Some(2), step(2), &display).is_none());
+        // A replay of step 1 after a reconnect changes nothing.
+        job.apply("progress", Some(1), step(1), &display);
+        assert_eq!(job.shown.progress, Some(2.0));
+        // A heartbeat carries the last id again and does not move the position.
+        job.apply(
+            "heartbeat",
+            Some(2),
+            json!({"since_progress_ms": 5000}),
+            &display,
+        );
+        assert_eq!(job.last, Some(2));
+        let end = job.apply("cancelled", Some(3), json!({"reason": "x"}), &display);
+        assert_eq!(end.unwrap().exit_code(), ExitCode::from(130));
+    }
+
+    #[test]
+    fn eta_needs_a_total_and_some_progress() {
+        assert_eq!(eta(Some(0), Some(1000), Some(1.0), Some(4.0)), Some(3000));
+        assert_eq!(eta(Some(0), Some(1000), Some(1.0), None), None);
+        assert_eq!(eta(Some(0), Some(1000), Some(0.0), Some(4.0)), None);
+    }
+}
