@@ -510,10 +510,7 @@ pub fn strict() -> bool {
 /// printed, or, under `BRIDGE_TEST_STRICT=1`, fails (see [`skip_or_fail`]).
 pub fn prerequisite(present: bool, what: &str) -> bool {
     if !present {
-        skip_or_fail(
-            &std::thread::current().name().unwrap_or("test").to_string(),
-            what,
-        );
+        skip_or_fail(std::thread::current().name().unwrap_or("test"), what);
     }
     present
 }
