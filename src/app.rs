@@ -13,12 +13,12 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::{
-    config::Config,
+    config::{Config, StoreBackend},
     front::{Front, Links},
     http::{self, ApiState, Readiness},
     jobs::Jobs,
     metrics::Metrics,
-    store::{MemoryStore, Store},
+    store::{MemoryStore, RedisOptions, RedisStore, Store, StoreError},
     upstream::{UpstreamState, Upstreams},
 };
 
@@ -36,6 +36,8 @@ pub enum StartError {
         addr: SocketAddr,
         source: std::io::Error,
     },
+    #[error("cannot set up the job store: {0}")]
+    Store(#[from] StoreError),
 }
 
 /// A running bridge. Dropping it does not stop it; call [`RunningBridge::shutdown`].
@@ -47,6 +49,8 @@ pub struct RunningBridge {
     pub metrics: Arc<Metrics>,
     http_shutdown: CancellationToken,
     upstream_shutdown: CancellationToken,
+    /// Stops the store's background tasks (Redis connections, lease), last of all.
+    store_shutdown: CancellationToken,
     server: JoinHandle<()>,
 }
 
@@ -83,17 +87,28 @@ pub async fn start_with_listener(
     listener: tokio::net::TcpListener,
 ) -> Result<RunningBridge, StartError> {
     let metrics = Arc::new(Metrics::new());
-    let store: Arc<dyn Store> = Arc::new(MemoryStore::new(
-        config.jobs.history,
-        config.jobs.retention_secs,
-    ));
+    // Names this process as the owner of the jobs it runs (cancel routing, owner-loss
+    // detection): random, because a restarted process has lost its upstream calls and must
+    // not inherit the old one's jobs.
+    let replica = format!("replica-{:016x}", fastrand::u64(..));
+    let store_shutdown = CancellationToken::new();
+    let store: Arc<dyn Store> = match config.store.backend {
+        StoreBackend::Memory => Arc::new(MemoryStore::new(
+            config.jobs.history,
+            config.jobs.retention_secs,
+        )),
+        StoreBackend::Redis => Arc::new(RedisStore::start(
+            RedisOptions::from_config(&config),
+            replica.clone(),
+            store_shutdown.clone(),
+        )?),
+    };
     let upstream_shutdown = CancellationToken::new();
     let upstreams = Upstreams::start(
         &config.upstreams,
         metrics.clone(),
         upstream_shutdown.clone(),
     );
-    let replica = format!("replica-{:08x}", fastrand::u32(..));
     let jobs = Jobs::new(store.clone(), config.jobs.clone(), replica, metrics.clone());
     let links = Links::new(&config.server.public_url);
     let front = Front::new(
@@ -142,7 +157,7 @@ pub async fn start_with_listener(
             }
         }
     });
-    tracing::info!(%addr, upstreams = config.upstreams.len(), "bridge listening");
+    tracing::info!(%addr, upstreams = config.upstreams.len(), store = ?config.store.backend, "bridge listening");
     Ok(RunningBridge {
         addr,
         upstreams,
@@ -151,6 +166,7 @@ pub async fn start_with_listener(
         metrics,
         http_shutdown,
         upstream_shutdown,
+        store_shutdown,
         server,
     })
 }
@@ -195,6 +211,7 @@ impl RunningBridge {
         }
         self.upstream_shutdown.cancel();
         self.upstreams.stopped().await;
+        self.store_shutdown.cancel();
         tracing::info!("bridge stopped");
     }
 }
