@@ -108,6 +108,8 @@ impl Inner {
             .map(|o| (*o.key(), o.value().clone()))
             .collect();
         for (job, owned) in jobs {
+            let held = owned.lock().held.len();
+            tracing::info!(job = %job, held, "writing events held while Redis was away");
             loop {
                 let Some(write) = owned.lock().held.front().cloned() else {
                     break;
