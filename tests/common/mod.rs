@@ -110,7 +110,20 @@ pub async fn start_bridge(configure: impl FnOnce(&mut Config)) -> TestBridge {
 }
 
 /// Start a bridge with exactly this config (its listen address is replaced by a free port).
+/// With `BRIDGE_TEST_STORE=redis` (a second pass in `.ci/run`), a memory-store config runs on
+/// the test Redis instead, under a fresh key prefix: the whole end-to-end suite then checks
+/// that both stores behave alike.
 pub async fn start_config(mut config: Config) -> TestBridge {
+    let on_test_redis = std::env::var("BRIDGE_TEST_STORE").is_ok_and(|v| v == "redis")
+        && config.store.backend == mcp_progress_bridge::config::StoreBackend::Memory;
+    if on_test_redis {
+        let url = test_redis("BRIDGE_TEST_STORE=redis")
+            .await
+            .expect("BRIDGE_TEST_STORE=redis needs a Redis");
+        config.store.backend = mcp_progress_bridge::config::StoreBackend::Redis;
+        config.store.redis_url = url;
+        config.store.key_prefix = unique_prefix("e2e");
+    }
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind a free port");
@@ -126,6 +139,16 @@ pub async fn start_config(mut config: Config) -> TestBridge {
             "upstream {} did not become ready",
             upstream.name()
         );
+    }
+    // (A test that configures Redis itself may keep it down on purpose: no wait then.)
+    if on_test_redis {
+        let store = bridge.store.clone();
+        within("the store is ready", async {
+            while store.ping().await.is_err() {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+        .await;
     }
     TestBridge {
         bridge: Some(bridge),
@@ -423,7 +446,10 @@ impl PrivateRedis {
             .into_iter()
             .find(|p| std::path::Path::new(p).exists());
         if binary.is_none() {
-            return skip(test, "redis-server is not installed (apt-get install redis-server)");
+            return skip(
+                test,
+                "redis-server is not installed (apt-get install redis-server)",
+            );
         }
         let port = free_port();
         let mut redis = Self {
@@ -440,7 +466,14 @@ impl PrivateRedis {
         let dir = self.dir.path();
         let child = std::process::Command::new("redis-server")
             .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "yes", "--appendfsync", "always"])
+            .args([
+                "--save",
+                "",
+                "--appendonly",
+                "yes",
+                "--appendfsync",
+                "always",
+            ])
             .arg("--dir")
             .arg(dir)
             .arg("--logfile")
@@ -481,8 +514,16 @@ impl PrivateRedis {
     pub async fn other_clients(&self) -> Vec<String> {
         let client = redis::Client::open(self.url.as_str()).unwrap();
         let mut conn = client.get_multiplexed_async_connection().await.unwrap();
-        let me: i64 = redis::cmd("CLIENT").arg("ID").query_async(&mut conn).await.unwrap();
-        let list: String = redis::cmd("CLIENT").arg("LIST").query_async(&mut conn).await.unwrap();
+        let me: i64 = redis::cmd("CLIENT")
+            .arg("ID")
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        let list: String = redis::cmd("CLIENT")
+            .arg("LIST")
+            .query_async(&mut conn)
+            .await
+            .unwrap();
         list.lines()
             .filter(|l| !l.starts_with(&format!("id={me} ")))
             .map(str::to_string)

@@ -169,7 +169,9 @@ impl Hub {
                         reason: m.reason,
                     });
                 }
-                Err(error) => tracing::warn!(%error, "malformed cancel request on the control channel"),
+                Err(error) => {
+                    tracing::warn!(%error, "malformed cancel request on the control channel")
+                }
             }
             return;
         }

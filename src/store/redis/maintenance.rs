@@ -189,7 +189,10 @@ impl Inner {
         else {
             return;
         };
-        let others: Vec<String> = replicas.into_iter().filter(|r| *r != self.replica).collect();
+        let others: Vec<String> = replicas
+            .into_iter()
+            .filter(|r| *r != self.replica)
+            .collect();
         if others.is_empty() {
             return;
         }
@@ -255,7 +258,11 @@ impl Inner {
                 let _ = self
                     .cmd
                     .run(|mut conn| async move {
-                        ::redis::cmd("SREM").arg(&key).arg(&member).exec_async(&mut conn).await
+                        ::redis::cmd("SREM")
+                            .arg(&key)
+                            .arg(&member)
+                            .exec_async(&mut conn)
+                            .await
                     })
                     .await;
             }
@@ -265,9 +272,16 @@ impl Inner {
         let _ = self
             .cmd
             .run(|mut conn| async move {
-                let left: i64 = ::redis::cmd("SCARD").arg(&running).query_async(&mut conn).await?;
+                let left: i64 = ::redis::cmd("SCARD")
+                    .arg(&running)
+                    .query_async(&mut conn)
+                    .await?;
                 if left == 0 {
-                    ::redis::cmd("SREM").arg(&replicas).arg(&name).exec_async(&mut conn).await?;
+                    ::redis::cmd("SREM")
+                        .arg(&replicas)
+                        .arg(&name)
+                        .exec_async(&mut conn)
+                        .await?;
                 }
                 Ok(())
             })

@@ -44,9 +44,9 @@ use self::{
     scripts::Scripts,
 };
 use super::{
-    CancelAck, CancelRequest, Channel, ChannelSnapshot, EventBody, Heartbeat, JobId,
-    JobSnapshot, NewJob, Opened, Replay, Seq, Store, StoreError, StoredEvent, now_ms,
-    render_heartbeat, render_job_event,
+    CancelAck, CancelRequest, Channel, ChannelSnapshot, EventBody, Heartbeat, JobId, JobSnapshot,
+    NewJob, Opened, Replay, Seq, Store, StoreError, StoredEvent, now_ms, render_heartbeat,
+    render_job_event,
 };
 use crate::config::Config;
 
@@ -139,7 +139,8 @@ impl RedisStore {
         let (hub, hub_task) = Hub::new(keys.control(&replica));
         // Reconnect at least every third of a lease, so a replica that lost Redis renews its
         // lease before the others may count it as dead.
-        let backoff_max = (options.lease / 3).clamp(Duration::from_millis(200), Duration::from_secs(5));
+        let backoff_max =
+            (options.lease / 3).clamp(Duration::from_millis(200), Duration::from_secs(5));
         let cmd = Link::new(
             "cmd",
             keys.client_name(&replica, "cmd"),
@@ -209,7 +210,12 @@ impl Inner {
             .arg(self.history)
             .arg(self.retention_ms)
             .arg(keys.job_channel(job))
-            .arg(w.correlation.as_ref().map(|c| keys.corr_channel(c)).unwrap_or_default())
+            .arg(
+                w.correlation
+                    .as_ref()
+                    .map(|c| keys.corr_channel(c))
+                    .unwrap_or_default(),
+            )
             .arg(w.expect);
         for (name, value) in &w.fields {
             call.arg(name).arg(value);
@@ -315,7 +321,10 @@ impl Inner {
         let reply: Value = self
             .cmd
             .run(|mut conn| async move {
-                ::redis::cmd("HGETALL").arg(&key).query_async(&mut conn).await
+                ::redis::cmd("HGETALL")
+                    .arg(&key)
+                    .query_async(&mut conn)
+                    .await
             })
             .await?;
         let fields = pairs(reply);
@@ -353,7 +362,9 @@ impl Inner {
         let value: Value = match channel {
             Channel::Job(id) => {
                 let mut call = self.scripts.open_job.prepare_invoke();
-                call.key(keys.job(*id)).key(keys.job_events(*id)).arg(after + 1);
+                call.key(keys.job(*id))
+                    .key(keys.job_events(*id))
+                    .arg(after + 1);
                 self.cmd
                     .run(|mut conn| async move { call.invoke_async(&mut conn).await })
                     .await?
@@ -372,7 +383,8 @@ impl Inner {
         let Value::Array(parts) = value else {
             return Ok(None);
         };
-        let malformed = || StoreError::Unavailable("Redis returned a malformed channel read".into());
+        let malformed =
+            || StoreError::Unavailable("Redis returned a malformed channel read".into());
         let mut parts = parts.into_iter();
         let (head, top) = match channel {
             Channel::Job(_) => {
@@ -386,7 +398,10 @@ impl Inner {
                 let ids: Vec<String> =
                     ::redis::from_redis_value(parts.next().ok_or_else(malformed)?)
                         .map_err(|_| malformed())?;
-                (head, Top::Correlation(ids.iter().filter_map(|i| i.parse().ok()).collect()))
+                (
+                    head,
+                    Top::Correlation(ids.iter().filter_map(|i| i.parse().ok()).collect()),
+                )
             }
         };
         let oldest = entries(parts.next().ok_or_else(malformed)?)
@@ -448,7 +463,9 @@ fn entries(value: Value) -> Vec<Arc<StoredEvent>> {
     items
         .into_iter()
         .filter_map(|item| {
-            let Value::Array(mut pair) = item else { return None };
+            let Value::Array(mut pair) = item else {
+                return None;
+            };
             let fields = pair.pop()?;
             let id: String = ::redis::from_redis_value(pair.pop()?).ok()?;
             let seq = entry_seq(&id)?;
@@ -478,7 +495,12 @@ impl Store for RedisStore {
         call.arg(job.id.to_string())
             .arg(&job.owner)
             .arg(inner.history)
-            .arg(job.correlation_id.as_ref().map(|c| keys.corr_channel(c)).unwrap_or_default())
+            .arg(
+                job.correlation_id
+                    .as_ref()
+                    .map(|c| keys.corr_channel(c))
+                    .unwrap_or_default(),
+            )
             .arg(started)
             .arg(MAX_CORRELATION_JOBS);
         for (name, value) in all_fields(&snapshot) {
@@ -548,7 +570,12 @@ impl Store for RedisStore {
         call.arg(&data.before[..])
             .arg(&data.after[..])
             .arg(keys.job_channel(job))
-            .arg(correlation.as_ref().map(|c| keys.corr_channel(c)).unwrap_or_default());
+            .arg(
+                correlation
+                    .as_ref()
+                    .map(|c| keys.corr_channel(c))
+                    .unwrap_or_default(),
+            );
         let _: i64 = inner
             .cmd
             .run(|mut conn| async move { call.invoke_async(&mut conn).await })
@@ -581,7 +608,10 @@ impl Store for RedisStore {
                 let ended = s.status.is_terminal();
                 (ChannelSnapshot::Job(s), ended)
             }
-            Top::Correlation(ids) => (ChannelSnapshot::Correlation(inner.snapshots(&ids).await?), false),
+            Top::Correlation(ids) => (
+                ChannelSnapshot::Correlation(inner.snapshots(&ids).await?),
+                false,
+            ),
         };
         let fresh = after.is_none();
         Ok(Some(Opened {

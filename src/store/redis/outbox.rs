@@ -149,18 +149,39 @@ mod tests {
             held: VecDeque::new(),
         };
         state.snapshot.seq = 10;
-        assert_eq!(state.hold(write(EventKind::Progress, 1, ("progress", "1")), 2), Held::Queued);
-        assert_eq!(state.hold(write(EventKind::Progress, 2, ("progress", "2")), 2), Held::Queued);
-        assert_eq!(state.hold(write(EventKind::Progress, 3, ("message", "\"m\"")), 2), Held::Merged);
+        assert_eq!(
+            state.hold(write(EventKind::Progress, 1, ("progress", "1")), 2),
+            Held::Queued
+        );
+        assert_eq!(
+            state.hold(write(EventKind::Progress, 2, ("progress", "2")), 2),
+            Held::Queued
+        );
+        assert_eq!(
+            state.hold(write(EventKind::Progress, 3, ("message", "\"m\"")), 2),
+            Held::Merged
+        );
         assert_eq!(state.snapshot.seq, 9);
         assert_eq!(state.held.len(), 2);
         let back = state.held.back().unwrap();
-        assert_eq!(back.expect, 2, "the merged event takes the held one's place");
+        assert_eq!(
+            back.expect, 2,
+            "the merged event takes the held one's place"
+        );
         assert_eq!(&back.data.before[..], b"3", "with the newest data");
         assert_eq!(back.fields.len(), 2, "and every field change");
         assert_eq!(&state.held.front().unwrap().data.before[..], b"1");
-        assert_eq!(state.hold(write(EventKind::Log, 3, ("updated_at", "5")), 2), Held::Dropped);
-        assert_eq!(state.hold(write(EventKind::Completed, 3, ("status", "\"completed\"")), 2), Held::Queued);
+        assert_eq!(
+            state.hold(write(EventKind::Log, 3, ("updated_at", "5")), 2),
+            Held::Dropped
+        );
+        assert_eq!(
+            state.hold(
+                write(EventKind::Completed, 3, ("status", "\"completed\"")),
+                2
+            ),
+            Held::Queued
+        );
         assert_eq!(state.held.len(), 3);
     }
 }
