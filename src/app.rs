@@ -92,16 +92,24 @@ pub async fn start_with_listener(
     // not inherit the old one's jobs.
     let replica = format!("replica-{:016x}", fastrand::u64(..));
     let store_shutdown = CancellationToken::new();
-    let store: Arc<dyn Store> = match config.store.backend {
-        StoreBackend::Memory => Arc::new(MemoryStore::new(
-            config.jobs.history,
-            config.jobs.retention_secs,
-        )),
-        StoreBackend::Redis => Arc::new(RedisStore::start(
-            RedisOptions::from_config(&config),
-            replica.clone(),
-            store_shutdown.clone(),
-        )?),
+    // With Redis, MCP sessions are recorded there too, so any replica can serve a session.
+    let (store, mcp_sessions): (Arc<dyn Store>, _) = match config.store.backend {
+        StoreBackend::Memory => (
+            Arc::new(MemoryStore::new(
+                config.jobs.history,
+                config.jobs.retention_secs,
+            )),
+            None,
+        ),
+        StoreBackend::Redis => {
+            let redis = RedisStore::start(
+                RedisOptions::from_config(&config),
+                replica.clone(),
+                store_shutdown.clone(),
+            )?;
+            let sessions = redis.mcp_sessions();
+            (Arc::new(redis), Some(sessions))
+        }
     };
     let upstream_shutdown = CancellationToken::new();
     let upstreams = Upstreams::start(
@@ -123,6 +131,7 @@ pub async fn start_with_listener(
     let mut mcp_config = StreamableHttpServerConfig::default()
         .with_cancellation_token(http_shutdown.child_token())
         .with_sse_keep_alive(Some(Duration::from_secs(config.server.keep_alive_secs)));
+    mcp_config.session_store = mcp_sessions;
     mcp_config = if config.server.allowed_hosts.is_empty() {
         mcp_config.disable_allowed_hosts()
     } else {

@@ -447,3 +447,66 @@ async fn a_bridge_starts_without_redis_and_says_why_it_is_not_ready() {
     assert_eq!(status, 503, "{body}");
     bridge.shutdown(Duration::from_secs(1)).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_mcp_session_started_on_one_replica_is_served_by_another() {
+    let Some(url) = test_redis("replicas::mcp_session").await else {
+        return;
+    };
+    let (a, b) = two_replicas(&url, &unique_prefix("mcp-session")).await;
+    let http = reqwest::Client::new();
+    let post = |url: String, session: Option<String>, body: Value| {
+        let mut request = http
+            .post(url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2025-06-18")
+            .body(body.to_string());
+        if let Some(session) = session {
+            request = request.header("mcp-session-id", session);
+        }
+        async move {
+            let response = within("MCP POST", request.send()).await.expect("POST");
+            let status = response.status().as_u16();
+            let session = response
+                .headers()
+                .get("mcp-session-id")
+                .map(|v| v.to_str().unwrap().to_string());
+            let text = within("MCP answer", response.text())
+                .await
+                .unwrap_or_default();
+            (status, session, text)
+        }
+    };
+    let (status, session, _) = post(
+        a.mcp_url(),
+        None,
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "test", "version": "1"}}}),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let session = session.expect("a session ID");
+    let (status, _, _) = post(
+        a.mcp_url(),
+        Some(session.clone()),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    )
+    .await;
+    assert_eq!(status, 202);
+    // The next request lands on B, which never saw this session.
+    let (status, _, text) = post(
+        b.mcp_url(),
+        Some(session),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+               "params": {"name": "demo__echo", "arguments": {"text": "across replicas"}}}),
+    )
+    .await;
+    assert_eq!(status, 200, "{text}");
+    // (These replicas answer with a job handle: the call was served, by B, in A's session.)
+    assert!(
+        text.contains("\"result\"") && text.contains("\"tool\":\"demo__echo\""),
+        "{text}"
+    );
+}

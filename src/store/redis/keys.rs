@@ -18,6 +18,10 @@ impl Keys {
         }
     }
 
+    pub(super) fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
     /// Hash: the job snapshot, one field per snapshot field (JSON text), plus `_cancel`.
     pub(super) fn job(&self, id: JobId) -> String {
         format!("{}:job:{id}", self.prefix)

@@ -21,6 +21,7 @@ mod link;
 mod maintenance;
 mod outbox;
 mod scripts;
+mod sessions;
 
 use std::{sync::Arc, time::Duration};
 
