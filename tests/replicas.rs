@@ -249,8 +249,19 @@ async fn redis_restarted_under_a_running_job_loses_no_event() {
     let url_b = events_url_on(&b.base, &job_id);
     let seen = read_sse(&url_b, None, |e| e.event == "progress").await;
     let resume_at = seen.last().unwrap().seq();
-    let reader =
-        tokio::spawn(async move { read_sse(&url_b, Some(resume_at), SseEvent::is_terminal).await });
+    // A reader on B that is connected (it has its first event) before Redis goes away.
+    let connected = std::sync::Arc::new(tokio::sync::Notify::new());
+    let reader = tokio::spawn({
+        let connected = connected.clone();
+        async move {
+            read_sse(&url_b, Some(resume_at - 1), |e| {
+                connected.notify_one();
+                e.is_terminal()
+            })
+            .await
+        }
+    });
+    within("the reader on B is connected", connected.notified()).await;
 
     redis.stop().await;
     // Readiness says why, at once; new calls and reads fail fast with a clear error.
@@ -290,12 +301,40 @@ async fn redis_restarted_under_a_running_job_loses_no_event() {
         started.elapsed()
     );
 
+    // Keep Redis down until A has taken at least one more progress event from its upstream:
+    // that one can only have been held.
+    let progress_on_a = || async {
+        let text = reqwest::get(format!("{}/metrics", a.base))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        text.lines()
+            .find(|l| l.starts_with("bridge_progress_events_total{upstream=\"demo\"}"))
+            .and_then(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    let before = progress_on_a().await;
+    within("A takes progress while Redis is down", async {
+        while progress_on_a().await <= before {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    assert_eq!(
+        get_json(&format!("{}/readyz", a.base)).await.0,
+        503,
+        "still down"
+    );
+
     redis.restart().await;
     a.ready().await;
     b.ready().await;
     let events = reader.await.unwrap();
+    assert_eq!(events[0].seq(), resume_at);
     assert_consecutive(&events);
-    let mut all = progress_values(&seen);
+    let mut all = progress_values(&seen[..seen.len() - 1]);
     all.extend(progress_values(&events));
     assert_eq!(
         all,

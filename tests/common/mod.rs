@@ -385,7 +385,10 @@ pub fn skip<T>(test: &str, reason: &str) -> Option<T> {
         !strict(),
         "{test}: {reason} (BRIDGE_TEST_STRICT=1 turns this skip into a failure)"
     );
-    eprintln!("SKIPPED {test}: {reason}");
+    // Straight to the process's stderr: `eprintln!` would be captured, and the reason lost,
+    // for a test that passes by skipping.
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "SKIPPED {test}: {reason}");
     None
 }
 
