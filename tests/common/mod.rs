@@ -307,11 +307,21 @@ pub async fn read_sse(
 
 pub async fn read_sse_request(
     request: reqwest::RequestBuilder,
+    stop: impl FnMut(&SseEvent) -> bool,
+) -> Vec<SseEvent> {
+    read_sse_request_within(WAIT, request, stop).await
+}
+
+/// [`read_sse_request`] with its own bound, for a test whose readers all live for the whole
+/// test (a thousand of them on a shared two-core machine take a while to open).
+pub async fn read_sse_request_within(
+    bound: Duration,
+    request: reqwest::RequestBuilder,
     mut stop: impl FnMut(&SseEvent) -> bool,
 ) -> Vec<SseEvent> {
     let mut source = EventSource::new(request).expect("an SSE request");
     let mut events = Vec::new();
-    within("SSE events", async {
+    tokio::time::timeout(bound, async {
         while let Some(item) = source.next().await {
             match item {
                 Ok(Event::Open) => {}
@@ -334,7 +344,8 @@ pub async fn read_sse_request(
             }
         }
     })
-    .await;
+    .await
+    .unwrap_or_else(|_| panic!("timed out: SSE events"));
     source.close();
     events
 }
@@ -516,7 +527,13 @@ impl PrivateRedis {
     /// `CLIENT LIST` lines of every connection but the one asking.
     pub async fn other_clients(&self) -> Vec<String> {
         let client = redis::Client::open(self.url.as_str()).unwrap();
-        let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+        // The crate's default response timeout (500 ms) is short for a loaded test machine.
+        let config =
+            redis::AsyncConnectionConfig::new().set_response_timeout(Some(Duration::from_secs(10)));
+        let mut conn = client
+            .get_multiplexed_async_connection_with_config(&config)
+            .await
+            .unwrap();
         let me: i64 = redis::cmd("CLIENT")
             .arg("ID")
             .query_async(&mut conn)
