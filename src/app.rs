@@ -13,12 +13,12 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::{
-    config::Config,
+    config::{Config, StoreBackend},
     front::{Front, Links},
     http::{self, ApiState, Readiness},
     jobs::Jobs,
     metrics::Metrics,
-    store::{MemoryStore, Store},
+    store::{MemoryStore, RedisOptions, RedisStore, Store, StoreError},
     upstream::{UpstreamState, Upstreams},
 };
 
@@ -37,6 +37,8 @@ pub enum StartError {
         addr: SocketAddr,
         source: std::io::Error,
     },
+    #[error("cannot set up the job store: {0}")]
+    Store(#[from] StoreError),
 }
 
 /// A running bridge. Dropping it does not stop it; call [`RunningBridge::shutdown`].
@@ -48,6 +50,8 @@ pub struct RunningBridge {
     pub metrics: Arc<Metrics>,
     http_shutdown: CancellationToken,
     upstream_shutdown: CancellationToken,
+    /// Stops the store's background tasks (Redis connections, lease), last of all.
+    store_shutdown: CancellationToken,
     server: JoinHandle<()>,
 }
 
@@ -90,17 +94,36 @@ pub async fn start_with_listener(
     listener: tokio::net::TcpListener,
 ) -> Result<RunningBridge, StartError> {
     let metrics = Arc::new(Metrics::new());
-    let store: Arc<dyn Store> = Arc::new(MemoryStore::new(
-        config.jobs.history,
-        config.jobs.retention_secs,
-    ));
+    // Names this process as the owner of the jobs it runs (cancel routing, owner-loss
+    // detection): random, because a restarted process has lost its upstream calls and must
+    // not inherit the old one's jobs.
+    let replica = format!("replica-{:016x}", fastrand::u64(..));
+    let store_shutdown = CancellationToken::new();
+    // With Redis, MCP sessions are recorded there too, so any replica can serve a session.
+    let (store, mcp_sessions): (Arc<dyn Store>, _) = match config.store.backend {
+        StoreBackend::Memory => (
+            Arc::new(MemoryStore::new(
+                config.jobs.history,
+                config.jobs.retention_secs,
+            )),
+            None,
+        ),
+        StoreBackend::Redis => {
+            let redis = RedisStore::start(
+                RedisOptions::from_config(&config),
+                replica.clone(),
+                store_shutdown.clone(),
+            )?;
+            let sessions = redis.mcp_sessions();
+            (Arc::new(redis), Some(sessions))
+        }
+    };
     let upstream_shutdown = CancellationToken::new();
     let upstreams = Upstreams::start(
         &config.upstreams,
         metrics.clone(),
         upstream_shutdown.clone(),
     );
-    let replica = format!("replica-{:08x}", fastrand::u32(..));
     let jobs = Jobs::new(store.clone(), config.jobs.clone(), replica, metrics.clone());
     let links = Links::new(&config.server.public_url);
     let front = Front::new(
@@ -115,6 +138,7 @@ pub async fn start_with_listener(
     let mut mcp_config = StreamableHttpServerConfig::default()
         .with_cancellation_token(http_shutdown.child_token())
         .with_sse_keep_alive(Some(Duration::from_secs(config.server.keep_alive_secs)));
+    mcp_config.session_store = mcp_sessions;
     mcp_config = if config.server.allowed_hosts.is_empty() {
         mcp_config.disable_allowed_hosts()
     } else {
@@ -154,7 +178,7 @@ pub async fn start_with_listener(
             }
         }
     });
-    tracing::info!(%addr, upstreams = config.upstreams.len(), "bridge listening");
+    tracing::info!(%addr, upstreams = config.upstreams.len(), store = ?config.store.backend, "bridge listening");
     Ok(RunningBridge {
         addr,
         upstreams,
@@ -163,6 +187,7 @@ pub async fn start_with_listener(
         metrics,
         http_shutdown,
         upstream_shutdown,
+        store_shutdown,
         server,
     })
 }
@@ -208,6 +233,7 @@ impl RunningBridge {
         }
         self.upstream_shutdown.cancel();
         self.upstreams.stopped().await;
+        self.store_shutdown.cancel();
         tracing::info!("bridge stopped");
     }
 }

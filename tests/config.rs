@@ -70,6 +70,27 @@ fn bad_configs_exit_2_naming_the_file_and_key() {
             "upstreams[0].tools",
         ),
         ("syntax", "[server\n", "bridge.toml"),
+        (
+            "bad backend",
+            "[store]\nbackend = \"mongo\"\n",
+            "store.backend",
+        ),
+        (
+            "redis url of another scheme",
+            "[store]\nbackend = \"redis\"\nredis_url = \"http://x:6379\"\n",
+            "store.redis_url",
+        ),
+        (
+            "zero lease",
+            "[store]\nlease_secs = 0\n",
+            "store.lease_secs",
+        ),
+        (
+            "bad key prefix",
+            "[store]\nkey_prefix = \"a b\"\n",
+            "store.key_prefix",
+        ),
+        ("unknown store key", "[store]\nredis = 1\n", "redis"),
     ];
     for (what, toml, key) in cases {
         let (code, stderr) = run_with(toml);

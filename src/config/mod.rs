@@ -30,6 +30,8 @@ pub struct Config {
     #[serde(default)]
     pub jobs: JobsConfig,
     #[serde(default)]
+    pub store: StoreConfig,
+    #[serde(default)]
     pub upstreams: Vec<UpstreamConfig>,
     /// Where the file came from, for error messages and the startup log line.
     #[serde(skip)]
@@ -120,6 +122,53 @@ impl Default for JobsConfig {
             heartbeat_secs: 10,
             max_jobs: 10_000,
             shutdown_grace_secs: 20,
+        }
+    }
+}
+
+/// Which engine holds jobs and their events.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StoreBackend {
+    /// In this process: one replica, nothing to install.
+    Memory,
+    /// In Redis: several replicas share every job (see README, "Running several replicas").
+    Redis,
+}
+
+/// `[store]`: where jobs live. Only `backend` matters for `memory`; the rest configure Redis.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StoreConfig {
+    pub backend: StoreBackend,
+    /// `redis://[user:password@]host:port[/db]`, `rediss://…` (TLS) or `unix:///path`. Redis 6
+    /// or newer (the bridge speaks RESP3). `BRIDGE_REDIS_URL` overrides it, so a password need
+    /// not sit in the file.
+    pub redis_url: String,
+    /// Start of every key and pub/sub channel name, so several bridges (or tests) can share one
+    /// Redis without seeing each other's jobs. Replicas of one bridge must use the same prefix.
+    pub key_prefix: String,
+    /// How long a replica's lease on its running jobs lasts without renewal. A replica that
+    /// dies has its running jobs failed (`owner_lost`) by another replica at most about
+    /// `lease_secs * 4 / 3` later (the lease, plus one check interval of a third of it).
+    pub lease_secs: u64,
+    /// Events of one running job held in this replica while Redis is unreachable, written in
+    /// order when it returns. Past this, newer progress replaces the newest held progress and
+    /// log lines are dropped; the terminal event is always kept.
+    pub outage_buffer: usize,
+    /// Longest wait for one Redis command before the connection counts as lost.
+    pub command_timeout_ms: u64,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        Self {
+            backend: StoreBackend::Memory,
+            redis_url: "redis://127.0.0.1:6379".into(),
+            key_prefix: "mcp-progress-bridge".into(),
+            lease_secs: 15,
+            outage_buffer: 1000,
+            command_timeout_ms: 2000,
         }
     }
 }
@@ -246,10 +295,12 @@ impl UpstreamConfig {
 pub struct Overrides {
     pub listen: Option<SocketAddr>,
     pub public_url: Option<String>,
+    /// `BRIDGE_REDIS_URL`: keeps Redis credentials out of the config file.
+    pub redis_url: Option<String>,
 }
 
 impl Overrides {
-    /// `BRIDGE_LISTEN` and `BRIDGE_PUBLIC_URL`, when set. CLI flags are applied on top by the
+    /// `BRIDGE_LISTEN`, `BRIDGE_PUBLIC_URL` and `BRIDGE_REDIS_URL`, when set. CLI flags are applied on top by the
     /// caller.
     pub fn from_env() -> Result<Self, ConfigError> {
         let listen = match std::env::var("BRIDGE_LISTEN") {
@@ -264,6 +315,7 @@ impl Overrides {
         Ok(Self {
             listen,
             public_url: std::env::var("BRIDGE_PUBLIC_URL").ok(),
+            redis_url: std::env::var("BRIDGE_REDIS_URL").ok(),
         })
     }
 }
@@ -289,6 +341,9 @@ impl Config {
         if let Some(url) = &overrides.public_url {
             config.server.public_url = url.clone();
         }
+        if let Some(url) = &overrides.redis_url {
+            config.store.redis_url = url.clone();
+        }
         config.validate()?;
         Ok(config)
     }
@@ -298,6 +353,7 @@ impl Config {
         Self {
             server: ServerConfig::default(),
             jobs: JobsConfig::default(),
+            store: StoreConfig::default(),
             upstreams: Vec::new(),
             source: PathBuf::from("<built-in>"),
         }

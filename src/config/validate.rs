@@ -2,7 +2,7 @@
 
 use std::{collections::HashSet, fmt, path::Path};
 
-use super::{Config, TransportKind, UpstreamConfig};
+use super::{Config, StoreBackend, StoreConfig, TransportKind, UpstreamConfig};
 
 /// A config problem: which file, which key, what is wrong and (in the message) what to do.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -142,6 +142,8 @@ impl Config {
             ));
         }
 
+        validate_store(&self.store).map_err(|(field, m)| err(&format!("store.{field}"), m))?;
+
         let mut names = HashSet::new();
         for (i, upstream) in self.upstreams.iter().enumerate() {
             let at = |field: &str| format!("upstreams[{i}].{field}");
@@ -274,4 +276,53 @@ fn validate_transport(upstream: &UpstreamConfig) -> Result<(), (&'static str, St
         }
     }
     Ok(())
+}
+
+/// The Redis settings are checked whatever the backend, except the URL, which only has to
+/// work when it is used.
+fn validate_store(store: &StoreConfig) -> Result<(), (&'static str, String)> {
+    if store.backend == StoreBackend::Redis {
+        validate_redis_url(&store.redis_url).map_err(|m| ("redis_url", m))?;
+    }
+    let prefix = &store.key_prefix;
+    let plain = prefix
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b':'));
+    if prefix.is_empty() || prefix.len() > 64 || !plain {
+        return Err((
+            "key_prefix",
+            format!(
+                "{prefix:?} is not a valid key prefix: use 1-64 letters, digits, '-', '_', '.' \
+                 or ':' (it also names the bridge's Redis connections)"
+            ),
+        ));
+    }
+    if !(1..=3600).contains(&store.lease_secs) {
+        return Err((
+            "lease_secs",
+            "must be between 1 and 3600 (a dead replica's jobs fail about lease_secs * 4/3 \
+             after it stopped)"
+                .into(),
+        ));
+    }
+    if !(1..=100_000).contains(&store.outage_buffer) {
+        return Err(("outage_buffer", "must be between 1 and 100000".into()));
+    }
+    if !(100..=60_000).contains(&store.command_timeout_ms) {
+        return Err(("command_timeout_ms", "must be between 100 and 60000".into()));
+    }
+    Ok(())
+}
+
+fn validate_redis_url(raw: &str) -> Result<(), String> {
+    let shown = crate::store::redis::redact_url(raw);
+    let url = url::Url::parse(raw).map_err(|e| format!("invalid URL {shown:?}: {e}"))?;
+    if !matches!(url.scheme(), "redis" | "rediss" | "unix" | "redis+unix") {
+        return Err(format!(
+            "must start with redis://, rediss:// or unix://, got {shown:?}"
+        ));
+    }
+    redis::IntoConnectionInfo::into_connection_info(raw)
+        .map(|_| ())
+        .map_err(|e| format!("not a usable Redis URL {shown:?}: {e}"))
 }

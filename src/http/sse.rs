@@ -168,7 +168,10 @@ impl Tail {
             if self.done {
                 return None;
             }
+            // Biased: events already delivered (a job's terminal event, written before the
+            // shutdown signal) go out before the stream closes for shutdown.
             let item = tokio::select! {
+                biased;
                 item = self.live.next() => item,
                 _ = tokio::time::sleep(self.keep_alive) => return Some(Bytes::from_static(KEEP_ALIVE_FRAME)),
                 _ = self.shutdown.cancelled() => return None,

@@ -9,6 +9,7 @@
 mod event;
 mod ids;
 pub mod memory;
+pub mod redis;
 mod snapshot;
 
 use std::sync::Arc;
@@ -22,6 +23,7 @@ pub use event::{
 };
 pub use ids::{Channel, CorrelationId, InvalidId, JobId};
 pub use memory::MemoryStore;
+pub use redis::{RedisOptions, RedisStore};
 pub use snapshot::{JobSnapshot, JobStatus, NewJob};
 
 /// Position of an event in its channel; the first event is 1, 0 means "before any event".

@@ -92,7 +92,20 @@ pub async fn start_config(config: Config) -> TestBridge {
 
 /// [`start_config`], with job handles pointing at `public_url` instead of the bridge itself
 /// (for a bridge behind a [`DropProxy`]).
+/// With `BRIDGE_TEST_STORE=redis` (a second pass in `.ci/run`), a memory-store config runs on
+/// the test Redis instead, under a fresh key prefix: the whole end-to-end suite then checks
+/// that both stores behave alike.
 pub async fn start_config_at(mut config: Config, public_url: Option<String>) -> TestBridge {
+    let on_test_redis = std::env::var("BRIDGE_TEST_STORE").is_ok_and(|v| v == "redis")
+        && config.store.backend == mcp_progress_bridge::config::StoreBackend::Memory;
+    if on_test_redis {
+        let url = test_redis("BRIDGE_TEST_STORE=redis")
+            .await
+            .expect("BRIDGE_TEST_STORE=redis needs a Redis");
+        config.store.backend = mcp_progress_bridge::config::StoreBackend::Redis;
+        config.store.redis_url = url;
+        config.store.key_prefix = unique_prefix("e2e");
+    }
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind a free port");
@@ -108,6 +121,16 @@ pub async fn start_config_at(mut config: Config, public_url: Option<String>) -> 
             "upstream {} did not become ready",
             upstream.name()
         );
+    }
+    // (A test that configures Redis itself may keep it down on purpose: no wait then.)
+    if on_test_redis {
+        let store = bridge.store.clone();
+        within("the store is ready", async {
+            while store.ping().await.is_err() {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+        .await;
     }
     TestBridge {
         bridge: Some(bridge),
@@ -313,11 +336,21 @@ pub async fn read_sse(
 
 pub async fn read_sse_request(
     request: reqwest::RequestBuilder,
+    stop: impl FnMut(&SseEvent) -> bool,
+) -> Vec<SseEvent> {
+    read_sse_request_within(WAIT, request, stop).await
+}
+
+/// [`read_sse_request`] with its own bound, for a test whose readers all live for the whole
+/// test (a thousand of them on a shared two-core machine take a while to open).
+pub async fn read_sse_request_within(
+    bound: Duration,
+    request: reqwest::RequestBuilder,
     mut stop: impl FnMut(&SseEvent) -> bool,
 ) -> Vec<SseEvent> {
     let mut source = EventSource::new(request).expect("an SSE request");
     let mut events = Vec::new();
-    within("SSE events", async {
+    tokio::time::timeout(bound, async {
         while let Some(item) = source.next().await {
             match item {
                 Ok(Event::Open) => {}
@@ -340,7 +373,8 @@ pub async fn read_sse_request(
             }
         }
     })
-    .await;
+    .await
+    .unwrap_or_else(|_| panic!("timed out: SSE events"));
     source.close();
     events
 }
@@ -537,7 +571,13 @@ pub fn skip_or_fail(test: &str, why: &str) {
     if strict() {
         panic!("{test}: {why} (BRIDGE_TEST_STRICT=1: prerequisites must be present; run .ci/run)");
     }
-    eprintln!("SKIPPED {test}: {why} (.ci/run installs it)");
+    // Straight to the process's stderr: `eprintln!` would be captured, and the reason lost,
+    // for a test that passes by skipping.
+    use std::io::Write;
+    let _ = writeln!(
+        std::io::stderr(),
+        "SKIPPED {test}: {why} (.ci/run installs it)"
+    );
 }
 
 /// The repository root (where Cargo.toml is).
@@ -581,4 +621,285 @@ pub async fn run_to_end(
         String::from_utf8_lossy(&output.stderr)
     );
     output
+}
+
+// ---------------------------------------------------------------------------------------------
+// Redis: the shared server, private servers a test may stop and restart, and bridge processes.
+
+/// Skip `test` with a printed reason, or fail it in strict mode (see [`skip_or_fail`]).
+pub fn skip<T>(test: &str, reason: &str) -> Option<T> {
+    skip_or_fail(test, reason);
+    None
+}
+
+/// The Redis the tests share: `BRIDGE_TEST_REDIS_URL`, else the default local one, if it
+/// answers `PING`.
+pub async fn test_redis(test: &str) -> Option<String> {
+    let url = std::env::var("BRIDGE_TEST_REDIS_URL")
+        .unwrap_or_else(|_| "redis://127.0.0.1:6379".to_string());
+    match redis_ping(&url).await {
+        Ok(()) => Some(url),
+        Err(e) => skip(
+            test,
+            &format!(
+                "no Redis answers at {url} ({e}); start one (`redis-server`) or set BRIDGE_TEST_REDIS_URL"
+            ),
+        ),
+    }
+}
+
+async fn redis_ping(url: &str) -> Result<(), String> {
+    let client = redis::Client::open(url).map_err(|e| e.to_string())?;
+    let ping = async {
+        let mut conn = client.get_multiplexed_async_connection().await?;
+        redis::cmd("PING").query_async::<String>(&mut conn).await
+    };
+    match tokio::time::timeout(Duration::from_secs(2), ping).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err("no answer within 2 s".into()),
+    }
+}
+
+/// A key prefix no other test (or run) uses.
+pub fn unique_prefix(test: &str) -> String {
+    format!("test-{test}-{:016x}", fastrand::u64(..))
+}
+
+/// A TCP port nothing listens on right now.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+/// A `redis-server` of the test's own, on a free port, with its data in a temporary
+/// directory (append-only file, fsync always: a restart loses nothing). Stopped when dropped.
+pub struct PrivateRedis {
+    pub port: u16,
+    pub url: String,
+    dir: tempfile::TempDir,
+    child: Option<std::process::Child>,
+}
+
+impl PrivateRedis {
+    pub async fn start(test: &str) -> Option<Self> {
+        let binary = ["/usr/bin/redis-server", "/usr/local/bin/redis-server"]
+            .into_iter()
+            .find(|p| std::path::Path::new(p).exists());
+        if binary.is_none() {
+            return skip(
+                test,
+                "redis-server is not installed (apt-get install redis-server)",
+            );
+        }
+        let port = free_port();
+        let mut redis = Self {
+            port,
+            url: format!("redis://127.0.0.1:{port}"),
+            dir: tempfile::tempdir().expect("a temporary directory"),
+            child: None,
+        };
+        redis.run().await;
+        Some(redis)
+    }
+
+    async fn run(&mut self) {
+        let dir = self.dir.path();
+        let child = std::process::Command::new("redis-server")
+            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
+            .args([
+                "--save",
+                "",
+                "--appendonly",
+                "yes",
+                "--appendfsync",
+                "always",
+            ])
+            .arg("--dir")
+            .arg(dir)
+            .arg("--logfile")
+            .arg(dir.join("redis.log"))
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .expect("redis-server starts");
+        self.child = Some(child);
+        let url = self.url.clone();
+        within("the private redis-server answers", async {
+            while redis_ping(&url).await.is_err() {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+        .await;
+    }
+
+    /// Stop it (SIGTERM: Redis finishes writing its data) and wait until it has exited.
+    pub async fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+            within("redis-server exits", async {
+                while child.try_wait().expect("wait").is_none() {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            })
+            .await;
+        }
+    }
+
+    pub async fn restart(&mut self) {
+        self.stop().await;
+        self.run().await;
+    }
+
+    /// `CLIENT LIST` lines of every connection but the one asking.
+    pub async fn other_clients(&self) -> Vec<String> {
+        let client = redis::Client::open(self.url.as_str()).unwrap();
+        // The crate's default response timeout (500 ms) is short for a loaded test machine.
+        let config =
+            redis::AsyncConnectionConfig::new().set_response_timeout(Some(Duration::from_secs(10)));
+        let mut conn = client
+            .get_multiplexed_async_connection_with_config(&config)
+            .await
+            .unwrap();
+        let me: i64 = redis::cmd("CLIENT")
+            .arg("ID")
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        let list: String = redis::cmd("CLIENT")
+            .arg("LIST")
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        list.lines()
+            .filter(|l| !l.starts_with(&format!("id={me} ")))
+            .map(str::to_string)
+            .collect()
+    }
+}
+
+impl Drop for PrivateRedis {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// The `[store]` section for a Redis-backed bridge in tests: short lease, so owner loss is
+/// noticed within a few seconds.
+pub fn redis_store_toml(url: &str, prefix: &str, lease_secs: u64) -> String {
+    format!(
+        "[store]\nbackend = \"redis\"\nredis_url = \"{url}\"\nkey_prefix = \"{prefix}\"\nlease_secs = {lease_secs}\n"
+    )
+}
+
+/// A bridge as a separate process (the built binary) on a free port, with the demo tools as
+/// its upstream (`cancellations` answered in sync mode) and `extra` appended to its config.
+/// Killed when dropped.
+pub struct BridgeProcess {
+    pub base: String,
+    child: Option<std::process::Child>,
+    dir: tempfile::TempDir,
+}
+
+impl BridgeProcess {
+    pub async fn start(extra: &str) -> Self {
+        let port = free_port();
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let config = format!(
+            "[server]\nlisten = \"127.0.0.1:{port}\"\npublic_url = \"http://127.0.0.1:{port}\"\n\
+             [jobs]\nmode = \"async\"\n\
+             {extra}\n\
+             [[upstreams]]\nname = \"demo\"\ntransport = \"stdio\"\ncommand = \"{BIN}\"\n\
+             args = [\"demo-tools\"]\ntools = {{ cancellations = {{ mode = \"sync\" }} }}\n"
+        );
+        let path = dir.path().join("bridge.toml");
+        std::fs::write(&path, config).expect("write the config");
+        let log = std::fs::File::create(dir.path().join("bridge.log")).expect("a log file");
+        let child = std::process::Command::new(BIN)
+            .arg("--config")
+            .arg(&path)
+            .env_remove("BRIDGE_LISTEN")
+            .env_remove("BRIDGE_PUBLIC_URL")
+            .env_remove("BRIDGE_REDIS_URL")
+            .env("RUST_LOG", "info,rmcp=warn")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("the bridge starts");
+        let bridge = Self {
+            base: format!("http://127.0.0.1:{port}"),
+            child: Some(child),
+            dir,
+        };
+        bridge.ready().await;
+        bridge
+    }
+
+    pub fn mcp_url(&self) -> String {
+        format!("{}/mcp", self.base)
+    }
+
+    /// Wait until `/readyz` answers 200 (store and upstreams ready).
+    pub async fn ready(&self) {
+        let url = format!("{}/readyz", self.base);
+        let client = reqwest::Client::new();
+        let ready = async {
+            loop {
+                if let Ok(r) = client.get(&url).send().await
+                    && r.status() == 200
+                {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        };
+        if tokio::time::timeout(WAIT, ready).await.is_err() {
+            panic!("bridge {} not ready; its log:\n{}", self.base, self.log());
+        }
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("bridge.log")).unwrap_or_default()
+    }
+
+    /// SIGKILL: no shutdown, no goodbye to Redis.
+    pub fn kill9(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+impl Drop for BridgeProcess {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+/// Start a job through `client` and return its handle (`job_id`, `events_url`, …).
+pub async fn start_job(client: &McpClient, tool: &str, arguments: Value) -> Value {
+    let handle = structured(&call(client, tool, arguments).await);
+    assert_eq!(handle["status"], "running", "a job handle: {handle}");
+    handle
+}
+
+/// The events URL of a job on another bridge.
+pub fn events_url_on(base: &str, job_id: &str) -> String {
+    format!("{base}/jobs/{job_id}/events")
+}
+
+/// Events in order with consecutive ids, each progress once: what every reader must see.
+pub fn assert_consecutive(events: &[SseEvent]) {
+    let ids: Vec<u64> = events.iter().map(SseEvent::seq).collect();
+    assert!(
+        ids.windows(2).all(|w| w[1] == w[0] + 1),
+        "ids are consecutive: {ids:?}"
+    );
 }

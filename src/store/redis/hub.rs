@@ -1,0 +1,319 @@
+//! Live fan-out inside one replica: every SSE subscriber of a channel shares one Redis
+//! subscription on the replica's single pub/sub connection.
+//!
+//! A channel's first local reader makes the replica `SUBSCRIBE` (and waits for Redis to
+//! confirm, so the history it reads next cannot miss an event); later readers of the same
+//! channel only join a local broadcast ring. Each message is parsed once, on the connection's
+//! read path, and handed to the ring as one `Arc<StoredEvent>` whose frame every reader
+//! writes as is. A reader that falls behind the ring is told it lagged and re-reads history,
+//! so a slow reader never slows anyone else and memory stays bounded.
+//!
+//! All `SUBSCRIBE`/`UNSUBSCRIBE` commands are sent by one task, in the order it decides them,
+//! so an unsubscribe for an idle channel can never overtake the subscribe of a new reader.
+//! After the pub/sub connection comes back, that task subscribes everything again and tells
+//! every reader it lagged: each one then reads what it missed from history.
+
+use std::{
+    sync::{
+        Arc,
+        atomic::{AtomicU32, AtomicUsize, Ordering},
+    },
+    time::Duration,
+};
+
+use ::redis::{PushInfo, PushKind, Value};
+use bytes::Bytes;
+use dashmap::DashMap;
+use futures::StreamExt;
+use serde::{Deserialize, Serialize};
+use tokio::sync::{OnceCell, broadcast, mpsc, oneshot, watch};
+use tokio_stream::wrappers::{BroadcastStream, errors::BroadcastStreamRecvError};
+use tokio_util::sync::CancellationToken;
+
+use super::{
+    codec::parse_frame,
+    link::{Link, LinkError},
+};
+use crate::store::{CancelRequest, JobId, LiveItem, LiveStream};
+
+/// Live events buffered per channel for readers momentarily behind (as in the memory store).
+const LIVE_CAPACITY: usize = 256;
+/// Cancel requests between the control channel and this replica's job runner.
+const CANCEL_CAPACITY: usize = 1024;
+/// Subscribe requests waiting for the subscription task; a full queue makes callers wait.
+const REQUEST_CAPACITY: usize = 1024;
+/// Most channels in one `SUBSCRIBE`/`UNSUBSCRIBE` command.
+const BATCH: usize = 256;
+/// How often idle channels are looked for. A channel without readers is unsubscribed after
+/// two looks, so a reader that reconnects at once finds it still subscribed.
+const JANITOR_INTERVAL: Duration = Duration::from_secs(5);
+
+/// A cancel request as it travels on a replica's control channel.
+#[derive(Debug, Serialize, Deserialize)]
+pub(super) struct ControlMessage {
+    pub job_id: JobId,
+    pub reason: String,
+}
+
+struct Topic {
+    live: broadcast::Sender<LiveItem>,
+    /// Local readers. Raised under the map's entry lock, so the janitor's `remove_if` and a
+    /// new reader never race.
+    readers: AtomicUsize,
+    idle_looks: AtomicU32,
+    /// Set once Redis has confirmed the subscription.
+    subscribed: OnceCell<()>,
+}
+
+/// Drops a reader from its topic when its live stream is dropped.
+struct Reader(Arc<Topic>);
+
+impl Drop for Reader {
+    fn drop(&mut self) {
+        self.0.readers.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+struct SubscribeRequest {
+    channel: String,
+    done: oneshot::Sender<Result<(), LinkError>>,
+}
+
+pub(super) struct Hub {
+    topics: DashMap<String, Arc<Topic>>,
+    control: String,
+    cancels: broadcast::Sender<CancelRequest>,
+    requests: mpsc::Sender<SubscribeRequest>,
+    /// Bumped each time everything has been subscribed again after a (re)connect; the store
+    /// then looks for cancel requests it may have missed meanwhile.
+    resubscribed: watch::Sender<u64>,
+}
+
+impl Hub {
+    /// The hub, and the receiving end of its subscribe requests for [`Hub::run`].
+    pub(super) fn new(control: String) -> (Arc<Self>, HubTask) {
+        let (requests, inbox) = mpsc::channel(REQUEST_CAPACITY);
+        let hub = Arc::new(Self {
+            topics: DashMap::new(),
+            control,
+            cancels: broadcast::channel(CANCEL_CAPACITY).0,
+            requests,
+            resubscribed: watch::channel(0).0,
+        });
+        (hub, HubTask { inbox })
+    }
+
+    pub(super) fn cancels(&self) -> broadcast::Sender<CancelRequest> {
+        self.cancels.clone()
+    }
+
+    pub(super) fn resubscribed(&self) -> watch::Receiver<u64> {
+        self.resubscribed.subscribe()
+    }
+
+    /// A live stream of `channel`, once Redis has confirmed this replica's subscription.
+    pub(super) async fn subscribe(&self, channel: String) -> Result<LiveStream, LinkError> {
+        let (topic, rx) = {
+            let entry = self.topics.entry(channel.clone()).or_insert_with(|| {
+                Arc::new(Topic {
+                    live: broadcast::channel(LIVE_CAPACITY).0,
+                    readers: AtomicUsize::new(0),
+                    idle_looks: AtomicU32::new(0),
+                    subscribed: OnceCell::new(),
+                })
+            });
+            entry.readers.fetch_add(1, Ordering::AcqRel);
+            (entry.value().clone(), entry.live.subscribe())
+        };
+        let reader = Reader(topic.clone());
+        topic
+            .subscribed
+            .get_or_try_init(|| async {
+                let (done, answer) = oneshot::channel();
+                let request = SubscribeRequest { channel, done };
+                let gone = || LinkError::Down("the bridge is shutting down".into());
+                self.requests.send(request).await.map_err(|_| gone())?;
+                answer.await.map_err(|_| gone())?
+            })
+            .await?;
+        let stream = BroadcastStream::new(rx).map(move |item| {
+            let _reader = &reader;
+            match item {
+                Ok(item) => item,
+                Err(BroadcastStreamRecvError::Lagged(_)) => LiveItem::Lagged,
+            }
+        });
+        Ok(stream.boxed())
+    }
+
+    /// A pub/sub push from Redis (on the connection's read path: parse, hand over, return).
+    pub(super) fn dispatch(&self, push: PushInfo) {
+        if push.kind != PushKind::Message {
+            return;
+        }
+        let mut data = push.data.into_iter();
+        let (Some(channel), Some(payload)) = (data.next(), data.next()) else {
+            return;
+        };
+        let (Some(channel), Some(payload)) = (bytes_of(channel), bytes_of(payload)) else {
+            return;
+        };
+        let Ok(channel) = std::str::from_utf8(&channel) else {
+            return;
+        };
+        if channel == self.control {
+            match serde_json::from_slice::<ControlMessage>(&payload) {
+                Ok(m) => {
+                    let _ = self.cancels.send(CancelRequest {
+                        job_id: m.job_id,
+                        reason: m.reason,
+                    });
+                }
+                Err(error) => {
+                    tracing::warn!(%error, "malformed cancel request on the control channel")
+                }
+            }
+            return;
+        }
+        let Some(topic) = self.topics.get(channel) else {
+            return;
+        };
+        match parse_frame(payload) {
+            Some(event) => {
+                let _ = topic.live.send(LiveItem::Event(Arc::new(event)));
+            }
+            None => tracing::warn!(channel, "malformed event frame on a job channel"),
+        }
+    }
+}
+
+fn bytes_of(value: Value) -> Option<Bytes> {
+    match value {
+        Value::BulkString(b) => Some(Bytes::from(b)),
+        Value::SimpleString(s) => Some(Bytes::from(s)),
+        _ => None,
+    }
+}
+
+/// The one task that sends subscription commands (see the module doc).
+pub(super) struct HubTask {
+    inbox: mpsc::Receiver<SubscribeRequest>,
+}
+
+impl HubTask {
+    /// `link` is the pub/sub connection; `cmd` the command connection, which readers need to
+    /// catch up after a reconnect.
+    pub(super) async fn run(
+        mut self,
+        hub: Arc<Hub>,
+        link: Arc<Link>,
+        cmd: Arc<Link>,
+        stop: CancellationToken,
+    ) {
+        let mut connected = link.connected();
+        let mut janitor = tokio::time::interval(JANITOR_INTERVAL);
+        janitor.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                changed = connected.changed() => {
+                    if changed.is_err() {
+                        return;
+                    }
+                    if resubscribe(&hub, &link).await {
+                        // Readers catch up from history: only once it can be read, or their
+                        // streams would end instead of waiting.
+                        let mut cmd_connected = cmd.connected();
+                        while !cmd.is_up() {
+                            tokio::select! {
+                                _ = stop.cancelled() => return,
+                                changed = cmd_connected.changed() => if changed.is_err() { return },
+                            }
+                        }
+                        for topic in hub.topics.iter() {
+                            let _ = topic.live.send(LiveItem::Lagged);
+                        }
+                        hub.resubscribed.send_modify(|n| *n += 1);
+                    }
+                }
+                request = self.inbox.recv() => {
+                    let Some(first) = request else { return };
+                    let mut batch = vec![first];
+                    while batch.len() < BATCH {
+                        match self.inbox.try_recv() {
+                            Ok(more) => batch.push(more),
+                            Err(_) => break,
+                        }
+                    }
+                    let channels: Vec<&str> = batch.iter().map(|r| r.channel.as_str()).collect();
+                    let result = send(&link, "SUBSCRIBE", &channels).await;
+                    for request in batch {
+                        let _ = request.done.send(result.clone());
+                    }
+                }
+                _ = janitor.tick() => unsubscribe_idle(&hub, &link).await,
+            }
+        }
+    }
+}
+
+async fn send(link: &Link, command: &'static str, channels: &[&str]) -> Result<(), LinkError> {
+    if channels.is_empty() {
+        return Ok(());
+    }
+    link.run(|mut conn| async move {
+        if command == "SUBSCRIBE" {
+            conn.subscribe(channels).await
+        } else {
+            conn.unsubscribe(channels).await
+        }
+    })
+    .await
+}
+
+/// After a (re)connect: the control channel and every channel with a confirmed subscription.
+/// False when the link went down again meanwhile (its next connect comes back here).
+async fn resubscribe(hub: &Hub, link: &Link) -> bool {
+    let mut channels = vec![hub.control.clone()];
+    channels.extend(
+        hub.topics
+            .iter()
+            .filter(|t| t.subscribed.initialized())
+            .map(|t| t.key().clone()),
+    );
+    for chunk in channels.chunks(BATCH) {
+        let chunk: Vec<&str> = chunk.iter().map(String::as_str).collect();
+        if let Err(error) = send(link, "SUBSCRIBE", &chunk).await {
+            tracing::warn!(%error, "subscribing again after a reconnect failed");
+            return false;
+        }
+    }
+    true
+}
+
+async fn unsubscribe_idle(hub: &Hub, link: &Link) {
+    let mut idle = Vec::new();
+    for topic in hub.topics.iter() {
+        if topic.readers.load(Ordering::Acquire) > 0 {
+            topic.idle_looks.store(0, Ordering::Relaxed);
+        } else if topic.idle_looks.fetch_add(1, Ordering::Relaxed) >= 1 {
+            idle.push(topic.key().clone());
+        }
+    }
+    let mut gone = Vec::new();
+    for channel in idle {
+        let removed = hub
+            .topics
+            .remove_if(&channel, |_, t| t.readers.load(Ordering::Acquire) == 0);
+        if let Some((channel, topic)) = removed
+            && topic.subscribed.initialized()
+        {
+            gone.push(channel);
+        }
+    }
+    for chunk in gone.chunks(BATCH) {
+        let chunk: Vec<&str> = chunk.iter().map(String::as_str).collect();
+        // If the link is down the subscriptions are gone with it, and they are not renewed.
+        let _ = send(link, "UNSUBSCRIBE", &chunk).await;
+    }
+}

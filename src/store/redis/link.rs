@@ -1,0 +1,265 @@
+//! One named, supervised connection to Redis.
+//!
+//! A replica holds exactly two of these, whatever the number of SSE subscribers: `cmd` for
+//! every command of every task (the crate's multiplexed connection pipelines concurrent
+//! requests on one socket) and `sub` for pub/sub (RESP3 pushes). Keeping pub/sub apart means
+//! a large history read never sits in front of live events on the socket.
+//!
+//! Why not the crate's `ConnectionManager`: it has no hook after a reconnect, and the bridge
+//! needs one (name the connection with `CLIENT SETNAME`, subscribe again, tell readers to
+//! catch up, flush buffered events), and its commands wait through its whole retry loop while
+//! Redis is away, where the bridge must fail fast. So this module keeps the state itself: when
+//! the link is down every command fails at once with the reason, and one task reconnects with
+//! exponential backoff and jitter.
+
+use std::{
+    sync::{
+        Arc, Mutex, RwLock, Weak,
+        atomic::{AtomicBool, AtomicU64, Ordering},
+    },
+    time::{Duration, Instant},
+};
+
+use ::redis::{
+    AsyncConnectionConfig, Client, PushInfo, PushKind, RedisError, aio::MultiplexedConnection,
+};
+use tokio::sync::{Notify, watch};
+use tokio_util::sync::CancellationToken;
+
+/// First pause between reconnect attempts; it doubles up to the link's maximum.
+const BACKOFF_MIN: Duration = Duration::from_millis(100);
+
+/// Why a command did not get an answer.
+#[derive(Debug, Clone)]
+pub(super) enum LinkError {
+    /// Redis is unreachable (or did not answer in time): nothing is known to have happened.
+    Down(String),
+    /// Redis answered with an error.
+    Server(String),
+}
+
+impl std::fmt::Display for LinkError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LinkError::Down(m) | LinkError::Server(m) => f.write_str(m),
+        }
+    }
+}
+
+/// What a link does with the pub/sub messages it receives (called on the connection's read
+/// path: it must not block).
+pub(super) type PushHandler = Arc<dyn Fn(PushInfo) + Send + Sync>;
+
+pub(super) struct Link {
+    role: &'static str,
+    name: String,
+    client: Client,
+    /// The URL without its password, for messages.
+    target: String,
+    timeout: Duration,
+    backoff_max: Duration,
+    /// The live connection and its generation. A `std` lock: held only to clone or swap the
+    /// handle, never across an `.await`.
+    conn: RwLock<Option<(u64, MultiplexedConnection)>>,
+    up: AtomicBool,
+    generation: AtomicU64,
+    last_error: Mutex<String>,
+    /// When the current connection was made (owner-loss checks wait until the link has been
+    /// up for a whole lease, so a Redis restart does not look like dead replicas).
+    up_since: Mutex<Option<Instant>>,
+    broken: Notify,
+    /// Bumped after every successful (re)connect.
+    connected: watch::Sender<u64>,
+    on_push: Option<PushHandler>,
+}
+
+impl Link {
+    pub(super) fn new(
+        role: &'static str,
+        name: String,
+        client: Client,
+        target: String,
+        timeout: Duration,
+        backoff_max: Duration,
+        on_push: Option<PushHandler>,
+    ) -> Arc<Self> {
+        Arc::new(Self {
+            role,
+            name,
+            client,
+            target,
+            timeout,
+            backoff_max,
+            conn: RwLock::new(None),
+            up: AtomicBool::new(false),
+            generation: AtomicU64::new(0),
+            last_error: Mutex::new("not connected yet".into()),
+            up_since: Mutex::new(None),
+            broken: Notify::new(),
+            connected: watch::channel(0).0,
+            on_push,
+        })
+    }
+
+    pub(super) fn is_up(&self) -> bool {
+        self.up.load(Ordering::Acquire)
+    }
+
+    pub(super) fn up_for(&self) -> Option<Duration> {
+        let since = *self.up_since.lock().unwrap_or_else(|p| p.into_inner());
+        since.filter(|_| self.is_up()).map(|s| s.elapsed())
+    }
+
+    pub(super) fn connected(&self) -> watch::Receiver<u64> {
+        self.connected.subscribe()
+    }
+
+    /// Why the link is down, in words for `/readyz` and errors.
+    pub(super) fn down_reason(&self) -> String {
+        let last = self
+            .last_error
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        format!(
+            "Redis at {} is unreachable ({} connection: {last}); the bridge keeps reconnecting, \
+             check that Redis runs and store.redis_url is right",
+            self.target, self.role
+        )
+    }
+
+    /// The connection, or at once the reason there is none.
+    pub(super) fn get(&self) -> Result<(u64, MultiplexedConnection), LinkError> {
+        if !self.is_up() {
+            return Err(LinkError::Down(self.down_reason()));
+        }
+        self.conn
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+            .ok_or_else(|| LinkError::Down(self.down_reason()))
+    }
+
+    /// Run one request with the command timeout. A connection-level failure marks the link
+    /// down (so the next callers fail fast) and wakes the reconnect task.
+    pub(super) async fn run<T, F, Fut>(&self, request: F) -> Result<T, LinkError>
+    where
+        F: FnOnce(MultiplexedConnection) -> Fut,
+        Fut: Future<Output = Result<T, RedisError>>,
+    {
+        let (generation, conn) = self.get()?;
+        match tokio::time::timeout(self.timeout, request(conn)).await {
+            Ok(Ok(value)) => Ok(value),
+            Ok(Err(error)) if is_connection_error(&error) => {
+                self.fail(generation, &error.to_string());
+                Err(LinkError::Down(self.down_reason()))
+            }
+            Ok(Err(error)) => Err(LinkError::Server(format!(
+                "Redis at {} answered with an error: {error}",
+                self.target
+            ))),
+            Err(_) => {
+                let why = format!("no answer within {} ms", self.timeout.as_millis());
+                self.fail(generation, &why);
+                Err(LinkError::Down(self.down_reason()))
+            }
+        }
+    }
+
+    /// Mark connection `generation` as lost (a later one is left alone).
+    pub(super) fn fail(&self, generation: u64, why: &str) {
+        if self.generation.load(Ordering::Acquire) != generation {
+            return;
+        }
+        *self.last_error.lock().unwrap_or_else(|p| p.into_inner()) = why.to_string();
+        if self.up.swap(false, Ordering::AcqRel) {
+            tracing::warn!(link = self.role, target = %self.target, error = why, "lost the Redis connection; reconnecting");
+            *self.conn.write().unwrap_or_else(|p| p.into_inner()) = None;
+            *self.up_since.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        }
+        self.broken.notify_one();
+    }
+
+    /// Keep the link connected until `stop`: connect, and after every loss reconnect with
+    /// exponential backoff (with jitter, so replicas do not reconnect in lockstep).
+    pub(super) async fn supervise(self: Arc<Self>, stop: CancellationToken) {
+        let mut delay = BACKOFF_MIN;
+        let mut reported = false;
+        loop {
+            if !self.is_up() {
+                let attempt = tokio::select! {
+                    attempt = self.connect() => attempt,
+                    _ = stop.cancelled() => return,
+                };
+                match attempt {
+                    Ok(()) => {
+                        delay = BACKOFF_MIN;
+                        reported = false;
+                    }
+                    Err(error) => {
+                        *self.last_error.lock().unwrap_or_else(|p| p.into_inner()) =
+                            error.to_string();
+                        if !reported {
+                            tracing::warn!(link = self.role, target = %self.target, %error, "cannot connect to Redis; retrying with backoff");
+                            reported = true;
+                        }
+                        let pause = delay.mul_f64(0.5 + fastrand::f64() / 2.0);
+                        delay = (delay * 2).min(self.backoff_max);
+                        tokio::select! {
+                            _ = tokio::time::sleep(pause) => continue,
+                            _ = stop.cancelled() => return,
+                        }
+                    }
+                }
+            }
+            tokio::select! {
+                _ = self.broken.notified() => {}
+                _ = stop.cancelled() => return,
+            }
+        }
+    }
+
+    async fn connect(self: &Arc<Self>) -> Result<(), RedisError> {
+        let generation = self.generation.load(Ordering::Acquire) + 1;
+        let weak: Weak<Self> = Arc::downgrade(self);
+        let on_push = self.on_push.clone();
+        let push = move |info: PushInfo| -> Result<(), std::convert::Infallible> {
+            if info.kind == PushKind::Disconnection {
+                if let Some(link) = weak.upgrade() {
+                    link.fail(generation, "the connection closed");
+                }
+            } else if let Some(handler) = &on_push {
+                handler(info);
+            }
+            Ok(())
+        };
+        let config = AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(self.timeout))
+            .set_response_timeout(Some(self.timeout))
+            .set_push_sender(push);
+        let mut conn = self
+            .client
+            .get_multiplexed_async_connection_with_config(&config)
+            .await?;
+        ::redis::cmd("CLIENT")
+            .arg("SETNAME")
+            .arg(&self.name)
+            .exec_async(&mut conn)
+            .await?;
+        self.generation.store(generation, Ordering::Release);
+        *self.conn.write().unwrap_or_else(|p| p.into_inner()) = Some((generation, conn));
+        *self.up_since.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
+        self.up.store(true, Ordering::Release);
+        self.connected.send_modify(|n| *n += 1);
+        tracing::info!(link = self.role, target = %self.target, name = %self.name, "connected to Redis");
+        Ok(())
+    }
+}
+
+fn is_connection_error(error: &RedisError) -> bool {
+    error.is_io_error()
+        || error.is_connection_dropped()
+        || error.is_connection_refusal()
+        || error.is_timeout()
+        || error.is_unrecoverable_error()
+}

@@ -1,0 +1,290 @@
+//! The store's background duties in one task: renew this replica's lease, end the running
+//! jobs of replicas whose lease expired, write held events once Redis is back, and pick up
+//! cancel requests that arrived while the control channel was not subscribed.
+//!
+//! Lease timing: renewed every third of `lease`; others are checked as often. A replica that
+//! dies is noticed at most `lease` after its last renewal plus one check interval, so its jobs
+//! fail within about `lease * 4/3`. A replica only judges others after its own connection has
+//! been up for a whole lease: after a Redis restart every lease may have lapsed, and each live
+//! replica renews within that time.
+
+use std::{sync::Arc, time::Duration};
+
+use ::redis::Value;
+use tokio_util::sync::CancellationToken;
+
+use super::{ControlMessage, Inner, LinkError, Written};
+use crate::store::{EventBody, JobFailure, JobId};
+
+pub(super) async fn run(inner: Arc<Inner>, stop: CancellationToken) {
+    let period = (inner.lease / 3).max(Duration::from_millis(100));
+    let mut tick = tokio::time::interval(period);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut connected = inner.cmd.connected();
+    let mut resubscribed = inner.hub.resubscribed();
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => {
+                inner.release().await;
+                return;
+            }
+            _ = tick.tick() => {
+                inner.renew().await;
+                inner.flush_held().await;
+                inner.end_jobs_of_dead_replicas().await;
+            }
+            changed = connected.changed() => {
+                if changed.is_err() {
+                    return;
+                }
+                inner.renew().await;
+                inner.flush_held().await;
+            }
+            changed = resubscribed.changed() => {
+                if changed.is_err() {
+                    return;
+                }
+                inner.recheck_cancels().await;
+            }
+            _ = inner.flush.notified() => inner.flush_held().await,
+        }
+    }
+}
+
+impl Inner {
+    async fn renew(&self) {
+        if !self.cmd.is_up() {
+            return;
+        }
+        let mut pipe = ::redis::pipe();
+        pipe.cmd("SET")
+            .arg(self.keys.lease(&self.replica))
+            .arg(crate::store::now_ms())
+            .arg("PX")
+            .arg(self.lease.as_millis() as u64)
+            .ignore()
+            .cmd("SADD")
+            .arg(self.keys.replicas())
+            .arg(&self.replica)
+            .ignore();
+        if let Err(error) = self
+            .cmd
+            .run(|mut conn| async move { pipe.exec_async(&mut conn).await })
+            .await
+        {
+            tracing::warn!(%error, "could not renew this replica's lease");
+        }
+    }
+
+    /// At shutdown, with nothing left running here: give up the lease at once, so nobody
+    /// waits for it to expire.
+    async fn release(&self) {
+        if !self.owned.is_empty() || !self.cmd.is_up() {
+            return;
+        }
+        let mut pipe = ::redis::pipe();
+        pipe.cmd("DEL")
+            .arg(self.keys.lease(&self.replica))
+            .ignore()
+            .cmd("SREM")
+            .arg(self.keys.replicas())
+            .arg(&self.replica)
+            .ignore();
+        let _ = self
+            .cmd
+            .run(|mut conn| async move { pipe.exec_async(&mut conn).await })
+            .await;
+    }
+
+    /// Write held events, oldest first per job, while Redis answers.
+    pub(super) async fn flush_held(&self) {
+        if !self.cmd.is_up() {
+            return;
+        }
+        let jobs: Vec<_> = self
+            .owned
+            .iter()
+            .filter(|o| !o.lock().held.is_empty())
+            .map(|o| (*o.key(), o.value().clone()))
+            .collect();
+        for (job, owned) in jobs {
+            let held = owned.lock().held.len();
+            tracing::info!(job = %job, held, "writing events held while Redis was away");
+            loop {
+                let Some(write) = owned.lock().held.front().cloned() else {
+                    break;
+                };
+                match self.write(job, &write).await {
+                    Ok(Written::Stored(_)) => {
+                        let mut state = owned.lock();
+                        if state.held.front().is_some_and(|f| Arc::ptr_eq(f, &write)) {
+                            state.held.pop_front();
+                        }
+                        if write.terminal {
+                            drop(state);
+                            self.owned.remove(&job);
+                            break;
+                        }
+                    }
+                    Ok(Written::Unknown | Written::Ended) => {
+                        owned.lock().held.clear();
+                        self.owned.remove(&job);
+                        self.cancel_locally(
+                            job,
+                            "the job was ended elsewhere while this replica could not reach Redis",
+                        );
+                        break;
+                    }
+                    Err(LinkError::Down(_)) => return,
+                    Err(LinkError::Server(error)) => {
+                        // Not a connection problem: retrying would fail the same way.
+                        tracing::error!(job = %job, %error, "a held event could not be written; dropping it");
+                        owned.lock().held.pop_front();
+                    }
+                }
+            }
+        }
+    }
+
+    /// Cancel requests are also recorded on the job; after (re)subscribing the control channel,
+    /// look for any that were published while it was not subscribed.
+    async fn recheck_cancels(&self) {
+        let jobs: Vec<JobId> = self.owned.iter().map(|o| *o.key()).collect();
+        if jobs.is_empty() {
+            return;
+        }
+        let mut pipe = ::redis::pipe();
+        for job in &jobs {
+            pipe.cmd("HGET").arg(self.keys.job(*job)).arg("_cancel");
+        }
+        let Ok(found) = self
+            .cmd
+            .run(|mut conn| async move { pipe.query_async::<Vec<Option<String>>>(&mut conn).await })
+            .await
+        else {
+            return;
+        };
+        for message in found.into_iter().flatten() {
+            if let Ok(m) = serde_json::from_str::<ControlMessage>(&message) {
+                self.cancel_locally(m.job_id, &m.reason);
+            }
+        }
+    }
+
+    /// End the running jobs of every replica whose lease has expired.
+    async fn end_jobs_of_dead_replicas(&self) {
+        if self.cmd.up_for().is_none_or(|up| up < self.lease) {
+            return;
+        }
+        let replicas_key = self.keys.replicas();
+        let Ok(replicas) = self
+            .cmd
+            .run(|mut conn| async move {
+                ::redis::cmd("SMEMBERS")
+                    .arg(&replicas_key)
+                    .query_async::<Vec<String>>(&mut conn)
+                    .await
+            })
+            .await
+        else {
+            return;
+        };
+        let others: Vec<String> = replicas
+            .into_iter()
+            .filter(|r| *r != self.replica)
+            .collect();
+        if others.is_empty() {
+            return;
+        }
+        let mut pipe = ::redis::pipe();
+        for replica in &others {
+            pipe.cmd("EXISTS").arg(self.keys.lease(replica));
+            pipe.cmd("SMEMBERS").arg(self.keys.running(replica));
+        }
+        let Ok(answers) = self
+            .cmd
+            .run(|mut conn| async move { pipe.query_async::<Vec<Value>>(&mut conn).await })
+            .await
+        else {
+            return;
+        };
+        for (replica, pair) in others.iter().zip(answers.chunks(2)) {
+            let alive = matches!(pair.first(), Some(Value::Int(1)));
+            if alive {
+                continue;
+            }
+            let jobs: Vec<String> = pair
+                .get(1)
+                .and_then(|v| ::redis::from_redis_value_ref(v).ok())
+                .unwrap_or_default();
+            self.end_jobs_of(replica, jobs).await;
+        }
+    }
+
+    async fn end_jobs_of(&self, replica: &str, jobs: Vec<String>) {
+        let running_key = self.keys.running(replica);
+        for raw in &jobs {
+            let failed = match raw.parse::<JobId>() {
+                Ok(job) => {
+                    let body = EventBody::Failed {
+                        failure: JobFailure {
+                            reason: "owner_lost".into(),
+                            message: format!(
+                                "the bridge replica {replica} that ran this job stopped renewing \
+                                 its lease (it crashed, or lost Redis); the upstream call is lost: \
+                                 run the tool again"
+                            ),
+                        },
+                        result: None,
+                        rpc_error: None,
+                    };
+                    match self.append_foreign(job, body).await {
+                        Ok(Some(seq)) => {
+                            tracing::warn!(job = %job, %replica, seq, "job failed: its owner is gone");
+                            true
+                        }
+                        Ok(None) => false,
+                        Err(error) => {
+                            tracing::warn!(job = %job, %error, "could not end a dead replica's job");
+                            return;
+                        }
+                    }
+                }
+                Err(_) => false,
+            };
+            if !failed {
+                // Unknown, malformed or already ended: it is no running job of anyone.
+                let (key, member) = (running_key.clone(), raw.clone());
+                let _ = self
+                    .cmd
+                    .run(|mut conn| async move {
+                        ::redis::cmd("SREM")
+                            .arg(&key)
+                            .arg(&member)
+                            .exec_async(&mut conn)
+                            .await
+                    })
+                    .await;
+            }
+        }
+        // Nothing of it is left running: forget the replica (a live one adds itself back).
+        let (running, replicas, name) = (running_key, self.keys.replicas(), replica.to_string());
+        let _ = self
+            .cmd
+            .run(|mut conn| async move {
+                let left: i64 = ::redis::cmd("SCARD")
+                    .arg(&running)
+                    .query_async(&mut conn)
+                    .await?;
+                if left == 0 {
+                    ::redis::cmd("SREM")
+                        .arg(&replicas)
+                        .arg(&name)
+                        .exec_async(&mut conn)
+                        .await?;
+                }
+                Ok(())
+            })
+            .await;
+    }
+}

@@ -1,0 +1,693 @@
+//! The shared store: jobs, histories and live fan-out in Redis, so several bridge replicas
+//! behind a load balancer serve every job, whichever replica runs its upstream call.
+//!
+//! Per job, Redis holds a hash (the snapshot, plus `_cancel` when a cancel was asked for), a
+//! stream (the capped history, entry IDs `<seq>-0`) and a pub/sub channel (live frames). One
+//! Lua script per operation keeps each step atomic; appending assigns the sequence number in
+//! Redis, so numbering, history and `Last-Event-ID` replay are the same on every replica.
+//!
+//! Connections: exactly two per replica, whatever the number of subscribers (see [`link`]);
+//! live events reach all local subscribers of a channel through one subscription (see
+//! [`hub`]). Ownership: the replica that runs a job holds a lease ([`maintenance`]); when a
+//! lease expires, another replica ends that owner's running jobs `failed` (`owner_lost`).
+//! Cancel requests travel on the owner's control channel. Redis unreachable: calls that need
+//! it fail at once with the reason; events of running jobs are held and written when it
+//! returns ([`outbox`]).
+
+mod codec;
+mod hub;
+mod keys;
+mod link;
+mod maintenance;
+mod outbox;
+mod scripts;
+mod sessions;
+
+use std::{sync::Arc, time::Duration};
+
+use ::redis::{Client, IntoConnectionInfo, ProtocolVersion, Value};
+use async_trait::async_trait;
+use bytes::Bytes;
+use dashmap::DashMap;
+use futures::{StreamExt, stream::BoxStream};
+use tokio::sync::Notify;
+use tokio_stream::wrappers::BroadcastStream;
+use tokio_util::sync::CancellationToken;
+
+pub use codec::redact_url;
+
+use self::{
+    codec::{SplitData, all_fields, changed_fields, entry_seq, parse_frame, snapshot_fields},
+    hub::{ControlMessage, Hub},
+    keys::Keys,
+    link::{Link, LinkError},
+    outbox::{Held, Owned, Write},
+    scripts::Scripts,
+};
+use super::{
+    CancelAck, CancelRequest, Channel, ChannelSnapshot, EventBody, Heartbeat, JobId, JobSnapshot,
+    NewJob, Opened, Replay, Seq, Store, StoreError, StoredEvent, now_ms, render_heartbeat,
+    render_job_event,
+};
+use crate::config::Config;
+
+/// Job IDs kept per correlation for its `status` snapshot (the newest ones).
+const MAX_CORRELATION_JOBS: usize = 1000;
+
+/// Everything the Redis store needs from the config.
+#[derive(Debug, Clone)]
+pub struct RedisOptions {
+    pub url: String,
+    pub key_prefix: String,
+    /// Events kept per job (and per correlation) for replay.
+    pub history: usize,
+    pub retention: Duration,
+    pub lease: Duration,
+    pub outage_buffer: usize,
+    pub command_timeout: Duration,
+}
+
+impl RedisOptions {
+    pub fn from_config(config: &Config) -> Self {
+        Self {
+            url: config.store.redis_url.clone(),
+            key_prefix: config.store.key_prefix.clone(),
+            history: config.jobs.history,
+            retention: Duration::from_secs(config.jobs.retention_secs),
+            lease: Duration::from_secs(config.store.lease_secs),
+            outage_buffer: config.store.outage_buffer,
+            command_timeout: Duration::from_millis(config.store.command_timeout_ms),
+        }
+    }
+}
+
+#[derive(Clone)]
+pub struct RedisStore {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    keys: Keys,
+    replica: String,
+    cmd: Arc<Link>,
+    sub: Arc<Link>,
+    hub: Arc<Hub>,
+    scripts: Scripts,
+    /// Jobs this replica runs whose terminal event is not in Redis yet.
+    owned: DashMap<JobId, Arc<Owned>>,
+    history: usize,
+    retention_ms: u64,
+    lease: Duration,
+    outage_buffer: usize,
+    /// Wakes the maintenance task to write held events.
+    flush: Notify,
+}
+
+/// How an append script call ended.
+enum Written {
+    Stored(Seq),
+    Unknown,
+    Ended,
+}
+
+impl From<LinkError> for StoreError {
+    fn from(e: LinkError) -> Self {
+        StoreError::Unavailable(e.to_string())
+    }
+}
+
+impl RedisStore {
+    /// Start the store for replica `replica`. Returns at once: the connections are made in the
+    /// background (until then every call fails with the reason, and `ping` says why), so a
+    /// bridge starts even while Redis is down. Background tasks end with `stop`.
+    pub fn start(
+        options: RedisOptions,
+        replica: String,
+        stop: CancellationToken,
+    ) -> Result<Self, StoreError> {
+        let target = redact_url(&options.url);
+        let info = options.url.as_str().into_connection_info().map_err(|e| {
+            StoreError::Unavailable(format!("store.redis_url {target:?} is not usable: {e}"))
+        })?;
+        // RESP3: pub/sub pushes on a connection that also answers commands (CLIENT SETNAME).
+        let settings = info
+            .redis_settings()
+            .clone()
+            .set_protocol(ProtocolVersion::RESP3);
+        let client = Client::open(info.set_redis_settings(settings))
+            .map_err(|e| StoreError::Unavailable(format!("store.redis_url {target:?}: {e}")))?;
+        let keys = Keys::new(&options.key_prefix);
+        let (hub, hub_task) = Hub::new(keys.control(&replica));
+        // Reconnect at least every third of a lease, so a replica that lost Redis renews its
+        // lease before the others may count it as dead.
+        let backoff_max =
+            (options.lease / 3).clamp(Duration::from_millis(200), Duration::from_secs(5));
+        let cmd = Link::new(
+            "cmd",
+            keys.client_name(&replica, "cmd"),
+            client.clone(),
+            target.clone(),
+            options.command_timeout,
+            backoff_max,
+            None,
+        );
+        let dispatch = hub.clone();
+        let sub = Link::new(
+            "sub",
+            keys.client_name(&replica, "sub"),
+            client,
+            target,
+            options.command_timeout,
+            backoff_max,
+            Some(Arc::new(move |push| dispatch.dispatch(push))),
+        );
+        let inner = Arc::new(Inner {
+            keys,
+            replica,
+            cmd: cmd.clone(),
+            sub: sub.clone(),
+            hub: hub.clone(),
+            scripts: Scripts::new(),
+            owned: DashMap::new(),
+            history: options.history.max(1),
+            retention_ms: options.retention.as_millis().max(1) as u64,
+            lease: options.lease,
+            outage_buffer: options.outage_buffer.max(1),
+            flush: Notify::new(),
+        });
+        tokio::spawn(cmd.clone().supervise(stop.clone()));
+        tokio::spawn(sub.clone().supervise(stop.clone()));
+        tokio::spawn(hub_task.run(hub, sub, cmd.clone(), stop.clone()));
+        tokio::spawn(maintenance::run(inner.clone(), stop));
+        Ok(Self { inner })
+    }
+}
+
+impl Inner {
+    fn cancel_locally(&self, job_id: JobId, reason: &str) {
+        let _ = self.hub.cancels().send(CancelRequest {
+            job_id,
+            reason: reason.to_string(),
+        });
+    }
+
+    /// Run the append script for one event.
+    async fn write(&self, job: JobId, w: &Write) -> Result<Written, LinkError> {
+        let keys = &self.keys;
+        let mut call = self.scripts.append.prepare_invoke();
+        call.key(keys.job(job))
+            .key(keys.job_events(job))
+            .key(keys.running(&w.owner));
+        if let Some(c) = &w.correlation {
+            call.key(keys.corr(c))
+                .key(keys.corr_events(c))
+                .key(keys.corr_jobs(c));
+        }
+        call.arg(job.to_string())
+            .arg(w.kind.as_str())
+            .arg(&w.data.before[..])
+            .arg(&w.data.after[..])
+            .arg(if w.terminal { "1" } else { "0" })
+            .arg(self.history)
+            .arg(self.retention_ms)
+            .arg(keys.job_channel(job))
+            .arg(
+                w.correlation
+                    .as_ref()
+                    .map(|c| keys.corr_channel(c))
+                    .unwrap_or_default(),
+            )
+            .arg(w.expect);
+        for (name, value) in &w.fields {
+            call.arg(name).arg(value);
+        }
+        let (code, head): (i64, i64) = self
+            .cmd
+            .run(|mut conn| async move { call.invoke_async(&mut conn).await })
+            .await?;
+        Ok(match code {
+            0 => Written::Unknown,
+            -1 => Written::Ended,
+            -2 => Written::Stored(head as Seq),
+            seq => Written::Stored(seq as Seq),
+        })
+    }
+
+    /// Fold `body` into the owner's copy of the snapshot: the write for Redis, and the number
+    /// it will get.
+    fn prepare(job: JobId, snapshot: &mut JobSnapshot, body: &EventBody) -> Write {
+        let seq = snapshot.seq + 1;
+        let ts = now_ms();
+        let before = snapshot_fields(snapshot);
+        snapshot.apply(seq, ts, body);
+        let fields = changed_fields(&before, &snapshot_fields(snapshot));
+        Write {
+            kind: body.kind(),
+            data: SplitData::new(job, render_job_event(job, 0, ts, body)),
+            terminal: body.kind().is_terminal(),
+            fields,
+            expect: seq,
+            owner: snapshot.owner.clone(),
+            correlation: snapshot.correlation_id.clone(),
+        }
+    }
+
+    async fn append_owned(
+        &self,
+        job: JobId,
+        owned: Arc<Owned>,
+        body: EventBody,
+    ) -> Result<Option<Seq>, StoreError> {
+        let write = {
+            let mut state = owned.lock();
+            let write = Self::prepare(job, &mut state.snapshot, &body);
+            if !state.held.is_empty() || !self.cmd.is_up() {
+                let seq = write.expect;
+                let held = state.hold(write, self.outage_buffer);
+                drop(state);
+                if held != Held::Queued {
+                    tracing::debug!(job = %job, ?held, "outage buffer full");
+                }
+                self.flush.notify_one();
+                return Ok(Some(seq));
+            }
+            write
+        };
+        match self.write(job, &write).await {
+            Ok(Written::Stored(seq)) => {
+                if write.terminal {
+                    self.owned.remove(&job);
+                }
+                Ok(Some(seq))
+            }
+            Ok(Written::Unknown) => {
+                self.owned.remove(&job);
+                self.cancel_locally(job, "the job's record is gone from Redis");
+                Ok(None)
+            }
+            Ok(Written::Ended) => {
+                self.owned.remove(&job);
+                self.cancel_locally(job, "the job was ended by another replica (owner lost)");
+                Ok(None)
+            }
+            Err(LinkError::Down(reason)) => {
+                tracing::debug!(job = %job, %reason, "Redis away: holding the event");
+                let seq = write.expect;
+                owned.lock().hold(write, self.outage_buffer);
+                self.flush.notify_one();
+                Ok(Some(seq))
+            }
+            Err(error) => Err(error.into()),
+        }
+    }
+
+    /// An event for a job this replica does not run (ending a dead owner's job).
+    async fn append_foreign(&self, job: JobId, body: EventBody) -> Result<Option<Seq>, StoreError> {
+        let Some(mut snapshot) = self.snapshot(job).await? else {
+            return Ok(None);
+        };
+        if snapshot.status.is_terminal() {
+            return Ok(None);
+        }
+        let mut write = Self::prepare(job, &mut snapshot, &body);
+        write.expect = 0;
+        match self.write(job, &write).await? {
+            Written::Stored(seq) => Ok(Some(seq)),
+            Written::Unknown | Written::Ended => Ok(None),
+        }
+    }
+
+    async fn snapshot(&self, job: JobId) -> Result<Option<JobSnapshot>, StoreError> {
+        let key = self.keys.job(job);
+        let reply: Value = self
+            .cmd
+            .run(|mut conn| async move {
+                ::redis::cmd("HGETALL")
+                    .arg(&key)
+                    .query_async(&mut conn)
+                    .await
+            })
+            .await?;
+        let fields = pairs(reply);
+        Ok(if fields.is_empty() {
+            None
+        } else {
+            codec::snapshot_from_fields(&fields)
+        })
+    }
+
+    async fn snapshots(&self, jobs: &[JobId]) -> Result<Vec<JobSnapshot>, StoreError> {
+        if jobs.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut pipe = ::redis::pipe();
+        for job in jobs {
+            pipe.cmd("HGETALL").arg(self.keys.job(*job));
+        }
+        let all: Vec<Value> = self
+            .cmd
+            .run(|mut conn| async move { pipe.query_async(&mut conn).await })
+            .await?;
+        Ok(all
+            .into_iter()
+            .map(pairs)
+            .filter(|f| !f.is_empty())
+            .filter_map(|f| codec::snapshot_from_fields(&f))
+            .collect())
+    }
+
+    /// Snapshot (or the correlation's head and jobs), and history from `after + 1`, in one
+    /// atomic read. `None` when the channel is unknown.
+    async fn read(&self, channel: &Channel, after: Seq) -> Result<Option<Read>, StoreError> {
+        let keys = &self.keys;
+        let value: Value = match channel {
+            Channel::Job(id) => {
+                let mut call = self.scripts.open_job.prepare_invoke();
+                call.key(keys.job(*id))
+                    .key(keys.job_events(*id))
+                    .arg(after + 1);
+                self.cmd
+                    .run(|mut conn| async move { call.invoke_async(&mut conn).await })
+                    .await?
+            }
+            Channel::Correlation(c) => {
+                let mut call = self.scripts.open_correlation.prepare_invoke();
+                call.key(keys.corr(c))
+                    .key(keys.corr_events(c))
+                    .key(keys.corr_jobs(c))
+                    .arg(after + 1);
+                self.cmd
+                    .run(|mut conn| async move { call.invoke_async(&mut conn).await })
+                    .await?
+            }
+        };
+        let Value::Array(parts) = value else {
+            return Ok(None);
+        };
+        let malformed =
+            || StoreError::Unavailable("Redis returned a malformed channel read".into());
+        let mut parts = parts.into_iter();
+        let (head, top) = match channel {
+            Channel::Job(_) => {
+                let fields = pairs(parts.next().ok_or_else(malformed)?);
+                let snapshot = codec::snapshot_from_fields(&fields).ok_or_else(malformed)?;
+                (snapshot.seq, Top::Job(Box::new(snapshot)))
+            }
+            Channel::Correlation(_) => {
+                let head: Seq = ::redis::from_redis_value(parts.next().ok_or_else(malformed)?)
+                    .map_err(|_| malformed())?;
+                let ids: Vec<String> =
+                    ::redis::from_redis_value(parts.next().ok_or_else(malformed)?)
+                        .map_err(|_| malformed())?;
+                (
+                    head,
+                    Top::Correlation(ids.iter().filter_map(|i| i.parse().ok()).collect()),
+                )
+            }
+        };
+        let oldest = entries(parts.next().ok_or_else(malformed)?)
+            .first()
+            .map(|e| e.seq);
+        let events = entries(parts.next().ok_or_else(malformed)?);
+        let oldest = oldest.unwrap_or(head + 1);
+        let covered = after >= head || after + 1 >= oldest;
+        Ok(Some(Read {
+            head,
+            top,
+            events: if after >= head { Vec::new() } else { events },
+            covered,
+        }))
+    }
+}
+
+enum Top {
+    Job(Box<JobSnapshot>),
+    Correlation(Vec<JobId>),
+}
+
+struct Read {
+    head: Seq,
+    top: Top,
+    events: Vec<Arc<StoredEvent>>,
+    covered: bool,
+}
+
+/// Field/value pairs from a RESP3 map or a flat RESP2 array (what scripts return).
+fn pairs(value: Value) -> Vec<(String, Vec<u8>)> {
+    fn text(v: Value) -> Option<Vec<u8>> {
+        match v {
+            Value::BulkString(b) => Some(b),
+            Value::SimpleString(s) => Some(s.into_bytes()),
+            Value::Int(i) => Some(i.to_string().into_bytes()),
+            _ => None,
+        }
+    }
+    let items: Vec<(Value, Value)> = match value {
+        Value::Map(items) => items,
+        Value::Array(flat) => {
+            let mut flat = flat.into_iter();
+            std::iter::from_fn(|| Some((flat.next()?, flat.next()?))).collect()
+        }
+        _ => Vec::new(),
+    };
+    items
+        .into_iter()
+        .filter_map(|(k, v)| Some((String::from_utf8(text(k)?).ok()?, text(v)?)))
+        .collect()
+}
+
+/// Stream entries (`[[id, [field, value]], …]`) as events.
+fn entries(value: Value) -> Vec<Arc<StoredEvent>> {
+    let Value::Array(items) = value else {
+        return Vec::new();
+    };
+    items
+        .into_iter()
+        .filter_map(|item| {
+            let Value::Array(mut pair) = item else {
+                return None;
+            };
+            let fields = pair.pop()?;
+            let id: String = ::redis::from_redis_value(pair.pop()?).ok()?;
+            let seq = entry_seq(&id)?;
+            let (_, frame) = pairs(fields).pop()?;
+            let event = parse_frame(Bytes::from(frame))?;
+            (event.seq == seq).then(|| Arc::new(event))
+        })
+        .collect()
+}
+
+#[async_trait]
+impl Store for RedisStore {
+    async fn create_job(&self, job: NewJob) -> Result<JobSnapshot, StoreError> {
+        let inner = &self.inner;
+        let keys = &inner.keys;
+        let snapshot = JobSnapshot::new(&job, now_ms());
+        let mut call = inner.scripts.create.prepare_invoke();
+        call.key(keys.job(job.id))
+            .key(keys.running(&job.owner))
+            .key(keys.replicas());
+        if let Some(c) = &job.correlation_id {
+            call.key(keys.corr(c))
+                .key(keys.corr_events(c))
+                .key(keys.corr_jobs(c));
+        }
+        let started = serde_json::to_vec(&snapshot).unwrap_or_else(|_| b"{}".to_vec());
+        call.arg(job.id.to_string())
+            .arg(&job.owner)
+            .arg(inner.history)
+            .arg(
+                job.correlation_id
+                    .as_ref()
+                    .map(|c| keys.corr_channel(c))
+                    .unwrap_or_default(),
+            )
+            .arg(started)
+            .arg(MAX_CORRELATION_JOBS);
+        for (name, value) in all_fields(&snapshot) {
+            call.arg(name).arg(value);
+        }
+        let owned_here = job.owner == inner.replica;
+        if !inner.cmd.is_up() {
+            return Err(StoreError::Unavailable(inner.cmd.down_reason()));
+        }
+        let created: Result<i64, LinkError> = inner
+            .cmd
+            .run(|mut conn| async move { call.invoke_async(&mut conn).await })
+            .await;
+        match created {
+            Ok(0) => Err(StoreError::Duplicate(job.id)),
+            Ok(_) => {
+                if owned_here {
+                    inner.owned.insert(job.id, Owned::new(snapshot.clone()));
+                }
+                Ok(snapshot)
+            }
+            Err(LinkError::Down(reason)) if owned_here => {
+                // The script may have run before the answer was lost. Hold a failure for
+                // the job: written when Redis returns, it ends the job if it does exist.
+                let owned = Owned::new(snapshot.clone());
+                {
+                    let mut state = owned.lock();
+                    let body = EventBody::Failed {
+                        failure: super::JobFailure {
+                            reason: "store_unavailable".into(),
+                            message: "the bridge lost Redis while starting this job".into(),
+                        },
+                        result: None,
+                        rpc_error: None,
+                    };
+                    let write = Inner::prepare(job.id, &mut state.snapshot, &body);
+                    state.hold(write, inner.outage_buffer);
+                }
+                inner.owned.insert(job.id, owned);
+                Err(StoreError::Unavailable(reason))
+            }
+            Err(error) => Err(error.into()),
+        }
+    }
+
+    async fn append(&self, job: JobId, body: EventBody) -> Result<Option<Seq>, StoreError> {
+        let owned = self.inner.owned.get(&job).map(|o| o.value().clone());
+        match owned {
+            Some(owned) => self.inner.append_owned(job, owned, body).await,
+            None => self.inner.append_foreign(job, body).await,
+        }
+    }
+
+    async fn heartbeat(&self, job: JobId, beat: Heartbeat) -> Result<(), StoreError> {
+        let inner = &self.inner;
+        let keys = &inner.keys;
+        let correlation = inner
+            .owned
+            .get(&job)
+            .and_then(|o| o.lock().snapshot.correlation_id.clone());
+        let data = SplitData::new(job, render_heartbeat(job, 0, now_ms(), &beat));
+        let mut call = inner.scripts.heartbeat.prepare_invoke();
+        call.key(keys.job(job));
+        if let Some(c) = &correlation {
+            call.key(keys.corr(c));
+        }
+        call.arg(&data.before[..])
+            .arg(&data.after[..])
+            .arg(keys.job_channel(job))
+            .arg(
+                correlation
+                    .as_ref()
+                    .map(|c| keys.corr_channel(c))
+                    .unwrap_or_default(),
+            );
+        let _: i64 = inner
+            .cmd
+            .run(|mut conn| async move { call.invoke_async(&mut conn).await })
+            .await?;
+        Ok(())
+    }
+
+    async fn snapshot(&self, job: JobId) -> Result<Option<JobSnapshot>, StoreError> {
+        self.inner.snapshot(job).await
+    }
+
+    async fn open(
+        &self,
+        channel: &Channel,
+        after: Option<Seq>,
+    ) -> Result<Option<Opened>, StoreError> {
+        let inner = &self.inner;
+        let name = match channel {
+            Channel::Job(id) => inner.keys.job_channel(*id),
+            Channel::Correlation(c) => inner.keys.corr_channel(c),
+        };
+        // Subscribed (and confirmed) before reading: an event is then in the history read, or
+        // live, or both (readers skip what they already have), never in neither.
+        let live = inner.hub.subscribe(name).await?;
+        let Some(read) = inner.read(channel, after.unwrap_or(u64::MAX - 1)).await? else {
+            return Ok(None);
+        };
+        let (snapshot, ended) = match read.top {
+            Top::Job(s) => {
+                let ended = s.status.is_terminal();
+                (ChannelSnapshot::Job(s), ended)
+            }
+            Top::Correlation(ids) => (
+                ChannelSnapshot::Correlation(inner.snapshots(&ids).await?),
+                false,
+            ),
+        };
+        let fresh = after.is_none();
+        Ok(Some(Opened {
+            head: read.head,
+            snapshot,
+            backlog: if fresh { Vec::new() } else { read.events },
+            covered: fresh || read.covered,
+            ended,
+            live,
+        }))
+    }
+
+    async fn replay(&self, channel: &Channel, after: Seq) -> Result<Replay, StoreError> {
+        Ok(match self.inner.read(channel, after).await? {
+            Some(read) => Replay {
+                events: read.events,
+                covered: read.covered,
+                head: read.head,
+            },
+            None => Replay {
+                events: Vec::new(),
+                covered: false,
+                head: after,
+            },
+        })
+    }
+
+    async fn request_cancel(&self, job: JobId, reason: String) -> Result<CancelAck, StoreError> {
+        let inner = &self.inner;
+        let message = serde_json::to_string(&ControlMessage {
+            job_id: job,
+            reason,
+        })
+        .unwrap_or_default();
+        let mut call = inner.scripts.request_cancel.prepare_invoke();
+        call.key(inner.keys.job(job))
+            .arg(inner.keys.control_prefix())
+            .arg(message);
+        let reply: Value = inner
+            .cmd
+            .run(|mut conn| async move { call.invoke_async(&mut conn).await })
+            .await?;
+        let Some(snapshot) = codec::snapshot_from_fields(&pairs(reply)) else {
+            return Ok(CancelAck::Unknown);
+        };
+        Ok(if snapshot.status.is_terminal() {
+            CancelAck::AlreadyTerminal(Box::new(snapshot))
+        } else {
+            CancelAck::Requested(Box::new(snapshot))
+        })
+    }
+
+    fn cancel_requests(&self) -> BoxStream<'static, CancelRequest> {
+        BroadcastStream::new(self.inner.hub.cancels().subscribe())
+            .filter_map(|r| async move { r.ok() })
+            .boxed()
+    }
+
+    /// Redis expires finished jobs itself: the terminal event sets a TTL of `retention_secs`
+    /// on the job's keys.
+    async fn expire(&self) -> Result<usize, StoreError> {
+        Ok(0)
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        let inner = &self.inner;
+        for link in [&inner.cmd, &inner.sub] {
+            if !link.is_up() {
+                return Err(StoreError::Unavailable(link.down_reason()));
+            }
+        }
+        inner
+            .cmd
+            .run(|mut conn| async move { ::redis::cmd("PING").exec_async(&mut conn).await })
+            .await?;
+        Ok(())
+    }
+}

@@ -1,0 +1,187 @@
+//! The jobs this replica runs, and the events it holds for them while Redis is away.
+//!
+//! The owner is the only writer of its running jobs (another replica writes one only to end
+//! it after the owner's lease expired). So the owner keeps a copy of each snapshot: it folds
+//! an event into the copy with the same code as the memory store, and sends Redis only the
+//! fields that changed; and it knows which sequence number Redis will assign, which makes a
+//! retried write idempotent (the append script skips an event it already has).
+//!
+//! Redis unreachable: events are held here in order, at most `outage_buffer` per job, and
+//! written in order when it returns. Past the bound a progress event merges into the newest
+//! held progress (the latest value wins, as with coalescing) and a log line is dropped, its
+//! snapshot changes kept. The terminal event is always held. While a job has held events,
+//! new ones queue behind them, so order never changes. If the job was ended elsewhere
+//! meanwhile (owner lost), the held events are discarded and the upstream call is cancelled.
+
+use std::{
+    collections::VecDeque,
+    sync::{Arc, Mutex, MutexGuard},
+};
+
+use super::codec::SplitData;
+use crate::store::{CorrelationId, EventKind, JobSnapshot, Seq};
+
+/// One event ready to be written by the append script.
+#[derive(Debug)]
+pub(super) struct Write {
+    pub kind: EventKind,
+    pub data: SplitData,
+    pub terminal: bool,
+    /// Snapshot fields the event changes (JSON text).
+    pub fields: Vec<(String, String)>,
+    /// The sequence number this event gets; 0 when not known (a write by a non-owner).
+    pub expect: Seq,
+    pub owner: String,
+    pub correlation: Option<CorrelationId>,
+}
+
+pub(super) struct Owned {
+    state: Mutex<OwnedState>,
+}
+
+pub(super) struct OwnedState {
+    pub snapshot: JobSnapshot,
+    pub held: VecDeque<Arc<Write>>,
+}
+
+/// What holding an event did.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Held {
+    Queued,
+    /// The buffer was full: the event was merged into the newest held one.
+    Merged,
+    /// The buffer was full: the event was dropped (its snapshot changes were kept).
+    Dropped,
+}
+
+impl Owned {
+    pub(super) fn new(snapshot: JobSnapshot) -> Arc<Self> {
+        Arc::new(Self {
+            state: Mutex::new(OwnedState {
+                snapshot,
+                held: VecDeque::new(),
+            }),
+        })
+    }
+
+    /// A `std` mutex: held for a fold or a queue operation, never across an `.await`.
+    pub(super) fn lock(&self) -> MutexGuard<'_, OwnedState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl OwnedState {
+    /// Queue `write` behind the held events, within `cap` (see the module doc).
+    pub(super) fn hold(&mut self, write: Write, cap: usize) -> Held {
+        // The front may be in flight to Redis: never rewrite it.
+        let full = self.held.len() >= cap && self.held.len() >= 2;
+        if write.terminal || !full {
+            self.held.push_back(Arc::new(write));
+            return Held::Queued;
+        }
+        // One event fewer reaches Redis: the next number is one lower than counted.
+        self.snapshot.seq -= 1;
+        let Some(back) = self.held.back_mut() else {
+            return Held::Dropped;
+        };
+        let mut fields = back.fields.clone();
+        for (name, value) in write.fields {
+            match fields.iter_mut().find(|(n, _)| *n == name) {
+                Some(slot) => slot.1 = value,
+                None => fields.push((name, value)),
+            }
+        }
+        let merge = write.kind == EventKind::Progress && back.kind == EventKind::Progress;
+        let (kind, data) = if merge {
+            (write.kind, write.data)
+        } else {
+            (back.kind, back.data.clone())
+        };
+        *back = Arc::new(Write {
+            kind,
+            data,
+            terminal: back.terminal,
+            fields,
+            expect: back.expect,
+            owner: back.owner.clone(),
+            correlation: back.correlation.clone(),
+        });
+        if merge { Held::Merged } else { Held::Dropped }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{JobId, NewJob};
+    use bytes::Bytes;
+
+    fn write(kind: EventKind, expect: Seq, field: (&str, &str)) -> Write {
+        Write {
+            kind,
+            data: SplitData {
+                before: Bytes::from(format!("{expect}")),
+                after: Bytes::new(),
+            },
+            terminal: kind.is_terminal(),
+            fields: vec![(field.0.into(), field.1.into())],
+            expect,
+            owner: "r".into(),
+            correlation: None,
+        }
+    }
+
+    #[test]
+    fn a_full_buffer_merges_progress_keeps_the_terminal_and_never_touches_the_front() {
+        let snapshot = JobSnapshot::new(
+            &NewJob {
+                id: JobId::random(),
+                tool: "t".into(),
+                upstream: "u".into(),
+                upstream_tool: "t".into(),
+                correlation_id: None,
+                owner: "r".into(),
+            },
+            0,
+        );
+        let mut state = OwnedState {
+            snapshot,
+            held: VecDeque::new(),
+        };
+        state.snapshot.seq = 10;
+        assert_eq!(
+            state.hold(write(EventKind::Progress, 1, ("progress", "1")), 2),
+            Held::Queued
+        );
+        assert_eq!(
+            state.hold(write(EventKind::Progress, 2, ("progress", "2")), 2),
+            Held::Queued
+        );
+        assert_eq!(
+            state.hold(write(EventKind::Progress, 3, ("message", "\"m\"")), 2),
+            Held::Merged
+        );
+        assert_eq!(state.snapshot.seq, 9);
+        assert_eq!(state.held.len(), 2);
+        let back = state.held.back().unwrap();
+        assert_eq!(
+            back.expect, 2,
+            "the merged event takes the held one's place"
+        );
+        assert_eq!(&back.data.before[..], b"3", "with the newest data");
+        assert_eq!(back.fields.len(), 2, "and every field change");
+        assert_eq!(&state.held.front().unwrap().data.before[..], b"1");
+        assert_eq!(
+            state.hold(write(EventKind::Log, 3, ("updated_at", "5")), 2),
+            Held::Dropped
+        );
+        assert_eq!(
+            state.hold(
+                write(EventKind::Completed, 3, ("status", "\"completed\"")),
+                2
+            ),
+            Held::Queued
+        );
+        assert_eq!(state.held.len(), 3);
+    }
+}

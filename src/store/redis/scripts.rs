@@ -1,0 +1,149 @@
+//! The Lua scripts that make each store operation one atomic step in Redis.
+//!
+//! Appending is the one that matters: the sequence number is assigned by `HINCRBY` inside the
+//! script, and the same script folds the event into the snapshot, adds it to the capped
+//! history stream and publishes it. So every replica sees one order, history and live delivery
+//! never disagree, and a reader may resume from any replica.
+//!
+//! Lua never parses JSON here (Redis' cjson would turn an empty array into `{}` and round
+//! numbers to 14 digits). The bridge renders each event's JSON once, split around its `seq`
+//! value; the script only concatenates the number in. Snapshot fields are stored as JSON text
+//! per hash field, and the bridge sends the fields an event changes.
+
+use ::redis::Script;
+
+/// KEYS: job hash, owner's running set, replicas set, [corr hash, corr events, corr jobs].
+/// ARGV: job id, owner, history, corr channel, job_started data, corr job cap, field/value…
+/// Returns 0 when the job exists already, else 1.
+const CREATE: &str = r#"
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+redis.call('HSET', KEYS[1], unpack(ARGV, 7))
+redis.call('SADD', KEYS[2], ARGV[1])
+redis.call('SADD', KEYS[3], ARGV[2])
+if #KEYS == 6 then
+  local cseq = redis.call('HINCRBY', KEYS[4], 'seq', 1)
+  redis.call('HINCRBY', KEYS[4], 'running', 1)
+  redis.call('RPUSH', KEYS[6], ARGV[1])
+  redis.call('LTRIM', KEYS[6], -tonumber(ARGV[6]), -1)
+  local frame = 'id: ' .. cseq .. '\nevent: job_started\ndata: ' .. ARGV[5] .. '\n\n'
+  redis.call('XADD', KEYS[5], 'MAXLEN', ARGV[3], cseq .. '-0', 'f', frame)
+  redis.call('PUBLISH', ARGV[4], frame)
+  redis.call('PERSIST', KEYS[4])
+  redis.call('PERSIST', KEYS[5])
+  redis.call('PERSIST', KEYS[6])
+end
+return 1
+"#;
+
+/// KEYS: job hash, job events, owner's running set, [corr hash, corr events, corr jobs].
+/// ARGV: job id, kind, data before seq, data after seq, terminal (1/0), history, retention ms,
+/// job channel, corr channel, expected seq (0: any), field/value…
+/// Returns {seq, 0} when stored; {0, 0} unknown job; {-1, 0} job already ended;
+/// {-2, head} when the expected seq is already stored (a retried write that had succeeded).
+const APPEND: &str = r#"
+local status = redis.call('HGET', KEYS[1], 'status')
+if not status then return {0, 0} end
+if status ~= '"running"' then return {-1, 0} end
+local expect = tonumber(ARGV[10])
+if expect > 0 then
+  local head = tonumber(redis.call('HGET', KEYS[1], 'seq'))
+  if head >= expect then return {-2, head} end
+end
+local seq = redis.call('HINCRBY', KEYS[1], 'seq', 1)
+if #ARGV > 10 then redis.call('HSET', KEYS[1], unpack(ARGV, 11)) end
+local data = ARGV[3] .. seq .. ARGV[4]
+local frame = 'id: ' .. seq .. '\nevent: ' .. ARGV[2] .. '\ndata: ' .. data .. '\n\n'
+redis.call('XADD', KEYS[2], 'MAXLEN', ARGV[6], seq .. '-0', 'f', frame)
+redis.call('PUBLISH', ARGV[8], frame)
+local terminal = ARGV[5] == '1'
+if #KEYS == 6 then
+  local cseq = redis.call('HINCRBY', KEYS[4], 'seq', 1)
+  local cframe = 'id: ' .. cseq .. '\nevent: ' .. ARGV[2] .. '\ndata: ' .. data .. '\n\n'
+  redis.call('XADD', KEYS[5], 'MAXLEN', ARGV[6], cseq .. '-0', 'f', cframe)
+  redis.call('PUBLISH', ARGV[9], cframe)
+  if terminal and redis.call('HINCRBY', KEYS[4], 'running', -1) <= 0 then
+    redis.call('PEXPIRE', KEYS[4], ARGV[7])
+    redis.call('PEXPIRE', KEYS[5], ARGV[7])
+    redis.call('PEXPIRE', KEYS[6], ARGV[7])
+  end
+end
+if terminal then
+  redis.call('PEXPIRE', KEYS[1], ARGV[7])
+  redis.call('PEXPIRE', KEYS[2], ARGV[7])
+  redis.call('SREM', KEYS[3], ARGV[1])
+end
+return {seq, 0}
+"#;
+
+/// KEYS: job hash, [corr hash]. ARGV: data before seq, data after seq, job channel, corr channel.
+/// Publishes a live-only heartbeat at the current position; nothing is stored.
+const HEARTBEAT: &str = r#"
+if redis.call('HGET', KEYS[1], 'status') ~= '"running"' then return 0 end
+local seq = redis.call('HGET', KEYS[1], 'seq')
+local data = ARGV[1] .. seq .. ARGV[2]
+redis.call('PUBLISH', ARGV[3], 'id: ' .. seq .. '\nevent: heartbeat\ndata: ' .. data .. '\n\n')
+if #KEYS == 2 then
+  local cseq = redis.call('HGET', KEYS[2], 'seq') or '0'
+  redis.call('PUBLISH', ARGV[4], 'id: ' .. cseq .. '\nevent: heartbeat\ndata: ' .. data .. '\n\n')
+end
+return 1
+"#;
+
+/// KEYS: job hash, job events. ARGV: first seq wanted.
+/// Returns nil for an unknown job, else {snapshot fields, oldest entry, entries from ARGV[1]}.
+const OPEN_JOB: &str = r#"
+local fields = redis.call('HGETALL', KEYS[1])
+if #fields == 0 then return false end
+local oldest = redis.call('XRANGE', KEYS[2], '-', '+', 'COUNT', 1)
+local entries = redis.call('XRANGE', KEYS[2], ARGV[1], '+')
+return {fields, oldest, entries}
+"#;
+
+/// KEYS: corr hash, corr events, corr jobs. ARGV: first seq wanted.
+/// Returns nil for an unknown correlation, else {head, job ids, oldest entry, entries}.
+const OPEN_CORRELATION: &str = r#"
+local head = redis.call('HGET', KEYS[1], 'seq')
+if not head then return false end
+local jobs = redis.call('LRANGE', KEYS[3], 0, -1)
+local oldest = redis.call('XRANGE', KEYS[2], '-', '+', 'COUNT', 1)
+local entries = redis.call('XRANGE', KEYS[2], ARGV[1], '+')
+return {head, jobs, oldest, entries}
+"#;
+
+/// KEYS: job hash. ARGV: control channel prefix (`<prefix>:replica:`), message.
+/// Records the request on the job (so an owner that was disconnected finds it) and publishes
+/// it on the owner's control channel. Returns the snapshot fields as before, nil if unknown.
+const REQUEST_CANCEL: &str = r#"
+local fields = redis.call('HGETALL', KEYS[1])
+if #fields == 0 then return false end
+if redis.call('HGET', KEYS[1], 'status') == '"running"' then
+  redis.call('HSET', KEYS[1], '_cancel', ARGV[2])
+  local owner = string.sub(redis.call('HGET', KEYS[1], 'owner'), 2, -2)
+  redis.call('PUBLISH', ARGV[1] .. owner .. ':control', ARGV[2])
+end
+return fields
+"#;
+
+/// The scripts, hashed once (`EVALSHA`; the crate loads a script again after a Redis restart
+/// emptied its script cache).
+pub(super) struct Scripts {
+    pub create: Script,
+    pub append: Script,
+    pub heartbeat: Script,
+    pub open_job: Script,
+    pub open_correlation: Script,
+    pub request_cancel: Script,
+}
+
+impl Scripts {
+    pub(super) fn new() -> Self {
+        Self {
+            create: Script::new(CREATE),
+            append: Script::new(APPEND),
+            heartbeat: Script::new(HEARTBEAT),
+            open_job: Script::new(OPEN_JOB),
+            open_correlation: Script::new(OPEN_CORRELATION),
+            request_cancel: Script::new(REQUEST_CANCEL),
+        }
+    }
+}

@@ -1,0 +1,112 @@
+//! MCP session records for the front door, kept in Redis so that any replica can serve a
+//! client's next request.
+//!
+//! rmcp's Streamable HTTP server keeps sessions in the memory of the replica that answered
+//! `initialize`. With a session store, it records the client's `initialize` parameters there,
+//! and a replica that gets a request for a session it does not know restores it from the
+//! record instead of answering 404 (which would make the client initialize again). The record
+//! is the only thing that needs sharing: the bridge's MCP handler keeps no per-session state.
+//!
+//! This sits in the Redis engine because it shares the engine's connection (no extra Redis
+//! connection per replica) and key prefix; it knows nothing of jobs.
+
+use std::{sync::Arc, time::Duration};
+
+use async_trait::async_trait;
+use rmcp::transport::streamable_http_server::session::{
+    SessionState, SessionStore, SessionStoreError,
+};
+
+use super::{
+    RedisStore,
+    link::{Link, LinkError},
+};
+
+/// How long an unused session record stays. rmcp ends an idle session after 5 minutes on the
+/// replica holding it; a record outliving that only lets a client resume a little later.
+const SESSION_TTL: Duration = Duration::from_secs(24 * 3600);
+
+pub(super) struct RedisSessions {
+    cmd: Arc<Link>,
+    prefix: String,
+}
+
+impl RedisSessions {
+    fn key(&self, id: &str) -> String {
+        format!("{}:mcp-session:{id}", self.prefix)
+    }
+}
+
+#[async_trait]
+impl SessionStore for RedisSessions {
+    async fn load(&self, session_id: &str) -> Result<Option<SessionState>, SessionStoreError> {
+        let key = self.key(session_id);
+        let ttl = SESSION_TTL.as_millis() as u64;
+        let record: Option<Vec<u8>> = match self
+            .cmd
+            .run(|mut conn| async move {
+                ::redis::cmd("GETEX")
+                    .arg(&key)
+                    .arg("PX")
+                    .arg(ttl)
+                    .query_async(&mut conn)
+                    .await
+            })
+            .await
+        {
+            Ok(record) => record,
+            // rmcp answers a store error with 500, which clients do not recover from; an
+            // unknown session gets 404, and the client initializes again (here, where it works
+            // without Redis). So while Redis is away, a session held elsewhere counts as unknown.
+            Err(LinkError::Down(reason)) => {
+                tracing::debug!(%reason, "MCP session record unreadable: treating the session as unknown");
+                None
+            }
+            Err(error) => return Err(error.to_string().into()),
+        };
+        match record {
+            Some(bytes) => Ok(Some(serde_json::from_slice(&bytes)?)),
+            None => Ok(None),
+        }
+    }
+
+    async fn store(&self, session_id: &str, state: &SessionState) -> Result<(), SessionStoreError> {
+        let key = self.key(session_id);
+        let record = serde_json::to_vec(state)?;
+        let ttl = SESSION_TTL.as_millis() as u64;
+        self.cmd
+            .run(|mut conn| async move {
+                ::redis::cmd("SET")
+                    .arg(&key)
+                    .arg(record)
+                    .arg("PX")
+                    .arg(ttl)
+                    .exec_async(&mut conn)
+                    .await
+            })
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(())
+    }
+
+    async fn delete(&self, session_id: &str) -> Result<(), SessionStoreError> {
+        let key = self.key(session_id);
+        self.cmd
+            .run(
+                |mut conn| async move { ::redis::cmd("DEL").arg(&key).exec_async(&mut conn).await },
+            )
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(())
+    }
+}
+
+impl RedisStore {
+    /// The MCP session store for rmcp's Streamable HTTP server (see the module doc).
+    pub fn mcp_sessions(&self) -> Arc<dyn SessionStore> {
+        Arc::new(RedisSessions {
+            cmd: self.inner.cmd.clone(),
+            prefix: self.inner.keys.prefix().to_string(),
+        })
+    }
+}

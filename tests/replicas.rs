@@ -1,0 +1,553 @@
+//! Several bridge processes sharing one Redis, as behind a load balancer: a job called on one
+//! replica is watched, resumed, cancelled and (when its owner dies) ended on another. Each
+//! test uses its own key prefix; the tests that stop Redis or count its connections run their
+//! own `redis-server`.
+
+mod common;
+
+use std::{
+    sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering},
+    },
+    time::{Duration, Instant},
+};
+
+use common::*;
+use serde_json::{Value, json};
+
+/// The lease the replicas in these tests hold (seconds).
+const LEASE_SECS: u64 = 2;
+
+async fn two_replicas(url: &str, prefix: &str) -> (BridgeProcess, BridgeProcess) {
+    let store = redis_store_toml(url, prefix, LEASE_SECS);
+    let (a, b) = tokio::join!(BridgeProcess::start(&store), BridgeProcess::start(&store));
+    (a, b)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_called_on_one_replica_streams_on_another_once_and_in_order() {
+    let Some(url) = test_redis("replicas::stream").await else {
+        return;
+    };
+    let (a, b) = two_replicas(&url, &unique_prefix("stream")).await;
+    let on_a = connect_url(&a.mcp_url()).await;
+    let handle = start_job(&on_a, "demo__slow_count", json!({"to": 10, "delay_ms": 50})).await;
+    let job_id = handle["job_id"].as_str().unwrap();
+    assert!(handle["events_url"].as_str().unwrap().starts_with(&a.base));
+
+    let events = read_job_events(&events_url_on(&b.base, job_id)).await;
+    assert_eq!(events[0].event, "status");
+    assert_consecutive(&events);
+    assert_eq!(
+        progress_values(&events),
+        (1..=10).map(f64::from).collect::<Vec<_>>()
+    );
+    let last = events.last().unwrap();
+    assert_eq!((last.event.as_str(), last.seq()), ("completed", 11));
+    assert_eq!(last.data["result"]["structuredContent"]["counted"], 10);
+
+    // Snapshot and the job tools answer on the other replica too.
+    let (status, snapshot) = get_json(&format!("{}/jobs/{job_id}", b.base)).await;
+    assert_eq!(
+        (status, snapshot["status"].as_str()),
+        (200, Some("completed"))
+    );
+    let on_b = connect_url(&b.mcp_url()).await;
+    let waited = call(
+        &on_b,
+        "wait_for_job",
+        json!({"job_id": job_id, "timeout_seconds": 5}),
+    )
+    .await;
+    assert_eq!(first_text(&waited), "counted to 10");
+
+    // A second job, waited for on B while it runs on A.
+    let handle = start_job(&on_a, "demo__slow_count", json!({"to": 3, "delay_ms": 100})).await;
+    let waited = call(
+        &on_b,
+        "wait_for_job",
+        json!({"job_id": handle["job_id"], "timeout_seconds": 15}),
+    )
+    .await;
+    assert_eq!(first_text(&waited), "counted to 3");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reconnecting_to_the_other_replica_with_last_event_id_replays_exactly_the_gap() {
+    let Some(url) = test_redis("replicas::resume").await else {
+        return;
+    };
+    let (a, b) = two_replicas(&url, &unique_prefix("resume")).await;
+    let on_a = connect_url(&a.mcp_url()).await;
+    let handle = start_job(
+        &on_a,
+        "demo__slow_count",
+        json!({"to": 12, "delay_ms": 100}),
+    )
+    .await;
+    let job_id = handle["job_id"].as_str().unwrap();
+
+    // Read on A until the third progress event, then "reconnect" to B.
+    let first = read_sse(&events_url_on(&a.base, job_id), None, |e| {
+        e.event == "progress" && e.data["progress"] == 3.0
+    })
+    .await;
+    let last_seen = first.last().unwrap().seq();
+    let rest = read_sse(
+        &events_url_on(&b.base, job_id),
+        Some(last_seen),
+        SseEvent::is_terminal,
+    )
+    .await;
+    assert_eq!(
+        rest[0].seq(),
+        last_seen + 1,
+        "no status event, no gap: {rest:?}"
+    );
+    assert_consecutive(&rest);
+    let mut all = progress_values(&first);
+    all.extend(progress_values(&rest));
+    assert_eq!(
+        all,
+        (1..=12).map(f64::from).collect::<Vec<_>>(),
+        "every step exactly once"
+    );
+    assert_eq!(rest.last().unwrap().event, "completed");
+
+    // After the end, both replicas replay the same tail to the same position.
+    let from_a = read_sse(&events_url_on(&a.base, job_id), Some(8), |_| false).await;
+    let from_b = read_sse(&events_url_on(&b.base, job_id), Some(8), |_| false).await;
+    let ids = |e: &[SseEvent]| {
+        e.iter()
+            .map(|e| (e.seq(), e.data.clone()))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(ids(&from_a), ids(&from_b));
+    assert_eq!(
+        from_b.iter().map(SseEvent::seq).collect::<Vec<_>>(),
+        (9..=13).collect::<Vec<_>>()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_on_one_replica_stops_the_upstream_call_on_the_owner() {
+    let Some(url) = test_redis("replicas::cancel").await else {
+        return;
+    };
+    let (a, b) = two_replicas(&url, &unique_prefix("cancel")).await;
+    let on_a = connect_url(&a.mcp_url()).await;
+    let handle = start_job(
+        &on_a,
+        "demo__slow_count",
+        json!({"to": 1000, "delay_ms": 50}),
+    )
+    .await;
+    let job_id = handle["job_id"].as_str().unwrap();
+    let on_b_url = events_url_on(&b.base, job_id);
+    read_sse(&on_b_url, None, |e| e.event == "progress").await;
+
+    let (status, snapshot) = post_json(&format!("{}/jobs/{job_id}/cancel", b.base)).await;
+    assert_eq!(status, 202, "{snapshot}");
+    let events = read_job_events(&on_b_url).await;
+    let last = events.last().unwrap();
+    assert_eq!(last.event, "cancelled");
+    assert!(last.data["reason"].as_str().unwrap().contains("POST"));
+    assert_consecutive(&events[1..]);
+
+    // The upstream on A (the owner) saw the cancel.
+    within("A's upstream saw the cancel", async {
+        loop {
+            let seen = structured(&call(&on_a, "demo__cancellations", json!({})).await);
+            if seen["cancelled"]
+                .as_array()
+                .is_some_and(|a| a.iter().any(|c| c["tool"] == "slow_count"))
+            {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+
+    // cancel_job through B's MCP front: same route, answered once the job has ended.
+    let handle = start_job(
+        &on_a,
+        "demo__slow_count",
+        json!({"to": 1000, "delay_ms": 50}),
+    )
+    .await;
+    let on_b = connect_url(&b.mcp_url()).await;
+    let answer = structured(&call(&on_b, "cancel_job", json!({"job_id": handle["job_id"]})).await);
+    assert_eq!(
+        (answer["status"].as_str(), answer["cancelled"].as_bool()),
+        (Some("cancelled"), Some(true)),
+        "{answer}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killing_the_owner_fails_its_jobs_on_another_replica_within_the_lease() {
+    let Some(url) = test_redis("replicas::owner_lost").await else {
+        return;
+    };
+    let (mut a, b) = two_replicas(&url, &unique_prefix("owner-lost")).await;
+    let on_a = connect_url(&a.mcp_url()).await;
+    let handle = start_job(
+        &on_a,
+        "demo__slow_count",
+        json!({"to": 1000, "delay_ms": 50}),
+    )
+    .await;
+    let job_id = handle["job_id"].as_str().unwrap().to_string();
+    let url_b = events_url_on(&b.base, &job_id);
+    let seen = read_sse(&url_b, None, |e| e.event == "progress").await;
+    let last_seen = seen.last().unwrap().seq();
+
+    // A subscriber on B is waiting when A dies.
+    let reader =
+        tokio::spawn(async move { read_sse(&url_b, Some(last_seen), SseEvent::is_terminal).await });
+    let killed = Instant::now();
+    a.kill9();
+    let events = reader.await.unwrap();
+    let took = killed.elapsed();
+    let last = events.last().unwrap();
+    assert_eq!(last.event, "failed", "{events:?}");
+    assert_eq!(last.data["reason"], "owner_lost");
+    assert!(
+        last.data["message"]
+            .as_str()
+            .unwrap()
+            .contains("run the tool again")
+    );
+    assert_consecutive(&events);
+    // Bound: the lease, one check interval (a third of it), plus slack for a loaded machine.
+    let bound = Duration::from_millis(LEASE_SECS * 1000 * 4 / 3) + Duration::from_secs(2);
+    assert!(
+        took <= bound,
+        "owner loss noticed after {took:?}, bound {bound:?}"
+    );
+    let (status, snapshot) = get_json(&format!("{}/jobs/{job_id}", b.base)).await;
+    assert_eq!((status, snapshot["status"].as_str()), (200, Some("failed")));
+    assert_eq!(snapshot["error"]["reason"], "owner_lost");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_restarted_under_a_running_job_loses_no_event() {
+    let Some(mut redis) = PrivateRedis::start("replicas::redis_restart").await else {
+        return;
+    };
+    let (a, b) = two_replicas(&redis.url, &unique_prefix("restart")).await;
+    let on_a = connect_url(&a.mcp_url()).await;
+    let handle = start_job(
+        &on_a,
+        "demo__slow_count",
+        json!({"to": 30, "delay_ms": 100}),
+    )
+    .await;
+    let job_id = handle["job_id"].as_str().unwrap().to_string();
+    let url_b = events_url_on(&b.base, &job_id);
+    let seen = read_sse(&url_b, None, |e| e.event == "progress").await;
+    let resume_at = seen.last().unwrap().seq();
+    // A reader on B that is connected (it has its first event) before Redis goes away.
+    let connected = std::sync::Arc::new(tokio::sync::Notify::new());
+    let reader = tokio::spawn({
+        let connected = connected.clone();
+        async move {
+            read_sse(&url_b, Some(resume_at - 1), |e| {
+                connected.notify_one();
+                e.is_terminal()
+            })
+            .await
+        }
+    });
+    within("the reader on B is connected", connected.notified()).await;
+
+    redis.stop().await;
+    // Readiness says why, at once; new calls and reads fail fast with a clear error.
+    let (status, body) = within("readyz reports the store down", async {
+        loop {
+            let (status, body) = get_json(&format!("{}/readyz", a.base)).await;
+            if status == 503 {
+                return (status, body);
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    assert_eq!(status, 503);
+    let why = body["store"]["error"].as_str().unwrap();
+    assert!(
+        why.contains("unreachable") && why.contains(&redis.port.to_string()),
+        "{why}"
+    );
+    let started = Instant::now();
+    let (status, body) = get_json(&format!("{}/jobs/{job_id}", b.base)).await;
+    assert_eq!(status, 503, "{body}");
+    let on_b = connect_url(&b.mcp_url()).await;
+    let error = within(
+        "a call while Redis is down",
+        on_b.call_tool(
+            rmcp::model::CallToolRequestParams::new("demo__echo")
+                .with_arguments(args(json!({"text": "x"})).unwrap()),
+        ),
+    )
+    .await
+    .expect_err("no job can start without the store");
+    assert!(error.to_string().contains("Redis"), "{error}");
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "failed fast: {:?}",
+        started.elapsed()
+    );
+
+    // Keep Redis down until A has taken at least one more progress event from its upstream:
+    // that one can only have been held.
+    let progress_on_a = || async {
+        let text = reqwest::get(format!("{}/metrics", a.base))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        text.lines()
+            .find(|l| l.starts_with("bridge_progress_events_total{upstream=\"demo\"}"))
+            .and_then(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    let before = progress_on_a().await;
+    within("A takes progress while Redis is down", async {
+        while progress_on_a().await <= before {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    assert_eq!(
+        get_json(&format!("{}/readyz", a.base)).await.0,
+        503,
+        "still down"
+    );
+
+    redis.restart().await;
+    a.ready().await;
+    b.ready().await;
+    let events = reader.await.unwrap();
+    assert_eq!(events[0].seq(), resume_at);
+    assert_consecutive(&events);
+    let mut all = progress_values(&seen[..seen.len() - 1]);
+    all.extend(progress_values(&events));
+    assert_eq!(
+        all,
+        (1..=30).map(f64::from).collect::<Vec<_>>(),
+        "held events were written, in order: {events:?}"
+    );
+    assert_eq!(events.last().unwrap().event, "completed", "{}", a.log());
+    let (_, snapshot) = get_json(&format!("{}/jobs/{job_id}", b.base)).await;
+    assert_eq!(
+        (snapshot["status"].as_str(), snapshot["seq"].as_u64()),
+        (Some("completed"), Some(31))
+    );
+    let log = a.log();
+    assert!(
+        log.contains("lost the Redis connection"),
+        "A noticed the outage: {log}"
+    );
+    assert!(
+        log.contains("events held while Redis was away"),
+        "A held events: {log}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thousand_subscribers_share_two_redis_connections() {
+    let Some(redis) = PrivateRedis::start("replicas::connections").await else {
+        return;
+    };
+    let prefix = unique_prefix("connections");
+    let bridge = BridgeProcess::start(&redis_store_toml(&redis.url, &prefix, LEASE_SECS)).await;
+    let named = |clients: &[String]| -> Vec<String> {
+        clients
+            .iter()
+            .filter_map(|l| {
+                l.split(' ')
+                    .find_map(|f| f.strip_prefix("name="))
+                    .map(str::to_string)
+            })
+            .collect()
+    };
+    let before = redis.other_clients().await;
+    assert_eq!(before.len(), 2, "{before:#?}");
+
+    let client = connect_url(&bridge.mcp_url()).await;
+    let mut jobs = Vec::new();
+    for _ in 0..10 {
+        let handle = start_job(
+            &client,
+            "demo__slow_count",
+            json!({"to": 1000, "delay_ms": 100}),
+        )
+        .await;
+        jobs.push(handle["job_id"].as_str().unwrap().to_string());
+    }
+    let http = reqwest::Client::new();
+    let opened = Arc::new(AtomicUsize::new(0));
+    let mut readers = Vec::new();
+    for i in 0..1000 {
+        let request = http.get(events_url_on(&bridge.base, &jobs[i % jobs.len()]));
+        let opened = opened.clone();
+        readers.push(tokio::spawn(async move {
+            read_sse_request_within(Duration::from_secs(90), request, |e| {
+                if e.event == "status" {
+                    opened.fetch_add(1, Ordering::SeqCst);
+                }
+                e.is_terminal()
+            })
+            .await
+        }));
+    }
+    let all_open = async {
+        while opened.load(Ordering::SeqCst) < 1000 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(60), all_open)
+        .await
+        .expect("1000 subscribers have their first event within 60 s");
+    let metrics = reqwest::get(format!("{}/metrics", bridge.base))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("bridge_sse_subscribers 1000"),
+        "all streams open"
+    );
+    let during = redis.other_clients().await;
+    assert_eq!(
+        during.len(),
+        2,
+        "two connections with 1000 subscribers: {during:#?}"
+    );
+    let mut names = named(&during);
+    names.sort();
+    assert!(
+        names[0].starts_with(&prefix) && names[0].ends_with(":cmd"),
+        "{names:?}"
+    );
+    assert!(
+        names[1].starts_with(&prefix) && names[1].ends_with(":sub"),
+        "{names:?}"
+    );
+    assert_eq!(named(&before).len(), 2);
+
+    for job in &jobs {
+        let (status, _) = post_json(&format!("{}/jobs/{job}/cancel", bridge.base)).await;
+        assert_eq!(status, 202);
+    }
+    for reader in readers {
+        let events: Vec<SseEvent> = reader.await.unwrap();
+        assert_eq!(events.last().unwrap().event, "cancelled");
+    }
+    assert_eq!(redis.other_clients().await.len(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bridge_starts_without_redis_and_says_why_it_is_not_ready() {
+    let port = free_port();
+    let url = format!("redis://127.0.0.1:{port}");
+    let bridge = start_bridge(|c| {
+        c.store.backend = mcp_progress_bridge::config::StoreBackend::Redis;
+        c.store.redis_url = url.clone();
+        c.store.key_prefix = unique_prefix("no-redis");
+    })
+    .await;
+    let (status, body) = get_json(&format!("{}/readyz", bridge.base)).await;
+    assert_eq!(status, 503);
+    let why = body["store"]["error"].as_str().unwrap_or_default();
+    assert!(why.contains(&url) && why.contains("unreachable"), "{body}");
+    assert_eq!(
+        body["upstreams"][0]["state"], "ready",
+        "the rest of the bridge runs"
+    );
+    let client = connect(&bridge).await;
+    let started = Instant::now();
+    let error = within(
+        "a call without Redis",
+        client.call_tool(
+            rmcp::model::CallToolRequestParams::new("demo__echo")
+                .with_arguments(args(json!({"text": "x"})).unwrap()),
+        ),
+    )
+    .await
+    .expect_err("no job without the store");
+    assert!(error.to_string().contains(&url), "{error}");
+    assert!(started.elapsed() < Duration::from_secs(1), "fails fast");
+    let (status, body): (u16, Value) =
+        get_json(&format!("{}/jobs/{}", bridge.base, "0".repeat(32))).await;
+    assert_eq!(status, 503, "{body}");
+    bridge.shutdown(Duration::from_secs(1)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_mcp_session_started_on_one_replica_is_served_by_another() {
+    let Some(url) = test_redis("replicas::mcp_session").await else {
+        return;
+    };
+    let (a, b) = two_replicas(&url, &unique_prefix("mcp-session")).await;
+    let http = reqwest::Client::new();
+    let post = |url: String, session: Option<String>, body: Value| {
+        let mut request = http
+            .post(url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2025-06-18")
+            .body(body.to_string());
+        if let Some(session) = session {
+            request = request.header("mcp-session-id", session);
+        }
+        async move {
+            let response = within("MCP POST", request.send()).await.expect("POST");
+            let status = response.status().as_u16();
+            let session = response
+                .headers()
+                .get("mcp-session-id")
+                .map(|v| v.to_str().unwrap().to_string());
+            let text = within("MCP answer", response.text())
+                .await
+                .unwrap_or_default();
+            (status, session, text)
+        }
+    };
+    let (status, session, _) = post(
+        a.mcp_url(),
+        None,
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "test", "version": "1"}}}),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let session = session.expect("a session ID");
+    let (status, _, _) = post(
+        a.mcp_url(),
+        Some(session.clone()),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    )
+    .await;
+    assert_eq!(status, 202);
+    // The next request lands on B, which never saw this session.
+    let (status, _, text) = post(
+        b.mcp_url(),
+        Some(session),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+               "params": {"name": "demo__echo", "arguments": {"text": "across replicas"}}}),
+    )
+    .await;
+    assert_eq!(status, 200, "{text}");
+    // (These replicas answer with a job handle: the call was served, by B, in A's session.)
+    assert!(
+        text.contains("\"result\"") && text.contains("\"tool\":\"demo__echo\""),
+        "{text}"
+    );
+}
