@@ -3,7 +3,7 @@
 
 use std::{net::SocketAddr, sync::Arc, time::Duration};
 
-use axum::Router;
+use axum::{Router, middleware};
 use rmcp::transport::{
     StreamableHttpServerConfig, StreamableHttpService,
     streamable_http_server::session::local::LocalSessionManager,
@@ -13,9 +13,14 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::{
+    auth::JobTokens,
     config::Config,
-    front::{Front, Links},
-    http::{self, ApiState, Readiness},
+    front::{Front, JobQuota, Links},
+    http::{
+        self, ApiState, Readiness,
+        admin::{AdminState, UpstreamsReport},
+        auth::Guard,
+    },
     jobs::Jobs,
     metrics::Metrics,
     store::{MemoryStore, Store},
@@ -41,6 +46,8 @@ pub enum StartError {
 /// A running bridge. Dropping it does not stop it; call [`RunningBridge::shutdown`].
 pub struct RunningBridge {
     pub addr: SocketAddr,
+    /// The admin listener's address, when `server.admin_listen` is set.
+    pub admin_addr: Option<SocketAddr>,
     pub upstreams: Upstreams,
     pub jobs: Jobs,
     pub store: Arc<dyn Store>,
@@ -58,9 +65,16 @@ impl Readiness for UpstreamReadiness {
         let ready = statuses.iter().all(|s| s.state == UpstreamState::Ready);
         let parts = statuses
             .iter()
-            .map(|s| json!({ "name": s.name, "state": s.state, "tools": s.tools.len(), "error": s.last_error }))
+            // No error text: it may name hosts, paths or credentials. `/upstreams` has it.
+            .map(|s| json!({ "name": s.name, "state": s.state, "tools": s.tools.len() }))
             .collect();
         (ready, serde_json::Value::Array(parts))
+    }
+}
+
+impl UpstreamsReport for UpstreamReadiness {
+    fn statuses(&self) -> serde_json::Value {
+        serde_json::to_value(self.0.statuses()).unwrap_or_default()
     }
 }
 
@@ -95,24 +109,26 @@ pub async fn start_with_listener(
     );
     let replica = format!("replica-{:08x}", fastrand::u32(..));
     let jobs = Jobs::new(store.clone(), config.jobs.clone(), replica, metrics.clone());
-    let links = Links::new(&config.server.public_url);
+    let job_tokens = JobTokens::from_config(&config.auth);
+    let guard = Guard::new(&config, job_tokens.clone());
+    let links = Links::new(&config.server.public_url, job_tokens);
     let front = Front::new(
         upstreams.clone(),
         jobs.clone(),
         config.jobs.clone(),
         links,
         config.server.correlation_header.clone(),
+        JobQuota::new(config.limits.max_jobs_per_token),
     );
 
     let http_shutdown = CancellationToken::new();
-    let mut mcp_config = StreamableHttpServerConfig::default()
-        .with_cancellation_token(http_shutdown.child_token())
-        .with_sse_keep_alive(Some(Duration::from_secs(config.server.keep_alive_secs)));
-    mcp_config = if config.server.allowed_hosts.is_empty() {
-        mcp_config.disable_allowed_hosts()
-    } else {
-        mcp_config.with_allowed_hosts(config.server.allowed_hosts.clone())
-    };
+    let mcp_config = http::origins::mcp_transport(
+        StreamableHttpServerConfig::default()
+            .with_cancellation_token(http_shutdown.child_token())
+            .with_sse_keep_alive(Some(Duration::from_secs(config.server.keep_alive_secs))),
+        &config.server,
+        config.limits.max_request_bytes,
+    );
     let mcp = StreamableHttpService::new(
         move || Ok(front.clone()),
         Arc::new(LocalSessionManager::default()),
@@ -124,27 +140,77 @@ pub async fn start_with_listener(
         readiness: Arc::new(UpstreamReadiness(upstreams.clone())),
         keep_alive: Duration::from_secs(config.server.keep_alive_secs),
         shutdown: http_shutdown.clone(),
+        guard: guard.clone(),
     });
-    let app = Router::new().nest_service("/mcp", mcp).merge(api);
+    let mcp = Router::new()
+        .nest_service("/mcp", mcp)
+        .route_layer(middleware::from_fn_with_state(
+            guard.clone(),
+            http::auth::mcp_guard,
+        ));
+    let mut app = mcp.merge(api);
+    let admin = http::admin::router(AdminState {
+        metrics: metrics.clone(),
+        upstreams: Arc::new(UpstreamReadiness(upstreams.clone())),
+    });
+    let admin_listener = match config.server.admin_listen {
+        Some(addr) => Some(
+            tokio::net::TcpListener::bind(addr)
+                .await
+                .map_err(|source| StartError::Bind { addr, source })?,
+        ),
+        None => {
+            app = app.merge(admin.clone().route_layer(middleware::from_fn_with_state(
+                guard.clone(),
+                http::auth::admin_guard,
+            )));
+            None
+        }
+    };
+    let app = app.layer(middleware::from_fn(http::access_log::log_request));
+    announce_access(&config, &guard);
 
     let addr = listener.local_addr().map_err(|source| StartError::Bind {
         addr: config.server.listen,
         source,
     })?;
 
+    let admin_addr = match &admin_listener {
+        Some(l) => Some(l.local_addr().map_err(|source| StartError::Bind {
+            addr: l.local_addr().unwrap_or(addr),
+            source,
+        })?),
+        None => None,
+    };
+
     tokio::spawn(expire_jobs(store.clone(), http_shutdown.clone()));
     let server = tokio::spawn({
         let stop = http_shutdown.clone();
         async move {
-            let serve = axum::serve(listener, app).with_graceful_shutdown(stop.cancelled_owned());
-            if let Err(e) = serve.await {
+            let serve =
+                axum::serve(listener, app).with_graceful_shutdown(stop.clone().cancelled_owned());
+            let admin = async move {
+                let Some(listener) = admin_listener else {
+                    return Ok(());
+                };
+                let admin = admin.layer(middleware::from_fn(http::access_log::log_request));
+                axum::serve(listener, admin)
+                    .with_graceful_shutdown(stop.cancelled_owned())
+                    .await
+            };
+            let (main, admin) = tokio::join!(serve, admin);
+            if let Err(e) = main.and(admin) {
                 tracing::error!(error = %e, "HTTP server failed");
             }
         }
     });
     tracing::info!(%addr, upstreams = config.upstreams.len(), "bridge listening");
+    if let Some(admin) = admin_addr {
+        tracing::info!(%admin, "admin listener (/upstreams, /metrics) on its own address");
+    }
     Ok(RunningBridge {
         addr,
+        admin_addr,
         upstreams,
         jobs,
         store,
@@ -153,6 +219,28 @@ pub async fn start_with_listener(
         upstream_shutdown,
         server,
     })
+}
+
+/// Say at start what is open: loudly, when `/mcp` takes anyone.
+fn announce_access(config: &Config, guard: &Guard) {
+    if guard.mcp_tokens.is_open() {
+        tracing::warn!(
+            listen = %config.server.listen,
+            "/mcp IS OPEN: no auth.mcp_tokens are configured, so anyone who can reach this \
+             address can call every tool. Set auth.mcp_tokens before exposing the bridge"
+        );
+    }
+    if guard.job_tokens.is_random() {
+        tracing::info!(
+            "no auth.job_secret: job URLs are signed with a key of this process alone; set \
+             auth.job_secret to keep them valid across restarts and replicas"
+        );
+    }
+    if !config.auth.require_job_tokens {
+        tracing::warn!(
+            "auth.require_job_tokens = false: anyone who knows a job ID can read and cancel it"
+        );
+    }
 }
 
 async fn expire_jobs(store: Arc<dyn Store>, stop: CancellationToken) {

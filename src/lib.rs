@@ -7,6 +7,7 @@
 //! connections to the real tool servers; [`app`] wires it all together.
 
 pub mod app;
+pub mod auth;
 pub mod config;
 pub mod demo;
 pub mod front;

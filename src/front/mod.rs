@@ -7,6 +7,7 @@ mod call;
 mod catalog;
 pub mod handle;
 mod job_tools;
+mod quota;
 
 use std::sync::Arc;
 
@@ -21,6 +22,7 @@ use rmcp::{
 
 pub use catalog::{CANCEL_JOB, GET_JOB_STATUS, SEPARATOR, WAIT_FOR_JOB};
 pub use handle::{JOB_META_KEY, Links};
+pub use quota::JobQuota;
 
 use crate::{config::JobsConfig, jobs::Jobs, upstream::Upstreams};
 
@@ -42,6 +44,8 @@ struct Inner {
     links: Links,
     /// Lower-case name of the header that carries the correlation ID.
     correlation_header: String,
+    /// Running jobs per MCP caller.
+    quota: JobQuota,
 }
 
 impl Front {
@@ -51,6 +55,7 @@ impl Front {
         config: JobsConfig,
         links: Links,
         correlation_header: String,
+        quota: JobQuota,
     ) -> Self {
         Self {
             inner: Arc::new(Inner {
@@ -59,6 +64,7 @@ impl Front {
                 config,
                 links,
                 correlation_header,
+                quota,
             }),
         }
     }

@@ -13,7 +13,8 @@ use std::{
 use futures::StreamExt;
 use mcp_progress_bridge::{
     app::{self, RunningBridge},
-    config::{CallMode, Config, ToolConfig, TransportKind, UpstreamConfig},
+    auth::JobTokens,
+    config::{CallMode, Config, Secret, ToolConfig, TransportKind, UpstreamConfig},
 };
 use reqwest_eventsource::{Event, EventSource};
 use rmcp::{
@@ -89,6 +90,12 @@ impl TestBridge {
         format!("{}/mcp", self.base)
     }
 
+    /// The events URL of a correlation, with its token.
+    pub fn correlation_events_url(&self, cid: &str) -> String {
+        let token = job_tokens().correlation(&cid.parse().expect("a valid correlation ID"));
+        format!("{}/correlations/{cid}/events?token={token}", self.base)
+    }
+
     pub fn running(&self) -> &RunningBridge {
         self.bridge.as_ref().expect("bridge running")
     }
@@ -109,7 +116,17 @@ pub async fn start_bridge(configure: impl FnOnce(&mut Config)) -> TestBridge {
     start_config(config).await
 }
 
-/// Start a bridge with exactly this config (its listen address is replaced by a free port).
+/// The `auth.job_secret` of test bridges that set none: every test bridge (and every replica
+/// in a test) signs job URLs alike, and tests can mint tokens with [`job_tokens`].
+pub const TEST_JOB_SECRET: &str = "test-job-secret-0123456789abcdef-not-for-production";
+
+/// Mints the tokens a test bridge with [`TEST_JOB_SECRET`] accepts.
+pub fn job_tokens() -> JobTokens {
+    JobTokens::new(TEST_JOB_SECRET.as_bytes())
+}
+
+/// Start a bridge with exactly this config (its listen address is replaced by a free port; a
+/// missing `auth.job_secret` becomes [`TEST_JOB_SECRET`]).
 pub async fn start_config(mut config: Config) -> TestBridge {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
@@ -117,6 +134,9 @@ pub async fn start_config(mut config: Config) -> TestBridge {
     let addr = listener.local_addr().expect("local address");
     config.server.listen = addr;
     config.server.public_url = format!("http://{addr}");
+    if config.auth.job_secret.is_none() {
+        config.auth.job_secret = Some(Secret::literal(TEST_JOB_SECRET));
+    }
     let bridge = app::start_with_listener(config, listener)
         .await
         .expect("bridge starts");
@@ -197,6 +217,22 @@ pub async fn connect(bridge: &TestBridge) -> McpClient {
 
 pub async fn connect_url(url: &str) -> McpClient {
     let transport = StreamableHttpClientTransport::from_uri(url);
+    within(
+        "MCP initialize",
+        ProgressRecorder::default().serve(transport),
+    )
+    .await
+    .expect("MCP initialize")
+}
+
+/// rmcp's client with `Authorization: Bearer <token>` on every request.
+pub async fn connect_with_token(bridge: &TestBridge, token: &str) -> McpClient {
+    let config =
+        rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(
+            bridge.mcp_url(),
+        )
+        .auth_header(token);
+    let transport = StreamableHttpClientTransport::from_config(config);
     within(
         "MCP initialize",
         ProgressRecorder::default().serve(transport),
