@@ -142,8 +142,13 @@ pub async fn start_with_listener(
         shutdown: http_shutdown.clone(),
         guard: guard.clone(),
     });
+    let max_bytes = config.limits.max_request_bytes;
+    // Outermost first: the token, then the shape of the message, then rmcp.
     let mcp = Router::new()
         .nest_service("/mcp", mcp)
+        .route_layer(middleware::from_fn(move |request, next| {
+            http::mcp_input::check_mcp_post(max_bytes, request, next)
+        }))
         .route_layer(middleware::from_fn_with_state(
             guard.clone(),
             http::auth::mcp_guard,

@@ -382,3 +382,161 @@ pub async fn post_json(url: &str) -> (u16, Value) {
     let body = response.json().await.unwrap_or(Value::Null);
     (status, body)
 }
+
+/// A Python 3 to run test fixtures with (`BRIDGE_TEST_PYTHON`, else `python3`), or `None`
+/// after saying why the caller skips; with `BRIDGE_TEST_STRICT=1` a missing one fails.
+pub fn python() -> Option<String> {
+    let python = std::env::var("BRIDGE_TEST_PYTHON").unwrap_or_else(|_| "python3".into());
+    let works = std::process::Command::new(&python)
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if works {
+        return Some(python);
+    }
+    let why = format!("{python} does not run: install Python 3 or set BRIDGE_TEST_PYTHON");
+    if std::env::var("BRIDGE_TEST_STRICT").is_ok_and(|v| v == "1") {
+        panic!("{why}");
+    }
+    eprintln!("skipping: {why}");
+    None
+}
+
+/// The test-only misbehaving MCP server (tests/fixtures/misbehaving_upstream.py) as a stdio
+/// upstream.
+pub fn misbehaving_upstream(name: &str, python: &str) -> UpstreamConfig {
+    let mut upstream = demo_stdio_upstream(name);
+    upstream.command = Some(python.into());
+    upstream.args = vec![
+        concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/misbehaving_upstream.py"
+        )
+        .into(),
+    ];
+    upstream
+}
+
+/// A raw MCP Streamable HTTP client for requests no SDK would send.
+pub struct RawMcp {
+    pub url: String,
+    pub token: Option<String>,
+    pub session: Option<String>,
+    client: reqwest::Client,
+}
+
+/// A raw answer: the status, the headers and the JSON-RPC message in the body, if any (read
+/// from JSON or from the SSE stream of the answer).
+#[derive(Debug)]
+pub struct RawAnswer {
+    pub status: u16,
+    pub headers: reqwest::header::HeaderMap,
+    pub body: String,
+    pub message: Option<Value>,
+}
+
+impl RawAnswer {
+    pub fn rpc_error_code(&self) -> Option<i64> {
+        self.message.as_ref()?["error"]["code"].as_i64()
+    }
+}
+
+impl RawMcp {
+    pub fn new(url: &str, token: Option<&str>) -> Self {
+        Self {
+            url: url.into(),
+            token: token.map(str::to_string),
+            session: None,
+            client: reqwest::Client::new(),
+        }
+    }
+
+    /// A POST with the usual MCP headers, the session and the token (when set) and `extra`.
+    pub async fn post(&self, body: impl Into<reqwest::Body>, extra: &[(&str, &str)]) -> RawAnswer {
+        let mut request = self
+            .client
+            .post(&self.url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2025-06-18")
+            .body(body);
+        if let Some(token) = &self.token {
+            request = request.bearer_auth(token);
+        }
+        if let Some(session) = &self.session {
+            request = request.header("mcp-session-id", session);
+        }
+        for (name, value) in extra {
+            request = request.header(*name, *value);
+        }
+        let response = within("raw MCP POST", request.send()).await.expect("POST");
+        let status = response.status().as_u16();
+        let headers = response.headers().clone();
+        let body = within("raw MCP body", response.text())
+            .await
+            .unwrap_or_default();
+        let message = serde_json::from_str(&body).ok().or_else(|| {
+            body.lines()
+                .filter_map(|l| l.strip_prefix("data:"))
+                .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
+                .find(|m| m.get("id").is_some() || m.get("error").is_some())
+        });
+        RawAnswer {
+            status,
+            headers,
+            body,
+            message,
+        }
+    }
+
+    /// initialize + notifications/initialized; keeps the session ID.
+    pub async fn initialize(&mut self) -> RawAnswer {
+        let answer = self
+            .post(
+                r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#,
+                &[],
+            )
+            .await;
+        self.session = answer
+            .headers
+            .get("mcp-session-id")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
+        let done = self
+            .post(
+                r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+                &[],
+            )
+            .await;
+        assert_eq!(done.status, 202, "initialized: {}", done.body);
+        answer
+    }
+}
+
+/// Send `request_target` as the raw request line's target (no normalisation on the way) and
+/// return the status code.
+pub async fn raw_http_status(addr: std::net::SocketAddr, method: &str, target: &str) -> u16 {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = within("connect", tokio::net::TcpStream::connect(addr))
+        .await
+        .expect("connect");
+    let request =
+        format!("{method} {target} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.expect("write");
+    let mut head = Vec::new();
+    let mut buf = [0u8; 256];
+    within("raw response", async {
+        while !head.windows(2).any(|w| w == b"\r\n") {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => head.extend_from_slice(&buf[..n]),
+            }
+        }
+    })
+    .await;
+    let line = String::from_utf8_lossy(&head);
+    line.split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no status line in {line:?}"))
+}
