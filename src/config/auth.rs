@@ -12,6 +12,10 @@ use serde::Deserialize;
 
 use super::{ConfigError, ServerConfig};
 
+/// An environment variable that, when set, adds one more `/mcp` token (for containers, where
+/// the config file is baked into the image).
+pub const TOKEN_ENV: &str = "BRIDGE_MCP_TOKEN";
+
 /// Shortest bearer token accepted on `/mcp`.
 pub const MIN_TOKEN_LEN: usize = 16;
 /// Shortest `auth.job_secret` accepted: HMAC-SHA256 keys should carry 256 bits.
@@ -149,6 +153,10 @@ pub(super) fn validate(
     server: &ServerConfig,
     err: impl Fn(&str, String) -> ConfigError,
 ) -> Result<(), ConfigError> {
+    if std::env::var_os(TOKEN_ENV).is_some_and(|v| !v.is_empty()) {
+        auth.mcp_tokens
+            .push(Secret::from(format!("env:{TOKEN_ENV}")));
+    }
     for (i, token) in auth.mcp_tokens.iter_mut().enumerate() {
         let key = format!("auth.mcp_tokens[{i}]");
         token.resolve().map_err(|m| err(&key, m))?;
@@ -195,8 +203,8 @@ pub(super) fn validate(
             format!(
                 "none configured, and server.listen is {}, not a loopback address: anyone who \
                  can reach it could call every tool. Set auth.mcp_tokens (for example \
-                 [\"env:BRIDGE_MCP_TOKEN\"]), or set auth.allow_open = true if something in \
-                 front of the bridge authenticates",
+                 [\"env:MY_TOKEN_VARIABLE\"]) or the environment variable {TOKEN_ENV}, or set \
+                 auth.allow_open = true if something in front of the bridge authenticates",
                 server.listen
             ),
         ));

@@ -15,7 +15,7 @@
 
 use axum::{
     Json,
-    body::{Body, Bytes},
+    body::Body,
     extract::Request,
     http::{Method, StatusCode},
     middleware::Next,
@@ -47,7 +47,7 @@ pub async fn check_mcp_post(max_bytes: usize, request: Request, next: Next) -> R
         }
     };
     if let Err(rejection) = check(&bytes) {
-        return rejection;
+        return rejection.into_response();
     }
     next.run(Request::from_parts(parts, Body::from(bytes)))
         .await
@@ -58,10 +58,30 @@ fn error(status: StatusCode, id: Value, code: i64, message: String) -> Response 
     (status, Json(body)).into_response()
 }
 
-/// `Err(response)` for a message rmcp would not serve.
-pub fn check(bytes: &Bytes) -> Result<(), Response> {
-    let bad =
-        |code, message: String| Err(error(StatusCode::BAD_REQUEST, Value::Null, code, message));
+/// Why a message is refused: a JSON-RPC error, answered with HTTP 400.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rejection {
+    /// The request's id, when it has a usable one.
+    pub id: Value,
+    pub code: i64,
+    pub message: String,
+}
+
+impl IntoResponse for Rejection {
+    fn into_response(self) -> Response {
+        error(StatusCode::BAD_REQUEST, self.id, self.code, self.message)
+    }
+}
+
+/// `Err` for a message rmcp would not serve.
+pub fn check(bytes: &[u8]) -> Result<(), Rejection> {
+    let bad = |code, message: String| {
+        Err(Rejection {
+            id: Value::Null,
+            code,
+            message,
+        })
+    };
     let value: Value = match serde_json::from_slice(bytes) {
         Ok(value) => value,
         Err(e) => {
@@ -126,12 +146,11 @@ pub fn check(bytes: &Bytes) -> Result<(), Response> {
             _ => Some("tools/call needs params: {\"name\": <tool>, \"arguments\": {…}}"),
         };
         if let Some(problem) = problem {
-            return Err(error(
-                StatusCode::BAD_REQUEST,
+            return Err(Rejection {
                 id,
-                INVALID_PARAMS,
-                problem.into(),
-            ));
+                code: INVALID_PARAMS,
+                message: problem.into(),
+            });
         }
     }
     Ok(())
@@ -142,9 +161,9 @@ mod tests {
     use super::*;
 
     fn status(body: &str) -> Option<u16> {
-        check(&Bytes::from(body.to_string()))
+        check(body.as_bytes())
             .err()
-            .map(|r| r.status().as_u16())
+            .map(|r| r.into_response().status().as_u16())
     }
 
     #[test]
