@@ -103,7 +103,7 @@ pub async fn start_with_listener(
     ));
     let upstream_shutdown = CancellationToken::new();
     let upstreams = Upstreams::start(
-        &config.upstreams,
+        &upstream_configs(&config),
         metrics.clone(),
         upstream_shutdown.clone(),
     );
@@ -224,6 +224,22 @@ pub async fn start_with_listener(
         upstream_shutdown,
         server,
     })
+}
+
+/// The upstreams as configured, except that a stdio child (which inherits the bridge's
+/// environment) sees the variables the bridge's own secrets come from blanked, unless its
+/// config sets them on purpose.
+fn upstream_configs(config: &Config) -> Vec<crate::config::UpstreamConfig> {
+    let hidden = config.auth.secret_env_names();
+    let mut upstreams = config.upstreams.clone();
+    for upstream in &mut upstreams {
+        if upstream.transport == crate::config::TransportKind::Stdio {
+            for name in &hidden {
+                upstream.env.entry(name.clone()).or_default();
+            }
+        }
+    }
+    upstreams
 }
 
 /// Say at start what is open: loudly, when `/mcp` takes anyone.

@@ -715,9 +715,16 @@ async fn tokens_from_env_and_file_work_and_no_token_ever_reaches_the_log() {
     std::fs::write(&token_file, format!("{file_token}\n")).unwrap();
     let secret_file = dir.path().join("job_secret");
     std::fs::write(&secret_file, job_secret).unwrap();
+    let python = python();
+    let bad_upstream = python.as_ref().map_or(String::new(), |python| {
+        format!(
+            "[[upstreams]]\nname = \"bad\"\ntransport = \"stdio\"\ncommand = {python:?}\nargs = [{:?}]\n",
+            concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/misbehaving_upstream.py")
+        )
+    });
     let bridge = ChildBridge::start(
         &format!(
-            "[auth]\nmcp_tokens = [\"env:SECURITY_TEST_MCP_TOKEN\", \"file:{}\"]\njob_secret = \"file:{}\"\n",
+            "[auth]\nmcp_tokens = [\"env:SECURITY_TEST_MCP_TOKEN\", \"file:{}\"]\njob_secret = \"file:{}\"\n{bad_upstream}",
             token_file.display(),
             secret_file.display()
         ),
@@ -808,6 +815,27 @@ async fn tokens_from_env_and_file_work_and_no_token_ever_reaches_the_log() {
         .await
         .unwrap();
     assert_eq!(metrics.status(), 200);
+    // A stdio upstream does not inherit the variables the bridge's secrets come from.
+    if python.is_some() {
+        let seen = call(
+            &client,
+            "bad__misbehave",
+            json!({"case": "environment", "name": "SECURITY_TEST_MCP_TOKEN"}),
+        )
+        .await;
+        assert_eq!(first_text(&seen), "", "the child sees the variable blanked");
+        let seen = call(
+            &client,
+            "bad__misbehave",
+            json!({"case": "environment", "name": "PATH"}),
+        )
+        .await;
+        assert_ne!(
+            first_text(&seen),
+            "",
+            "the rest of the environment is passed on"
+        );
+    }
     drop(client);
 
     let log = within("the request log line for the events URL", async {

@@ -50,6 +50,19 @@ impl Default for AuthConfig {
     }
 }
 
+impl AuthConfig {
+    /// The environment variables the bridge's own secrets come from: stdio upstreams, which
+    /// inherit the bridge's environment, get them blanked.
+    pub fn secret_env_names(&self) -> Vec<String> {
+        self.mcp_tokens
+            .iter()
+            .chain(&self.job_secret)
+            .filter_map(Secret::env_name)
+            .map(str::to_string)
+            .collect()
+    }
+}
+
 /// A secret from the config. Deserialized from `"literal"`, `"env:NAME"` or `"file:/path"`.
 #[derive(Clone, Deserialize)]
 #[serde(from = "String")]
@@ -96,6 +109,14 @@ impl Secret {
     /// The value: empty if this secret was never resolved (the config was not validated).
     pub fn value(&self) -> &str {
         self.value.as_deref().unwrap_or_default()
+    }
+
+    /// The environment variable the value comes from, if it does.
+    pub fn env_name(&self) -> Option<&str> {
+        match &self.origin {
+            Origin::Env(name) => Some(name),
+            _ => None,
+        }
     }
 
     /// Where the value comes from, for messages (never the value itself).
