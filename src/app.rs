@@ -3,7 +3,7 @@
 
 use std::{net::SocketAddr, sync::Arc, time::Duration};
 
-use axum::{Router, middleware};
+use axum::Router;
 use rmcp::transport::{
     StreamableHttpServerConfig, StreamableHttpService,
     streamable_http_server::session::local::LocalSessionManager,
@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::{
     auth::JobTokens,
-    config::Config,
+    config::{Config, without_secret_env},
     front::{Front, JobQuota, Links},
     http::{
         self, ApiState, Readiness,
@@ -103,7 +103,7 @@ pub async fn start_with_listener(
     ));
     let upstream_shutdown = CancellationToken::new();
     let upstreams = Upstreams::start(
-        &upstream_configs(&config),
+        &without_secret_env(&config.auth, &config.upstreams),
         metrics.clone(),
         upstream_shutdown.clone(),
     );
@@ -142,38 +142,27 @@ pub async fn start_with_listener(
         shutdown: http_shutdown.clone(),
         guard: guard.clone(),
     });
-    let max_bytes = config.limits.max_request_bytes;
-    // Outermost first: the token, then the shape of the message, then rmcp.
-    let mcp = Router::new()
-        .nest_service("/mcp", mcp)
-        .route_layer(middleware::from_fn(move |request, next| {
-            http::mcp_input::check_mcp_post(max_bytes, request, next)
-        }))
-        .route_layer(middleware::from_fn_with_state(
-            guard.clone(),
-            http::auth::mcp_guard,
-        ));
-    let mut app = mcp.merge(api);
     let admin = http::admin::router(AdminState {
         metrics: metrics.clone(),
         upstreams: Arc::new(UpstreamReadiness(upstreams.clone())),
     });
+    let surface = http::surface::assemble(
+        Router::new().nest_service("/mcp", mcp),
+        api,
+        admin,
+        &guard,
+        config.limits.max_request_bytes,
+        config.server.admin_listen.is_some(),
+    );
     let admin_listener = match config.server.admin_listen {
         Some(addr) => Some(
             tokio::net::TcpListener::bind(addr)
                 .await
                 .map_err(|source| StartError::Bind { addr, source })?,
         ),
-        None => {
-            app = app.merge(admin.clone().route_layer(middleware::from_fn_with_state(
-                guard.clone(),
-                http::auth::admin_guard,
-            )));
-            None
-        }
+        None => None,
     };
-    let app = app.layer(middleware::from_fn(http::access_log::log_request));
-    announce_access(&config, &guard);
+    http::surface::announce(&guard, &config);
 
     let addr = listener.local_addr().map_err(|source| StartError::Bind {
         addr: config.server.listen,
@@ -182,7 +171,7 @@ pub async fn start_with_listener(
 
     let admin_addr = match &admin_listener {
         Some(l) => Some(l.local_addr().map_err(|source| StartError::Bind {
-            addr: l.local_addr().unwrap_or(addr),
+            addr: config.server.admin_listen.unwrap_or(addr),
             source,
         })?),
         None => None,
@@ -192,13 +181,12 @@ pub async fn start_with_listener(
     let server = tokio::spawn({
         let stop = http_shutdown.clone();
         async move {
-            let serve =
-                axum::serve(listener, app).with_graceful_shutdown(stop.clone().cancelled_owned());
+            let serve = axum::serve(listener, surface.main)
+                .with_graceful_shutdown(stop.clone().cancelled_owned());
             let admin = async move {
-                let Some(listener) = admin_listener else {
+                let (Some(listener), Some(admin)) = (admin_listener, surface.admin) else {
                     return Ok(());
                 };
-                let admin = admin.layer(middleware::from_fn(http::access_log::log_request));
                 axum::serve(listener, admin)
                     .with_graceful_shutdown(stop.cancelled_owned())
                     .await
@@ -224,44 +212,6 @@ pub async fn start_with_listener(
         upstream_shutdown,
         server,
     })
-}
-
-/// The upstreams as configured, except that a stdio child (which inherits the bridge's
-/// environment) sees the variables the bridge's own secrets come from blanked, unless its
-/// config sets them on purpose.
-fn upstream_configs(config: &Config) -> Vec<crate::config::UpstreamConfig> {
-    let hidden = config.auth.secret_env_names();
-    let mut upstreams = config.upstreams.clone();
-    for upstream in &mut upstreams {
-        if upstream.transport == crate::config::TransportKind::Stdio {
-            for name in &hidden {
-                upstream.env.entry(name.clone()).or_default();
-            }
-        }
-    }
-    upstreams
-}
-
-/// Say at start what is open: loudly, when `/mcp` takes anyone.
-fn announce_access(config: &Config, guard: &Guard) {
-    if guard.mcp_tokens.is_open() {
-        tracing::warn!(
-            listen = %config.server.listen,
-            "/mcp IS OPEN: no auth.mcp_tokens are configured, so anyone who can reach this \
-             address can call every tool. Set auth.mcp_tokens before exposing the bridge"
-        );
-    }
-    if guard.job_tokens.is_random() {
-        tracing::info!(
-            "no auth.job_secret: job URLs are signed with a key of this process alone; set \
-             auth.job_secret to keep them valid across restarts and replicas"
-        );
-    }
-    if !config.auth.require_job_tokens {
-        tracing::warn!(
-            "auth.require_job_tokens = false: anyone who knows a job ID can read and cancel it"
-        );
-    }
 }
 
 async fn expire_jobs(store: Arc<dyn Store>, stop: CancellationToken) {

@@ -63,6 +63,25 @@ impl AuthConfig {
     }
 }
 
+/// The upstreams as configured, except that a stdio child (which inherits the bridge's
+/// environment) sees the variables the bridge's own secrets come from blanked, unless its
+/// config sets them on purpose.
+pub fn without_secret_env(
+    auth: &AuthConfig,
+    upstreams: &[super::UpstreamConfig],
+) -> Vec<super::UpstreamConfig> {
+    let hidden = auth.secret_env_names();
+    let mut upstreams = upstreams.to_vec();
+    for upstream in &mut upstreams {
+        if upstream.transport == super::TransportKind::Stdio {
+            for name in &hidden {
+                upstream.env.entry(name.clone()).or_default();
+            }
+        }
+    }
+    upstreams
+}
+
 /// A secret from the config. Deserialized from `"literal"`, `"env:NAME"` or `"file:/path"`.
 #[derive(Clone, Deserialize)]
 #[serde(from = "String")]

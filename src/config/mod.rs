@@ -15,7 +15,7 @@ use std::{
 
 use serde::Deserialize;
 
-pub use auth::{AuthConfig, Secret};
+pub use auth::{AuthConfig, Secret, without_secret_env};
 pub use limits::LimitsConfig;
 pub use validate::ConfigError;
 

@@ -10,6 +10,7 @@ pub mod limits;
 pub mod mcp_input;
 pub mod origins;
 mod sse;
+pub mod surface;
 
 use std::{sync::Arc, time::Duration};
 
