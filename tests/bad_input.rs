@@ -216,7 +216,7 @@ async fn every_bad_request_gets_a_clear_client_error_and_the_bridge_keeps_servin
             headers: &[("origin", "https://evil.example")],
             status: 403,
             rpc_error: None,
-            says: "Origin",
+            says: "server.allowed_origins",
         },
         McpCase {
             name: "disallowed Host",
@@ -224,7 +224,7 @@ async fn every_bad_request_gets_a_clear_client_error_and_the_bridge_keeps_servin
             headers: &[("host", "evil.example")],
             status: 403,
             rpc_error: None,
-            says: "Host",
+            says: "server.allowed_hosts",
         },
         McpCase {
             name: "unknown session",

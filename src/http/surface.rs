@@ -5,7 +5,7 @@
 
 use axum::{Router, middleware};
 
-use super::{access_log, auth, mcp_input};
+use super::{access_log, auth, mcp_input, origins};
 
 /// The routers to serve: the main one, and the admin one when it has a listener of its own.
 pub struct Surface {
@@ -23,8 +23,10 @@ pub fn assemble(
     max_request_bytes: usize,
     admin_apart: bool,
 ) -> Surface {
-    // Route layers run outermost last-added first: the token, then the message, then rmcp.
+    // The last route layer added runs first: the token, then the message, then rmcp (whose
+    // Host and Origin refusals get a hint on the way out).
     let mcp = mcp
+        .route_layer(middleware::from_fn(origins::explain_forbidden))
         .route_layer(middleware::from_fn(move |request, next| {
             mcp_input::check_mcp_post(max_request_bytes, request, next)
         }))
