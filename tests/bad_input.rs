@@ -355,6 +355,11 @@ async fn every_bad_request_gets_a_clear_client_error_and_the_bridge_keeps_servin
             400,
         ),
         (
+            "last_event_id given twice",
+            http.get(format!("{events_url}&last_event_id=1&last_event_id=2")),
+            400,
+        ),
+        (
             "upper-case job ID",
             http.get(format!(
                 "{base}/jobs/{}?token={token}",
