@@ -1,5 +1,6 @@
 # Build: docker build -t mcp-progress-bridge .
-# Run:   docker run -p 8080:8080 mcp-progress-bridge
+# Run:   docker run -p 8080:8080 -e BRIDGE_MCP_TOKEN="$(openssl rand -hex 32)" mcp-progress-bridge
+#        (on a non-loopback address the bridge refuses to start without an MCP token)
 FROM rust:1-bookworm AS build
 WORKDIR /src
 COPY Cargo.toml Cargo.lock ./
@@ -18,6 +19,8 @@ COPY config ./config
 USER bridge
 # Inside a container the bridge must listen on all interfaces; the public URL is what
 # browsers use to reach it. Host checks on /mcp: set server.allowed_hosts in the config.
+# Agents call /mcp with `Authorization: Bearer $BRIDGE_MCP_TOKEN`; several replicas also need
+# one auth.job_secret (see README, "Security").
 ENV BRIDGE_LISTEN=0.0.0.0:8080 \
     BRIDGE_PUBLIC_URL=http://localhost:8080
 EXPOSE 8080

@@ -13,9 +13,14 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::{
-    config::{Config, StoreBackend},
-    front::{Front, Links},
-    http::{self, ApiState, Readiness},
+    auth::JobTokens,
+    config::{Config, StoreBackend, without_secret_env},
+    front::{Front, JobQuota, Links},
+    http::{
+        self, ApiState, Readiness,
+        admin::{AdminState, UpstreamsReport},
+        auth::Guard,
+    },
     jobs::Jobs,
     metrics::Metrics,
     store::{MemoryStore, RedisOptions, RedisStore, Store, StoreError},
@@ -44,6 +49,8 @@ pub enum StartError {
 /// A running bridge. Dropping it does not stop it; call [`RunningBridge::shutdown`].
 pub struct RunningBridge {
     pub addr: SocketAddr,
+    /// The admin listener's address, when `server.admin_listen` is set.
+    pub admin_addr: Option<SocketAddr>,
     pub upstreams: Upstreams,
     pub jobs: Jobs,
     pub store: Arc<dyn Store>,
@@ -69,9 +76,16 @@ impl Readiness for BridgeReadiness {
             !self.jobs.is_closed() && statuses.iter().all(|s| s.state == UpstreamState::Ready);
         let parts = statuses
             .iter()
-            .map(|s| json!({ "name": s.name, "state": s.state, "tools": s.tools.len(), "error": s.last_error }))
+            // No error text: it may name hosts, paths or credentials. `/upstreams` has it.
+            .map(|s| json!({ "name": s.name, "state": s.state, "tools": s.tools.len() }))
             .collect();
         (ready, serde_json::Value::Array(parts))
+    }
+}
+
+impl UpstreamsReport for BridgeReadiness {
+    fn statuses(&self) -> serde_json::Value {
+        serde_json::to_value(self.upstreams.statuses()).unwrap_or_default()
     }
 }
 
@@ -120,30 +134,32 @@ pub async fn start_with_listener(
     };
     let upstream_shutdown = CancellationToken::new();
     let upstreams = Upstreams::start(
-        &config.upstreams,
+        &without_secret_env(&config.auth, &config.upstreams),
         metrics.clone(),
         upstream_shutdown.clone(),
     );
     let jobs = Jobs::new(store.clone(), config.jobs.clone(), replica, metrics.clone());
-    let links = Links::new(&config.server.public_url);
+    let job_tokens = JobTokens::from_config(&config.auth);
+    let guard = Guard::new(&config, job_tokens.clone());
+    let links = Links::new(&config.server.public_url, job_tokens);
     let front = Front::new(
         upstreams.clone(),
         jobs.clone(),
         config.jobs.clone(),
         links,
         config.server.correlation_header.clone(),
+        JobQuota::new(config.limits.max_jobs_per_token),
     );
 
     let http_shutdown = CancellationToken::new();
-    let mut mcp_config = StreamableHttpServerConfig::default()
-        .with_cancellation_token(http_shutdown.child_token())
-        .with_sse_keep_alive(Some(Duration::from_secs(config.server.keep_alive_secs)));
+    let mut mcp_config = http::origins::mcp_transport(
+        StreamableHttpServerConfig::default()
+            .with_cancellation_token(http_shutdown.child_token())
+            .with_sse_keep_alive(Some(Duration::from_secs(config.server.keep_alive_secs))),
+        &config.server,
+        config.limits.max_request_bytes,
+    );
     mcp_config.session_store = mcp_sessions;
-    mcp_config = if config.server.allowed_hosts.is_empty() {
-        mcp_config.disable_allowed_hosts()
-    } else {
-        mcp_config.with_allowed_hosts(config.server.allowed_hosts.clone())
-    };
     let mcp = StreamableHttpService::new(
         move || Ok(front.clone()),
         Arc::new(LocalSessionManager::default()),
@@ -158,13 +174,45 @@ pub async fn start_with_listener(
         }),
         keep_alive: Duration::from_secs(config.server.keep_alive_secs),
         shutdown: http_shutdown.clone(),
+        guard: guard.clone(),
     });
-    let app = Router::new().nest_service("/mcp", mcp).merge(api);
+    let admin = http::admin::router(AdminState {
+        metrics: metrics.clone(),
+        upstreams: Arc::new(BridgeReadiness {
+            upstreams: upstreams.clone(),
+            jobs: jobs.clone(),
+        }),
+    });
+    let surface = http::surface::assemble(
+        Router::new().nest_service("/mcp", mcp),
+        api,
+        admin,
+        &guard,
+        config.limits.max_request_bytes,
+        config.server.admin_listen.is_some(),
+    );
+    let admin_listener = match config.server.admin_listen {
+        Some(addr) => Some(
+            tokio::net::TcpListener::bind(addr)
+                .await
+                .map_err(|source| StartError::Bind { addr, source })?,
+        ),
+        None => None,
+    };
+    http::surface::announce(&guard, &config);
 
     let addr = listener.local_addr().map_err(|source| StartError::Bind {
         addr: config.server.listen,
         source,
     })?;
+
+    let admin_addr = match &admin_listener {
+        Some(l) => Some(l.local_addr().map_err(|source| StartError::Bind {
+            addr: config.server.admin_listen.unwrap_or(addr),
+            source,
+        })?),
+        None => None,
+    };
 
     let sweep = Duration::from_millis(config.jobs.retention_secs.saturating_mul(500))
         .clamp(Duration::from_millis(200), EXPIRY_INTERVAL);
@@ -172,15 +220,29 @@ pub async fn start_with_listener(
     let server = tokio::spawn({
         let stop = http_shutdown.clone();
         async move {
-            let serve = axum::serve(listener, app).with_graceful_shutdown(stop.cancelled_owned());
-            if let Err(e) = serve.await {
+            let serve = axum::serve(listener, surface.main)
+                .with_graceful_shutdown(stop.clone().cancelled_owned());
+            let admin = async move {
+                let (Some(listener), Some(admin)) = (admin_listener, surface.admin) else {
+                    return Ok(());
+                };
+                axum::serve(listener, admin)
+                    .with_graceful_shutdown(stop.cancelled_owned())
+                    .await
+            };
+            let (main, admin) = tokio::join!(serve, admin);
+            if let Err(e) = main.and(admin) {
                 tracing::error!(error = %e, "HTTP server failed");
             }
         }
     });
     tracing::info!(%addr, upstreams = config.upstreams.len(), store = ?config.store.backend, "bridge listening");
+    if let Some(admin) = admin_addr {
+        tracing::info!(%admin, "admin listener (/upstreams, /metrics) on its own address");
+    }
     Ok(RunningBridge {
         addr,
+        admin_addr,
         upstreams,
         jobs,
         store,

@@ -8,6 +8,7 @@
 //! client-side commands (`watch`, `call`) that follow jobs from a terminal.
 
 pub mod app;
+pub mod auth;
 pub mod cli;
 pub mod config;
 pub mod demo;

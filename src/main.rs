@@ -5,9 +5,13 @@ use std::{net::SocketAddr, path::PathBuf, process::ExitCode, time::Duration};
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use mcp_progress_bridge::{
-    app, cli,
+    app,
+    auth::JobTokens,
+    cli,
     config::{Config, Overrides},
     demo,
+    http::access_log,
+    store::{CorrelationId, JobId},
 };
 use tracing_subscriber::EnvFilter;
 
@@ -46,6 +50,31 @@ enum Command {
     /// Call a tool through a bridge's /mcp endpoint and watch the job it starts (exit codes as
     /// for watch).
     Call(cli::call::CallArgs),
+    /// Print a capability token signed with the config's auth.job_secret.
+    Token {
+        #[command(subcommand)]
+        kind: TokenKind,
+        /// Print the whole URL (server.public_url + path + ?token=) instead of the token.
+        #[arg(long, global = true)]
+        url: bool,
+    },
+}
+
+#[derive(Subcommand)]
+enum TokenKind {
+    /// The token of a correlation stream: GET /correlations/CID/events?token=TOKEN.
+    Correlation {
+        /// The correlation ID, as sent in the correlation header.
+        cid: String,
+    },
+    /// The read token of a job (GET /jobs/ID and /jobs/ID/events), or with --cancel its
+    /// cancel token (POST /jobs/ID/cancel).
+    Job {
+        /// The job ID (32 hex digits).
+        id: String,
+        #[arg(long)]
+        cancel: bool,
+    },
 }
 
 fn init_logging(json: bool, client: bool) {
@@ -56,6 +85,8 @@ fn init_logging(json: bool, client: bool) {
         "info,rmcp=warn"
     };
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
+    // Whatever RUST_LOG says, nothing may log MCP messages: they hold job tokens.
+    let filter = access_log::secret_safe(filter);
     // Logs go to stderr: for `demo-tools`, stdout is the MCP protocol stream.
     // Colour only for a person at a terminal: a demo child's stderr is read by the bridge.
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
@@ -80,6 +111,7 @@ async fn main() -> ExitCode {
         Command::Serve => return serve(&cli).await,
         Command::Watch(args) => return cli::watch::run(args).await,
         Command::Call(args) => return cli::call::run(args).await,
+        Command::Token { kind, url } => return print_token(&cli, &kind, url),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -105,6 +137,70 @@ async fn serve(cli: &Cli) -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// `token correlation CID` / `token job ID [--cancel]`: what an application backend (or an
+/// operator) needs to open a stream the bridge did not hand it a URL for.
+fn print_token(cli: &Cli, kind: &TokenKind, url: bool) -> ExitCode {
+    let config = match load_config(cli) {
+        Ok(config) => config,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::from(EXIT_CONFIG);
+        }
+    };
+    if config.auth.job_secret.is_none() {
+        eprintln!(
+            "error: {} sets no auth.job_secret, so the bridge signs with a random key of its own \
+             and no token made here would open anything. Set auth.job_secret (the same value \
+             for the bridge and this command)",
+            config.source.display()
+        );
+        return ExitCode::from(EXIT_CONFIG);
+    }
+    let tokens = JobTokens::from_config(&config.auth);
+    let base = &config.server.public_url;
+    let line = match kind {
+        TokenKind::Correlation { cid } => match cid.parse::<CorrelationId>() {
+            Ok(cid) => {
+                let token = tokens.correlation(&cid);
+                if url {
+                    format!("{base}/correlations/{cid}/events?token={token}")
+                } else {
+                    token
+                }
+            }
+            Err(_) => {
+                eprintln!(
+                    "error: {cid:?} is not a correlation ID: use 1 to {} letters, digits and . _ : -",
+                    CorrelationId::MAX_LEN
+                );
+                return ExitCode::FAILURE;
+            }
+        },
+        TokenKind::Job { id, cancel } => match id.parse::<JobId>() {
+            Ok(id) => {
+                let (token, path) = if *cancel {
+                    (tokens.cancel(id), format!("/jobs/{id}/cancel"))
+                } else {
+                    (tokens.job(id), format!("/jobs/{id}/events"))
+                };
+                if url {
+                    format!("{base}{path}?token={token}")
+                } else {
+                    token
+                }
+            }
+            Err(_) => {
+                eprintln!(
+                    "error: {id:?} is not a job ID: use the 32 lowercase hex digits of a job handle"
+                );
+                return ExitCode::FAILURE;
+            }
+        },
+    };
+    println!("{line}");
+    ExitCode::SUCCESS
 }
 
 fn load_config(cli: &Cli) -> Result<Config, mcp_progress_bridge::config::ConfigError> {

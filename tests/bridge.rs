@@ -26,14 +26,10 @@ async fn async_call_returns_a_handle_and_the_channel_shows_every_step_then_the_r
     let job_id = handle["job_id"].as_str().expect("job_id").to_string();
     assert_eq!(handle["status"], "running");
     assert_eq!(handle["tool"], "demo__slow_count");
-    assert_eq!(
-        handle["events_url"],
-        format!("{}/jobs/{job_id}/events", bridge.base)
-    );
-    assert_eq!(
-        handle["status_url"],
-        format!("{}/jobs/{job_id}", bridge.base)
-    );
+    let url = |key: &str| handle[key].as_str().unwrap().to_string();
+    assert!(url("events_url").starts_with(&format!("{}/jobs/{job_id}/events?token=", bridge.base)));
+    assert!(url("status_url").starts_with(&format!("{}/jobs/{job_id}?token=", bridge.base)));
+    assert!(url("cancel_url").starts_with(&format!("{}/jobs/{job_id}/cancel?token=", bridge.base)));
     assert!(
         handle["instructions"]
             .as_str()
@@ -87,9 +83,11 @@ async fn sync_call_answers_with_the_result_and_forwards_progress_on_the_callers_
     assert_eq!(first_text(&result), "counted to 4");
     let meta = &result.meta.as_ref().expect("_meta")["mcp-progress-bridge/job"];
     let job_id = meta["job_id"].as_str().expect("job id in _meta");
-    assert_eq!(
-        meta["events_url"],
-        format!("{}/jobs/{job_id}/events", bridge.base)
+    assert!(
+        meta["events_url"]
+            .as_str()
+            .unwrap()
+            .starts_with(&format!("{}/jobs/{job_id}/events?token=", bridge.base))
     );
     let seen: Vec<f64> = client
         .service()
@@ -247,7 +245,7 @@ async fn last_event_id_replays_exactly_the_missed_events() {
     );
     assert_eq!(resumed[0].event, "progress", "no status event on resume");
     let by_query = read_sse(
-        &format!("{url}?last_event_id=7"),
+        &format!("{url}&last_event_id=7"),
         None,
         SseEvent::is_terminal,
     )
@@ -530,22 +528,14 @@ async fn cancel_through_the_api_reaches_the_upstream_and_ends_the_job_cancelled(
     let events_url = handle["events_url"].as_str().unwrap().to_string();
     // Wait until it is working, then cancel.
     read_sse(&events_url, None, |e| e.event == "progress").await;
-    let (status, snapshot) = post_json(&format!(
-        "{}/cancel",
-        handle["status_url"].as_str().unwrap()
-    ))
-    .await;
+    let (status, snapshot) = post_json(handle["cancel_url"].as_str().unwrap()).await;
     assert_eq!(status, 202);
     assert_eq!(snapshot["job_id"], handle["job_id"]);
     let events = read_job_events(&events_url).await;
     let last = events.last().unwrap();
     assert_eq!(last.event, "cancelled");
     assert!(last.data["reason"].as_str().unwrap().contains("POST"));
-    let (status, _) = post_json(&format!(
-        "{}/cancel",
-        handle["status_url"].as_str().unwrap()
-    ))
-    .await;
+    let (status, _) = post_json(handle["cancel_url"].as_str().unwrap()).await;
     assert_eq!(status, 409, "cancelling an ended job");
 
     let cancellations = within("upstream saw the cancel", async {
@@ -602,7 +592,7 @@ async fn the_correlation_stream_shows_every_job_of_a_request_header() {
         )
         .await,
     );
-    let url = format!("{}/correlations/turn-42/events", bridge.base);
+    let url = bridge.correlation_events_url("turn-42");
     let mut ended = 0;
     let events = read_sse(&url, None, |e| {
         if e.is_terminal() {
@@ -670,23 +660,30 @@ async fn readyz_names_an_upstream_that_is_down() {
         .await
         .unwrap();
     assert!(bridge.upstreams.get("demo").unwrap().ready(WAIT).await);
-    let (status, body) = within("readyz reports the broken upstream", async {
+    // The reason is on /upstreams (behind the bearer token when one is set), not on /readyz.
+    let upstreams = within("/upstreams reports the broken upstream", async {
         loop {
-            let (status, body) = get_json(&format!("http://{addr}/readyz")).await;
-            if body["upstreams"][1]["error"].is_string() {
-                return (status, body);
+            let (_, body) = get_json(&format!("http://{addr}/upstreams")).await;
+            if body["upstreams"][1]["last_error"].is_string() {
+                return body;
             }
             tokio::task::yield_now().await;
         }
     })
     .await;
-    assert_eq!(status, 503);
-    assert_eq!(body["upstreams"][1]["name"], "broken");
     assert!(
-        body["upstreams"][1]["error"]
+        upstreams["upstreams"][1]["last_error"]
             .as_str()
             .unwrap()
             .contains("/nonexistent/mcp-server")
+    );
+    let (status, body) = get_json(&format!("http://{addr}/readyz")).await;
+    assert_eq!(status, 503);
+    assert_eq!(body["upstreams"][1]["name"], "broken");
+    assert_ne!(body["upstreams"][1]["state"], "ready");
+    assert!(
+        !body.to_string().contains("/nonexistent"),
+        "/readyz names no internals: {body}"
     );
     assert_eq!(body["upstreams"][0]["state"], "ready");
     // The healthy upstream's tools still work.

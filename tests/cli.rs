@@ -123,11 +123,7 @@ async fn exit_codes_say_how_the_job_ended() {
         panic!("watch ended before any progress");
     })
     .await;
-    let (status, _) = post_json(&format!(
-        "{}/cancel",
-        handle["status_url"].as_str().unwrap()
-    ))
-    .await;
+    let (status, _) = post_json(handle["cancel_url"].as_str().unwrap()).await;
     assert_eq!(status, 202);
     let mut rest = Vec::new();
     let status = within("watch exits", async {

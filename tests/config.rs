@@ -131,6 +131,12 @@ fn a_bad_environment_override_exits_2() {
 #[test]
 fn the_shipped_configs_are_valid() {
     use mcp_progress_bridge::config::{Config, Overrides};
+    // The secrets the example configs read from the environment.
+    // SAFETY: this test binary's tests do not read these variables concurrently.
+    unsafe {
+        std::env::set_var("BRIDGE_AGENT_TOKEN", "example-agent-token-0123456789abcdef");
+        std::env::set_var("BRIDGE_JOB_SECRET", "example-job-secret-0123456789abcdef");
+    }
     for entry in std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/config")).unwrap() {
         let path = entry.unwrap().path();
         if path.extension().is_some_and(|e| e == "toml") {

@@ -71,7 +71,7 @@ async fn the_foundry_simulation_shows_every_step_and_the_agent_gets_the_result()
         .nth(1)
         .and_then(|rest| rest.split(':').next())
         .expect("job id in the output");
-    let (_, snapshot) = get_json(&format!("{}/jobs/{job_id}", bridge.base)).await;
+    let (_, snapshot) = get_json(&job_status_url(&bridge.base, job_id)).await;
     assert_eq!(snapshot["correlation_id"], "turn-simulated");
     assert_eq!(snapshot["status"], "completed");
     bridge.shutdown(Duration::from_secs(1)).await;

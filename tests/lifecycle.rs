@@ -70,7 +70,7 @@ async fn connect_correlated(bridge: &TestBridge, cid: &str) -> McpClient {
 
 /// The ID of the first job started under correlation `cid`, once it has reported progress.
 async fn first_job_of(bridge: &TestBridge, cid: &str) -> String {
-    let url = format!("{}/correlations/{cid}/events", bridge.base);
+    let url = bridge.correlation_events_url(cid);
     let events = read_sse(&url, None, |e| e.event == "progress").await;
     events
         .iter()
@@ -151,7 +151,7 @@ async fn the_callers_own_cancel_of_a_sync_call_reaches_the_upstream() {
         .await
         .unwrap();
 
-    let events = read_job_events(&format!("{}/jobs/{job_id}/events", bridge.base)).await;
+    let events = read_job_events(&job_events_url(&bridge.base, &job_id)).await;
     let last = events.last().unwrap();
     assert_eq!(last.event, "cancelled");
     assert_eq!(last["reason"], "the MCP client cancelled its request");
@@ -201,7 +201,7 @@ async fn closing_a_2026_07_28_post_stream_cancels_the_call() {
     let job_id = first_job_of(&bridge, "closed-stream").await;
     drop(socket);
 
-    let events = read_job_events(&format!("{}/jobs/{job_id}/events", bridge.base)).await;
+    let events = read_job_events(&job_events_url(&bridge.base, &job_id)).await;
     assert_eq!(
         events.last().unwrap().event,
         "cancelled",
@@ -228,11 +228,7 @@ async fn an_answer_and_progress_after_the_cancel_are_ignored() {
     let handle = structured(&call(&client, "demo__ignore_cancel", json!({"seconds": 3})).await);
     let url = handle["events_url"].as_str().unwrap().to_string();
     read_sse(&url, None, |e| e.event == "progress").await;
-    let (status, _) = post_json(&format!(
-        "{}/cancel",
-        handle["status_url"].as_str().unwrap()
-    ))
-    .await;
+    let (status, _) = post_json(handle["cancel_url"].as_str().unwrap()).await;
     assert_eq!(status, 202);
     let ended = read_job_events(&url).await;
     assert_eq!(ended.last().unwrap().event, "cancelled");
@@ -565,7 +561,7 @@ async fn memory_stays_flat_over_many_short_jobs() {
         last_job = run(300).await;
     }
     // Everything finished expires; nothing is left behind per job.
-    let status_url = format!("{}/jobs/{}", bridge.base, last_job.unwrap());
+    let status_url = job_status_url(&bridge.base, &last_job.unwrap());
     within("the last job expires", async {
         while get_json(&status_url).await.0 != 404 {
             tokio::time::sleep(Duration::from_millis(100)).await;

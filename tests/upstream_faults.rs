@@ -43,23 +43,31 @@ async fn an_http_upstream_that_is_down_at_start_is_picked_up_when_it_comes() {
         .await
         .unwrap();
     let readyz = format!("http://{bridge_addr}/readyz");
-    let (status, body) = within("readyz says web is down", async {
+    // The reason is on /upstreams (open here: no bearer token is configured), not on /readyz.
+    let upstreams = format!("http://{bridge_addr}/upstreams");
+    let body = within("/upstreams says web is down", async {
         loop {
-            let (status, body) = get_json(&readyz).await;
-            if body["upstreams"][0]["error"].is_string() {
-                return (status, body);
+            let (_, body) = get_json(&upstreams).await;
+            if body["upstreams"][0]["last_error"].is_string() {
+                return body;
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     })
     .await;
-    assert_eq!(status, 503);
     assert!(
-        body["upstreams"][0]["error"]
+        body["upstreams"][0]["last_error"]
             .as_str()
             .unwrap()
             .contains(&url),
         "{body}"
+    );
+    let (status, ready) = get_json(&readyz).await;
+    assert_eq!(status, 503);
+    assert_eq!(ready["upstreams"][0]["name"], "web");
+    assert!(
+        ready["upstreams"][0].get("error").is_none(),
+        "no error text on /readyz: {ready}"
     );
 
     let _demo = start_http_demo_at(&addr).await;

@@ -114,7 +114,8 @@ async fn the_jobs_page_in_headless_chromium() {
         .env("BRIDGE_URL", &proxy.base)
         .env("CONTROL_URL", &proxy.control_url)
         .env("SCREENSHOT_DIR", &shots)
-        .env("CHROMIUM", CHROMIUM);
+        .env("CHROMIUM", CHROMIUM)
+        .env("JOB_SECRET", TEST_JOB_SECRET);
     let output = run_to_end(command, Duration::from_secs(240)).await;
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(output.status.success(), "browser test failed:\n{stdout}");

@@ -2,6 +2,8 @@
 //! flags. Every default lives in this module; every validation error names the file and the
 //! key, so a bad deployment fails at start with one line that says what to fix.
 
+mod auth;
+mod limits;
 mod validate;
 
 use std::{
@@ -13,6 +15,8 @@ use std::{
 
 use serde::Deserialize;
 
+pub use auth::{AuthConfig, Secret, without_secret_env};
+pub use limits::LimitsConfig;
 pub use validate::ConfigError;
 
 /// The file loaded when no `--config` is given (relative to the working directory).
@@ -33,6 +37,10 @@ pub struct Config {
     pub store: StoreConfig,
     #[serde(default)]
     pub upstreams: Vec<UpstreamConfig>,
+    #[serde(default)]
+    pub auth: AuthConfig,
+    #[serde(default)]
+    pub limits: LimitsConfig,
     /// Where the file came from, for error messages and the startup log line.
     #[serde(skip)]
     pub source: PathBuf,
@@ -53,6 +61,13 @@ pub struct ServerConfig {
     pub correlation_header: String,
     /// Interval of SSE keep-alive comments on job and correlation streams.
     pub keep_alive_secs: u64,
+    /// Browser origins allowed on `/mcp` besides the bridge's own (`public_url`); `["*"]`
+    /// allows any. A request with another `Origin` gets 403.
+    pub allowed_origins: Vec<String>,
+    /// Origins whose pages may read job and correlation endpoints cross-origin (CORS).
+    pub cors_origins: Vec<String>,
+    /// A second listener that alone serves `/upstreams` and `/metrics`, without a token.
+    pub admin_listen: Option<SocketAddr>,
 }
 
 impl Default for ServerConfig {
@@ -63,6 +78,9 @@ impl Default for ServerConfig {
             allowed_hosts: vec!["localhost".into(), "127.0.0.1".into()],
             correlation_header: "x-correlation-id".into(),
             keep_alive_secs: 15,
+            allowed_origins: Vec::new(),
+            cors_origins: Vec::new(),
+            admin_listen: None,
         }
     }
 }
@@ -355,6 +373,8 @@ impl Config {
             jobs: JobsConfig::default(),
             store: StoreConfig::default(),
             upstreams: Vec::new(),
+            auth: AuthConfig::default(),
+            limits: LimitsConfig::default(),
             source: PathBuf::from("<built-in>"),
         }
     }

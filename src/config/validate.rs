@@ -2,7 +2,7 @@
 
 use std::{collections::HashSet, fmt, path::Path};
 
-use super::{Config, StoreBackend, StoreConfig, TransportKind, UpstreamConfig};
+use super::{Config, StoreBackend, StoreConfig, TransportKind, UpstreamConfig, auth, limits};
 
 /// A config problem: which file, which key, what is wrong and (in the message) what to do.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -141,6 +141,8 @@ impl Config {
                 "must be at most 60000".into(),
             ));
         }
+        auth::validate(&mut self.auth, &self.server, err)?;
+        limits::validate(&self.limits, err)?;
 
         validate_store(&self.store).map_err(|(field, m)| err(&format!("store.{field}"), m))?;
 

@@ -17,6 +17,7 @@ use tokio::{sync::mpsc, time::Instant};
 use super::{
     Front, catalog,
     handle::{JobHandleBody, MODE_META_KEY, attach_job_meta, error_result},
+    quota::caller,
 };
 use crate::{
     config::CallMode,
@@ -123,6 +124,11 @@ impl Front {
             )));
         }
         let correlation_id = self.correlation_id(&context)?;
+        // Held by the job's work future: given back when the upstream call ends.
+        let permit = match self.inner.quota.try_start(caller(&context)) {
+            Ok(permit) => permit,
+            Err(full) => return Ok(error_result(full.to_string())),
+        };
         let mode = match requested_mode(&request, &context)? {
             Some(mode) => mode,
             None => upstream.config().mode_for(tool, self.inner.config.mode),
@@ -171,7 +177,12 @@ impl Front {
         };
         let (outcome, canceller) = call.split();
         let work = Work {
-            outcome: outcome.map(work_outcome).boxed(),
+            outcome: outcome
+                .map(move |outcome| {
+                    drop(permit);
+                    work_outcome(outcome)
+                })
+                .boxed(),
             cancel: Box::new(move |reason| async move { canceller.cancel(&reason).await }.boxed()),
         };
 

@@ -4,7 +4,7 @@ use rmcp::model::{CallToolResult, ContentBlock};
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use crate::store::JobId;
+use crate::{auth::JobTokens, store::JobId};
 
 /// The `_meta` key under which results name their job.
 pub const JOB_META_KEY: &str = "mcp-progress-bridge/job";
@@ -12,26 +12,46 @@ pub const JOB_META_KEY: &str = "mcp-progress-bridge/job";
 /// (`"async"`, `"sync"` or `"auto"`), over the configured one.
 pub const MODE_META_KEY: &str = "mcp-progress-bridge/mode";
 
-/// Builds the URLs a job handle points to.
+/// Builds the URLs a job handle points to, each with the capability token it needs
+/// (`?token=`, see `auth::JobTokens`): the read token on the status and events URLs, the
+/// cancel token on the cancel URL.
 #[derive(Debug, Clone)]
 pub struct Links {
     public_url: String,
+    tokens: JobTokens,
 }
 
 impl Links {
     /// `public_url` without a trailing slash.
-    pub fn new(public_url: &str) -> Self {
+    pub fn new(public_url: &str, tokens: JobTokens) -> Self {
         Self {
             public_url: public_url.trim_end_matches('/').to_string(),
+            tokens,
         }
     }
 
     pub fn status_url(&self, id: JobId) -> String {
-        format!("{}/jobs/{id}", self.public_url)
+        format!(
+            "{}/jobs/{id}?token={}",
+            self.public_url,
+            self.tokens.job(id)
+        )
     }
 
     pub fn events_url(&self, id: JobId) -> String {
-        format!("{}/jobs/{id}/events", self.public_url)
+        format!(
+            "{}/jobs/{id}/events?token={}",
+            self.public_url,
+            self.tokens.job(id)
+        )
+    }
+
+    pub fn cancel_url(&self, id: JobId) -> String {
+        format!(
+            "{}/jobs/{id}/cancel?token={}",
+            self.public_url,
+            self.tokens.cancel(id)
+        )
     }
 }
 
@@ -42,6 +62,8 @@ pub struct JobHandleBody {
     pub status: &'static str,
     pub events_url: String,
     pub status_url: String,
+    /// `POST` here cancels the job: a separate capability, for whoever may stop it.
+    pub cancel_url: String,
     pub tool: String,
     pub instructions: String,
 }
@@ -53,6 +75,7 @@ impl JobHandleBody {
             status: "running",
             events_url: links.events_url(id),
             status_url: links.status_url(id),
+            cancel_url: links.cancel_url(id),
             tool: tool.to_string(),
             instructions: format!(
                 "The tool is running as job {id}. Call wait_for_job with job_id \"{id}\" to get \

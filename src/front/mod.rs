@@ -7,6 +7,7 @@ mod call;
 mod catalog;
 pub mod handle;
 mod job_tools;
+mod quota;
 
 use std::sync::{Arc, Mutex};
 
@@ -22,6 +23,7 @@ use tokio::sync::watch;
 
 pub use catalog::{CANCEL_JOB, GET_JOB_STATUS, SEPARATOR, WAIT_FOR_JOB};
 pub use handle::{JOB_META_KEY, Links, MODE_META_KEY};
+pub use quota::JobQuota;
 
 use crate::{config::JobsConfig, jobs::Jobs, upstream::Upstreams};
 
@@ -46,6 +48,8 @@ struct Inner {
     links: Links,
     /// Lower-case name of the header that carries the correlation ID.
     correlation_header: String,
+    /// Running jobs per MCP caller.
+    quota: JobQuota,
 }
 
 impl Front {
@@ -55,6 +59,7 @@ impl Front {
         config: JobsConfig,
         links: Links,
         correlation_header: String,
+        quota: JobQuota,
     ) -> Self {
         let peers = Arc::new(Mutex::new(Vec::new()));
         tokio::spawn(announce_tool_changes(
@@ -69,6 +74,7 @@ impl Front {
                 config,
                 links,
                 correlation_header,
+                quota,
             }),
         }
     }

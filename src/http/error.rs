@@ -14,7 +14,10 @@ use crate::store::StoreError;
 pub enum ApiError {
     /// Unknown, expired, malformed or (with tokens) unauthorised: the same answer for all, so
     /// nobody can probe which job IDs exist.
-    #[error("no such job")]
+    #[error(
+        "not found: no such job or correlation here (it may have expired), or the URL's token is \
+         missing or wrong; use the URLs of the job handle as given"
+    )]
     NotFound,
     #[error("{0}")]
     BadRequest(String),

@@ -3,16 +3,23 @@
 //! upstream; what it needs to know about upstreams (for `/readyz`) it is handed. The jobs page
 //! (`/`) and the JavaScript client (`/client.js`) are served from files compiled in.
 
+pub mod access_log;
+pub mod admin;
+pub mod auth;
 mod error;
+pub mod limits;
+pub mod mcp_input;
+pub mod origins;
 mod page;
 mod sse;
+pub mod surface;
 
 use std::{sync::Arc, time::Duration};
 
 use axum::{
     Json, Router,
     extract::{Path, Query, State},
-    http::{HeaderMap, StatusCode, header},
+    http::{HeaderMap, StatusCode},
     response::{IntoResponse, Response},
     routing::{get, post},
 };
@@ -41,17 +48,27 @@ pub struct ApiState {
     pub keep_alive: Duration,
     /// Fired at shutdown: open SSE streams end so the server can close.
     pub shutdown: tokio_util::sync::CancellationToken,
+    /// Who may open which job URL, and the stream limits (see `auth`).
+    pub guard: auth::Guard,
 }
 
+/// The job and correlation routes behind their access check (and CORS, when configured), and
+/// the health routes, open to all. `/upstreams` and `/metrics` are in `admin`.
 pub fn router(state: ApiState) -> Router {
-    Router::new()
+    let mut jobs = Router::new()
         .route("/jobs/{id}", get(job_snapshot))
         .route("/jobs/{id}/events", get(job_events))
         .route("/jobs/{id}/cancel", post(job_cancel))
         .route("/correlations/{cid}/events", get(correlation_events))
-        .route("/healthz", get(healthz))
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.guard.clone(),
+            auth::job_guard,
+        ));
+    if let Some(cors) = state.guard.cors.clone() {
+        jobs = jobs.layer(cors);
+    }
+    jobs.route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
-        .route("/metrics", get(metrics))
         .merge(page::router())
         .with_state(state)
 }
@@ -150,7 +167,11 @@ async fn healthz() -> Json<Value> {
 async fn readyz(State(state): State<ApiState>) -> Response {
     let store = match state.store.ping().await {
         Ok(()) => json!({ "ready": true }),
-        Err(e) => json!({ "ready": false, "error": e.to_string() }),
+        // The error may name internals (addresses, credentials in URLs): it goes to the log.
+        Err(e) => {
+            tracing::warn!(error = %e, "readiness: the store does not answer");
+            json!({ "ready": false, "error": "the store is unreachable and the bridge is reconnecting; the reason is in its log" })
+        }
     };
     let store_ready = store["ready"] == true;
     let (parts_ready, parts) = state.readiness.report();
@@ -163,14 +184,6 @@ async fn readyz(State(state): State<ApiState>) -> Response {
     (
         status,
         Json(json!({ "ready": ready, "store": store, "upstreams": parts })),
-    )
-        .into_response()
-}
-
-async fn metrics(State(state): State<ApiState>) -> Response {
-    (
-        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        state.metrics.render(),
     )
         .into_response()
 }

@@ -4,6 +4,8 @@
 //! gone: the runner owns the work's future and always appends a terminal event when it ends.
 
 mod intake;
+#[cfg(test)]
+mod intake_fuzz;
 mod runner;
 
 use std::{

@@ -6,8 +6,11 @@
 //                   step is skipped without it)
 //   SCREENSHOT_DIR  where the screenshots go (default ../../target/browser)
 //   CHROMIUM        the browser (default /usr/bin/chromium)
+//   JOB_SECRET      the bridge's auth.job_secret, to mint a correlation token as an
+//                   application backend would (the correlation step is skipped without it)
 // By hand: start a bridge (`cargo run`), then `BRIDGE_URL=http://127.0.0.1:8080 node e2e.mjs`.
 
+import { createHmac } from "node:crypto";
 import { mkdirSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -20,6 +23,12 @@ const control = process.env.CONTROL_URL;
 const shots = process.env.SCREENSHOT_DIR ?? path.join(here, "..", "..", "target", "browser");
 const executablePath = process.env.CHROMIUM ?? "/usr/bin/chromium";
 const STEP_TIMEOUT = 30_000;
+const jobSecret = process.env.JOB_SECRET;
+
+/// A correlation token, by the formula in the README (what an application backend mints).
+function correlationToken(cid) {
+  return createHmac("sha256", jobSecret).update(`correlation:${cid}`).digest("base64url");
+}
 
 mkdirSync(shots, { recursive: true });
 let failures = 0;
@@ -177,14 +186,22 @@ await step("a sync call shows progress from the MCP request itself, then its job
 });
 
 await step("the follow view: a pasted job ID, and a correlation ID followed before its job starts", async () => {
-  await page.getByLabel("Job ID, correlation ID or events URL").fill(firstJob);
+  // The job's events URL, as an application hands it to its frontend (it carries the job's
+  // read token).
+  const eventsUrl = await page.locator(`#jobs > li[data-job-id="${firstJob}"] .job-events`).getAttribute("href");
+  await page.getByLabel("Job ID, correlation ID or events URL").fill(eventsUrl);
   await page.getByRole("button", { name: "Follow" }).click();
   const followed = page.locator("#followed > li.job").first();
   await waitStatus(followed, "completed");
   assert((await followed.locator(".job-result").textContent()).includes("counted to 8"), "replayed result");
 
+  if (!jobSecret) {
+    log("# no JOB_SECRET: the correlation part of this step is skipped");
+    return;
+  }
   const cid = `e2e-${Date.now()}`;
   await page.getByLabel("Job ID, correlation ID or events URL").fill(cid);
+  await page.getByLabel("Token (optional)").fill(correlationToken(cid));
   await page.getByRole("button", { name: "Follow" }).click();
   await page.locator("#followed > li.correlation").first().waitFor();
   await callTool({ to: 5, delay_ms: 150 }, { mode: "async", correlation: cid });
@@ -209,8 +226,11 @@ await step("a reload keeps the jobs started here, replayed from their streams", 
 });
 
 await step("bad arguments are reported next to the field", async () => {
+  // After the reload, the form submits once the tool list is back.
+  await page.locator("#tool option[value='demo__slow_count']").waitFor({ state: "attached", timeout: STEP_TIMEOUT });
   await page.getByLabel("Arguments (JSON object)").fill("{to: 3");
   await page.getByRole("button", { name: "Call tool" }).click();
+  await page.locator("#args-error", { hasText: "Invalid arguments" }).waitFor({ timeout: STEP_TIMEOUT });
   const error = await page.locator("#args-error").textContent();
   assert(/Invalid arguments/.test(error), `error: ${error}`);
   assert((await page.getByLabel("Arguments (JSON object)").getAttribute("aria-invalid")) === "true", "aria-invalid set");

@@ -13,7 +13,8 @@ use std::{
 use futures::StreamExt;
 use mcp_progress_bridge::{
     app::{self, RunningBridge},
-    config::{CallMode, Config, UpstreamConfig},
+    auth::JobTokens,
+    config::{CallMode, Config, Secret, UpstreamConfig},
 };
 use reqwest_eventsource::{Event, EventSource};
 use rmcp::{
@@ -65,6 +66,12 @@ impl TestBridge {
         format!("{}/mcp", self.base)
     }
 
+    /// The events URL of a correlation, with its token.
+    pub fn correlation_events_url(&self, cid: &str) -> String {
+        let token = job_tokens().correlation(&cid.parse().expect("a valid correlation ID"));
+        format!("{}/correlations/{cid}/events?token={token}", self.base)
+    }
+
     pub fn running(&self) -> &RunningBridge {
         self.bridge.as_ref().expect("bridge running")
     }
@@ -85,7 +92,17 @@ pub async fn start_bridge(configure: impl FnOnce(&mut Config)) -> TestBridge {
     start_config(config).await
 }
 
-/// Start a bridge with exactly this config (its listen address is replaced by a free port).
+/// The `auth.job_secret` of test bridges that set none: every test bridge (and every replica
+/// in a test) signs job URLs alike, and tests can mint tokens with [`job_tokens`].
+pub const TEST_JOB_SECRET: &str = "test-job-secret-0123456789abcdef-not-for-production";
+
+/// Mints the tokens a test bridge with [`TEST_JOB_SECRET`] accepts.
+pub fn job_tokens() -> JobTokens {
+    JobTokens::new(TEST_JOB_SECRET.as_bytes())
+}
+
+/// Start a bridge with exactly this config (its listen address is replaced by a free port; a
+/// missing `auth.job_secret` becomes [`TEST_JOB_SECRET`]).
 pub async fn start_config(config: Config) -> TestBridge {
     start_config_at(config, None).await
 }
@@ -112,6 +129,9 @@ pub async fn start_config_at(mut config: Config, public_url: Option<String>) -> 
     let addr = listener.local_addr().expect("local address");
     config.server.listen = addr;
     config.server.public_url = public_url.unwrap_or_else(|| format!("http://{addr}"));
+    if config.auth.job_secret.is_none() {
+        config.auth.job_secret = Some(Secret::literal(TEST_JOB_SECRET));
+    }
     let bridge = app::start_with_listener(config, listener)
         .await
         .expect("bridge starts");
@@ -241,6 +261,22 @@ pub async fn connect(bridge: &TestBridge) -> McpClient {
 
 pub async fn connect_url(url: &str) -> McpClient {
     let transport = StreamableHttpClientTransport::from_uri(url);
+    within(
+        "MCP initialize",
+        ProgressRecorder::default().serve(transport),
+    )
+    .await
+    .expect("MCP initialize")
+}
+
+/// rmcp's client with `Authorization: Bearer <token>` on every request.
+pub async fn connect_with_token(bridge: &TestBridge, token: &str) -> McpClient {
+    let config =
+        rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(
+            bridge.mcp_url(),
+        )
+        .auth_header(token);
+    let transport = StreamableHttpClientTransport::from_config(config);
     within(
         "MCP initialize",
         ProgressRecorder::default().serve(transport),
@@ -813,6 +849,7 @@ impl BridgeProcess {
         let config = format!(
             "[server]\nlisten = \"127.0.0.1:{port}\"\npublic_url = \"http://127.0.0.1:{port}\"\n\
              [jobs]\nmode = \"async\"\n\
+             [auth]\njob_secret = \"{TEST_JOB_SECRET}\"\n\
              {extra}\n\
              [[upstreams]]\nname = \"demo\"\ntransport = \"stdio\"\ncommand = \"{BIN}\"\n\
              args = [\"demo-tools\"]\ntools = {{ cancellations = {{ mode = \"sync\" }} }}\n"
@@ -892,7 +929,24 @@ pub async fn start_job(client: &McpClient, tool: &str, arguments: Value) -> Valu
 
 /// The events URL of a job on another bridge.
 pub fn events_url_on(base: &str, job_id: &str) -> String {
-    format!("{base}/jobs/{job_id}/events")
+    job_events_url(base, job_id)
+}
+
+/// A job's URLs on a test bridge, signed with [`TEST_JOB_SECRET`] (what the job handle would
+/// carry), for tests that learn a job's ID some other way than from its handle.
+pub fn job_events_url(base: &str, job_id: &str) -> String {
+    let token = job_tokens().job(job_id.parse().expect("a job ID"));
+    format!("{base}/jobs/{job_id}/events?token={token}")
+}
+
+pub fn job_status_url(base: &str, job_id: &str) -> String {
+    let token = job_tokens().job(job_id.parse().expect("a job ID"));
+    format!("{base}/jobs/{job_id}?token={token}")
+}
+
+pub fn job_cancel_url(base: &str, job_id: &str) -> String {
+    let token = job_tokens().cancel(job_id.parse().expect("a job ID"));
+    format!("{base}/jobs/{job_id}/cancel?token={token}")
 }
 
 /// Events in order with consecutive ids, each progress once: what every reader must see.
@@ -902,4 +956,162 @@ pub fn assert_consecutive(events: &[SseEvent]) {
         ids.windows(2).all(|w| w[1] == w[0] + 1),
         "ids are consecutive: {ids:?}"
     );
+}
+
+/// A Python 3 to run test fixtures with (`BRIDGE_TEST_PYTHON`, else `python3`), or `None`
+/// after saying why the caller skips; with `BRIDGE_TEST_STRICT=1` a missing one fails.
+pub fn python() -> Option<String> {
+    let python = std::env::var("BRIDGE_TEST_PYTHON").unwrap_or_else(|_| "python3".into());
+    let works = std::process::Command::new(&python)
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if works {
+        return Some(python);
+    }
+    let why = format!("{python} does not run: install Python 3 or set BRIDGE_TEST_PYTHON");
+    if std::env::var("BRIDGE_TEST_STRICT").is_ok_and(|v| v == "1") {
+        panic!("{why}");
+    }
+    eprintln!("skipping: {why}");
+    None
+}
+
+/// The test-only misbehaving MCP server (tests/fixtures/misbehaving_upstream.py) as a stdio
+/// upstream.
+pub fn misbehaving_upstream(name: &str, python: &str) -> UpstreamConfig {
+    let mut upstream = demo_stdio_upstream(name);
+    upstream.command = Some(python.into());
+    upstream.args = vec![
+        concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/misbehaving_upstream.py"
+        )
+        .into(),
+    ];
+    upstream
+}
+
+/// A raw MCP Streamable HTTP client for requests no SDK would send.
+pub struct RawMcp {
+    pub url: String,
+    pub token: Option<String>,
+    pub session: Option<String>,
+    client: reqwest::Client,
+}
+
+/// A raw answer: the status, the headers and the JSON-RPC message in the body, if any (read
+/// from JSON or from the SSE stream of the answer).
+#[derive(Debug)]
+pub struct RawAnswer {
+    pub status: u16,
+    pub headers: reqwest::header::HeaderMap,
+    pub body: String,
+    pub message: Option<Value>,
+}
+
+impl RawAnswer {
+    pub fn rpc_error_code(&self) -> Option<i64> {
+        self.message.as_ref()?["error"]["code"].as_i64()
+    }
+}
+
+impl RawMcp {
+    pub fn new(url: &str, token: Option<&str>) -> Self {
+        Self {
+            url: url.into(),
+            token: token.map(str::to_string),
+            session: None,
+            client: reqwest::Client::new(),
+        }
+    }
+
+    /// A POST with the usual MCP headers, the session and the token (when set) and `extra`.
+    pub async fn post(&self, body: impl Into<reqwest::Body>, extra: &[(&str, &str)]) -> RawAnswer {
+        let mut request = self
+            .client
+            .post(&self.url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2025-06-18")
+            .body(body);
+        if let Some(token) = &self.token {
+            request = request.bearer_auth(token);
+        }
+        if let Some(session) = &self.session {
+            request = request.header("mcp-session-id", session);
+        }
+        for (name, value) in extra {
+            request = request.header(*name, *value);
+        }
+        let response = within("raw MCP POST", request.send()).await.expect("POST");
+        let status = response.status().as_u16();
+        let headers = response.headers().clone();
+        let body = within("raw MCP body", response.text())
+            .await
+            .unwrap_or_default();
+        let message = serde_json::from_str(&body).ok().or_else(|| {
+            body.lines()
+                .filter_map(|l| l.strip_prefix("data:"))
+                .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
+                .find(|m| m.get("id").is_some() || m.get("error").is_some())
+        });
+        RawAnswer {
+            status,
+            headers,
+            body,
+            message,
+        }
+    }
+
+    /// initialize + notifications/initialized; keeps the session ID.
+    pub async fn initialize(&mut self) -> RawAnswer {
+        let answer = self
+            .post(
+                r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#,
+                &[],
+            )
+            .await;
+        self.session = answer
+            .headers
+            .get("mcp-session-id")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
+        let done = self
+            .post(
+                r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+                &[],
+            )
+            .await;
+        assert_eq!(done.status, 202, "initialized: {}", done.body);
+        answer
+    }
+}
+
+/// Send `request_target` as the raw request line's target (no normalisation on the way) and
+/// return the status code.
+pub async fn raw_http_status(addr: std::net::SocketAddr, method: &str, target: &str) -> u16 {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = within("connect", tokio::net::TcpStream::connect(addr))
+        .await
+        .expect("connect");
+    let request =
+        format!("{method} {target} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.expect("write");
+    let mut head = Vec::new();
+    let mut buf = [0u8; 256];
+    within("raw response", async {
+        while !head.windows(2).any(|w| w == b"\r\n") {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => head.extend_from_slice(&buf[..n]),
+            }
+        }
+    })
+    .await;
+    let line = String::from_utf8_lossy(&head);
+    line.split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no status line in {line:?}"))
 }

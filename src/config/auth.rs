@@ -1,0 +1,336 @@
+//! `[auth]`: who may call tools on `/mcp`, and the secret that signs job URLs. Also the
+//! validation of the security keys of `[server]` (`allowed_origins`, `cors_origins`,
+//! `admin_listen`), so that everything about access is checked in one place.
+//!
+//! Secrets are given as a literal, `env:NAME` or `file:/path`, resolved when the config is
+//! loaded (so a missing variable or file stops the bridge at start, naming the key), and never
+//! printed: [`Secret`]'s `Debug` says where the value came from, not what it is.
+
+use std::{fmt, path::PathBuf, sync::Arc};
+
+use serde::Deserialize;
+
+use super::{ConfigError, ServerConfig};
+
+/// An environment variable that, when set, adds one more `/mcp` token (for containers, where
+/// the config file is baked into the image).
+pub const TOKEN_ENV: &str = "BRIDGE_MCP_TOKEN";
+
+/// Shortest bearer token accepted on `/mcp`.
+pub const MIN_TOKEN_LEN: usize = 16;
+/// Shortest `auth.job_secret` accepted: HMAC-SHA256 keys should carry 256 bits.
+pub const MIN_JOB_SECRET_LEN: usize = 32;
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AuthConfig {
+    /// Bearer tokens accepted on `/mcp` (and on `/upstreams`, `/metrics`, and as a master key
+    /// for job URLs). Empty: `/mcp` is open, which the bridge allows only on a loopback
+    /// address unless `allow_open` is set.
+    pub mcp_tokens: Vec<Secret>,
+    /// Let the bridge listen on a non-loopback address with no `mcp_tokens` (something in
+    /// front of it authenticates).
+    pub allow_open: bool,
+    /// The HMAC key of job and correlation tokens. Unset: a random key per process (tokens do
+    /// not survive a restart, and replicas cannot read each other's tokens).
+    pub job_secret: Option<Secret>,
+    /// Job and correlation URLs need their `?token=` (or an MCP bearer token). `false` makes
+    /// them readable, and jobs cancellable, by anyone who knows the ID.
+    pub require_job_tokens: bool,
+}
+
+impl Default for AuthConfig {
+    fn default() -> Self {
+        Self {
+            mcp_tokens: Vec::new(),
+            allow_open: false,
+            job_secret: None,
+            require_job_tokens: true,
+        }
+    }
+}
+
+impl AuthConfig {
+    /// The environment variables the bridge's own secrets come from: stdio upstreams, which
+    /// inherit the bridge's environment, get them blanked.
+    pub fn secret_env_names(&self) -> Vec<String> {
+        self.mcp_tokens
+            .iter()
+            .chain(&self.job_secret)
+            .filter_map(Secret::env_name)
+            .map(str::to_string)
+            .collect()
+    }
+}
+
+/// The upstreams as configured, except that a stdio child (which inherits the bridge's
+/// environment) sees the variables the bridge's own secrets come from blanked, unless its
+/// config sets them on purpose.
+pub fn without_secret_env(
+    auth: &AuthConfig,
+    upstreams: &[super::UpstreamConfig],
+) -> Vec<super::UpstreamConfig> {
+    let hidden = auth.secret_env_names();
+    let mut upstreams = upstreams.to_vec();
+    for upstream in &mut upstreams {
+        if upstream.transport == super::TransportKind::Stdio {
+            for name in &hidden {
+                upstream.env.entry(name.clone()).or_default();
+            }
+        }
+    }
+    upstreams
+}
+
+/// A secret from the config. Deserialized from `"literal"`, `"env:NAME"` or `"file:/path"`.
+#[derive(Clone, Deserialize)]
+#[serde(from = "String")]
+pub struct Secret {
+    origin: Origin,
+    /// The value, once resolved (literals at once; env and files at validation).
+    value: Option<Arc<str>>,
+}
+
+#[derive(Clone)]
+enum Origin {
+    Literal,
+    Env(String),
+    File(PathBuf),
+}
+
+impl From<String> for Secret {
+    fn from(spec: String) -> Self {
+        if let Some(name) = spec.strip_prefix("env:") {
+            Self {
+                origin: Origin::Env(name.to_string()),
+                value: None,
+            }
+        } else if let Some(path) = spec.strip_prefix("file:") {
+            Self {
+                origin: Origin::File(path.into()),
+                value: None,
+            }
+        } else {
+            Self::literal(spec)
+        }
+    }
+}
+
+impl Secret {
+    /// A secret given directly (tests, embedding).
+    pub fn literal(value: impl Into<String>) -> Self {
+        Self {
+            origin: Origin::Literal,
+            value: Some(value.into().into()),
+        }
+    }
+
+    /// The value: empty if this secret was never resolved (the config was not validated).
+    pub fn value(&self) -> &str {
+        self.value.as_deref().unwrap_or_default()
+    }
+
+    /// The environment variable the value comes from, if it does.
+    pub fn env_name(&self) -> Option<&str> {
+        match &self.origin {
+            Origin::Env(name) => Some(name),
+            _ => None,
+        }
+    }
+
+    /// Where the value comes from, for messages (never the value itself).
+    pub fn origin(&self) -> String {
+        match &self.origin {
+            Origin::Literal => "a literal in the config".into(),
+            Origin::Env(name) => format!("environment variable {name}"),
+            Origin::File(path) => format!("file {}", path.display()),
+        }
+    }
+
+    /// Read the variable or file. A file's trailing newline is not part of the secret.
+    fn resolve(&mut self) -> Result<(), String> {
+        let value = match &self.origin {
+            Origin::Literal => return Ok(()),
+            Origin::Env(name) if name.is_empty() => {
+                return Err("`env:` needs a variable name, as in \"env:BRIDGE_MCP_TOKEN\"".into());
+            }
+            Origin::Env(name) => std::env::var(name).map_err(|e| match e {
+                std::env::VarError::NotPresent => {
+                    format!("environment variable {name} is not set; set it, or name another")
+                }
+                std::env::VarError::NotUnicode(_) => {
+                    format!("environment variable {name} is not valid UTF-8")
+                }
+            })?,
+            Origin::File(path) => std::fs::read_to_string(path)
+                .map_err(|e| {
+                    format!(
+                        "cannot read the secret file {}: {e}; check the path and its permissions",
+                        path.display()
+                    )
+                })?
+                .trim_end_matches(['\n', '\r'])
+                .to_string(),
+        };
+        self.value = Some(value.into());
+        Ok(())
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.origin {
+            Origin::Literal => f.write_str("Secret(<literal>)"),
+            Origin::Env(name) => write!(f, "Secret(env:{name})"),
+            Origin::File(path) => write!(f, "Secret(file:{})", path.display()),
+        }
+    }
+}
+
+/// The security checks of a loaded config. `err(key, message)` makes the error.
+pub(super) fn validate(
+    auth: &mut AuthConfig,
+    server: &ServerConfig,
+    err: impl Fn(&str, String) -> ConfigError,
+) -> Result<(), ConfigError> {
+    if std::env::var_os(TOKEN_ENV).is_some_and(|v| !v.is_empty()) {
+        auth.mcp_tokens
+            .push(Secret::from(format!("env:{TOKEN_ENV}")));
+    }
+    for (i, token) in auth.mcp_tokens.iter_mut().enumerate() {
+        let key = format!("auth.mcp_tokens[{i}]");
+        token.resolve().map_err(|m| err(&key, m))?;
+        let value = token.value();
+        if value.len() < MIN_TOKEN_LEN {
+            return Err(err(
+                &key,
+                format!(
+                    "the token from {} is {} characters; use at least {MIN_TOKEN_LEN} random ones \
+                     (for example the output of `openssl rand -hex 32`)",
+                    token.origin(),
+                    value.len()
+                ),
+            ));
+        }
+        if !value.bytes().all(|b| b.is_ascii_graphic()) {
+            return Err(err(
+                &key,
+                format!(
+                    "the token from {} must be printable ASCII without spaces: it is sent as \
+                     `Authorization: Bearer <token>`",
+                    token.origin()
+                ),
+            ));
+        }
+    }
+    if let Some(secret) = &mut auth.job_secret {
+        secret.resolve().map_err(|m| err("auth.job_secret", m))?;
+        if secret.value().len() < MIN_JOB_SECRET_LEN {
+            return Err(err(
+                "auth.job_secret",
+                format!(
+                    "the secret from {} is {} bytes; use at least {MIN_JOB_SECRET_LEN} random ones \
+                     (for example the output of `openssl rand -hex 32`)",
+                    secret.origin(),
+                    secret.value().len()
+                ),
+            ));
+        }
+    }
+    if auth.mcp_tokens.is_empty() && !auth.allow_open && !server.listen.ip().is_loopback() {
+        return Err(err(
+            "auth.mcp_tokens",
+            format!(
+                "none configured, and server.listen is {}, not a loopback address: anyone who \
+                 can reach it could call every tool. Set auth.mcp_tokens (for example \
+                 [\"env:MY_TOKEN_VARIABLE\"]) or the environment variable {TOKEN_ENV}, or set \
+                 auth.allow_open = true if something in front of the bridge authenticates",
+                server.listen
+            ),
+        ));
+    }
+    for (i, origin) in server.allowed_origins.iter().enumerate() {
+        check_origin(origin).map_err(|m| err(&format!("server.allowed_origins[{i}]"), m))?;
+    }
+    for (i, origin) in server.cors_origins.iter().enumerate() {
+        check_origin(origin).map_err(|m| err(&format!("server.cors_origins[{i}]"), m))?;
+        if origin.ends_with(":*") {
+            return Err(err(
+                &format!("server.cors_origins[{i}]"),
+                "a port wildcard is not possible in CORS; list each origin, or use \"*\"".into(),
+            ));
+        }
+    }
+    if let Some(admin) = server.admin_listen
+        && admin == server.listen
+        && admin.port() != 0
+    {
+        return Err(err(
+            "server.admin_listen",
+            format!(
+                "is the same address as server.listen ({admin}); give the admin listener its own port"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// An origin as a browser sends it: `scheme://host[:port]` (a port of `*` matches any), the
+/// word `null`, or `*` for any origin.
+fn check_origin(origin: &str) -> Result<(), String> {
+    if origin == "*" || origin == "null" {
+        return Ok(());
+    }
+    let base = origin.strip_suffix(":*").unwrap_or(origin);
+    let parsed = url::Url::parse(base).map_err(|e| {
+        format!("{origin:?} is not an origin ({e}); write it as scheme://host[:port]")
+    })?;
+    let bare = matches!(parsed.scheme(), "http" | "https")
+        && parsed.host().is_some()
+        && parsed.path() == "/"
+        && !base.ends_with('/')
+        && parsed.query().is_none()
+        && parsed.fragment().is_none()
+        && parsed.username().is_empty();
+    if !bare {
+        return Err(format!(
+            "{origin:?} is not an origin: write it as scheme://host[:port], with no path or \
+             trailing slash (for example \"https://app.example.com\")"
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secret_debug_never_shows_the_value() {
+        let s = Secret::literal("hunter2-hunter2-hunter2");
+        assert_eq!(format!("{s:?}"), "Secret(<literal>)");
+        let s = Secret::from("env:X".to_string());
+        assert_eq!(format!("{s:?}"), "Secret(env:X)");
+    }
+
+    #[test]
+    fn origins() {
+        for ok in [
+            "*",
+            "null",
+            "https://a.example",
+            "http://127.0.0.1:8080",
+            "http://localhost:*",
+        ] {
+            assert!(check_origin(ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "a.example",
+            "https://a.example/",
+            "https://a.example/x",
+            "ftp://a",
+        ] {
+            assert!(check_origin(bad).is_err(), "{bad}");
+        }
+    }
+}

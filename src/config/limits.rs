@@ -1,0 +1,82 @@
+//! `[limits]`: bounds that keep one client from exhausting the bridge. The defaults are far
+//! above what a small deployment uses; each limit answers with a status that says what to do.
+
+use serde::Deserialize;
+
+use super::ConfigError;
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LimitsConfig {
+    /// Largest request body accepted on `/mcp`, in bytes (413 past it).
+    pub max_request_bytes: usize,
+    /// Jobs one MCP token may have running at once (all callers together when `/mcp` is
+    /// open); a call past it gets a tool error asking to wait.
+    pub max_jobs_per_token: usize,
+    /// Requests to `/mcp` per minute per MCP token (429 with `Retry-After` past it). The whole
+    /// minute's allowance may be used at once.
+    pub calls_per_minute: u32,
+    /// Open SSE streams on one job or correlation channel (503 with `Retry-After` past it).
+    pub max_subscribers_per_channel: usize,
+    /// Open SSE streams in total (503 with `Retry-After` past it).
+    pub max_subscribers: usize,
+}
+
+impl Default for LimitsConfig {
+    fn default() -> Self {
+        Self {
+            max_request_bytes: 4 * 1024 * 1024,
+            max_jobs_per_token: 256,
+            calls_per_minute: 3000,
+            max_subscribers_per_channel: 64,
+            max_subscribers: 4096,
+        }
+    }
+}
+
+pub(super) fn validate(
+    limits: &LimitsConfig,
+    err: impl Fn(&str, String) -> ConfigError,
+) -> Result<(), ConfigError> {
+    let checks: [(&str, u64, u64, u64); 5] = [
+        (
+            "limits.max_request_bytes",
+            limits.max_request_bytes as u64,
+            1024,
+            256 * 1024 * 1024,
+        ),
+        (
+            "limits.max_jobs_per_token",
+            limits.max_jobs_per_token as u64,
+            1,
+            1_000_000,
+        ),
+        (
+            "limits.calls_per_minute",
+            u64::from(limits.calls_per_minute),
+            1,
+            10_000_000,
+        ),
+        (
+            "limits.max_subscribers_per_channel",
+            limits.max_subscribers_per_channel as u64,
+            1,
+            1_000_000,
+        ),
+        (
+            "limits.max_subscribers",
+            limits.max_subscribers as u64,
+            1,
+            10_000_000,
+        ),
+    ];
+    for (key, value, min, max) in checks {
+        if !(min..=max).contains(&value) {
+            return Err(err(
+                key,
+                format!("must be between {min} and {max}, got {value}"),
+            ));
+        }
+    }
+    Ok(())
+}

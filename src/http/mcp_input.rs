@@ -1,0 +1,199 @@
+//! A first look at what is POSTed to `/mcp`, before rmcp parses it, so that every malformed
+//! message gets a JSON-RPC error that says what is wrong (rmcp answers most of them with a
+//! plain-text 415, and a `tools/call` whose arguments are not an object with "method not
+//! found"). It rejects only what rmcp would reject too; everything else passes unchanged.
+//!
+//! - body larger than `limits.max_request_bytes` → 413
+//! - not JSON, invalid UTF-8, nested deeper than serde_json's 128 levels → 400, -32700
+//! - a batch (array), not an object, no `"jsonrpc": "2.0"`, an `id` that is neither a string
+//!   nor an integer, a `method` that is not a string → 400, -32600
+//! - `tools/call` whose `params.name` is not a string or whose `params.arguments` is not an
+//!   object → 400, -32602 (with the request's id)
+//!
+//! Arguments that are an object but do not match the tool's input schema are passed to the
+//! upstream, whose error the agent then gets: the upstream owns its schema.
+
+use axum::{
+    Json,
+    body::Body,
+    extract::Request,
+    http::{Method, StatusCode},
+    middleware::Next,
+    response::{IntoResponse, Response},
+};
+use serde_json::{Value, json};
+
+const PARSE_ERROR: i64 = -32700;
+const INVALID_REQUEST: i64 = -32600;
+const INVALID_PARAMS: i64 = -32602;
+
+/// The middleware; `max_bytes` is `limits.max_request_bytes`.
+pub async fn check_mcp_post(max_bytes: usize, request: Request, next: Next) -> Response {
+    if request.method() != Method::POST {
+        return next.run(request).await;
+    }
+    let (parts, body) = request.into_parts();
+    let bytes = match axum::body::to_bytes(body, max_bytes).await {
+        Ok(bytes) => bytes,
+        Err(_) => {
+            return error(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                Value::Null,
+                INVALID_REQUEST,
+                format!(
+                    "the request body is larger than {max_bytes} bytes (limits.max_request_bytes); send a smaller message"
+                ),
+            );
+        }
+    };
+    if let Err(rejection) = check(&bytes) {
+        return rejection.into_response();
+    }
+    next.run(Request::from_parts(parts, Body::from(bytes)))
+        .await
+}
+
+fn error(status: StatusCode, id: Value, code: i64, message: String) -> Response {
+    let body = json!({ "jsonrpc": "2.0", "id": id, "error": { "code": code, "message": message } });
+    (status, Json(body)).into_response()
+}
+
+/// Why a message is refused: a JSON-RPC error, answered with HTTP 400.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rejection {
+    /// The request's id, when it has a usable one.
+    pub id: Value,
+    pub code: i64,
+    pub message: String,
+}
+
+impl IntoResponse for Rejection {
+    fn into_response(self) -> Response {
+        error(StatusCode::BAD_REQUEST, self.id, self.code, self.message)
+    }
+}
+
+/// `Err` for a message rmcp would not serve.
+pub fn check(bytes: &[u8]) -> Result<(), Rejection> {
+    let bad = |code, message: String| {
+        Err(Rejection {
+            id: Value::Null,
+            code,
+            message,
+        })
+    };
+    let value: Value = match serde_json::from_slice(bytes) {
+        Ok(value) => value,
+        Err(e) => {
+            return bad(
+                PARSE_ERROR,
+                format!("parse error: {e}; send one JSON-RPC message as UTF-8 JSON"),
+            );
+        }
+    };
+    let message = match value {
+        Value::Object(message) => message,
+        Value::Array(_) => {
+            return bad(
+                INVALID_REQUEST,
+                "JSON-RPC batches are not supported by MCP over HTTP: send one message per request"
+                    .into(),
+            );
+        }
+        _ => {
+            return bad(
+                INVALID_REQUEST,
+                "a JSON-RPC message must be a JSON object".into(),
+            );
+        }
+    };
+    if message.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+        return bad(
+            INVALID_REQUEST,
+            "not a JSON-RPC 2.0 message: it needs \"jsonrpc\": \"2.0\"".into(),
+        );
+    }
+    let id = message.get("id").cloned().unwrap_or(Value::Null);
+    if message.contains_key("id") && !(id.is_string() || id.is_i64() || id.is_u64()) {
+        return bad(
+            INVALID_REQUEST,
+            "the id must be a string or an integer".into(),
+        );
+    }
+    let method = match message.get("method") {
+        None => {
+            if message.contains_key("result") || message.contains_key("error") {
+                return Ok(());
+            }
+            return bad(
+                INVALID_REQUEST,
+                "a JSON-RPC message needs a \"method\" (request, notification) or a \"result\" or \"error\" (response)".into(),
+            );
+        }
+        Some(Value::String(method)) => method.as_str(),
+        Some(_) => return bad(INVALID_REQUEST, "the method must be a string".into()),
+    };
+    if method == "tools/call" {
+        let params = message.get("params");
+        let problem = match params {
+            Some(Value::Object(params)) => match (params.get("name"), params.get("arguments")) {
+                (Some(Value::String(_)), None | Some(Value::Null) | Some(Value::Object(_))) => None,
+                (Some(Value::String(_)), Some(_)) => Some(
+                    "tools/call: params.arguments must be a JSON object of the tool's arguments",
+                ),
+                _ => Some("tools/call: params.name must be the name of a tool (a string)"),
+            },
+            _ => Some("tools/call needs params: {\"name\": <tool>, \"arguments\": {…}}"),
+        };
+        if let Some(problem) = problem {
+            return Err(Rejection {
+                id,
+                code: INVALID_PARAMS,
+                message: problem.into(),
+            });
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status(body: &str) -> Option<u16> {
+        check(body.as_bytes())
+            .err()
+            .map(|r| r.into_response().status().as_u16())
+    }
+
+    #[test]
+    fn accepts_messages_and_rejects_shapes() {
+        for ok in [
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#,
+            r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+            r#"{"jsonrpc":"2.0","id":"a","method":"tools/call","params":{"name":"x"}}"#,
+            r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"x","arguments":{}}}"#,
+            r#"{"jsonrpc":"2.0","id":2,"result":{}}"#,
+        ] {
+            assert_eq!(status(ok), None, "{ok}");
+        }
+        for bad in [
+            "",
+            "{",
+            "[]",
+            "5",
+            r#"{"id":1,"method":"x"}"#,
+            r#"{"jsonrpc":"2.0","id":{},"method":"x"}"#,
+            r#"{"jsonrpc":"2.0","id":1.5,"method":"x"}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":7}"#,
+            r#"{"jsonrpc":"2.0","id":1}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call"}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","arguments":"s"}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":5}}"#,
+        ] {
+            assert_eq!(status(bad), Some(400), "{bad}");
+        }
+        let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
+        assert_eq!(status(&deep), Some(400));
+    }
+}

@@ -1,0 +1,73 @@
+//! The whole HTTP surface in one place, each part behind its checks: `/mcp` behind the bearer
+//! guard and the first look at its messages, the job API (whose guard is on its own routes),
+//! the admin routes behind the bearer token (or apart, for the admin listener), and the
+//! request log around everything.
+
+use axum::{Router, middleware};
+
+use super::{access_log, auth, mcp_input, origins};
+
+/// The routers to serve: the main one, and the admin one when it has a listener of its own.
+pub struct Surface {
+    pub main: Router,
+    pub admin: Option<Router>,
+}
+
+/// `mcp` is the MCP service nested at `/mcp`; `api` the job API; `admin` the operational
+/// routes, merged behind the bearer token unless `admin_apart`.
+pub fn assemble(
+    mcp: Router,
+    api: Router,
+    admin: Router,
+    guard: &auth::Guard,
+    max_request_bytes: usize,
+    admin_apart: bool,
+) -> Surface {
+    // The last route layer added runs first: the token, then the message, then rmcp (whose
+    // Host and Origin refusals get a hint on the way out).
+    let mcp = mcp
+        .route_layer(middleware::from_fn(origins::explain_forbidden))
+        .route_layer(middleware::from_fn(move |request, next| {
+            mcp_input::check_mcp_post(max_request_bytes, request, next)
+        }))
+        .route_layer(middleware::from_fn_with_state(
+            guard.clone(),
+            auth::mcp_guard,
+        ));
+    let mut main = mcp.merge(api);
+    let admin = if admin_apart {
+        Some(admin.layer(middleware::from_fn(access_log::log_request)))
+    } else {
+        main = main.merge(admin.route_layer(middleware::from_fn_with_state(
+            guard.clone(),
+            auth::admin_guard,
+        )));
+        None
+    };
+    Surface {
+        main: main.layer(middleware::from_fn(access_log::log_request)),
+        admin,
+    }
+}
+
+/// Say at start what is open: loudly, when `/mcp` takes anyone.
+pub fn announce(guard: &auth::Guard, config: &crate::config::Config) {
+    if guard.mcp_tokens.is_open() {
+        tracing::warn!(
+            listen = %config.server.listen,
+            "/mcp IS OPEN: no auth.mcp_tokens are configured, so anyone who can reach this \
+             address can call every tool. Set auth.mcp_tokens before exposing the bridge"
+        );
+    }
+    if guard.job_tokens.is_random() {
+        tracing::info!(
+            "no auth.job_secret: job URLs are signed with a key of this process alone; set \
+             auth.job_secret to keep them valid across restarts and replicas"
+        );
+    }
+    if !config.auth.require_job_tokens {
+        tracing::warn!(
+            "auth.require_job_tokens = false: anyone who knows a job ID can read and cancel it"
+        );
+    }
+}

@@ -1,0 +1,878 @@
+//! Who may do what: bearer tokens on /mcp (literal, from the environment, from a file), job
+//! and correlation capability tokens, the cancel token, operational endpoints, Origin and
+//! CORS, the limits, the start-up refusals, the token command, and that no token ever reaches
+//! the log.
+
+mod common;
+
+use std::{
+    io::{BufRead, BufReader, Read},
+    process::{Child, Command, Stdio},
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use common::*;
+use mcp_progress_bridge::config::{CallMode, Config, Overrides, Secret};
+use serde_json::{Value, json};
+
+const TOKEN: &str = "security-test-token-0123456789";
+const OTHER_TOKEN: &str = "second-security-token-0123456789";
+
+fn secured(c: &mut Config) {
+    c.auth.mcp_tokens = vec![Secret::literal(TOKEN), Secret::literal(OTHER_TOKEN)];
+    c.upstreams = vec![with_tool_mode(
+        demo_stdio_upstream("demo"),
+        "slow_count",
+        CallMode::Async,
+    )];
+}
+
+const INIT: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
+
+async fn post_init(
+    url: &str,
+    authorization: Option<&str>,
+    origin: Option<&str>,
+) -> reqwest::Response {
+    let mut request = reqwest::Client::new()
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(INIT);
+    if let Some(a) = authorization {
+        request = request.header("authorization", a);
+    }
+    if let Some(o) = origin {
+        request = request.header("origin", o);
+    }
+    within("POST /mcp", request.send()).await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_needs_a_configured_bearer_token() {
+    let bridge = start_bridge(secured).await;
+    let url = bridge.mcp_url();
+
+    let none = post_init(&url, None, None).await;
+    assert_eq!(none.status(), 401);
+    assert_eq!(
+        none.headers()["www-authenticate"],
+        "Bearer realm=\"mcp-progress-bridge\""
+    );
+    let body: Value = none.json().await.unwrap();
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("Authorization: Bearer")
+    );
+
+    for wrong in [
+        "Bearer not-the-token-0123456789",
+        "Bearer security-test-token-012345678",
+        "Basic c2VjdXJpdHk6dGVzdA==",
+        TOKEN,
+    ] {
+        let response = post_init(&url, Some(wrong), None).await;
+        assert_eq!(response.status(), 401, "{wrong}");
+        assert!(
+            response.headers()["www-authenticate"]
+                .to_str()
+                .unwrap()
+                .contains("invalid_token"),
+            "{wrong}"
+        );
+    }
+    for right in [format!("Bearer {TOKEN}"), format!("bearer {OTHER_TOKEN}")] {
+        assert_eq!(
+            post_init(&url, Some(&right), None).await.status(),
+            200,
+            "{right}"
+        );
+    }
+    // rmcp's own client with the token does everything as usual.
+    let client = connect_with_token(&bridge, TOKEN).await;
+    assert_eq!(
+        first_text(&call(&client, "demo__echo", json!({"text": "hi"})).await),
+        "hi"
+    );
+    bridge.shutdown(Duration::from_secs(1)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_token_opens_its_own_job_read_only_and_nothing_else() {
+    let bridge = start_bridge(secured).await;
+    let client = connect_with_token(&bridge, TOKEN).await;
+    let a = structured(&call(&client, "demo__slow_count", json!({"to": 2, "delay_ms": 5})).await);
+    let b = structured(
+        &call(
+            &client,
+            "demo__slow_count",
+            json!({"to": 400, "delay_ms": 50}),
+        )
+        .await,
+    );
+    let token_of = |url: &Value| {
+        url.as_str()
+            .unwrap()
+            .split("token=")
+            .nth(1)
+            .unwrap()
+            .to_string()
+    };
+    let (a_read, a_cancel) = (token_of(&a["status_url"]), token_of(&a["cancel_url"]));
+    assert_eq!(a_read, token_of(&a["events_url"]));
+    assert_ne!(a_read, a_cancel);
+    let (a_id, b_id) = (a["job_id"].as_str().unwrap(), b["job_id"].as_str().unwrap());
+    let base = &bridge.base;
+
+    // A's URLs work.
+    assert_eq!(
+        read_job_events(a["events_url"].as_str().unwrap())
+            .await
+            .last()
+            .unwrap()
+            .event,
+        "completed"
+    );
+    assert_eq!(get_json(a["status_url"].as_str().unwrap()).await.0, 200);
+
+    // A's tokens open nothing of B's; no token, a wrong token, a token of the wrong kind: 404,
+    // the very answer an unknown job gets.
+    let (_, unknown) = get_json(&format!("{base}/jobs/0123456789abcdef0123456789abcdef")).await;
+    for url in [
+        format!("{base}/jobs/{b_id}?token={a_read}"),
+        format!("{base}/jobs/{b_id}/events?token={a_read}"),
+        format!("{base}/jobs/{b_id}"),
+        format!("{base}/jobs/{b_id}/events"),
+        format!("{base}/jobs/{b_id}?token=AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"),
+        format!("{base}/jobs/{a_id}?token={a_cancel}"),
+        format!("{base}/correlations/{a_id}/events?token={a_read}"),
+    ] {
+        let (status, body) = get_json(&url).await;
+        assert_eq!((status, &body), (404, &unknown), "{url}");
+    }
+    // The read token cannot cancel; A's cancel token cannot cancel B.
+    for url in [
+        format!("{base}/jobs/{b_id}/cancel?token={a_cancel}"),
+        format!("{base}/jobs/{a_id}/cancel?token={a_read}"),
+        format!("{base}/jobs/{b_id}/cancel"),
+    ] {
+        assert_eq!(post_json(&url).await.0, 404, "{url}");
+    }
+    // The MCP bearer token opens and cancels any job.
+    let http = reqwest::Client::new();
+    let snapshot = http
+        .get(format!("{base}/jobs/{b_id}"))
+        .bearer_auth(OTHER_TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(snapshot.status(), 200);
+    // B's own cancel URL cancels it.
+    assert_eq!(post_json(b["cancel_url"].as_str().unwrap()).await.0, 202);
+    let events = read_job_events(b["events_url"].as_str().unwrap()).await;
+    assert_eq!(events.last().unwrap().event, "cancelled");
+    let cancel_again = http
+        .post(format!("{base}/jobs/{a_id}/cancel"))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(cancel_again.status(), 409, "A had already ended");
+
+    // The tokens follow the documented formula.
+    let tokens = job_tokens();
+    assert_eq!(a_read, tokens.job(a_id.parse().unwrap()));
+    assert_eq!(a_cancel, tokens.cancel(a_id.parse().unwrap()));
+    bridge.shutdown(Duration::from_secs(1)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn correlation_streams_need_their_own_token() {
+    let bridge = start_bridge(secured).await;
+    let mut headers = std::collections::HashMap::new();
+    headers.insert(
+        http::HeaderName::from_static("x-correlation-id"),
+        http::HeaderValue::from_static("turn-7"),
+    );
+    let transport = rmcp::transport::StreamableHttpClientTransport::from_config(
+        rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(
+            bridge.mcp_url(),
+        )
+        .auth_header(TOKEN)
+        .custom_headers(headers),
+    );
+    let client: McpClient = within(
+        "initialize",
+        rmcp::ServiceExt::serve(ProgressRecorder::default(), transport),
+    )
+    .await
+    .unwrap();
+    call(&client, "demo__slow_count", json!({"to": 2, "delay_ms": 5})).await;
+    let events = read_sse(
+        &bridge.correlation_events_url("turn-7"),
+        None,
+        SseEvent::is_terminal,
+    )
+    .await;
+    assert_eq!(events[0].event, "job_started");
+    let base = &bridge.base;
+    let other = job_tokens().correlation(&"turn-8".parse().unwrap());
+    for url in [
+        format!("{base}/correlations/turn-7/events"),
+        format!("{base}/correlations/turn-7/events?token={other}"),
+    ] {
+        assert_eq!(get_json(&url).await.0, 404, "{url}");
+    }
+    bridge.shutdown(Duration::from_secs(1)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn job_tokens_can_be_turned_off() {
+    let bridge = start_bridge(|c| {
+        secured(c);
+        c.auth.require_job_tokens = false;
+    })
+    .await;
+    let client = connect_with_token(&bridge, TOKEN).await;
+    let handle =
+        structured(&call(&client, "demo__slow_count", json!({"to": 1, "delay_ms": 1})).await);
+    let id = handle["job_id"].as_str().unwrap();
+    read_job_events(handle["events_url"].as_str().unwrap()).await;
+    assert_eq!(get_json(&format!("{}/jobs/{id}", bridge.base)).await.0, 200);
+    bridge.shutdown(Duration::from_secs(1)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn operational_endpoints_need_the_token_or_the_admin_listener() {
+    let bridge = start_bridge(secured).await;
+    let base = &bridge.base;
+    for path in ["/upstreams", "/metrics"] {
+        let response = reqwest::get(format!("{base}{path}")).await.unwrap();
+        assert_eq!(response.status(), 401, "{path}");
+        let response = reqwest::Client::new()
+            .get(format!("{base}{path}"))
+            .bearer_auth(TOKEN)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200, "{path}");
+    }
+    let upstreams: Value = reqwest::Client::new()
+        .get(format!("{base}/upstreams"))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let demo = &upstreams["upstreams"][0];
+    assert_eq!(demo["name"], "demo");
+    assert_eq!(demo["transport"], "stdio");
+    assert_eq!(demo["state"], "ready");
+    assert_eq!(demo["restarts"], 0);
+    assert!(
+        demo["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t == "echo")
+    );
+    assert!(demo.get("last_error").is_some());
+    for path in ["/healthz", "/readyz"] {
+        let (status, body) = get_json(&format!("{base}{path}")).await;
+        assert_eq!(status, 200, "{path}");
+        assert!(!body.to_string().contains("command"), "{path}: {body}");
+    }
+    bridge.shutdown(Duration::from_secs(1)).await;
+
+    let bridge = start_bridge(|c| {
+        secured(c);
+        c.server.admin_listen = Some("127.0.0.1:0".parse().unwrap());
+    })
+    .await;
+    let admin = bridge.running().admin_addr.expect("admin listener");
+    for path in ["/upstreams", "/metrics"] {
+        let main = reqwest::Client::new()
+            .get(format!("{}{path}", bridge.base))
+            .bearer_auth(TOKEN)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(main.status(), 404, "{path} is not on the main listener");
+        let on_admin = reqwest::get(format!("http://{admin}{path}")).await.unwrap();
+        assert_eq!(on_admin.status(), 200, "{path} on the admin listener");
+    }
+    bridge.shutdown(Duration::from_secs(1)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn origins_on_mcp_and_cors_on_the_job_endpoints() {
+    let bridge = start_bridge(|c| {
+        secured(c);
+        c.server.allowed_origins = vec!["https://studio.example".into()];
+        c.server.cors_origins = vec!["https://app.example".into()];
+    })
+    .await;
+    let url = bridge.mcp_url();
+    let bearer = format!("Bearer {TOKEN}");
+    let port = bridge.running().addr.port();
+    // The bridge's own origin (its jobs page), its loopback aliases, and the configured one.
+    for origin in [
+        bridge.base.clone(),
+        format!("http://localhost:{port}"),
+        "https://studio.example".into(),
+    ] {
+        assert_eq!(
+            post_init(&url, Some(&bearer), Some(&origin)).await.status(),
+            200,
+            "{origin}"
+        );
+    }
+    for origin in [
+        "https://evil.example",
+        "null",
+        &format!("http://localhost:{}", port + 1),
+    ] {
+        assert_eq!(
+            post_init(&url, Some(&bearer), Some(origin)).await.status(),
+            403,
+            "{origin}"
+        );
+    }
+
+    let job = format!(
+        "{}/jobs/0123456789abcdef0123456789abcdef/events",
+        bridge.base
+    );
+    let http = reqwest::Client::new();
+    let preflight = http
+        .request(reqwest::Method::OPTIONS, &job)
+        .header("origin", "https://app.example")
+        .header("access-control-request-method", "GET")
+        .header("access-control-request-headers", "last-event-id")
+        .send()
+        .await
+        .unwrap();
+    assert!(preflight.status().is_success(), "{}", preflight.status());
+    assert_eq!(
+        preflight.headers()["access-control-allow-origin"],
+        "https://app.example"
+    );
+    let allowed = http
+        .get(&job)
+        .header("origin", "https://app.example")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        allowed.headers()["access-control-allow-origin"],
+        "https://app.example"
+    );
+    let other = http
+        .get(&job)
+        .header("origin", "https://evil.example")
+        .send()
+        .await
+        .unwrap();
+    assert!(other.headers().get("access-control-allow-origin").is_none());
+    bridge.shutdown(Duration::from_secs(1)).await;
+
+    // No CORS by default.
+    let bridge = start_bridge(secured).await;
+    let job = format!("{}/jobs/0123456789abcdef0123456789abcdef", bridge.base);
+    let response = http
+        .get(&job)
+        .header("origin", "https://app.example")
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        response
+            .headers()
+            .get("access-control-allow-origin")
+            .is_none()
+    );
+    bridge.shutdown(Duration::from_secs(1)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn limits_answer_429_503_and_a_tool_error_and_say_when_to_retry() {
+    let bridge = start_bridge(|c| {
+        secured(c);
+        c.limits.calls_per_minute = 12;
+        c.limits.max_jobs_per_token = 1;
+        c.limits.max_subscribers_per_channel = 1;
+    })
+    .await;
+    let client = connect_with_token(&bridge, TOKEN).await;
+    // One job at a time for this token; another token is not affected.
+    let running = structured(
+        &call(
+            &client,
+            "demo__slow_count",
+            json!({"to": 400, "delay_ms": 50}),
+        )
+        .await,
+    );
+    let refused = call(&client, "demo__slow_count", json!({"to": 1, "delay_ms": 1})).await;
+    assert_eq!(refused.is_error, Some(true));
+    assert!(
+        first_text(&refused).contains("limits.max_jobs_per_token"),
+        "{}",
+        first_text(&refused)
+    );
+    let other = connect_with_token(&bridge, OTHER_TOKEN).await;
+    assert_eq!(
+        first_text(&call(&other, "demo__echo", json!({"text": "x"})).await),
+        "x"
+    );
+
+    // One stream per job.
+    let events_url = running["events_url"].as_str().unwrap().to_string();
+    let first = reqwest::get(&events_url).await.unwrap();
+    assert_eq!(first.status(), 200);
+    let second = reqwest::get(&events_url).await.unwrap();
+    assert_eq!(second.status(), 503);
+    assert!(second.headers().contains_key("retry-after"));
+    drop(first);
+    within("the place comes back when the stream closes", async {
+        loop {
+            if reqwest::get(&events_url).await.unwrap().status() == 200 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    // The job's end gives the job place back.
+    assert_eq!(
+        post_json(running["cancel_url"].as_str().unwrap()).await.0,
+        202
+    );
+    read_job_events(&events_url).await;
+    within("the job place comes back", async {
+        loop {
+            let result = call(&client, "demo__echo", json!({"text": "again"})).await;
+            if result.is_error != Some(true) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+
+    // The rate: 12 requests a minute per token, then 429 with Retry-After.
+    let mut raw = RawMcp::new(&bridge.mcp_url(), Some(OTHER_TOKEN));
+    let limited = within("reach the rate limit", async {
+        loop {
+            let answer = raw
+                .post(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#, &[])
+                .await;
+            if answer.status == 429 {
+                return answer;
+            }
+        }
+    })
+    .await;
+    let retry: u64 = limited.headers["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((1..=60).contains(&retry), "{retry}");
+    assert!(limited.body.contains("limits.calls_per_minute"));
+    raw.token = Some(TOKEN.into());
+    let _ = raw.initialize().await;
+    bridge.shutdown(Duration::from_secs(1)).await;
+}
+
+#[test]
+fn an_open_mcp_is_refused_on_a_public_address_unless_allowed() {
+    let load =
+        |toml: &str| Config::from_toml(toml, std::path::Path::new("t.toml"), &Overrides::default());
+    let error = load("[server]\nlisten = \"0.0.0.0:8080\"\n").unwrap_err();
+    assert_eq!(error.key, "auth.mcp_tokens");
+    assert!(error.message.contains("allow_open"), "{error}");
+    load("[server]\nlisten = \"0.0.0.0:8080\"\n[auth]\nallow_open = true\n").unwrap();
+    load("[server]\nlisten = \"0.0.0.0:8080\"\n[auth]\nmcp_tokens = [\"0123456789abcdef0123\"]\n")
+        .unwrap();
+    load("[server]\nlisten = \"127.0.0.1:8080\"\n").unwrap();
+    load("[server]\nlisten = \"[::1]:8080\"\n").unwrap();
+
+    let cases = [
+        (
+            "[auth]\nmcp_tokens = [\"short\"]\n",
+            "auth.mcp_tokens[0]",
+            "at least 16",
+        ),
+        (
+            "[auth]\nmcp_tokens = [\"has a space in it 0123456789\"]\n",
+            "auth.mcp_tokens[0]",
+            "printable",
+        ),
+        (
+            "[auth]\nmcp_tokens = [\"env:BRIDGE_TEST_SURELY_UNSET_VAR\"]\n",
+            "auth.mcp_tokens[0]",
+            "BRIDGE_TEST_SURELY_UNSET_VAR is not set",
+        ),
+        (
+            "[auth]\nmcp_tokens = [\"file:/nonexistent/token\"]\n",
+            "auth.mcp_tokens[0]",
+            "/nonexistent/token",
+        ),
+        (
+            "[auth]\njob_secret = \"too short\"\n",
+            "auth.job_secret",
+            "at least 32",
+        ),
+        ("[auth]\nbogus = 1\n", "auth", "bogus"),
+        (
+            "[server]\nallowed_origins = [\"app.example\"]\n",
+            "server.allowed_origins[0]",
+            "scheme://host",
+        ),
+        (
+            "[server]\ncors_origins = [\"https://a.example/path\"]\n",
+            "server.cors_origins[0]",
+            "no path",
+        ),
+        (
+            "[limits]\ncalls_per_minute = 0\n",
+            "limits.calls_per_minute",
+            "between",
+        ),
+        (
+            "[limits]\nmax_request_bytes = 10\n",
+            "limits.max_request_bytes",
+            "between",
+        ),
+    ];
+    for (toml, key, says) in cases {
+        let error = load(toml).unwrap_err();
+        assert!(error.key.starts_with(key), "{toml}: {error}");
+        assert!(error.to_string().contains(says), "{toml}: {error}");
+    }
+}
+
+/// Run the `token` command on a config with this job secret.
+fn token_command(args: &[&str], job_secret: Option<&str>) -> (i32, String, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bridge.toml");
+    let mut toml = String::from("[server]\npublic_url = \"https://bridge.example\"\n");
+    if let Some(secret) = job_secret {
+        toml.push_str(&format!("[auth]\njob_secret = \"{secret}\"\n"));
+    }
+    std::fs::write(&path, toml).unwrap();
+    let output = Command::new(BIN)
+        .arg("--config")
+        .arg(&path)
+        .arg("token")
+        .args(args)
+        .env_remove("BRIDGE_LISTEN")
+        .output()
+        .unwrap();
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stdout).trim().to_string(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn the_token_command_follows_the_documented_formula() {
+    let secret = "an-application-shared-secret-0123456789";
+    let (code, token, stderr) = token_command(&["correlation", "turn-42"], Some(secret));
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(
+        token,
+        job_tokens_with(secret).correlation(&"turn-42".parse().unwrap())
+    );
+    // The README's formula, computed by another implementation.
+    if let Some(python) = python() {
+        let output = Command::new(python)
+            .args([
+                "-c",
+                "import base64,hashlib,hmac,sys; print(base64.urlsafe_b64encode(hmac.new(sys.argv[1].encode(), ('correlation:' + sys.argv[2]).encode(), hashlib.sha256).digest()).rstrip(b'=').decode())",
+                secret,
+                "turn-42",
+            ])
+            .output()
+            .unwrap();
+        assert_eq!(String::from_utf8_lossy(&output.stdout).trim(), token);
+    }
+    let id = "0123456789abcdef0123456789abcdef";
+    let (_, url, _) = token_command(&["job", id, "--cancel", "--url"], Some(secret));
+    assert_eq!(
+        url,
+        format!(
+            "https://bridge.example/jobs/{id}/cancel?token={}",
+            job_tokens_with(secret).cancel(id.parse().unwrap())
+        )
+    );
+    let (code, _, stderr) = token_command(&["correlation", "turn-42"], None);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("auth.job_secret"), "{stderr}");
+    let (code, _, stderr) = token_command(&["correlation", "bad id"], Some(secret));
+    assert_ne!(code, 0);
+    assert!(stderr.contains("not a correlation ID"), "{stderr}");
+}
+
+fn job_tokens_with(secret: &str) -> mcp_progress_bridge::auth::JobTokens {
+    mcp_progress_bridge::auth::JobTokens::new(secret.as_bytes())
+}
+
+/// The bridge binary as a child on a free port, its stderr collected.
+struct ChildBridge {
+    child: Child,
+    base: String,
+    stderr: Arc<Mutex<String>>,
+    _dir: tempfile::TempDir,
+}
+
+impl ChildBridge {
+    fn start(extra_toml: &str, env: &[(&str, &str)]) -> Self {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let base = format!("http://127.0.0.1:{port}");
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("bridge.toml");
+        let toml = format!(
+            "[server]\nlisten = \"127.0.0.1:{port}\"\npublic_url = \"{base}\"\n{extra_toml}\n\
+             [[upstreams]]\nname = \"demo\"\ntransport = \"stdio\"\ncommand = \"mcp-progress-bridge\"\n\
+             args = [\"demo-tools\"]\ntools = {{ \"slow_count\" = {{ mode = \"async\" }} }}\n"
+        );
+        std::fs::write(&path, toml).unwrap();
+        let mut command = Command::new(BIN);
+        command
+            .arg("--config")
+            .arg(&path)
+            .env_remove("BRIDGE_LISTEN")
+            .env_remove("BRIDGE_PUBLIC_URL")
+            .env_remove("BRIDGE_LOG_JSON")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        for (k, v) in env {
+            command.env(k, v);
+        }
+        let mut child = command.spawn().unwrap();
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let mut pipe = child.stderr.take().unwrap();
+        let sink = stderr.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 8192];
+            while let Ok(n) = pipe.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                sink.lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        });
+        // The bridge prints its address on stdout once it listens.
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        stdout.read_line(&mut line).unwrap();
+        assert!(
+            line.contains("listening"),
+            "the bridge did not start: {line}{}",
+            stderr.lock().unwrap()
+        );
+        Self {
+            child,
+            base,
+            stderr,
+            _dir: dir,
+        }
+    }
+
+    fn log(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+}
+
+impl Drop for ChildBridge {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokens_from_env_and_file_work_and_no_token_ever_reaches_the_log() {
+    let env_token = "token-from-the-environment-0123456789";
+    let file_token = "token-from-a-file-0123456789abcdef";
+    let job_secret = "job-secret-from-a-file-0123456789abcdef";
+    let dir = tempfile::tempdir().unwrap();
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, format!("{file_token}\n")).unwrap();
+    let secret_file = dir.path().join("job_secret");
+    std::fs::write(&secret_file, job_secret).unwrap();
+    let python = python();
+    let bad_upstream = python.as_ref().map_or(String::new(), |python| {
+        format!(
+            "[[upstreams]]\nname = \"bad\"\ntransport = \"stdio\"\ncommand = {python:?}\nargs = [{:?}]\n",
+            concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/misbehaving_upstream.py")
+        )
+    });
+    let bridge = ChildBridge::start(
+        &format!(
+            "[auth]\nmcp_tokens = [\"env:SECURITY_TEST_MCP_TOKEN\", \"file:{}\"]\njob_secret = \"file:{}\"\n{bad_upstream}",
+            token_file.display(),
+            secret_file.display()
+        ),
+        // Every log line there is, from every module.
+        &[
+            ("SECURITY_TEST_MCP_TOKEN", env_token),
+            ("RUST_LOG", "trace"),
+        ],
+    );
+    let url = format!("{}/mcp", bridge.base);
+    within("the demo upstream is ready", async {
+        loop {
+            if let Ok(r) = reqwest::get(format!("{}/readyz", bridge.base)).await
+                && r.status() == 200
+            {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+
+    // Both tokens open /mcp; others do not.
+    assert_eq!(
+        post_init(&url, Some(&format!("Bearer {env_token}")), None)
+            .await
+            .status(),
+        200
+    );
+    assert_eq!(
+        post_init(&url, Some(&format!("Bearer {file_token}")), None)
+            .await
+            .status(),
+        200
+    );
+    let wrong = "wrong-token-that-must-not-be-logged-0123";
+    assert_eq!(
+        post_init(&url, Some(&format!("Bearer {wrong}")), None)
+            .await
+            .status(),
+        401
+    );
+    assert_eq!(post_init(&url, None, None).await.status(), 401);
+
+    // A job, read through its URLs, with and without the right token, and cancelled.
+    let bridge_handle = TestBridge {
+        bridge: None,
+        base: bridge.base.clone(),
+    };
+    let client = connect_with_token(&bridge_handle, file_token).await;
+    let handle =
+        structured(&call(&client, "demo__slow_count", json!({"to": 2, "delay_ms": 5})).await);
+    let events_url = handle["events_url"].as_str().unwrap().to_string();
+    let events = read_job_events(&events_url).await;
+    assert_eq!(events.last().unwrap().event, "completed");
+    let long = structured(
+        &call(
+            &client,
+            "demo__slow_count",
+            json!({"to": 400, "delay_ms": 50}),
+        )
+        .await,
+    );
+    assert_eq!(post_json(long["cancel_url"].as_str().unwrap()).await.0, 202);
+    let job_id = handle["job_id"].as_str().unwrap();
+    let wrong_job_token = "x".repeat(43);
+    assert_eq!(
+        get_json(&format!(
+            "{}/jobs/{job_id}?token={wrong_job_token}",
+            bridge.base
+        ))
+        .await
+        .0,
+        404
+    );
+    let correlation = job_tokens_with(job_secret).correlation(&"turn-1".parse().unwrap());
+    let response = reqwest::get(format!(
+        "{}/correlations/turn-1/events?token={correlation}",
+        bridge.base
+    ))
+    .await
+    .unwrap();
+    // The token opens the stream, which waits for the correlation's first job.
+    assert_eq!(
+        response.status(),
+        200,
+        "a correlation stream opens before its jobs"
+    );
+    drop(response);
+    let metrics = reqwest::Client::new()
+        .get(format!("{}/metrics", bridge.base))
+        .bearer_auth(env_token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(metrics.status(), 200);
+    // A stdio upstream does not inherit the variables the bridge's secrets come from.
+    if python.is_some() {
+        let seen = call(
+            &client,
+            "bad__misbehave",
+            json!({"case": "environment", "name": "SECURITY_TEST_MCP_TOKEN"}),
+        )
+        .await;
+        assert_eq!(first_text(&seen), "", "the child sees the variable blanked");
+        let seen = call(
+            &client,
+            "bad__misbehave",
+            json!({"case": "environment", "name": "PATH"}),
+        )
+        .await;
+        assert_ne!(
+            first_text(&seen),
+            "",
+            "the rest of the environment is passed on"
+        );
+    }
+    drop(client);
+
+    let log = within("the request log line for the events URL", async {
+        loop {
+            let log = bridge.log();
+            if log.contains(&format!("/jobs/{job_id}/events?…")) {
+                return log;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    assert!(log.contains("DEBUG"), "debug logging was on");
+    let token_of = |url: &Value| {
+        url.as_str()
+            .unwrap()
+            .split("token=")
+            .nth(1)
+            .unwrap()
+            .to_string()
+    };
+    for (what, secret) in [
+        ("the env token", env_token.to_string()),
+        ("the file token", file_token.to_string()),
+        ("a wrong bearer token", wrong.to_string()),
+        ("the job secret", job_secret.to_string()),
+        ("a job read token", token_of(&handle["events_url"])),
+        ("a job cancel token", token_of(&long["cancel_url"])),
+        ("a wrong job token", wrong_job_token),
+        ("a correlation token", correlation),
+    ] {
+        assert!(!log.contains(&secret), "{what} is in the log:\n{log}");
+    }
+}
