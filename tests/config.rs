@@ -70,6 +70,17 @@ fn bad_configs_exit_2_naming_the_file_and_key() {
             "upstreams[0].tools",
         ),
         ("syntax", "[server\n", "bridge.toml"),
+        ("no jobs allowed", "[jobs]\nmax_jobs = 0\n", "jobs.max_jobs"),
+        (
+            "zero timeout",
+            "[[upstreams]]\nname = \"s\"\ntransport = \"stdio\"\ncommand = \"x\"\ntimeout_secs = 0\n",
+            "upstreams[0].timeout_secs",
+        ),
+        (
+            "zero idle timeout on a tool",
+            "[[upstreams]]\nname = \"s\"\ntransport = \"stdio\"\ncommand = \"x\"\ntools = { t = { idle_timeout_secs = 0 } }\n",
+            "upstreams[0].tools.t.idle_timeout_secs",
+        ),
         (
             "bad backend",
             "[store]\nbackend = \"mongo\"\n",

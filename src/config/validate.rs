@@ -141,6 +141,24 @@ impl Config {
                 "must be at most 60000".into(),
             ));
         }
+        if jobs.heartbeat_secs > 3600 {
+            return Err(err(
+                "jobs.heartbeat_secs",
+                "must be at most 3600 (0 turns heartbeats off)".into(),
+            ));
+        }
+        if jobs.max_jobs == 0 {
+            return Err(err(
+                "jobs.max_jobs",
+                "must be at least 1, or no call could run".into(),
+            ));
+        }
+        if jobs.shutdown_grace_secs > 3600 {
+            return Err(err(
+                "jobs.shutdown_grace_secs",
+                "must be at most 3600".into(),
+            ));
+        }
         auth::validate(&mut self.auth, &self.server, err)?;
         limits::validate(&self.limits, err)?;
 
