@@ -85,8 +85,10 @@ fn init_logging(json: bool, client: bool) {
         "info,rmcp=warn"
     };
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
-    // Whatever RUST_LOG says, nothing may log MCP messages: they hold job tokens.
-    let filter = access_log::secret_safe(filter);
+    // Whatever RUST_LOG says, the bridge may not log MCP messages: they hold job tokens. (The
+    // caps are directives of their own, so they would also switch the client commands'
+    // `rmcp=off` back on: those log to their own user's terminal and keep their default.)
+    let filter = if client { filter } else { access_log::secret_safe(filter) };
     // Logs go to stderr: for `demo-tools`, stdout is the MCP protocol stream.
     // Colour only for a person at a terminal: a demo child's stderr is read by the bridge.
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
