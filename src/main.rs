@@ -77,6 +77,7 @@ async fn main() -> ExitCode {
 }
 
 async fn serve(cli: &Cli) -> ExitCode {
+    raise_open_file_limit();
     let config = match load_config(cli) {
         Ok(config) => config,
         Err(e) => {
@@ -114,6 +115,30 @@ async fn run(config: Config) -> anyhow::Result<()> {
     tracing::info!("shutdown requested");
     bridge.shutdown(Duration::from_secs(10)).await;
     Ok(())
+}
+
+/// Raise the open-file soft limit to the hard limit, as servers commonly do at start: every
+/// SSE reader and every call in flight on an HTTP upstream holds a socket, and the usual soft
+/// default (1024) would cap the bridge at about a thousand watchers although the system
+/// allows far more. The hard limit is left alone; a failure only means the old limit stays.
+fn raise_open_file_limit() {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit read and write a valid local struct.
+    let raised = unsafe {
+        libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0
+            && limit.rlim_cur < limit.rlim_max
+            && {
+                let old = limit.rlim_cur;
+                limit.rlim_cur = limit.rlim_max;
+                libc::setrlimit(libc::RLIMIT_NOFILE, &limit) == 0 && old < limit.rlim_cur
+            }
+    };
+    if raised {
+        tracing::debug!(limit = limit.rlim_cur, "open-file limit raised to the hard limit");
+    }
 }
 
 /// SIGINT (Ctrl-C) or SIGTERM (container stop).
