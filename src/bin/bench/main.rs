@@ -27,6 +27,7 @@ use std::{
     time::Duration,
 };
 
+use axum::serve::ListenerExt;
 use clap::Parser;
 use report::Row;
 use tokio_util::sync::CancellationToken;
@@ -89,6 +90,10 @@ impl Demo {
             .await
             .map_err(|e| format!("bind the demo upstream: {e}"))?;
         let addr = listener.local_addr().map_err(|e| e.to_string())?;
+        // As the bridge does: small SSE writes leave at once (no Nagle delay).
+        let listener = listener.tap_io(|tcp| {
+            let _ = tcp.set_nodelay(true);
+        });
         let ct = CancellationToken::new();
         let router = mcp_progress_bridge::demo::http_router(ct.clone());
         let stop = ct.clone();

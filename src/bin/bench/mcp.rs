@@ -96,7 +96,8 @@ pub async fn connect_http(url: &str, handler: BenchClient) -> Result<Client, Str
 /// An MCP client over stdio to a child `bin args…` (the direct floor).
 pub async fn connect_stdio(bin: &Path, args: &[&str], handler: BenchClient) -> Result<Client, String> {
     let command = tokio::process::Command::new(bin).configure(|cmd| {
-        cmd.args(args);
+        // Its log lines (session ended, …) are not the harness's output.
+        cmd.args(args).stderr(std::process::Stdio::null());
     });
     let child = TokioChildProcess::new(command).map_err(|e| format!("spawn {}: {e}", bin.display()))?;
     match tokio::time::timeout(CALL_TIMEOUT, handler.serve(child)).await {
