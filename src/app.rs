@@ -125,7 +125,13 @@ pub async fn start_with_listener(
         keep_alive: Duration::from_secs(config.server.keep_alive_secs),
         shutdown: http_shutdown.clone(),
     });
-    let app = Router::new().nest_service("/mcp", mcp).merge(api);
+    // `with_state(())` once, here, and `into_make_service` below: served as a plain `Router`,
+    // axum would rebuild its route tables for every accepted connection and keep that copy
+    // for the connection's life (about 6 KiB per open SSE stream, measured with massif).
+    let app = Router::new()
+        .nest_service("/mcp", mcp)
+        .merge(api)
+        .with_state(());
 
     let addr = listener.local_addr().map_err(|source| StartError::Bind {
         addr: config.server.listen,
@@ -145,7 +151,8 @@ pub async fn start_with_listener(
     let server = tokio::spawn({
         let stop = http_shutdown.clone();
         async move {
-            let serve = axum::serve(listener, app).with_graceful_shutdown(stop.cancelled_owned());
+            let serve = axum::serve(listener, app.into_make_service())
+                .with_graceful_shutdown(stop.cancelled_owned());
             if let Err(e) = serve.await {
                 tracing::error!(error = %e, "HTTP server failed");
             }

@@ -6,7 +6,7 @@
 use serde_json::json;
 
 use crate::{
-    Ctx,
+    Ctx, Demo,
     mcp::{self, BenchClient, Client},
     peers,
     proc::BridgeProcess,
@@ -15,6 +15,7 @@ use crate::{
 };
 
 const SCENARIO: &str = "pass-through (echo, sync)";
+const DIRECT_HTTP: &str = "direct over HTTP";
 
 struct Target {
     name: String,
@@ -29,6 +30,7 @@ pub async fn run(ctx: &Ctx) -> Result<Vec<Row>, String> {
     let bridge = BridgeProcess::start(&ctx.bin, &ctx.dir, "passthrough", &crate::stdio_upstream_config(&ctx.bin, "sync"))
         .await
         .map_err(|e| e.to_string())?;
+    let demo = Demo::start().await?;
     let mut rows = Vec::new();
     let mut helpers = Vec::new();
     let mut targets = vec![
@@ -43,6 +45,15 @@ pub async fn run(ctx: &Ctx) -> Result<Vec<Row>, String> {
             name: "bridge".into(),
             client: mcp::connect_http(&bridge.mcp_url(), BenchClient::default()).await?,
             tool: "demo__echo",
+            samples: Samples::default(),
+            failed: None,
+        },
+        // What one Streamable HTTP hop costs by itself: the same tools served by rmcp over
+        // HTTP in this process. The bridge adds such a hop to a stdio upstream.
+        Target {
+            name: DIRECT_HTTP.into(),
+            client: mcp::connect_http(&demo.url, BenchClient::default()).await?,
+            tool: "echo",
             samples: Samples::default(),
             failed: None,
         },
@@ -105,6 +116,7 @@ fn summarise(targets: &[Target]) -> Vec<Row> {
         Row::new(SCENARIO, "added p99", ms(b.p99.saturating_sub(d.p99))),
     ];
     for peer in targets.iter().filter(|t| t.name != "direct" && t.name != "bridge") {
+        // The HTTP floor is ours, not a peer: it goes first and is never "skipped".
         match &peer.failed {
             Some(why) => rows.push(Row::skipped(SCENARIO, format!("{}: {why}", peer.name))),
             None => {
@@ -147,7 +159,7 @@ async fn measure(ctx: &Ctx, targets: &mut [Target]) -> Result<(), String> {
                 Err(e) => Some(e),
             };
             if let Some(error) = error {
-                if t.name == "direct" || t.name == "bridge" {
+                if t.name == "direct" || t.name == "bridge" || t.name == DIRECT_HTTP {
                     return Err(format!("{}: {error}", t.name));
                 }
                 t.failed = Some(error);
