@@ -5,8 +5,8 @@
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use futures::StreamExt;
 use mcp_progress_bridge::store::{
-    Channel, EventBody, EventKind, JobId, MemoryStore, NewJob, ProgressUpdate, Store,
-    StoredEvent, render_job_event,
+    Channel, EventBody, EventKind, JobId, MemoryStore, NewJob, ProgressUpdate, Store, StoredEvent,
+    render_job_event,
 };
 
 fn progress(p: f64) -> EventBody {
@@ -47,7 +47,10 @@ fn append(c: &mut Criterion) {
         .expect("runtime");
     for readers in [0usize, 1, 100] {
         let store = MemoryStore::new(1000, 3600);
-        let job = rt.block_on(store.create_job(new_job())).expect("job").job_id;
+        let job = rt
+            .block_on(store.create_job(new_job()))
+            .expect("job")
+            .job_id;
         // Readers that keep up: each drains its live stream after every append.
         let mut lives: Vec<_> = (0..readers)
             .map(|_| {

@@ -137,7 +137,10 @@ fn raise_open_file_limit() {
             }
     };
     if raised {
-        tracing::debug!(limit = limit.rlim_cur, "open-file limit raised to the hard limit");
+        tracing::debug!(
+            limit = limit.rlim_cur,
+            "open-file limit raised to the hard limit"
+        );
     }
 }
 

@@ -288,7 +288,11 @@ impl DemoTools {
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_micros());
             reporter
-                .progress(step.into(), Some(count.into()), format!("sent_at_us={sent_at_us}"))
+                .progress(
+                    step.into(),
+                    Some(count.into()),
+                    format!("sent_at_us={sent_at_us}"),
+                )
                 .await;
         }
         Ok(text_result(format!("sent {count} progress notifications")))

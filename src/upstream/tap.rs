@@ -182,9 +182,7 @@ where
                         // and handing it on would cost a spawned task per notification.
                         continue;
                     }
-                    ServerNotification::LoggingMessageNotification(m) => {
-                        self.routes.log(&m.params)
-                    }
+                    ServerNotification::LoggingMessageNotification(m) => self.routes.log(&m.params),
                     _ => {}
                 }
             }

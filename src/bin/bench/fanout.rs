@@ -41,9 +41,14 @@ struct Seen {
 pub async fn run(ctx: &Ctx, readers: usize) -> Result<Vec<Row>, String> {
     let demo = Demo::start().await?;
     let name = format!("fanout-{readers}");
-    let bridge = BridgeProcess::start(&ctx.bin, &ctx.dir, &name, &crate::http_upstream_config(&demo.url, "async"))
-        .await
-        .map_err(|e| e.to_string())?;
+    let bridge = BridgeProcess::start(
+        &ctx.bin,
+        &ctx.dir,
+        &name,
+        &crate::http_upstream_config(&demo.url, "async"),
+    )
+    .await
+    .map_err(|e| e.to_string())?;
     let result = measure(ctx, &bridge, readers).await;
     bridge.stop().await;
     result
@@ -164,7 +169,10 @@ async fn measure(ctx: &Ctx, bridge: &BridgeProcess, readers: usize) -> Result<Ve
             notified.await;
         }
     };
-    if tokio::time::timeout(Duration::from_secs(120), wait_connected).await.is_err() {
+    if tokio::time::timeout(Duration::from_secs(120), wait_connected)
+        .await
+        .is_err()
+    {
         return Err(format!(
             "only {} of {readers} readers connected in 120 s",
             connected.load(Ordering::Relaxed)
@@ -174,7 +182,10 @@ async fn measure(ctx: &Ctx, bridge: &BridgeProcess, readers: usize) -> Result<Ve
     let _ = all_in_at.set(now_us());
     if failed.load(Ordering::Relaxed) > 0 {
         let errors = collect(tasks).await;
-        let first = errors.iter().find_map(|s| s.error.clone()).unwrap_or_default();
+        let first = errors
+            .iter()
+            .find_map(|s| s.error.clone())
+            .unwrap_or_default();
         return Err(format!(
             "{} of {readers} readers could not subscribe (first error: {first})",
             failed.load(Ordering::Relaxed)
@@ -183,10 +194,15 @@ async fn measure(ctx: &Ctx, bridge: &BridgeProcess, readers: usize) -> Result<Ve
     tokio::time::sleep(SETTLE).await;
     let rss_idle = bridge.rss_kib();
     let idle_clean = now_us() < first_due;
-    let subscribers = bridge.metric("bridge_sse_subscribers", None).await.unwrap_or(0.0);
+    let subscribers = bridge
+        .metric("bridge_sse_subscribers", None)
+        .await
+        .unwrap_or(0.0);
 
     let all = tokio::time::timeout(
-        Duration::from_micros(events * INTERVAL_US) + Duration::from_millis(delay_ms) + Duration::from_secs(120),
+        Duration::from_micros(events * INTERVAL_US)
+            + Duration::from_millis(delay_ms)
+            + Duration::from_secs(120),
         collect(tasks),
     )
     .await
@@ -201,7 +217,10 @@ async fn measure(ctx: &Ctx, bridge: &BridgeProcess, readers: usize) -> Result<Ve
             short += 1;
             if first_error.is_none() {
                 first_error = Some(seen.error.clone().unwrap_or_else(|| {
-                    format!("{} of {events} progress events, completed: {}", seen.progress, seen.completed)
+                    format!(
+                        "{} of {events} progress events, completed: {}",
+                        seen.progress, seen.completed
+                    )
                 }));
             }
         }
@@ -222,12 +241,21 @@ async fn measure(ctx: &Ctx, bridge: &BridgeProcess, readers: usize) -> Result<Ve
     let big = readers >= 10_000;
     let p99 = Row::new(&scenario, "delivery p99", ms(s.p99));
     rows.push(Row::new(&scenario, "delivery p50", ms(s.p50)));
-    rows.push(if big { p99.target("≤ 50.000 ms", s.p99 <= p99_target_us) } else { p99 });
+    rows.push(if big {
+        p99.target("≤ 50.000 ms", s.p99 <= p99_target_us)
+    } else {
+        p99
+    });
     rows.push(Row::new(&scenario, "delivery max", ms(s.max)));
     rows.push(Row::new(
         &scenario,
         "events × readers",
-        format!("{} of {} delivered, {} timed", events as usize * readers, events as usize * readers, s.count),
+        format!(
+            "{} of {} delivered, {} timed",
+            events as usize * readers,
+            events as usize * readers,
+            s.count
+        ),
     ));
     let rss_row = Row::new(
         &scenario,
@@ -242,7 +270,11 @@ async fn measure(ctx: &Ctx, bridge: &BridgeProcess, readers: usize) -> Result<Ve
             "{readers} in {connect_secs:.1} s; gauge {subscribers:.0}; RSS {} → {} KiB{}",
             rss_before,
             rss_idle,
-            if idle_clean { "" } else { " (events had started)" }
+            if idle_clean {
+                ""
+            } else {
+                " (events had started)"
+            }
         ),
     ));
     Ok(rows)

@@ -38,16 +38,24 @@ pub async fn run(ctx: &Ctx) -> Result<Vec<Row>, String> {
         call.await.map_err(|e| e.to_string())??;
     }
     if !handler.wait_received(total, Duration::from_secs(60)).await {
-        return Err(format!("the direct client got {} of {total} notifications", handler.received()));
+        return Err(format!(
+            "the direct client got {} of {total} notifications",
+            handler.received()
+        ));
     }
     let direct_secs = started.elapsed().as_secs_f64();
     if let Ok(direct) = Arc::try_unwrap(direct) {
         let _ = direct.cancel().await;
     }
 
-    let bridge = BridgeProcess::start(&ctx.bin, &ctx.dir, "ingest", &crate::stdio_upstream_config(&ctx.bin, "async"))
-        .await
-        .map_err(|e| e.to_string())?;
+    let bridge = BridgeProcess::start(
+        &ctx.bin,
+        &ctx.dir,
+        "ingest",
+        &crate::stdio_upstream_config(&ctx.bin, "async"),
+    )
+    .await
+    .map_err(|e| e.to_string())?;
     let result = through_bridge(&bridge, per_job).await;
     bridge.stop().await;
     let (bridge_secs, stored, coalesced) = result?;
@@ -55,13 +63,23 @@ pub async fn run(ctx: &Ctx) -> Result<Vec<Row>, String> {
     let bridge_rate = (stored + coalesced) as f64 / bridge_secs;
     let direct_rate = total as f64 / direct_secs;
     Ok(vec![
-        Row::new(&scenario, "notifications / s into the store", format!("{bridge_rate:.0}"))
-            .vs("direct", format!("{direct_rate:.0}"), ratio((bridge_rate * 1000.0) as u64, (direct_rate * 1000.0) as u64))
-            .target("≥ 100,000/s", bridge_rate >= 100_000.0),
+        Row::new(
+            &scenario,
+            "notifications / s into the store",
+            format!("{bridge_rate:.0}"),
+        )
+        .vs(
+            "direct",
+            format!("{direct_rate:.0}"),
+            ratio((bridge_rate * 1000.0) as u64, (direct_rate * 1000.0) as u64),
+        )
+        .target("≥ 100,000/s", bridge_rate >= 100_000.0),
         Row::new(
             &scenario,
             "checked",
-            format!("{stored} stored + {coalesced} coalesced (latest kept) of {total} sent, none lost"),
+            format!(
+                "{stored} stored + {coalesced} coalesced (latest kept) of {total} sent, none lost"
+            ),
         ),
     ])
 }
@@ -75,7 +93,9 @@ async fn through_bridge(bridge: &BridgeProcess, per_job: u64) -> Result<(f64, u6
     for _ in 0..JOBS {
         let front = front.clone();
         calls.push(tokio::spawn(async move {
-            mcp::job_id(&mcp::call(&front, "demo__bench_progress", json!({ "count": per_job })).await?)
+            mcp::job_id(
+                &mcp::call(&front, "demo__bench_progress", json!({ "count": per_job })).await?,
+            )
         }));
     }
     for call in calls {
@@ -98,7 +118,10 @@ async fn through_bridge(bridge: &BridgeProcess, per_job: u64) -> Result<(f64, u6
         .await?;
     let stored = bridge.metric("bridge_progress_events_total", None).await? as u64;
     let coalesced = bridge
-        .metric("bridge_progress_dropped_total", Some("reason=\"coalesced\""))
+        .metric(
+            "bridge_progress_dropped_total",
+            Some("reason=\"coalesced\""),
+        )
         .await? as u64;
     let dropped = bridge.metric("bridge_progress_dropped_total", None).await? as u64 - coalesced;
     if let Ok(front) = Arc::try_unwrap(front) {

@@ -63,7 +63,8 @@ pub async fn measure(
     for round in 0..=rounds {
         let count = if round == 0 { 50 } else { per_round };
         let direct_batch = direct_batch(&direct, &direct_handler, count).await?;
-        let bridge_batch = bridge_batch(&front, subscriber.addr, "up__bench_progress", count).await?;
+        let bridge_batch =
+            bridge_batch(&front, subscriber.addr, "up__bench_progress", count).await?;
         if round > 0 {
             direct_samples.extend(direct_batch);
             bridge_samples.extend(bridge_batch);
@@ -74,7 +75,11 @@ pub async fn measure(
     Ok((bridge_samples, direct_samples))
 }
 
-async fn direct_batch(client: &Client, handler: &BenchClient, count: u64) -> Result<Vec<u64>, String> {
+async fn direct_batch(
+    client: &Client,
+    handler: &BenchClient,
+    count: u64,
+) -> Result<Vec<u64>, String> {
     let before = handler.received();
     handler.take_samples();
     mcp::call(
@@ -85,7 +90,10 @@ async fn direct_batch(client: &Client, handler: &BenchClient, count: u64) -> Res
     .await?;
     // rmcp hands notifications to the handler in tasks of their own: the last may still be
     // on its way when the response is in.
-    if !handler.wait_received(before + count, Duration::from_secs(10)).await {
+    if !handler
+        .wait_received(before + count, Duration::from_secs(10))
+        .await
+    {
         return Err(format!(
             "the direct client got {} of {count} progress notifications",
             handler.received() - before
@@ -130,7 +138,9 @@ pub async fn read_job(addr: SocketAddr, id: &str, count: u64) -> Result<Vec<u64>
     let mut last_id: Option<u64> = None;
     loop {
         let Some(frame) = reader.next().await.map_err(|e| e.to_string())? else {
-            return Err(format!("job {id}: the stream ended before its terminal event"));
+            return Err(format!(
+                "job {id}: the stream ended before its terminal event"
+            ));
         };
         if frame.event != "status"
             && let (Some(last), Some(id_now)) = (last_id, frame.id)
@@ -154,13 +164,20 @@ pub async fn read_job(addr: SocketAddr, id: &str, count: u64) -> Result<Vec<u64>
         }
     }
     if progress != count {
-        return Err(format!("job {id}: {progress} progress events of {count} sent"));
+        return Err(format!(
+            "job {id}: {progress} progress events of {count} sent"
+        ));
     }
     Ok(latencies)
 }
 
 /// p50, p99 and max rows for a latency scenario; `p99_target_us` is the p99 target.
-pub fn rows(scenario: &str, bridge: &Samples, direct: Option<&Samples>, p99_target_us: u64) -> Vec<Row> {
+pub fn rows(
+    scenario: &str,
+    bridge: &Samples,
+    direct: Option<&Samples>,
+    p99_target_us: u64,
+) -> Vec<Row> {
     let Some(b) = bridge.summary() else {
         return vec![Row::new(scenario, "FAILED", "no samples")];
     };
@@ -173,7 +190,11 @@ pub fn rows(scenario: &str, bridge: &Samples, direct: Option<&Samples>, p99_targ
         d.as_ref().is_none_or(|d| pick(&b) <= 2 * pick(d))
     };
     let mut rows = Vec::new();
-    let p50_target = if direct.is_some() { "≤ 0.3 ms, ≤ 2× direct" } else { "" };
+    let p50_target = if direct.is_some() {
+        "≤ 0.3 ms, ≤ 2× direct"
+    } else {
+        ""
+    };
     let mut p50 = with_floor(Row::new(scenario, "p50", ms(b.p50)), |s| s.p50);
     if direct.is_some() {
         p50 = p50.target(p50_target, b.p50 <= 300 && ratio_ok(|s| s.p50));
@@ -190,7 +211,11 @@ pub fn rows(scenario: &str, bridge: &Samples, direct: Option<&Samples>, p99_targ
     );
     rows.push(with_floor(Row::new(scenario, "max", ms(b.max)), |s| s.max));
     let events = match &d {
-        Some(d) => Row::new(scenario, "events timed", b.count.to_string()).vs("direct", d.count.to_string(), ""),
+        Some(d) => Row::new(scenario, "events timed", b.count.to_string()).vs(
+            "direct",
+            d.count.to_string(),
+            "",
+        ),
         None => Row::new(scenario, "events timed", b.count.to_string()),
     };
     rows.push(events);

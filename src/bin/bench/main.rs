@@ -33,7 +33,10 @@ use report::Row;
 use tokio_util::sync::CancellationToken;
 
 #[derive(Parser, Clone)]
-#[command(name = "bench", about = "Benchmarks of mcp-progress-bridge against the direct floor and peer gateways")]
+#[command(
+    name = "bench",
+    about = "Benchmarks of mcp-progress-bridge against the direct floor and peer gateways"
+)]
 pub struct Args {
     /// Small counts, a few seconds a scenario: proves every scenario still runs and loses
     /// nothing (CI). Judges no speed.
@@ -130,14 +133,24 @@ pub fn stdio_upstream_config(bin: &Path, mode: &str) -> String {
     )
 }
 
-const SCENARIOS: [&str; 6] = ["passthrough", "latency", "redis", "ingest", "many-jobs", "fanout"];
+const SCENARIOS: [&str; 6] = [
+    "passthrough",
+    "latency",
+    "redis",
+    "ingest",
+    "many-jobs",
+    "fanout",
+];
 
 #[tokio::main]
 async fn main() -> ExitCode {
     let args = Args::parse();
     for name in &args.only {
         if !SCENARIOS.contains(&name.as_str()) {
-            eprintln!("unknown scenario {name:?}; the scenarios are {}", SCENARIOS.join(", "));
+            eprintln!(
+                "unknown scenario {name:?}; the scenarios are {}",
+                SCENARIOS.join(", ")
+            );
             return ExitCode::from(2);
         }
     }
@@ -266,16 +279,29 @@ fn bridge_binary(args: &Args) -> Result<PathBuf, String> {
     if let Ok(cargo) = std::env::var("CARGO")
         && let Some(target_dir) = profile_dir.parent()
     {
-        let profile = if cfg!(debug_assertions) { "dev" } else { "release" };
+        let profile = if cfg!(debug_assertions) {
+            "dev"
+        } else {
+            "release"
+        };
         eprintln!("bench: building mcp-progress-bridge ({profile}) …");
         let status = std::process::Command::new(cargo)
-            .args(["build", "--quiet", "--bin", "mcp-progress-bridge", "--profile", profile])
+            .args([
+                "build",
+                "--quiet",
+                "--bin",
+                "mcp-progress-bridge",
+                "--profile",
+                profile,
+            ])
             .arg("--target-dir")
             .arg(target_dir)
             .status()
             .map_err(|e| format!("cargo build: {e}"))?;
         if !status.success() {
-            return Err(format!("cargo build of mcp-progress-bridge failed ({status})"));
+            return Err(format!(
+                "cargo build of mcp-progress-bridge failed ({status})"
+            ));
         }
     }
     if bin.is_file() {

@@ -22,9 +22,14 @@ const IN_FLIGHT: usize = 128;
 
 pub async fn run(ctx: &Ctx) -> Result<Vec<Row>, String> {
     let demo = Demo::start().await?;
-    let bridge = BridgeProcess::start(&ctx.bin, &ctx.dir, "many-jobs", &crate::http_upstream_config(&demo.url, "async"))
-        .await
-        .map_err(|e| e.to_string())?;
+    let bridge = BridgeProcess::start(
+        &ctx.bin,
+        &ctx.dir,
+        "many-jobs",
+        &crate::http_upstream_config(&demo.url, "async"),
+    )
+    .await
+    .map_err(|e| e.to_string())?;
     let result = measure(ctx, &bridge).await;
     bridge.stop().await;
     result
@@ -110,21 +115,42 @@ async fn measure(ctx: &Ctx, bridge: &BridgeProcess) -> Result<Vec<Row>, String> 
         .max(0.001);
     let per_job = rss_live.saturating_sub(rss_before) as f64 / running.max(1.0);
     Ok(vec![
-        Row::new(&scenario, "bridge RSS per live job", format!("{per_job:.1} KiB")),
-        Row::new(&scenario, "jobs created / s", format!("{:.0}", jobs as f64 / create_secs)),
-        Row::new(&scenario, "jobs completed / s", format!("{:.0}", jobs as f64 / complete_secs)),
+        Row::new(
+            &scenario,
+            "bridge RSS per live job",
+            format!("{per_job:.1} KiB"),
+        ),
+        Row::new(
+            &scenario,
+            "jobs created / s",
+            format!("{:.0}", jobs as f64 / create_secs),
+        ),
+        Row::new(
+            &scenario,
+            "jobs completed / s",
+            format!("{:.0}", jobs as f64 / complete_secs),
+        ),
         Row::new(
             &scenario,
             "checked",
             format!(
                 "{running:.0} live at once{}; {completed:.0} completed; {stored:.0} progress events stored, none dropped; RSS {rss_before} → {rss_live} KiB",
-                if live_clean { "" } else { " (some had started reporting)" }
+                if live_clean {
+                    ""
+                } else {
+                    " (some had started reporting)"
+                }
             ),
         ),
     ])
 }
 
-async fn wait_metric(bridge: &BridgeProcess, name: &str, value: f64, within: Duration) -> Result<(), String> {
+async fn wait_metric(
+    bridge: &BridgeProcess,
+    name: &str,
+    value: f64,
+    within: Duration,
+) -> Result<(), String> {
     let deadline = tokio::time::Instant::now() + within;
     loop {
         if bridge.metric(name, None).await? == value {

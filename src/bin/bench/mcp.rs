@@ -68,7 +68,11 @@ impl ClientHandler for BenchClient {
         _context: NotificationContext<RoleClient>,
     ) {
         let now = now_us();
-        if let Some(sent) = params.message.as_deref().and_then(|m| sent_at_us(m.as_bytes())) {
+        if let Some(sent) = params
+            .message
+            .as_deref()
+            .and_then(|m| sent_at_us(m.as_bytes()))
+        {
             self.samples
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
@@ -83,8 +87,8 @@ pub type Client = RunningService<RoleClient, BenchClient>;
 
 /// An MCP client over Streamable HTTP, allowed many calls in flight at once.
 pub async fn connect_http(url: &str, handler: BenchClient) -> Result<Client, String> {
-    let config = StreamableHttpClientTransportConfig::with_uri(url.to_string())
-        .max_concurrent_requests(512);
+    let config =
+        StreamableHttpClientTransportConfig::with_uri(url.to_string()).max_concurrent_requests(512);
     let transport = StreamableHttpClientTransport::from_config(config);
     match tokio::time::timeout(CALL_TIMEOUT, handler.serve(transport)).await {
         Ok(Ok(client)) => Ok(client),
@@ -94,12 +98,17 @@ pub async fn connect_http(url: &str, handler: BenchClient) -> Result<Client, Str
 }
 
 /// An MCP client over stdio to a child `bin args…` (the direct floor).
-pub async fn connect_stdio(bin: &Path, args: &[&str], handler: BenchClient) -> Result<Client, String> {
+pub async fn connect_stdio(
+    bin: &Path,
+    args: &[&str],
+    handler: BenchClient,
+) -> Result<Client, String> {
     let command = tokio::process::Command::new(bin).configure(|cmd| {
         // Its log lines (session ended, …) are not the harness's output.
         cmd.args(args).stderr(std::process::Stdio::null());
     });
-    let child = TokioChildProcess::new(command).map_err(|e| format!("spawn {}: {e}", bin.display()))?;
+    let child =
+        TokioChildProcess::new(command).map_err(|e| format!("spawn {}: {e}", bin.display()))?;
     match tokio::time::timeout(CALL_TIMEOUT, handler.serve(child)).await {
         Ok(Ok(client)) => Ok(client),
         Ok(Err(e)) => Err(format!("MCP initialize over stdio: {e}")),

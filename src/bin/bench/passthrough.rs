@@ -27,9 +27,14 @@ struct Target {
 }
 
 pub async fn run(ctx: &Ctx) -> Result<Vec<Row>, String> {
-    let bridge = BridgeProcess::start(&ctx.bin, &ctx.dir, "passthrough", &crate::stdio_upstream_config(&ctx.bin, "sync"))
-        .await
-        .map_err(|e| e.to_string())?;
+    let bridge = BridgeProcess::start(
+        &ctx.bin,
+        &ctx.dir,
+        "passthrough",
+        &crate::stdio_upstream_config(&ctx.bin, "sync"),
+    )
+    .await
+    .map_err(|e| e.to_string())?;
     let demo = Demo::start().await?;
     let mut rows = Vec::new();
     let mut helpers = Vec::new();
@@ -70,7 +75,7 @@ pub async fn run(ctx: &Ctx) -> Result<Vec<Row>, String> {
                             client,
                             tool: "echo",
                             samples: Samples::default(),
-            failed: None,
+                            failed: None,
                         });
                         helpers.push(peer.helper);
                     }
@@ -115,19 +120,34 @@ fn summarise(targets: &[Target]) -> Vec<Row> {
             .target("≤ 0.300 ms", b.p50.saturating_sub(d.p50) <= 300),
         Row::new(SCENARIO, "added p99", ms(b.p99.saturating_sub(d.p99))),
     ];
-    for peer in targets.iter().filter(|t| t.name != "direct" && t.name != "bridge") {
+    for peer in targets
+        .iter()
+        .filter(|t| t.name != "direct" && t.name != "bridge")
+    {
         // The HTTP floor is ours, not a peer: it goes first and is never "skipped".
         match &peer.failed {
             Some(why) => rows.push(Row::skipped(SCENARIO, format!("{}: {why}", peer.name))),
             None => {
                 if let Some(p) = peer.samples.summary() {
-                    rows.push(Row::new(SCENARIO, "call p50", ms(b.p50)).vs(&peer.name, ms(p.p50), ratio(b.p50, p.p50)));
-                    rows.push(Row::new(SCENARIO, "call p99", ms(b.p99)).vs(&peer.name, ms(p.p99), ratio(b.p99, p.p99)));
+                    rows.push(Row::new(SCENARIO, "call p50", ms(b.p50)).vs(
+                        &peer.name,
+                        ms(p.p50),
+                        ratio(b.p50, p.p50),
+                    ));
+                    rows.push(Row::new(SCENARIO, "call p99", ms(b.p99)).vs(
+                        &peer.name,
+                        ms(p.p99),
+                        ratio(b.p99, p.p99),
+                    ));
                 }
             }
         }
     }
-    rows.push(Row::new(SCENARIO, "calls timed", b.count.to_string()).vs("each target", d.count.to_string(), ""));
+    rows.push(Row::new(SCENARIO, "calls timed", b.count.to_string()).vs(
+        "each target",
+        d.count.to_string(),
+        "",
+    ));
     rows
 }
 

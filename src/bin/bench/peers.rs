@@ -25,9 +25,15 @@ pub async fn install_supergateway(dir: &Path) -> Result<PathBuf, String> {
     let bin = dir.join("node_modules/.bin/supergateway");
     if !bin.exists() {
         eprintln!("bench: installing {SUPERGATEWAY} into {} …", dir.display());
-        run(Command::new("npm").args(["install", "--no-audit", "--no-fund", "--silent", "--prefix"]).arg(dir).arg(SUPERGATEWAY)).await?;
+        run(Command::new("npm")
+            .args(["install", "--no-audit", "--no-fund", "--silent", "--prefix"])
+            .arg(dir)
+            .arg(SUPERGATEWAY))
+        .await?;
     }
-    bin.exists().then_some(bin).ok_or_else(|| "npm installed no supergateway binary".into())
+    bin.exists()
+        .then_some(bin)
+        .ok_or_else(|| "npm installed no supergateway binary".into())
 }
 
 /// `python3 -m venv DIR/venv && DIR/venv/bin/pip install mcp-proxy==…`, once.
@@ -38,9 +44,17 @@ pub async fn install_mcp_proxy(dir: &Path) -> Result<PathBuf, String> {
         eprintln!("bench: installing {MCP_PROXY} into {} …", venv.display());
         std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
         run(Command::new("python3").args(["-m", "venv"]).arg(&venv)).await?;
-        run(Command::new(venv.join("bin/pip")).args(["install", "-q", "--disable-pip-version-check", MCP_PROXY])).await?;
+        run(Command::new(venv.join("bin/pip")).args([
+            "install",
+            "-q",
+            "--disable-pip-version-check",
+            MCP_PROXY,
+        ]))
+        .await?;
     }
-    bin.exists().then_some(bin).ok_or_else(|| "pip installed no mcp-proxy command".into())
+    bin.exists()
+        .then_some(bin)
+        .ok_or_else(|| "pip installed no mcp-proxy command".into())
 }
 
 async fn run(command: &mut Command) -> Result<(), String> {
@@ -53,7 +67,11 @@ async fn run(command: &mut Command) -> Result<(), String> {
         Ok(())
     } else {
         let err = String::from_utf8_lossy(&output.stderr);
-        let last = err.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or_default();
+        let last = err
+            .lines()
+            .rev()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or_default();
         Err(format!("{shown} failed ({}): {last}", output.status))
     }
 }
@@ -66,7 +84,13 @@ pub async fn start_supergateway(sg: &Path, demo: &Path, log: &Path) -> Result<Pe
     command
         .arg("--stdio")
         .arg(format!("{} demo-tools", demo.display()))
-        .args(["--outputTransport", "streamableHttp", "--stateful", "--logLevel", "none"])
+        .args([
+            "--outputTransport",
+            "streamableHttp",
+            "--stateful",
+            "--logLevel",
+            "none",
+        ])
         .arg("--port")
         .arg(port.to_string());
     let helper = Helper::spawn("supergateway", command, log)?;
@@ -98,10 +122,16 @@ pub async fn start_mcp_proxy(proxy: &Path, demo: &Path, log: &Path) -> Result<Pe
 async fn wait_port(port: u16, log: &Path) -> Result<(), String> {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     while tokio::time::Instant::now() < deadline {
-        if tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_ok() {
+        if tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_ok()
+        {
             return Ok(());
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    Err(format!("not listening on port {port} after 30 s: {}", crate::proc::log_tail(log)))
+    Err(format!(
+        "not listening on port {port} after 30 s: {}",
+        crate::proc::log_tail(log)
+    ))
 }

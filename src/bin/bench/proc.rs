@@ -1,12 +1,7 @@
 //! The bridge under test as a separate process (so its memory is its own), started from the
 //! built binary with a generated config, and the other processes a scenario runs.
 
-use std::{
-    net::SocketAddr,
-    path::Path,
-    process::Stdio,
-    time::Duration,
-};
+use std::{net::SocketAddr, path::Path, process::Stdio, time::Duration};
 
 use tokio::{
     io::{AsyncBufReadExt, BufReader},
@@ -38,13 +33,17 @@ pub struct BridgeProcess {
 impl BridgeProcess {
     /// Write `config` (everything but `[server]`, which is generated) next to the log, start
     /// the bridge on a free loopback port and wait until `/readyz` says every upstream is up.
-    pub async fn start(bin: &Path, dir: &Path, name: &str, config: &str) -> Result<Self, StartError> {
+    pub async fn start(
+        bin: &Path,
+        dir: &Path,
+        name: &str,
+        config: &str,
+    ) -> Result<Self, StartError> {
         let path = dir.join(format!("{name}.toml"));
         let log = dir.join(format!("{name}.log"));
-        let text = format!(
-            "[server]\nlisten = \"127.0.0.1:0\"\nallowed_hosts = []\n\n{config}"
-        );
-        std::fs::write(&path, text).map_err(|e| StartError::Failed(format!("{}: {e}", path.display())))?;
+        let text = format!("[server]\nlisten = \"127.0.0.1:0\"\nallowed_hosts = []\n\n{config}");
+        std::fs::write(&path, text)
+            .map_err(|e| StartError::Failed(format!("{}: {e}", path.display())))?;
         let stderr = std::fs::File::create(&log)
             .map_err(|e| StartError::Failed(format!("{}: {e}", log.display())))?;
         let mut child = Command::new(bin)
@@ -116,7 +115,9 @@ impl BridgeProcess {
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        Err(StartError::Failed(format!("the bridge never became ready: {last}")))
+        Err(StartError::Failed(format!(
+            "the bridge never became ready: {last}"
+        )))
     }
 
     /// Resident memory of the bridge process, in KiB.
@@ -151,7 +152,10 @@ impl BridgeProcess {
     /// SIGTERM, wait, kill if it does not stop.
     pub async fn stop(mut self) {
         terminate(self.pid);
-        if tokio::time::timeout(STOP_TIMEOUT, self.child.wait()).await.is_err() {
+        if tokio::time::timeout(STOP_TIMEOUT, self.child.wait())
+            .await
+            .is_err()
+        {
             let _ = self.child.kill().await;
         }
     }
@@ -194,7 +198,8 @@ pub fn raise_fd_limit() -> u64 {
     };
     // SAFETY: getrlimit/setrlimit with a valid pointer to a local struct.
     unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 && limit.rlim_cur < limit.rlim_max {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 && limit.rlim_cur < limit.rlim_max
+        {
             limit.rlim_cur = limit.rlim_max;
             libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
         }
@@ -231,7 +236,10 @@ impl Helper {
                 libc::kill(-(pid as libc::pid_t), libc::SIGTERM);
             }
         }
-        if tokio::time::timeout(Duration::from_secs(5), self.child.wait()).await.is_err() {
+        if tokio::time::timeout(Duration::from_secs(5), self.child.wait())
+            .await
+            .is_err()
+        {
             if let Some(pid) = self.child.id() {
                 // SAFETY: as above.
                 unsafe {

@@ -9,7 +9,11 @@ use tokio::{
     net::TcpStream,
 };
 
-use crate::{Ctx, Demo, latency, proc::{BridgeProcess, StartError}, report::Row};
+use crate::{
+    Ctx, Demo, latency,
+    proc::{BridgeProcess, StartError},
+    report::Row,
+};
 
 const SCENARIO: &str = "progress latency (Redis store, 2 replicas)";
 
@@ -30,7 +34,10 @@ fn redis_url() -> String {
 pub async fn run(ctx: &Ctx) -> Result<Vec<Row>, String> {
     let url = redis_url();
     if let Err(why) = ping(&url).await {
-        return Ok(vec![Row::skipped(SCENARIO, format!("no Redis at {url} ({why})"))]);
+        return Ok(vec![Row::skipped(
+            SCENARIO,
+            format!("no Redis at {url} ({why})"),
+        )]);
     }
     let demo = Demo::start().await?;
     let config = format!(
@@ -43,7 +50,9 @@ pub async fn run(ctx: &Ctx) -> Result<Vec<Row>, String> {
         Err(StartError::Config(why)) => {
             return Ok(vec![Row::skipped(
                 SCENARIO,
-                format!("this bridge has no Redis store yet: it refuses `[store] backend = \"redis\"` ({why})"),
+                format!(
+                    "this bridge has no Redis store yet: it refuses `[store] backend = \"redis\"` ({why})"
+                ),
             )]);
         }
         Err(e) => return Err(e.to_string()),
@@ -69,9 +78,8 @@ pub async fn run(ctx: &Ctx) -> Result<Vec<Row>, String> {
         }
         if row.metric == "p99" {
             row.target = "≤ 3.000 ms".into();
-            row.verdict = crate::report::Verdict::of(
-                bridge.summary().is_some_and(|s| s.p99 <= 3_000),
-            );
+            row.verdict =
+                crate::report::Verdict::of(bridge.summary().is_some_and(|s| s.p99 <= 3_000));
         }
     }
     Ok(rows)
@@ -89,8 +97,13 @@ async fn ping(url: &str) -> Result<(), String> {
         .unwrap_or_default()
         .to_string();
     let attempt = async {
-        let mut stream = TcpStream::connect(&hostport).await.map_err(|e| e.to_string())?;
-        stream.write_all(b"PING\r\n").await.map_err(|e| e.to_string())?;
+        let mut stream = TcpStream::connect(&hostport)
+            .await
+            .map_err(|e| e.to_string())?;
+        stream
+            .write_all(b"PING\r\n")
+            .await
+            .map_err(|e| e.to_string())?;
         let mut buf = [0u8; 64];
         let n = stream.read(&mut buf).await.map_err(|e| e.to_string())?;
         if buf[..n].starts_with(b"+PONG") {

@@ -54,7 +54,12 @@ impl Row {
         }
     }
 
-    pub fn vs(mut self, against: &str, reference: impl Into<String>, ratio: impl Into<String>) -> Self {
+    pub fn vs(
+        mut self,
+        against: &str,
+        reference: impl Into<String>,
+        ratio: impl Into<String>,
+    ) -> Self {
         self.against = against.into();
         self.reference = reference.into();
         self.ratio = ratio.into();
@@ -74,7 +79,9 @@ impl Row {
     }
 }
 
-const HEADERS: [&str; 7] = ["scenario", "metric", "bridge", "against", "ratio", "target", "verdict"];
+const HEADERS: [&str; 7] = [
+    "scenario", "metric", "bridge", "against", "ratio", "target", "verdict",
+];
 
 fn cells(row: &Row, judge: bool) -> [String; 7] {
     let against = match (row.against.is_empty(), row.reference.is_empty()) {
@@ -111,7 +118,12 @@ pub fn text(rows: &[Row], judge: bool) -> String {
     let line = |out: &mut String, cols: &[String]| {
         for (i, (c, w)) in cols.iter().zip(widths.iter()).enumerate() {
             let pad = w - c.chars().count();
-            let _ = write!(out, "{}{c}{}", if i == 0 { "" } else { "  " }, " ".repeat(pad));
+            let _ = write!(
+                out,
+                "{}{c}{}",
+                if i == 0 { "" } else { "  " },
+                " ".repeat(pad)
+            );
         }
         out.push('\n');
     };

@@ -50,9 +50,8 @@ impl SseReader {
     pub async fn open(addr: SocketAddr, path: &str) -> Result<Self, SseError> {
         let mut stream = TcpStream::connect(addr).await?;
         stream.set_nodelay(true)?;
-        let request = format!(
-            "GET {path} HTTP/1.1\r\nHost: {addr}\r\nAccept: text/event-stream\r\n\r\n"
-        );
+        let request =
+            format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nAccept: text/event-stream\r\n\r\n");
         stream.write_all(request.as_bytes()).await?;
         let mut head = Vec::with_capacity(512);
         let end = loop {
