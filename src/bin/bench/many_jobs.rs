@@ -30,20 +30,39 @@ pub async fn run(ctx: &Ctx) -> Result<Vec<Row>, String> {
     )
     .await
     .map_err(|e| e.to_string())?;
-    let result = measure(ctx, &bridge).await;
+    let result = measure(ctx, &bridge, "up__bench_progress", "HTTP upstream").await;
     bridge.stop().await;
-    result
+    let mut rows = result?;
+    // The same with the demo tools as a stdio child: no connection per call to the upstream,
+    // so what is left is the job's own memory.
+    let bridge = BridgeProcess::start(
+        &ctx.bin,
+        &ctx.dir,
+        "many-jobs-stdio",
+        &crate::stdio_upstream_config(&ctx.bin, "async"),
+    )
+    .await
+    .map_err(|e| e.to_string())?;
+    let result = measure(ctx, &bridge, "demo__bench_progress", "stdio upstream").await;
+    bridge.stop().await;
+    rows.extend(result?);
+    Ok(rows)
 }
 
-async fn measure(ctx: &Ctx, bridge: &BridgeProcess) -> Result<Vec<Row>, String> {
+async fn measure(
+    ctx: &Ctx,
+    bridge: &BridgeProcess,
+    tool: &'static str,
+    upstream: &str,
+) -> Result<Vec<Row>, String> {
     let jobs: usize = ctx.pick(200, 10_000);
-    let scenario = format!("many jobs, {jobs} concurrent");
+    let scenario = format!("many jobs, {jobs} concurrent, {upstream}");
     // Each job waits this long before its first event, so all of them are live at once when
     // the memory is read (assumed: at least 1,000 jobs created per second).
     let hold_ms = 2_000 + jobs as u64;
     let front = Arc::new(mcp::connect_http(&bridge.mcp_url(), BenchClient::default()).await?);
     // One job first, so the upstream connection and the session are warm for the baseline.
-    let warm = mcp::call(&front, "up__bench_progress", json!({ "count": 1 })).await?;
+    let warm = mcp::call(&front, tool, json!({ "count": 1 })).await?;
     mcp::job_id(&warm)?;
     wait_metric(bridge, "bridge_jobs_running", 0.0, Duration::from_secs(10)).await?;
     let rss_before = bridge.rss_kib();
@@ -57,7 +76,7 @@ async fn measure(ctx: &Ctx, bridge: &BridgeProcess) -> Result<Vec<Row>, String> 
             let _permit = gate.acquire_owned().await;
             let handle = mcp::call(
                 &front,
-                "up__bench_progress",
+                tool,
                 json!({ "count": EVENTS, "interval_us": INTERVAL_US, "delay_ms": hold_ms }),
             )
             .await?;
@@ -70,6 +89,7 @@ async fn measure(ctx: &Ctx, bridge: &BridgeProcess) -> Result<Vec<Row>, String> 
     let create_secs = started.elapsed().as_secs_f64();
     let running = bridge.metric("bridge_jobs_running", None).await?;
     let rss_live = bridge.rss_kib();
+    let fds_live = bridge.open_fds();
     let live_clean = create_secs * 1000.0 < hold_ms as f64;
 
     // Completion: poll the finished counter.
@@ -134,7 +154,7 @@ async fn measure(ctx: &Ctx, bridge: &BridgeProcess) -> Result<Vec<Row>, String> 
             &scenario,
             "checked",
             format!(
-                "{running:.0} live at once{}; {completed:.0} completed; {stored:.0} progress events stored, none dropped; RSS {rss_before} → {rss_live} KiB",
+                "{running:.0} live at once{}, {fds_live} open fds; {completed:.0} completed; {stored:.0} progress events stored, none dropped; RSS {rss_before} → {rss_live} KiB",
                 if live_clean {
                     ""
                 } else {

@@ -125,6 +125,11 @@ impl BridgeProcess {
         rss_kib(self.pid)
     }
 
+    /// Open file descriptors of the bridge process (sockets, mostly).
+    pub fn open_fds(&self) -> usize {
+        std::fs::read_dir(format!("/proc/{}/fd", self.pid)).map_or(0, |d| d.count())
+    }
+
     /// The sum of a Prometheus metric's samples whose labels contain `label` (or all of them).
     pub async fn metric(&self, name: &str, label: Option<&str>) -> Result<f64, String> {
         let url = format!("{}/metrics", self.base());
