@@ -194,6 +194,7 @@ async fn measure(ctx: &Ctx, bridge: &BridgeProcess, readers: usize) -> Result<Ve
     tokio::time::sleep(SETTLE).await;
     let rss_idle = bridge.rss_kib();
     let idle_clean = now_us() < first_due;
+    let cpu_before = bridge.cpu_us();
     let subscribers = bridge
         .metric("bridge_sse_subscribers", None)
         .await
@@ -207,6 +208,9 @@ async fn measure(ctx: &Ctx, bridge: &BridgeProcess, readers: usize) -> Result<Ve
     )
     .await
     .map_err(|_| "readers did not all finish in time".to_string())?;
+    // CPU the bridge spent delivering (the upstream's few calls are noise next to it).
+    let cpu_per_delivery =
+        bridge.cpu_us().saturating_sub(cpu_before) as f64 / (events as usize * readers) as f64;
     let _ = front.cancel().await;
 
     let mut samples = Samples::default();
@@ -256,6 +260,11 @@ async fn measure(ctx: &Ctx, bridge: &BridgeProcess, readers: usize) -> Result<Ve
             events as usize * readers,
             s.count
         ),
+    ));
+    rows.push(Row::new(
+        &scenario,
+        "bridge CPU per delivery",
+        format!("{cpu_per_delivery:.1} µs"),
     ));
     let rss_row = Row::new(
         &scenario,

@@ -125,6 +125,11 @@ impl BridgeProcess {
         rss_kib(self.pid)
     }
 
+    /// CPU time the bridge process has used so far (user + system), in microseconds.
+    pub fn cpu_us(&self) -> u64 {
+        cpu_us(self.pid)
+    }
+
     /// Open file descriptors of the bridge process (sockets, mostly).
     pub fn open_fds(&self) -> usize {
         std::fs::read_dir(format!("/proc/{}/fd", self.pid)).map_or(0, |d| d.count())
@@ -176,6 +181,26 @@ pub fn rss_kib(pid: u32) -> u64 {
                 .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
         })
         .unwrap_or(0)
+}
+
+/// User + system CPU time of a process, in microseconds (0 when it cannot be read).
+pub fn cpu_us(pid: u32) -> u64 {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return 0;
+    };
+    // The command name (field 2) may hold spaces; the fields after its ')' are plain.
+    let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else {
+        return 0;
+    };
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // utime and stime are fields 14 and 15 of the line, 12 and 13 after the name.
+    let ticks: u64 = [11, 12]
+        .iter()
+        .filter_map(|&i| fields.get(i)?.parse::<u64>().ok())
+        .sum();
+    // SAFETY: sysconf has no preconditions.
+    let per_sec = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    ticks * 1_000_000 / per_sec
 }
 
 pub fn terminate(pid: u32) {
