@@ -33,15 +33,22 @@ pub async fn run(ctx: &Ctx) -> Result<Vec<Row>, String> {
     )
     .await
     .map_err(|e| e.to_string())?;
+    let cpu_before = bridge.cpu_us();
     let result = measure(ctx, &demo, &bridge, &bridge).await;
+    let cpu = bridge.cpu_us().saturating_sub(cpu_before);
     bridge.stop().await;
     let (bridge_samples, direct_samples) = result?;
-    Ok(rows(
-        "progress latency (memory store)",
-        &bridge_samples,
-        Some(&direct_samples),
-        1_000,
-    ))
+    let scenario = "progress latency (memory store)";
+    let mut rows = rows(scenario, &bridge_samples, Some(&direct_samples), 1_000);
+    // Everything the bridge did during the run (idle while the direct batches ran), per event
+    // (the timed ones and the 50 of the warm-up batch).
+    let events = (bridge_samples.count() + 50) as f64;
+    rows.push(Row::new(
+        scenario,
+        "bridge CPU per event",
+        format!("{:.1} µs", cpu as f64 / events),
+    ));
+    Ok(rows)
 }
 
 /// Run the alternating batches: jobs are started through `publisher`'s `/mcp` and read on

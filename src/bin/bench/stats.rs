@@ -45,6 +45,10 @@ impl Samples {
         self.0.extend(other);
     }
 
+    pub fn count(&self) -> usize {
+        self.0.len()
+    }
+
     pub fn summary(&self) -> Option<Summary> {
         if self.0.is_empty() {
             return None;
