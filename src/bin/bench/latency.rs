@@ -204,7 +204,10 @@ pub fn rows(
     };
     let mut p50 = with_floor(Row::new(scenario, "p50", ms(b.p50)), |s| s.p50);
     if direct.is_some() {
-        p50 = p50.target(p50_target, b.p50 <= 300 && ratio_ok(|s| s.p50));
+        p50 = p50.target_parts(
+            p50_target,
+            &[(b.p50 <= 300, "time"), (ratio_ok(|s| s.p50), "ratio")],
+        );
     }
     rows.push(p50);
     let p99_target = if direct.is_some() {
@@ -213,8 +216,13 @@ pub fn rows(
         format!("≤ {}", ms(p99_target_us))
     };
     rows.push(
-        with_floor(Row::new(scenario, "p99", ms(b.p99)), |s| s.p99)
-            .target(&p99_target, b.p99 <= p99_target_us && ratio_ok(|s| s.p99)),
+        with_floor(Row::new(scenario, "p99", ms(b.p99)), |s| s.p99).target_parts(
+            &p99_target,
+            &[
+                (b.p99 <= p99_target_us, "time"),
+                (ratio_ok(|s| s.p99), "ratio"),
+            ],
+        ),
     );
     rows.push(with_floor(Row::new(scenario, "max", ms(b.max)), |s| s.max));
     let events = match &d {

@@ -71,6 +71,7 @@ pub async fn run(ctx: &Ctx) -> Result<Vec<Row>, String> {
     // The memory-store targets (p50 ≤ 0.3 ms, 2× direct) do not apply across Redis: only
     // p99 ≤ 3 ms does.
     for row in rows.iter_mut() {
+        row.missed.clear();
         if row.metric == "p50" {
             row.target.clear();
             row.verdict = crate::report::Verdict::Info;

@@ -38,6 +38,8 @@ pub struct Row {
     pub ratio: String,
     pub target: String,
     pub verdict: Verdict,
+    /// Which part of a two-part target was missed, shown after "NOT met".
+    pub missed: String,
 }
 
 impl Row {
@@ -51,6 +53,7 @@ impl Row {
             ratio: String::new(),
             target: String::new(),
             verdict: Verdict::Info,
+            missed: String::new(),
         }
     }
 
@@ -72,6 +75,20 @@ impl Row {
         self
     }
 
+    /// A target in parts (`(met, what)`): met when every part is; otherwise the verdict names
+    /// the parts missed.
+    pub fn target_parts(mut self, target: &str, parts: &[(bool, &str)]) -> Self {
+        self.target = target.into();
+        self.verdict = Verdict::of(parts.iter().all(|(met, _)| *met));
+        self.missed = parts
+            .iter()
+            .filter(|(met, _)| !met)
+            .map(|(_, what)| *what)
+            .collect::<Vec<_>>()
+            .join(", ");
+        self
+    }
+
     pub fn skipped(scenario: &str, reason: impl Into<String>) -> Self {
         let mut row = Row::new(scenario, "skipped", reason.into());
         row.verdict = Verdict::Skipped;
@@ -90,7 +107,10 @@ fn cells(row: &Row, judge: bool) -> [String; 7] {
         (false, false) => format!("{}: {}", row.against, row.reference),
     };
     let verdict = if judge || row.verdict == Verdict::Skipped {
-        row.verdict.label().to_string()
+        match (row.verdict, row.missed.is_empty()) {
+            (Verdict::NotMet, false) => format!("NOT met ({})", row.missed),
+            (v, _) => v.label().to_string(),
+        }
     } else {
         String::new()
     };
