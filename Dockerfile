@@ -5,6 +5,7 @@ WORKDIR /src
 COPY Cargo.toml Cargo.lock ./
 COPY src ./src
 COPY tests ./tests
+COPY benches ./benches
 RUN cargo build --release --locked --bin mcp-progress-bridge
 
 FROM debian:bookworm-slim
