@@ -67,13 +67,30 @@ impl Readiness for UpstreamReadiness {
 /// Start everything and return once the listener is bound. Upstreams connect in the
 /// background; `/readyz` says when they are up.
 pub async fn start(config: Config) -> Result<RunningBridge, StartError> {
-    let listener = tokio::net::TcpListener::bind(config.server.listen)
-        .await
-        .map_err(|source| StartError::Bind {
-            addr: config.server.listen,
-            source,
-        })?;
+    let listener = bind(config.server.listen).map_err(|source| StartError::Bind {
+        addr: config.server.listen,
+        source,
+    })?;
     start_with_listener(config, listener).await
+}
+
+/// Pending connections the kernel queues for the bridge before it accepts them (capped by
+/// `net.core.somaxconn`). `TcpListener::bind` asks for 128: a burst of more connections at
+/// once (browsers reconnecting after a restart) overflowed it, and each dropped SYN cost its
+/// client a one-second retry (measured: 256 readers connecting at once took 1.0 s).
+const LISTEN_BACKLOG: u32 = 4096;
+
+/// Bind like `TcpListener::bind` (address reuse on, as std sets it on Unix), with a longer
+/// accept queue.
+fn bind(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
+    let socket = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(LISTEN_BACKLOG)
 }
 
 /// [`start`] on a listener the caller has bound (tests bind port 0 first, to know the address

@@ -89,9 +89,15 @@ pub struct Demo {
 
 impl Demo {
     pub async fn start() -> Result<Self, String> {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .map_err(|e| format!("bind the demo upstream: {e}"))?;
+        // A long accept queue, as the bridge has: the many-jobs scenario opens connections to
+        // this server by the hundred at once.
+        let bind = || {
+            let socket = tokio::net::TcpSocket::new_v4()?;
+            socket.bind(([127, 0, 0, 1], 0).into())?;
+            socket.listen(4096)
+        };
+        let listener: tokio::net::TcpListener =
+            bind().map_err(|e: std::io::Error| format!("bind the demo upstream: {e}"))?;
         let addr = listener.local_addr().map_err(|e| e.to_string())?;
         // As the bridge does: small SSE writes leave at once (no Nagle delay).
         let listener = listener.tap_io(|tcp| {
