@@ -165,28 +165,36 @@ async fn start_peer(ctx: &Ctx, name: &str) -> Result<peers::Peer, String> {
     }
 }
 
+/// Blocks of calls per target, the targets taking turns, so every target sees the same
+/// machine conditions over the run, while a block is not disturbed by what the previous
+/// target still does after its answer (a peer's runtime tidying up on the shared cores).
 async fn measure(ctx: &Ctx, targets: &mut [Target]) -> Result<(), String> {
-    let calls = ctx.pick(100, 2_000);
-    let warmup = ctx.pick(20, 200);
-    for i in 0..warmup + calls {
-        for t in targets.iter_mut().filter(|t| t.failed.is_none()) {
-            let started = std::time::Instant::now();
-            let result = mcp::call(&t.client, t.tool, json!({ "text": "ping" })).await;
-            let us = started.elapsed().as_micros() as u64;
-            let error = match result {
-                Ok(r) if mcp::first_text(&r) == "ping" => None,
-                Ok(r) => Some(format!("echo answered {:?}", mcp::first_text(&r))),
-                Err(e) => Some(e),
-            };
-            if let Some(error) = error {
-                if t.name == "direct" || t.name == "bridge" || t.name == DIRECT_HTTP {
-                    return Err(format!("{}: {error}", t.name));
+    let (rounds, block) = ctx.pick((5, 20), (20, 100));
+    // The first block of every target is a warm-up: not timed.
+    for round in 0..=rounds {
+        for t in targets.iter_mut() {
+            for _ in 0..block {
+                if t.failed.is_some() {
+                    break;
                 }
-                t.failed = Some(error);
-                continue;
-            }
-            if i >= warmup {
-                t.samples.push(us);
+                let started = std::time::Instant::now();
+                let result = mcp::call(&t.client, t.tool, json!({ "text": "ping" })).await;
+                let us = started.elapsed().as_micros() as u64;
+                let error = match result {
+                    Ok(r) if mcp::first_text(&r) == "ping" => None,
+                    Ok(r) => Some(format!("echo answered {:?}", mcp::first_text(&r))),
+                    Err(e) => Some(e),
+                };
+                if let Some(error) = error {
+                    if t.name == "direct" || t.name == "bridge" || t.name == DIRECT_HTTP {
+                        return Err(format!("{}: {error}", t.name));
+                    }
+                    t.failed = Some(error);
+                    break;
+                }
+                if round > 0 {
+                    t.samples.push(us);
+                }
             }
         }
     }
