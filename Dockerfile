@@ -7,6 +7,7 @@ COPY Cargo.toml Cargo.lock ./
 COPY src ./src
 COPY web ./web
 COPY tests ./tests
+COPY benches ./benches
 RUN cargo build --release --locked --bin mcp-progress-bridge
 
 FROM debian:bookworm-slim

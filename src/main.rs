@@ -88,7 +88,11 @@ fn init_logging(json: bool, client: bool) {
     // Whatever RUST_LOG says, the bridge may not log MCP messages: they hold job tokens. (The
     // caps are directives of their own, so they would also switch the client commands'
     // `rmcp=off` back on: those log to their own user's terminal and keep their default.)
-    let filter = if client { filter } else { access_log::secret_safe(filter) };
+    let filter = if client {
+        filter
+    } else {
+        access_log::secret_safe(filter)
+    };
     // Logs go to stderr: for `demo-tools`, stdout is the MCP protocol stream.
     // Colour only for a person at a terminal: a demo child's stderr is read by the bridge.
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
@@ -125,6 +129,7 @@ async fn main() -> ExitCode {
 }
 
 async fn serve(cli: &Cli) -> ExitCode {
+    raise_open_file_limit();
     let config = match load_config(cli) {
         Ok(config) => config,
         Err(e) => {
@@ -227,6 +232,33 @@ async fn run(config: Config) -> anyhow::Result<()> {
     tracing::info!("shutdown requested");
     bridge.shutdown(grace).await;
     Ok(())
+}
+
+/// Raise the open-file soft limit to the hard limit, as servers commonly do at start: every
+/// SSE reader and every call in flight on an HTTP upstream holds a socket, and the usual soft
+/// default (1024) would cap the bridge at about a thousand watchers although the system
+/// allows far more. The hard limit is left alone; a failure only means the old limit stays.
+fn raise_open_file_limit() {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit read and write a valid local struct.
+    let raised = unsafe {
+        libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0
+            && limit.rlim_cur < limit.rlim_max
+            && {
+                let old = limit.rlim_cur;
+                limit.rlim_cur = limit.rlim_max;
+                libc::setrlimit(libc::RLIMIT_NOFILE, &limit) == 0 && old < limit.rlim_cur
+            }
+    };
+    if raised {
+        tracing::debug!(
+            limit = limit.rlim_cur,
+            "open-file limit raised to the hard limit"
+        );
+    }
 }
 
 /// SIGINT (Ctrl-C) or SIGTERM (container stop).

@@ -228,6 +228,7 @@ async fn lists_every_tool_with_description_and_schema() {
         "crash",
         "cancellations",
         "slow_count_no_total",
+        "bench_progress",
     ]
     .into();
     assert_eq!(names, expected);

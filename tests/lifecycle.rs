@@ -492,13 +492,18 @@ async fn a_slow_reader_does_not_hold_up_the_job_or_a_fast_reader() {
     // The fast reader sees the job through to its end, in order, while the other one stalls.
     let events = read_job_events(burst["events_url"].as_str().unwrap()).await;
     assert_eq!(events.last().unwrap().event, "completed");
+    // Every stored event, in order, with no gap (or a reset, had it fallen behind history).
+    // A burst this large may be conflated in the bridge before it is stored (the documented
+    // flood policy), but the newest value always arrives.
     let seqs: Vec<u64> = events[1..].iter().map(SseEvent::seq).collect();
-    assert!(seqs.windows(2).all(|w| w[1] > w[0]), "in order");
     let reset = events.iter().any(|e| e.event == "reset");
     assert!(
-        reset || progress_values(&events).len() == 10000,
-        "every step, or a reset when it fell behind history"
+        reset || seqs.windows(2).all(|w| w[1] == w[0] + 1),
+        "consecutive ids: {seqs:?}"
     );
+    let progress = progress_values(&events);
+    assert!(progress.windows(2).all(|w| w[1] > w[0]), "in order");
+    assert_eq!(progress.last(), Some(&10000.0), "the newest value arrives");
 
     // The stalled reader, read at last, still ends properly.
     let mut text = Vec::new();

@@ -24,6 +24,8 @@ pub const SECONDS: RangeInclusive<u64> = 0..=600;
 /// How many back-to-back notifications `instant_progress` may send. Lower than
 /// [`STEPS`]: these go out with no delay at all.
 pub const BURST: RangeInclusive<u32> = 1..=10_000;
+/// `bench_progress`: time between notifications, in microseconds (one minute).
+pub const INTERVAL_US: RangeInclusive<u64> = 0..=60_000_000;
 
 /// A tool argument outside its valid range.
 ///
@@ -112,6 +114,23 @@ pub struct InstantProgressArgs {
     #[serde(default = "five")]
     #[schemars(range(min = 1, max = 10_000))]
     pub steps: u32,
+}
+
+/// Arguments of `bench_progress`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct BenchProgressArgs {
+    /// How many progress notifications to send (1 to 100000).
+    #[serde(default = "ten")]
+    #[schemars(range(min = 1, max = 100_000))]
+    pub count: u32,
+    /// Microseconds between notifications, on a fixed schedule (0 to 60000000; 0: back-to-back).
+    #[serde(default)]
+    #[schemars(range(min = 0, max = 60_000_000))]
+    pub interval_us: u64,
+    /// Milliseconds to wait before the first notification (0 to 60000).
+    #[serde(default)]
+    #[schemars(range(min = 0, max = 60_000))]
+    pub delay_ms: u64,
 }
 
 /// Arguments of `fail_after`.

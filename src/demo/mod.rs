@@ -75,7 +75,8 @@ impl ServerHandler for DemoTools {
             "Demo tools for mcp-progress-bridge: slow tools that report progress \
              (slow_count, log_and_count, slow_count_no_total, instant_progress) and tools \
              that misbehave on purpose (fail_after, ignore_cancel, hang, crash). \
-             `cancellations` lists the calls this server saw cancelled.",
+             `cancellations` lists the calls this server saw cancelled. `bench_progress` \
+             stamps each notification with its send time, for the benchmark harness.",
         )
     }
 

@@ -3,7 +3,9 @@
 //! Each one is a case the bridge must handle: steady progress, a burst of
 //! progress before anything else, a tool error, logs during a call, a tool
 //! that ignores cancellation, one that never answers, one that kills its own
-//! process. Every tool that waits also watches the call's cancellation token
+//! process. One more, `bench_progress`, exists for the benchmark harness
+//! (`src/bin/bench`): it stamps each progress message with its send time.
+//! Every tool that waits also watches the call's cancellation token
 //! (`RequestContext::ct`, fired by the client's `notifications/cancelled`, and
 //! by rmcp when the connection or session ends).
 
@@ -20,8 +22,9 @@ use rmcp::{
 use super::{
     DemoTools,
     args::{
-        ArgumentError, BURST, CrashArgs, DELAY_MS, EchoArgs, FailAfterArgs, IgnoreCancelArgs,
-        InstantProgressArgs, LogAndCountArgs, NoTotalArgs, SECONDS, STEPS, SlowCountArgs, check,
+        ArgumentError, BURST, BenchProgressArgs, CrashArgs, DELAY_MS, EchoArgs, FailAfterArgs,
+        INTERVAL_US, IgnoreCancelArgs, InstantProgressArgs, LogAndCountArgs, NoTotalArgs, SECONDS,
+        STEPS, SlowCountArgs, check,
     },
     report::CallReporter,
 };
@@ -253,6 +256,46 @@ impl DemoTools {
             with_log: false,
         };
         self.counted_to(count, &context).await
+    }
+
+    #[tool(
+        description = "For benchmarks: waits `delay_ms` (default 0), then sends `count` progress notifications (default 10) on a fixed schedule `interval_us` microseconds apart (default 0: back-to-back). Each message is `sent_at_us=T`, T being the Unix time in microseconds just before the send, so a reader can time the delivery. Returns \"sent N progress notifications\"."
+    )]
+    async fn bench_progress(
+        &self,
+        Parameters(args): Parameters<BenchProgressArgs>,
+        context: RequestContext<RoleServer>,
+    ) -> ToolOutcome {
+        let count = check("count", args.count, STEPS)?;
+        let interval = Duration::from_micros(check("interval_us", args.interval_us, INTERVAL_US)?);
+        let delay = Duration::from_millis(check("delay_ms", args.delay_ms, DELAY_MS)?);
+        let reporter = CallReporter::new(&context);
+        // A fixed schedule (not a sleep after each send), so a slow send does not stretch it.
+        let start = tokio::time::Instant::now() + delay;
+        for step in 1..=count {
+            let due = start + interval * (step - 1);
+            if due > tokio::time::Instant::now() {
+                tokio::select! {
+                    biased;
+                    () = context.ct.cancelled() => {
+                        self.cancel_log.record("bench_progress", &context.id, u64::from(step - 1));
+                        return Ok(cancelled_result(u64::from(step - 1)));
+                    }
+                    () = tokio::time::sleep_until(due) => {}
+                }
+            }
+            let sent_at_us = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_micros());
+            reporter
+                .progress(
+                    step.into(),
+                    Some(count.into()),
+                    format!("sent_at_us={sent_at_us}"),
+                )
+                .await;
+        }
+        Ok(text_result(format!("sent {count} progress notifications")))
     }
 }
 

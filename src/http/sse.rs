@@ -8,7 +8,7 @@
 //! (or a lag notice) sends the reader back to history, and when history no longer reaches
 //! back, to a `reset` carrying the current snapshot.
 
-use std::{collections::VecDeque, convert::Infallible, sync::Arc, time::Duration};
+use std::{collections::VecDeque, convert::Infallible, pin::Pin, sync::Arc, time::Duration};
 
 use axum::{
     body::Body,
@@ -18,7 +18,8 @@ use axum::{
 use bytes::Bytes;
 use futures::StreamExt;
 use serde_json::json;
-use tokio_util::sync::CancellationToken;
+use tokio::time::{Instant, Sleep};
+use tokio_util::sync::WaitForCancellationFutureOwned;
 
 use super::{ApiError, ApiState};
 use crate::{
@@ -105,7 +106,15 @@ struct Tail {
     /// The terminal event is queued (or the channel is gone): end after the queue.
     done: bool,
     keep_alive: Duration,
-    shutdown: CancellationToken,
+    /// When a keep-alive comment is due: `keep_alive` after the last frame. Sending a frame
+    /// only moves this instant; the timer below is re-armed when it fires, so a busy stream
+    /// touches the timer wheel once per `keep_alive`, not once per event.
+    idle_deadline: Instant,
+    idle: Pin<Box<Sleep>>,
+    /// Fires at shutdown. A child token of the server's, registered once for the stream's
+    /// life: waiting on the shared token itself would take its lock on every event of every
+    /// stream (to register, and to poll).
+    shutdown: Pin<Box<WaitForCancellationFutureOwned>>,
     _guard: SubscriberGuard,
 }
 
@@ -127,7 +136,9 @@ impl Tail {
             queue: VecDeque::from([Bytes::from_static(RETRY_FRAME)]),
             done: false,
             keep_alive: state.keep_alive,
-            shutdown: state.shutdown.clone(),
+            idle_deadline: Instant::now() + state.keep_alive,
+            idle: Box::pin(tokio::time::sleep(state.keep_alive)),
+            shutdown: Box::pin(state.shutdown.child_token().cancelled_owned()),
             _guard: SubscriberGuard::new(state.metrics.clone()),
         };
         match after {
@@ -163,6 +174,7 @@ impl Tail {
     async fn next_frame(&mut self) -> Option<Bytes> {
         loop {
             if let Some(frame) = self.queue.pop_front() {
+                self.idle_deadline = Instant::now() + self.keep_alive;
                 return Some(frame);
             }
             if self.done {
@@ -173,8 +185,18 @@ impl Tail {
             let item = tokio::select! {
                 biased;
                 item = self.live.next() => item,
-                _ = tokio::time::sleep(self.keep_alive) => return Some(Bytes::from_static(KEEP_ALIVE_FRAME)),
-                _ = self.shutdown.cancelled() => return None,
+                _ = &mut self.idle => {
+                    let now = Instant::now();
+                    if now >= self.idle_deadline {
+                        self.queue.push_back(Bytes::from_static(KEEP_ALIVE_FRAME));
+                        self.idle.as_mut().reset(now + self.keep_alive);
+                    } else {
+                        let deadline = self.idle_deadline;
+                        self.idle.as_mut().reset(deadline);
+                    }
+                    continue;
+                }
+                _ = &mut self.shutdown => return None,
             };
             match item {
                 Some(LiveItem::Event(event)) if event.ephemeral => {

@@ -124,8 +124,17 @@ impl Intake {
     }
 
     /// Everything queued so far, oldest first.
+    #[cfg(test)]
     pub(super) fn take(&self) -> VecDeque<EventBody> {
         std::mem::take(&mut self.lock().queue)
+    }
+
+    /// Swap everything queued so far into `out` (which must be empty), oldest first. The two
+    /// buffers trade places and both keep their capacity, so a steady stream of reports
+    /// allocates no queue at all (a fresh `VecDeque` per drain showed in the ingest profile).
+    pub(super) fn take_into(&self, out: &mut VecDeque<EventBody>) {
+        debug_assert!(out.is_empty());
+        std::mem::swap(&mut self.lock().queue, out);
     }
 
     /// The call is over (answered or cancelled): later reports are dropped.

@@ -5,7 +5,7 @@
 //! before it passes the response on, and the runner drains the queue before it writes the
 //! terminal event, so a subscriber never sees progress after `completed`.
 
-use std::{sync::Arc, time::Duration};
+use std::{collections::VecDeque, sync::Arc, time::Duration};
 
 use tokio::{
     sync::{mpsc, watch},
@@ -33,6 +33,8 @@ pub(super) struct Runner {
     next_heartbeat: Option<Instant>,
     /// The newest progress held back by coalescing; always delivered before the job ends.
     held: Option<ProgressUpdate>,
+    /// The drained reports, kept between drains for its capacity (see `Intake::take_into`).
+    batch: VecDeque<EventBody>,
 }
 
 impl Runner {
@@ -59,6 +61,7 @@ impl Runner {
             heartbeat,
             next_heartbeat: heartbeat.map(|h| now + h),
             held: None,
+            batch: VecDeque::new(),
         }
     }
 
@@ -162,7 +165,9 @@ impl Runner {
 
     /// Move everything the intake has queued into the store, in order.
     async fn drain(&mut self) {
-        for body in self.intake().take() {
+        let mut batch = std::mem::take(&mut self.batch);
+        self.intake().take_into(&mut batch);
+        for body in batch.drain(..) {
             match body {
                 EventBody::Progress(update) => {
                     let now = Instant::now();
@@ -191,6 +196,7 @@ impl Runner {
                 }
             }
         }
+        self.batch = batch;
     }
 
     async fn release_held(&mut self) {

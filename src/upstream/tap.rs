@@ -8,7 +8,8 @@
 //! can beat the caller to learning the token. Here both problems vanish: the request carries a
 //! private marker (in its in-memory extensions, never on the wire) naming its route; `send`
 //! binds the token to the route before the request is written; `receive` delivers each
-//! notification synchronously, in the order read, before the response is passed on.
+//! notification synchronously, in the order read, before the response is passed on. Progress
+//! notifications stop here (rmcp would only discard them, at the cost of a task each).
 
 // MCP logging is deprecated (SEP-2577) but servers still send it; the bridge relays it.
 #[allow(deprecated)]
@@ -169,16 +170,24 @@ where
     }
 
     async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleClient>> {
-        let message = self.inner.receive().await?;
-        if let JsonRpcMessage::Notification(n) = &message {
-            #[allow(deprecated)]
-            match &n.notification {
-                ServerNotification::ProgressNotification(p) => self.routes.progress(&p.params),
-                ServerNotification::LoggingMessageNotification(m) => self.routes.log(&m.params),
-                _ => {}
+        loop {
+            let message = self.inner.receive().await?;
+            if let JsonRpcMessage::Notification(n) = &message {
+                #[allow(deprecated)]
+                match &n.notification {
+                    ServerNotification::ProgressNotification(p) => {
+                        self.routes.progress(&p.params);
+                        // Delivered: rmcp has nothing left to do with it (the bridge's client
+                        // handler ignores progress and no request sets a progress timeout),
+                        // and handing it on would cost a spawned task per notification.
+                        continue;
+                    }
+                    ServerNotification::LoggingMessageNotification(m) => self.routes.log(&m.params),
+                    _ => {}
+                }
             }
+            return Some(message);
         }
-        Some(message)
     }
 
     fn close(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send {

@@ -1,0 +1,184 @@
+//! Many jobs: N concurrent jobs through one Streamable HTTP upstream, each reporting
+//! progress. Figures: the bridge's resident memory per live job, how fast jobs are created
+//! (calls answered with a handle) and how fast they complete.
+
+use std::{sync::Arc, time::Duration};
+
+use serde_json::json;
+use tokio::sync::Semaphore;
+
+use crate::{
+    Ctx, Demo,
+    mcp::{self, BenchClient},
+    proc::BridgeProcess,
+    report::Row,
+};
+
+/// Progress events per job.
+const EVENTS: u64 = 5;
+const INTERVAL_US: u64 = 200_000;
+/// Calls in flight at once from the harness.
+const IN_FLIGHT: usize = 128;
+
+pub async fn run(ctx: &Ctx) -> Result<Vec<Row>, String> {
+    let demo = Demo::start().await?;
+    let bridge = BridgeProcess::start(
+        &ctx.bin,
+        &ctx.dir,
+        "many-jobs",
+        &crate::http_upstream_config(&demo.url, "async"),
+    )
+    .await
+    .map_err(|e| e.to_string())?;
+    let result = measure(ctx, &bridge, "up__bench_progress", "HTTP upstream").await;
+    bridge.stop().await;
+    let mut rows = result?;
+    // The same with the demo tools as a stdio child: no connection per call to the upstream,
+    // so what is left is the job's own memory.
+    let bridge = BridgeProcess::start(
+        &ctx.bin,
+        &ctx.dir,
+        "many-jobs-stdio",
+        &crate::stdio_upstream_config(&ctx.bin, "async"),
+    )
+    .await
+    .map_err(|e| e.to_string())?;
+    let result = measure(ctx, &bridge, "demo__bench_progress", "stdio upstream").await;
+    bridge.stop().await;
+    rows.extend(result?);
+    Ok(rows)
+}
+
+async fn measure(
+    ctx: &Ctx,
+    bridge: &BridgeProcess,
+    tool: &'static str,
+    upstream: &str,
+) -> Result<Vec<Row>, String> {
+    let jobs: usize = ctx.pick(200, 10_000);
+    let scenario = format!("many jobs, {jobs} concurrent, {upstream}");
+    // Each job waits this long before its first event, so all of them are live at once when
+    // the memory is read (assumed: at least 1,000 jobs created per second).
+    let hold_ms = 2_000 + jobs as u64;
+    let front = Arc::new(mcp::connect_http(&bridge.mcp_url(), BenchClient::default()).await?);
+    // One job first, so the upstream connection and the session are warm for the baseline.
+    let warm = mcp::call(&front, tool, json!({ "count": 1 })).await?;
+    mcp::job_id(&warm)?;
+    wait_metric(bridge, "bridge_jobs_running", 0.0, Duration::from_secs(10)).await?;
+    let rss_before = bridge.rss_kib();
+
+    let started = std::time::Instant::now();
+    let gate = Arc::new(Semaphore::new(IN_FLIGHT));
+    let mut calls = Vec::with_capacity(jobs);
+    for _ in 0..jobs {
+        let (front, gate) = (front.clone(), gate.clone());
+        calls.push(tokio::spawn(async move {
+            let _permit = gate.acquire_owned().await;
+            let handle = mcp::call(
+                &front,
+                tool,
+                json!({ "count": EVENTS, "interval_us": INTERVAL_US, "delay_ms": hold_ms }),
+            )
+            .await?;
+            mcp::job_id(&handle)
+        }));
+    }
+    for call in calls {
+        call.await.map_err(|e| e.to_string())??;
+    }
+    let create_secs = started.elapsed().as_secs_f64();
+    let running = bridge.metric("bridge_jobs_running", None).await?;
+    let rss_live = bridge.rss_kib();
+    let fds_live = bridge.open_fds();
+    let live_clean = create_secs * 1000.0 < hold_ms as f64;
+
+    // Completion: poll the finished counter.
+    let deadline = tokio::time::Instant::now()
+        + Duration::from_millis(hold_ms)
+        + Duration::from_micros(EVENTS * INTERVAL_US)
+        + Duration::from_secs(120);
+    let mut first_done: Option<std::time::Instant> = None;
+    let all_done = loop {
+        let done = bridge.metric("bridge_jobs_finished_total", None).await? - 1.0;
+        if done >= 1.0 && first_done.is_none() {
+            first_done = Some(std::time::Instant::now());
+        }
+        if done >= jobs as f64 {
+            break std::time::Instant::now();
+        }
+        if tokio::time::Instant::now() > deadline {
+            return Err(format!("only {done} of {jobs} jobs finished in time"));
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let completed = bridge
+        .metric("bridge_jobs_finished_total", Some("status=\"completed\""))
+        .await?
+        - 1.0;
+    let stored = bridge.metric("bridge_progress_events_total", None).await? - 1.0;
+    let dropped = bridge.metric("bridge_progress_dropped_total", None).await?;
+    if let Ok(front) = Arc::try_unwrap(front) {
+        let _ = front.cancel().await;
+    }
+    if completed < jobs as f64 {
+        return Err(format!("{completed} of {jobs} jobs completed"));
+    }
+    let expected = (jobs as u64 * EVENTS) as f64;
+    if stored != expected || dropped > 0.0 {
+        return Err(format!(
+            "{stored} progress events stored of {expected} sent ({dropped} dropped)"
+        ));
+    }
+    let complete_secs = all_done
+        .duration_since(first_done.unwrap_or(all_done))
+        .as_secs_f64()
+        .max(0.001);
+    let per_job = rss_live.saturating_sub(rss_before) as f64 / running.max(1.0);
+    Ok(vec![
+        Row::new(
+            &scenario,
+            "bridge RSS per live job",
+            format!("{per_job:.1} KiB"),
+        ),
+        Row::new(
+            &scenario,
+            "jobs created / s",
+            format!("{:.0}", jobs as f64 / create_secs),
+        ),
+        Row::new(
+            &scenario,
+            "jobs completed / s",
+            format!("{:.0}", jobs as f64 / complete_secs),
+        ),
+        Row::new(
+            &scenario,
+            "checked",
+            format!(
+                "{running:.0} live at once{}, {fds_live} open fds; {completed:.0} completed; {stored:.0} progress events stored, none dropped; RSS {rss_before} → {rss_live} KiB",
+                if live_clean {
+                    ""
+                } else {
+                    " (some had started reporting)"
+                }
+            ),
+        ),
+    ])
+}
+
+async fn wait_metric(
+    bridge: &BridgeProcess,
+    name: &str,
+    value: f64,
+    within: Duration,
+) -> Result<(), String> {
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        if bridge.metric(name, None).await? == value {
+            return Ok(());
+        }
+        if tokio::time::Instant::now() > deadline {
+            return Err(format!("{name} did not reach {value}"));
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
