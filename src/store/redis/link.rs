@@ -110,8 +110,16 @@ impl Link {
         since.filter(|_| self.is_up()).map(|s| s.elapsed())
     }
 
+    /// Wakes at every (re)connect from now on. If the link is up already, the current
+    /// connection counts as news too: a task that starts after the first connect (its spawn
+    /// was polled late) must still set that connection up, or the hub would never subscribe
+    /// the control channel and cancel requests would be lost until the next reconnect.
     pub(super) fn connected(&self) -> watch::Receiver<u64> {
-        self.connected.subscribe()
+        let mut connected = self.connected.subscribe();
+        if self.is_up() {
+            connected.mark_changed();
+        }
+        connected
     }
 
     /// Why the link is down, in words for `/readyz` and errors.
