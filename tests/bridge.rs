@@ -89,16 +89,11 @@ async fn sync_call_answers_with_the_result_and_forwards_progress_on_the_callers_
             .unwrap()
             .starts_with(&format!("{}/jobs/{job_id}/events?token=", bridge.base))
     );
-    let seen: Vec<f64> = client
-        .service()
-        .progress()
-        .iter()
-        .map(|p| p.progress)
-        .collect();
+    let seen = caller_progress(&client, 4).await;
     assert_eq!(
         seen,
         vec![1.0, 2.0, 3.0, 4.0],
-        "progress on the caller's own request, before the answer"
+        "progress on the caller's own request"
     );
 
     // The job channel has the same story, replayed to a reader that comes after the end.

@@ -110,12 +110,7 @@ async fn server_everything_over_streamable_http_works_in_sync_mode() {
     assert!(first_text(&echo).contains("hello"), "{}", first_text(&echo));
     let result = call(&client, LONG_RUNNING, json!({"duration": 0.5, "steps": 3})).await;
     assert!(first_text(&result).contains("Steps: 3"));
-    let seen: Vec<f64> = client
-        .service()
-        .progress()
-        .iter()
-        .map(|p| p.progress)
-        .collect();
+    let seen = caller_progress(&client, 3).await;
     assert_eq!(
         seen,
         vec![1.0, 2.0, 3.0],

@@ -5,8 +5,14 @@
 //! The stream is built from what the store's `open` returns: a cut at sequence number `head`
 //! and a live subscription taken at the same moment. The reader's position (`last`) only moves
 //! forward by one: a live event at or before it is a duplicate and skipped; one after a gap
-//! (or a lag notice) sends the reader back to history, and when history no longer reaches
-//! back, to a `reset` carrying the current snapshot.
+//! (or a lag notice, or a heartbeat whose `id:` is ahead) sends the reader back to history,
+//! and when history no longer reaches back, to a `reset` carrying the current snapshot.
+//!
+//! Two safety nets, both cheap: when history cannot be read (the store is reconnecting), the
+//! stream stays open and the catch-up is retried with backoff, since the events are safe in
+//! history; and a stream that has been idle for a keep-alive interval looks at history once
+//! before the keep-alive comment. A live event that never arrived (the last one of a job, above
+//! all, which no later event would reveal) is then delivered late instead of never.
 
 use std::{collections::VecDeque, convert::Infallible, pin::Pin, sync::Arc, time::Duration};
 
@@ -25,14 +31,18 @@ use super::{ApiError, ApiState};
 use crate::{
     metrics::Metrics,
     store::{
-        Channel, ChannelSnapshot, EventKind, LiveItem, LiveStream, Opened, Seq, Store, StoredEvent,
-        sse_frame,
+        Channel, ChannelSnapshot, EventKind, LiveItem, LiveStream, Opened, Seq, Store, StoreError,
+        StoredEvent, sse_frame,
     },
 };
 
 /// Sent first: how long a browser's EventSource waits before it reconnects.
 const RETRY_FRAME: &[u8] = b"retry: 2000\n\n";
 const KEEP_ALIVE_FRAME: &[u8] = b": keep-alive\n\n";
+/// First pause before reading history again after the store could not answer; it doubles up
+/// to the maximum.
+const CATCH_UP_RETRY_MIN: Duration = Duration::from_millis(200);
+const CATCH_UP_RETRY_MAX: Duration = Duration::from_secs(5);
 
 /// Open `channel` for a reader at `after` (its Last-Event-ID) and answer with the stream.
 pub async fn respond(
@@ -105,6 +115,8 @@ struct Tail {
     queue: VecDeque<Bytes>,
     /// The terminal event is queued (or the channel is gone): end after the queue.
     done: bool,
+    /// History could not be read for a catch-up: when to try again, and the pause before that.
+    retry: Option<(Instant, Duration)>,
     keep_alive: Duration,
     /// When a keep-alive comment is due: `keep_alive` after the last frame. Sending a frame
     /// only moves this instant; the timer below is re-armed when it fires, so a busy stream
@@ -135,6 +147,7 @@ impl Tail {
             live,
             queue: VecDeque::from([Bytes::from_static(RETRY_FRAME)]),
             done: false,
+            retry: None,
             keep_alive: state.keep_alive,
             idle_deadline: Instant::now() + state.keep_alive,
             idle: Box::pin(tokio::time::sleep(state.keep_alive)),
@@ -180,16 +193,28 @@ impl Tail {
             if self.done {
                 return None;
             }
+            let retry_at = self.retry.map(|(at, _)| at);
             // Biased: events already delivered (a job's terminal event, written before the
             // shutdown signal) go out before the stream closes for shutdown.
             let item = tokio::select! {
                 biased;
                 item = self.live.next() => item,
+                _ = sleep_until(retry_at), if retry_at.is_some() => {
+                    self.catch_up().await;
+                    continue;
+                }
                 _ = &mut self.idle => {
                     let now = Instant::now();
                     if now >= self.idle_deadline {
-                        self.queue.push_back(Bytes::from_static(KEEP_ALIVE_FRAME));
                         self.idle.as_mut().reset(now + self.keep_alive);
+                        // Idle: make sure no event went missing on its way here (see the
+                        // module doc); while a retry is pending, that retry does it.
+                        if self.retry.is_none() {
+                            self.catch_up().await;
+                        }
+                        if self.queue.is_empty() && !self.done {
+                            self.queue.push_back(Bytes::from_static(KEEP_ALIVE_FRAME));
+                        }
                     } else {
                         let deadline = self.idle_deadline;
                         self.idle.as_mut().reset(deadline);
@@ -200,7 +225,15 @@ impl Tail {
             };
             match item {
                 Some(LiveItem::Event(event)) if event.ephemeral => {
-                    self.queue.push_back(event.frame.clone())
+                    // A heartbeat carries the channel's position: one ahead of the reader
+                    // means an event went missing. Catch up first; never send an `id:` past
+                    // what the reader has, or a reconnect would skip the gap.
+                    if event.seq > self.last {
+                        self.catch_up().await;
+                    }
+                    if event.seq <= self.last && !self.done {
+                        self.queue.push_back(event.frame.clone())
+                    }
                 }
                 Some(LiveItem::Event(event)) if event.seq <= self.last => {}
                 Some(LiveItem::Event(event)) if event.seq == self.last + 1 => self.send(&event),
@@ -225,23 +258,40 @@ impl Tail {
     async fn catch_up(&mut self) {
         match self.store.replay(&self.channel, self.last).await {
             Ok(replay) if replay.covered => {
+                self.retry = None;
                 for event in replay.events {
                     self.send(&event);
                 }
             }
             Ok(_) => self.reset().await,
-            Err(error) => {
-                tracing::warn!(%error, "history unavailable for a lagging reader; closing its stream");
-                self.done = true;
-            }
+            Err(error) => self.retry_later(&error),
         }
     }
 
-    async fn reset(&mut self) {
-        let Ok(Some(opened)) = self.store.open(&self.channel, None).await else {
-            self.done = true;
-            return;
+    /// The store could not answer (Redis is reconnecting). The stream stays open, with its
+    /// keep-alives, as through any outage: what the reader misses is in history, read later.
+    fn retry_later(&mut self, error: &StoreError) {
+        let pause = match self.retry {
+            None => {
+                tracing::warn!(%error, "history unavailable for a reader that is behind; retrying");
+                CATCH_UP_RETRY_MIN
+            }
+            Some((_, pause)) => (pause * 2).min(CATCH_UP_RETRY_MAX),
         };
+        self.retry = Some((Instant::now() + pause, pause));
+    }
+
+    async fn reset(&mut self) {
+        let opened = match self.store.open(&self.channel, None).await {
+            Ok(Some(opened)) => opened,
+            Ok(None) => {
+                // The channel is gone (expired): nothing more will come.
+                self.done = true;
+                return;
+            }
+            Err(error) => return self.retry_later(&error),
+        };
+        self.retry = None;
         self.queue.push_back(snapshot_frame(
             EventKind::Reset,
             opened.head,
@@ -268,6 +318,14 @@ impl Tail {
         if let Some(event) = replay.events.last().filter(|e| e.is_terminal()) {
             self.queue.push_back(event.frame.clone());
         }
+    }
+}
+
+/// Sleep until `deadline`; a select branch guarded by `deadline.is_some()` never polls `None`.
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
     }
 }
 

@@ -254,6 +254,29 @@ impl ClientHandler for ProgressRecorder {
 
 pub type McpClient = RunningService<RoleClient, ProgressRecorder>;
 
+/// The progress values the client got on its own requests, once it has `n` of them, sorted.
+/// rmcp's client hands each notification to its handler in a task of its own, so the last ones
+/// may be handled after the answer, and in any order (the bridge sends them in order before
+/// the answer; the Python SDK's interop test checks the order on the wire).
+pub async fn caller_progress(client: &McpClient, n: usize) -> Vec<f64> {
+    within("the caller's progress notifications", async {
+        loop {
+            let mut seen: Vec<f64> = client
+                .service()
+                .progress()
+                .iter()
+                .map(|p| p.progress)
+                .collect();
+            if seen.len() >= n {
+                seen.sort_by(f64::total_cmp);
+                return seen;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+}
+
 /// rmcp's own client, connected to the bridge's `/mcp` over Streamable HTTP.
 pub async fn connect(bridge: &TestBridge) -> McpClient {
     connect_url(&bridge.mcp_url()).await

@@ -10,8 +10,9 @@
 //!
 //! All `SUBSCRIBE`/`UNSUBSCRIBE` commands are sent by one task, in the order it decides them,
 //! so an unsubscribe for an idle channel can never overtake the subscribe of a new reader.
-//! After the pub/sub connection comes back, that task subscribes everything again and tells
-//! every reader it lagged: each one then reads what it missed from history.
+//! Whenever the pub/sub connection comes up (the first time too, even if that happened before
+//! the task was first polled), that task subscribes the control channel and every channel
+//! again and tells every reader it lagged: each one then reads what it missed from history.
 
 use std::{
     sync::{
@@ -47,6 +48,8 @@ const BATCH: usize = 256;
 /// How often idle channels are looked for. A channel without readers is unsubscribed after
 /// two looks, so a reader that reconnects at once finds it still subscribed.
 const JANITOR_INTERVAL: Duration = Duration::from_secs(5);
+/// Pause before subscribing again when Redis refused while the connection stayed up.
+const RESUBSCRIBE_RETRY: Duration = Duration::from_millis(500);
 
 /// A cancel request as it travels on a replica's control channel.
 #[derive(Debug, Serialize, Deserialize)]
@@ -107,8 +110,13 @@ impl Hub {
         self.cancels.clone()
     }
 
+    /// Like [`Link::connected`]: a round that happened before the receiver was taken counts.
     pub(super) fn resubscribed(&self) -> watch::Receiver<u64> {
-        self.resubscribed.subscribe()
+        let mut rounds = self.resubscribed.subscribe();
+        if *rounds.borrow() > 0 {
+            rounds.mark_changed();
+        }
+        rounds
     }
 
     /// A live stream of `channel`, once Redis has confirmed this replica's subscription.
@@ -220,21 +228,30 @@ impl HubTask {
                     if changed.is_err() {
                         return;
                     }
-                    if resubscribe(&hub, &link).await {
-                        // Readers catch up from history: only once it can be read, or their
-                        // streams would end instead of waiting.
-                        let mut cmd_connected = cmd.connected();
-                        while !cmd.is_up() {
+                    if !resubscribe(&hub, &link).await {
+                        // Down again: its next connect comes back here. Still up (Redis
+                        // answered "not now", e.g. LOADING): nothing else would retry.
+                        if link.is_up() {
                             tokio::select! {
                                 _ = stop.cancelled() => return,
-                                changed = cmd_connected.changed() => if changed.is_err() { return },
+                                _ = tokio::time::sleep(RESUBSCRIBE_RETRY) => connected.mark_changed(),
                             }
                         }
-                        for topic in hub.topics.iter() {
-                            let _ = topic.live.send(LiveItem::Lagged);
-                        }
-                        hub.resubscribed.send_modify(|n| *n += 1);
+                        continue;
                     }
+                    // Readers catch up from history: once it can be read, so that they do
+                    // not have to wait and retry.
+                    let mut cmd_connected = cmd.connected();
+                    while !cmd.is_up() {
+                        tokio::select! {
+                            _ = stop.cancelled() => return,
+                            changed = cmd_connected.changed() => if changed.is_err() { return },
+                        }
+                    }
+                    for topic in hub.topics.iter() {
+                        let _ = topic.live.send(LiveItem::Lagged);
+                    }
+                    hub.resubscribed.send_modify(|n| *n += 1);
                 }
                 request = self.inbox.recv() => {
                     let Some(first) = request else { return };
@@ -271,16 +288,14 @@ async fn send(link: &Link, command: &'static str, channels: &[&str]) -> Result<(
     .await
 }
 
-/// After a (re)connect: the control channel and every channel with a confirmed subscription.
-/// False when the link went down again meanwhile (its next connect comes back here).
+/// After a (re)connect: the control channel and every channel in the map. Not only those
+/// whose subscription is confirmed: a reader may have its confirmation from the old connection
+/// in hand without having recorded it yet, and it would then read from a channel nobody
+/// subscribed on the new one. A channel whose subscribe request is still queued is subscribed
+/// twice, which Redis ignores. False when Redis did not take the commands.
 async fn resubscribe(hub: &Hub, link: &Link) -> bool {
     let mut channels = vec![hub.control.clone()];
-    channels.extend(
-        hub.topics
-            .iter()
-            .filter(|t| t.subscribed.initialized())
-            .map(|t| t.key().clone()),
-    );
+    channels.extend(hub.topics.iter().map(|t| t.key().clone()));
     for chunk in channels.chunks(BATCH) {
         let chunk: Vec<&str> = chunk.iter().map(String::as_str).collect();
         if let Err(error) = send(link, "SUBSCRIBE", &chunk).await {
@@ -300,20 +315,130 @@ async fn unsubscribe_idle(hub: &Hub, link: &Link) {
             idle.push(topic.key().clone());
         }
     }
-    let mut gone = Vec::new();
-    for channel in idle {
-        let removed = hub
-            .topics
-            .remove_if(&channel, |_, t| t.readers.load(Ordering::Acquire) == 0);
-        if let Some((channel, topic)) = removed
-            && topic.subscribed.initialized()
-        {
-            gone.push(channel);
-        }
-    }
+    // Every removed channel is unsubscribed, confirmed or not: a reconnect may have subscribed
+    // it (see `resubscribe`), and unsubscribing a channel that is not subscribed is a no-op.
+    let gone: Vec<String> = idle
+        .into_iter()
+        .filter_map(|channel| {
+            hub.topics
+                .remove_if(&channel, |_, t| t.readers.load(Ordering::Acquire) == 0)
+                .map(|(channel, _)| channel)
+        })
+        .collect();
     for chunk in gone.chunks(BATCH) {
         let chunk: Vec<&str> = chunk.iter().map(String::as_str).collect();
         // If the link is down the subscriptions are gone with it, and they are not renewed.
         let _ = send(link, "UNSUBSCRIBE", &chunk).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const WAIT: Duration = Duration::from_secs(20);
+
+    /// The Redis the tests share (as in `tests/common`), or `None` (the test is skipped, or
+    /// fails under `BRIDGE_TEST_STRICT=1`) when none answers.
+    async fn test_redis() -> Option<::redis::Client> {
+        let url = std::env::var("BRIDGE_TEST_REDIS_URL")
+            .unwrap_or_else(|_| "redis://127.0.0.1:6379".to_string());
+        let client = ::redis::Client::open(format!("{url}?protocol=resp3")).ok()?;
+        let ping = async {
+            let mut conn = client.get_multiplexed_async_connection().await?;
+            ::redis::cmd("PING").query_async::<String>(&mut conn).await
+        };
+        match tokio::time::timeout(Duration::from_secs(2), ping).await {
+            Ok(Ok(_)) => Some(client),
+            _ if std::env::var("BRIDGE_TEST_STRICT").is_ok_and(|v| v == "1") => {
+                panic!("no Redis answers at {url} (BRIDGE_TEST_STRICT=1)")
+            }
+            _ => {
+                eprintln!("SKIPPED: no Redis answers at {url}");
+                None
+            }
+        }
+    }
+
+    /// The hub task may first run after the pub/sub connection is up (a spawned task is
+    /// polled late on a busy machine). It must still subscribe the control channel: before
+    /// the fix it waited for a *next* connect, so every cancel request sent to this replica
+    /// was lost.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_hub_task_that_starts_after_the_connection_is_up_still_subscribes_the_control_channel()
+     {
+        let Some(client) = test_redis().await else {
+            return;
+        };
+        let control = format!("test-hub-late-{:016x}:control", fastrand::u64(..));
+        let (hub, task) = Hub::new(control.clone());
+        let dispatch = hub.clone();
+        let link = |role, on_push| {
+            Link::new(
+                role,
+                format!("test-hub-late:{role}"),
+                client.clone(),
+                "redis://test".into(),
+                Duration::from_secs(5),
+                Duration::from_millis(200),
+                on_push,
+            )
+        };
+        let sub = link(
+            "sub",
+            Some(Arc::new(move |push| dispatch.dispatch(push)) as _),
+        );
+        let cmd = link("cmd", None);
+        let stop = CancellationToken::new();
+        let _stop = stop.clone().drop_guard();
+        tokio::spawn(sub.clone().supervise(stop.clone()));
+        tokio::spawn(cmd.clone().supervise(stop.clone()));
+        tokio::time::timeout(WAIT, async {
+            while !(sub.is_up() && cmd.is_up()) {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+        .await
+        .expect("both connections come up");
+
+        // Only now does the hub task run for the first time.
+        let mut cancels = hub.cancels().subscribe();
+        tokio::spawn(task.run(hub.clone(), sub.clone(), cmd.clone(), stop.clone()));
+
+        let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+        tokio::time::timeout(WAIT, async {
+            loop {
+                let (_, count): (String, u64) = ::redis::cmd("PUBSUB")
+                    .arg("NUMSUB")
+                    .arg(&control)
+                    .query_async(&mut conn)
+                    .await
+                    .unwrap();
+                if count == 1 {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+        .await
+        .expect("the control channel is subscribed although the connection came up first");
+
+        let job_id = JobId::random();
+        let message = serde_json::to_string(&ControlMessage {
+            job_id,
+            reason: "test".into(),
+        })
+        .unwrap();
+        let _: i64 = ::redis::cmd("PUBLISH")
+            .arg(&control)
+            .arg(message)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        let request = tokio::time::timeout(WAIT, cancels.recv())
+            .await
+            .expect("the cancel request arrives")
+            .unwrap();
+        assert_eq!(request.job_id, job_id);
     }
 }

@@ -110,8 +110,16 @@ impl Link {
         since.filter(|_| self.is_up()).map(|s| s.elapsed())
     }
 
+    /// Wakes at every (re)connect from now on. If the link is up already, the current
+    /// connection counts as news too: a task that starts after the first connect (its spawn
+    /// was polled late) must still set that connection up, or the hub would never subscribe
+    /// the control channel and cancel requests would be lost until the next reconnect.
     pub(super) fn connected(&self) -> watch::Receiver<u64> {
-        self.connected.subscribe()
+        let mut connected = self.connected.subscribe();
+        if self.is_up() {
+            connected.mark_changed();
+        }
+        connected
     }
 
     /// Why the link is down, in words for `/readyz` and errors.
@@ -154,6 +162,13 @@ impl Link {
                 self.fail(generation, &error.to_string());
                 Err(LinkError::Down(self.down_reason()))
             }
+            // The connection is fine but Redis cannot serve yet (LOADING after a restart,
+            // TRYAGAIN, MASTERDOWN): nothing happened, so callers treat it as an outage (an
+            // owner holds the event and writes it later) instead of losing the write.
+            Ok(Err(error)) if is_transient(&error) => Err(LinkError::Down(format!(
+                "Redis at {} cannot serve yet ({error}); the bridge retries",
+                self.target
+            ))),
             Ok(Err(error)) => Err(LinkError::Server(format!(
                 "Redis at {} answered with an error: {error}",
                 self.target
@@ -256,10 +271,53 @@ impl Link {
     }
 }
 
+/// Server errors that say "not now" rather than "never".
+fn is_transient(error: &RedisError) -> bool {
+    use ::redis::{ErrorKind, ServerErrorKind};
+    matches!(
+        error.kind(),
+        ErrorKind::Server(
+            ServerErrorKind::BusyLoading | ServerErrorKind::TryAgain | ServerErrorKind::MasterDown
+        )
+    )
+}
+
 fn is_connection_error(error: &RedisError) -> bool {
     error.is_io_error()
         || error.is_connection_dropped()
         || error.is_connection_refusal()
         || error.is_timeout()
         || error.is_unrecoverable_error()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn server_error(reply: &str) -> RedisError {
+        match ::redis::parse_redis_value(reply.as_bytes()) {
+            Ok(::redis::Value::ServerError(error)) => error.into(),
+            other => panic!("not a server error: {other:?}"),
+        }
+    }
+
+    /// After a restart Redis accepts connections while it loads its data and answers
+    /// `-LOADING`: an owner's write must then be held and written later, not dropped.
+    #[test]
+    fn redis_saying_not_now_is_an_outage_and_a_real_error_is_not() {
+        for reply in [
+            "-LOADING Redis is loading the dataset in memory\r\n",
+            "-TRYAGAIN Multiple keys request during rehashing of slot\r\n",
+            "-MASTERDOWN Link with MASTER is down\r\n",
+        ] {
+            assert!(is_transient(&server_error(reply)), "{reply}");
+        }
+        for reply in [
+            "-ERR Error running script\r\n",
+            "-NOSCRIPT No matching script\r\n",
+            "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n",
+        ] {
+            assert!(!is_transient(&server_error(reply)), "{reply}");
+        }
+    }
 }

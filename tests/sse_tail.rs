@@ -1,0 +1,311 @@
+//! The SSE tail when live delivery is not perfect: a live event lost on its way (the last one
+//! of a job included), or history that cannot be read for a while (the store reconnecting).
+//! A reader still gets every event once, in order, and the terminal one, on one stream.
+//!
+//! The store is the memory store behind a wrapper that drops chosen events from live streams
+//! and can make history reads fail, so each case happens exactly, every run.
+
+mod common;
+
+use std::{
+    collections::HashSet,
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicBool, AtomicUsize, Ordering},
+    },
+    time::Duration,
+};
+
+use async_trait::async_trait;
+use common::*;
+use futures::{StreamExt, stream::BoxStream};
+use mcp_progress_bridge::{
+    config::{Config, Secret},
+    http::{self, ApiState, Readiness, auth::Guard},
+    metrics::Metrics,
+    store::{
+        CancelAck, CancelRequest, Channel, EventBody, Heartbeat, JobId, JobSnapshot, LiveItem,
+        MemoryStore, NewJob, Opened, ProgressUpdate, Replay, Seq, Store, StoreError,
+    },
+};
+use serde_json::Value;
+use tokio::sync::Notify;
+
+/// The memory store, with faults on demand.
+struct Faulty {
+    inner: MemoryStore,
+    /// Job events with these numbers never reach a live stream.
+    lost: Mutex<HashSet<Seq>>,
+    /// History reads fail (as when Redis is reconnecting).
+    unavailable: AtomicBool,
+    failed_replays: AtomicUsize,
+}
+
+impl Faulty {
+    fn new() -> Arc<Self> {
+        Arc::new(Self {
+            inner: MemoryStore::new(100, 3600),
+            lost: Mutex::new(HashSet::new()),
+            unavailable: AtomicBool::new(false),
+            failed_replays: AtomicUsize::new(0),
+        })
+    }
+
+    fn lose(&self, seq: Seq) {
+        self.lost.lock().unwrap().insert(seq);
+    }
+}
+
+#[async_trait]
+impl Store for Faulty {
+    async fn create_job(&self, job: NewJob) -> Result<JobSnapshot, StoreError> {
+        self.inner.create_job(job).await
+    }
+
+    async fn append(&self, job: JobId, body: EventBody) -> Result<Option<Seq>, StoreError> {
+        self.inner.append(job, body).await
+    }
+
+    async fn heartbeat(&self, job: JobId, beat: Heartbeat) -> Result<(), StoreError> {
+        self.inner.heartbeat(job, beat).await
+    }
+
+    async fn snapshot(&self, job: JobId) -> Result<Option<JobSnapshot>, StoreError> {
+        self.inner.snapshot(job).await
+    }
+
+    async fn open(
+        &self,
+        channel: &Channel,
+        after: Option<Seq>,
+    ) -> Result<Option<Opened>, StoreError> {
+        let Some(mut opened) = self.inner.open(channel, after).await? else {
+            return Ok(None);
+        };
+        let lost = self.lost.lock().unwrap().clone();
+        opened.live = opened
+            .live
+            .filter(move |item| {
+                let keep = match item {
+                    LiveItem::Event(e) => e.ephemeral || !lost.contains(&e.seq),
+                    LiveItem::Lagged => true,
+                };
+                async move { keep }
+            })
+            .boxed();
+        Ok(Some(opened))
+    }
+
+    async fn replay(&self, channel: &Channel, after: Seq) -> Result<Replay, StoreError> {
+        if self.unavailable.load(Ordering::SeqCst) {
+            self.failed_replays.fetch_add(1, Ordering::SeqCst);
+            return Err(StoreError::Unavailable(
+                "Redis is reconnecting (test)".into(),
+            ));
+        }
+        self.inner.replay(channel, after).await
+    }
+
+    async fn request_cancel(&self, job: JobId, reason: String) -> Result<CancelAck, StoreError> {
+        self.inner.request_cancel(job, reason).await
+    }
+
+    fn cancel_requests(&self) -> BoxStream<'static, CancelRequest> {
+        self.inner.cancel_requests()
+    }
+
+    async fn expire(&self) -> Result<usize, StoreError> {
+        self.inner.expire().await
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
+}
+
+struct AlwaysReady;
+
+impl Readiness for AlwaysReady {
+    fn report(&self) -> (bool, Value) {
+        (true, Value::Array(Vec::new()))
+    }
+}
+
+/// The job API over `store` on a free port; its base URL.
+async fn serve(store: Arc<Faulty>, keep_alive: Duration) -> String {
+    let mut config = Config::default_for_tests();
+    config.auth.job_secret = Some(Secret::literal(TEST_JOB_SECRET));
+    let router = http::router(ApiState {
+        store,
+        metrics: Arc::new(Metrics::new()),
+        readiness: Arc::new(AlwaysReady),
+        keep_alive,
+        shutdown: Default::default(),
+        guard: Guard::new(&config, job_tokens()),
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    base
+}
+
+async fn new_job(store: &Faulty) -> JobId {
+    let id = JobId::random();
+    store
+        .create_job(NewJob {
+            id,
+            tool: "demo__t".into(),
+            upstream: "demo".into(),
+            upstream_tool: "t".into(),
+            correlation_id: None,
+            owner: "test".into(),
+        })
+        .await
+        .unwrap();
+    id
+}
+
+fn progress(p: f64) -> EventBody {
+    EventBody::Progress(ProgressUpdate {
+        progress: p,
+        total: Some(10.0),
+        message: None,
+    })
+}
+
+fn completed() -> EventBody {
+    EventBody::Completed {
+        result: serde_json::json!({"content": []}),
+    }
+}
+
+/// A fresh reader of `job`, read until its terminal event (within `bound`); returns once the
+/// reader has its `status` event (so what is appended next reaches it live).
+async fn reader(base: &str, job: JobId, bound: Duration) -> tokio::task::JoinHandle<Vec<SseEvent>> {
+    let opened = Arc::new(Notify::new());
+    let request = reqwest::Client::new().get(job_events_url(base, &job.to_string()));
+    let handle = tokio::spawn({
+        let opened = opened.clone();
+        async move {
+            read_sse_request_within(bound, request, |e| {
+                opened.notify_one();
+                e.is_terminal()
+            })
+            .await
+        }
+    });
+    within("the reader has its status event", opened.notified()).await;
+    handle
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_terminal_event_lost_on_its_way_live_still_reaches_the_reader() {
+    let store = Faulty::new();
+    let base = serve(store.clone(), Duration::from_millis(300)).await;
+    let job = new_job(&store).await;
+    // The terminal event will be number 3; nothing after it would reveal the gap.
+    store.lose(3);
+    let reader = reader(&base, job, Duration::from_secs(10)).await;
+    store.append(job, progress(1.0)).await.unwrap();
+    store.append(job, progress(2.0)).await.unwrap();
+    store.append(job, completed()).await.unwrap();
+
+    let events = reader.await.unwrap();
+    let kinds: Vec<&str> = events.iter().map(|e| e.event.as_str()).collect();
+    assert_eq!(
+        kinds,
+        ["status", "progress", "progress", "completed"],
+        "{events:?}"
+    );
+    assert_consecutive(&events);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reader_stays_open_while_history_cannot_be_read_and_catches_up_after() {
+    let store = Faulty::new();
+    // Keep-alives far apart: only the gap and the retries read history here.
+    let base = serve(store.clone(), Duration::from_secs(60)).await;
+    let job = new_job(&store).await;
+    // Number 2 goes missing live, and so does the terminal event: only history has them.
+    store.lose(2);
+    store.lose(4);
+    let reader = reader(&base, job, WAIT).await;
+    store.unavailable.store(true, Ordering::SeqCst);
+    store.append(job, progress(1.0)).await.unwrap();
+    store.append(job, progress(2.0)).await.unwrap();
+    // Number 3 shows the gap; history cannot be read; the reader must wait, not end.
+    store.append(job, progress(3.0)).await.unwrap();
+    within("the reader tries history again", async {
+        while store.failed_replays.load(Ordering::SeqCst) < 2 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    assert!(!reader.is_finished(), "the stream stayed open");
+    store.append(job, completed()).await.unwrap();
+    // History is back: the next retry reads 2, 3 and the terminal event.
+    store.unavailable.store(false, Ordering::SeqCst);
+
+    let events = reader.await.unwrap();
+    assert_eq!(
+        progress_values(&events),
+        [1.0, 2.0, 3.0],
+        "every event once, in order: {events:?}"
+    );
+    assert_eq!(events.last().unwrap().event, "completed");
+    assert_consecutive(&events);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_heartbeat_ahead_of_the_reader_fills_the_gap_first_and_never_moves_its_position() {
+    let store = Faulty::new();
+    let base = serve(store.clone(), Duration::from_secs(60)).await;
+    let job = new_job(&store).await;
+    store.lose(2);
+    let (opened, beat) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
+    let request = reqwest::Client::new().get(job_events_url(&base, &job.to_string()));
+    let reader = tokio::spawn({
+        let (opened, beat) = (opened.clone(), beat.clone());
+        async move {
+            read_sse_request(request, |e| {
+                match e.event.as_str() {
+                    "status" => opened.notify_one(),
+                    "heartbeat" => beat.notify_one(),
+                    _ => {}
+                }
+                e.is_terminal()
+            })
+            .await
+        }
+    });
+    within("the reader has its status event", opened.notified()).await;
+    store.append(job, progress(1.0)).await.unwrap();
+    store.append(job, progress(2.0)).await.unwrap();
+    // Its `id:` is 2: the reader, at 1, must get event 2 before it (or never see it).
+    store
+        .heartbeat(
+            job,
+            Heartbeat {
+                elapsed_ms: 1,
+                since_progress_ms: 1,
+            },
+        )
+        .await
+        .unwrap();
+    within("the reader has the heartbeat", beat.notified()).await;
+    store.append(job, completed()).await.unwrap();
+
+    let events = reader.await.unwrap();
+    let seen: Vec<(&str, u64)> = events.iter().map(|e| (e.event.as_str(), e.seq())).collect();
+    assert_eq!(
+        seen,
+        [
+            ("status", 0),
+            ("progress", 1),
+            ("progress", 2),
+            ("heartbeat", 2),
+            ("completed", 3)
+        ],
+        "{events:?}"
+    );
+}
