@@ -133,30 +133,29 @@ pub async fn call(client: &Client, tool: &str, arguments: Value) -> Result<CallT
     Ok(result)
 }
 
-/// The job ID of a job handle (an async call's answer).
-pub fn job_id(result: &CallToolResult) -> Result<String, String> {
+/// A string field of a job handle (an async call's answer).
+fn handle_field(result: &CallToolResult, field: &str) -> Result<String, String> {
     let structured = result
         .structured_content
         .clone()
         .or_else(|| serde_json::from_str(&first_text(result)).ok())
         .unwrap_or(Value::Null);
-    structured["job_id"]
+    structured[field]
         .as_str()
         .map(str::to_string)
         .ok_or_else(|| format!("not a job handle: {}", first_text(result)))
 }
 
+/// The job ID of a job handle.
+pub fn job_id(result: &CallToolResult) -> Result<String, String> {
+    handle_field(result, "job_id")
+}
+
 /// The path and query of a job handle's `events_url`, as given (it carries the job's read
 /// token), for the harness's own SSE reader.
 pub fn events_path(result: &CallToolResult) -> Result<String, String> {
-    let structured = result
-        .structured_content
-        .clone()
-        .or_else(|| serde_json::from_str(&first_text(result)).ok())
-        .unwrap_or(Value::Null);
-    let url = structured["events_url"]
-        .as_str()
-        .ok_or_else(|| format!("not a job handle: {}", first_text(result)))?;
+    let url = handle_field(result, "events_url")?;
+    let url = url.as_str();
     let after_scheme = url.split_once("://").map_or(url, |(_, rest)| rest);
     let path = after_scheme.find('/').map_or("/", |i| &after_scheme[i..]);
     Ok(path.to_string())
