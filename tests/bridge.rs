@@ -533,20 +533,9 @@ async fn cancel_through_the_api_reaches_the_upstream_and_ends_the_job_cancelled(
     let (status, _) = post_json(handle["cancel_url"].as_str().unwrap()).await;
     assert_eq!(status, 409, "cancelling an ended job");
 
-    let cancellations = within("upstream saw the cancel", async {
-        loop {
-            let seen = structured(&call(&client, "demo__cancellations", json!({})).await);
-            if seen["cancelled"]
-                .as_array()
-                .is_some_and(|a| a.iter().any(|c| c["tool"] == "slow_count"))
-            {
-                return seen;
-            }
-            tokio::task::yield_now().await;
-        }
-    })
-    .await;
-    assert_eq!(cancellations["cancelled"].as_array().unwrap().len(), 1);
+    let cancellations = cancels_seen(&client, "demo", 1).await;
+    assert_eq!(cancellations[0]["tool"], "slow_count");
+    assert_eq!(cancellations.len(), 1);
     bridge.shutdown(Duration::from_secs(1)).await;
 }
 
@@ -554,23 +543,7 @@ async fn cancel_through_the_api_reaches_the_upstream_and_ends_the_job_cancelled(
 async fn the_correlation_stream_shows_every_job_of_a_request_header() {
     let bridge = start_bridge(|c| c.jobs.mode = CallMode::Async).await;
     // rmcp's HTTP client sends custom headers on every request.
-    let mut headers = std::collections::HashMap::new();
-    headers.insert(
-        http::HeaderName::from_static("x-correlation-id"),
-        http::HeaderValue::from_static("turn-42"),
-    );
-    let transport = rmcp::transport::StreamableHttpClientTransport::from_config(
-        rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(
-            bridge.mcp_url(),
-        )
-        .custom_headers(headers),
-    );
-    let client: McpClient = within(
-        "initialize",
-        rmcp::ServiceExt::serve(ProgressRecorder::default(), transport),
-    )
-    .await
-    .unwrap();
+    let client = connect_correlated(&bridge, "turn-42").await;
     let a = structured(
         &call(
             &client,

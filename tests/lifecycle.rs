@@ -5,19 +5,15 @@
 
 mod common;
 
-use std::{collections::HashMap, time::Duration};
+use std::time::Duration;
 
 use common::*;
 use mcp_progress_bridge::config::{CallMode, UpstreamConfig};
 use rmcp::{
-    ServiceExt,
     model::{CallToolRequestParams, ClientRequest, Request},
     service::PeerRequestOptions,
-    transport::{
-        StreamableHttpClientTransport, streamable_http_client::StreamableHttpClientTransportConfig,
-    },
 };
-use serde_json::{Value, json};
+use serde_json::json;
 
 /// The demo upstream, with `cancellations` always answered directly (so its result comes back
 /// whatever the job mode).
@@ -35,37 +31,6 @@ fn tool_limits(
     entry.timeout_secs = timeout;
     entry.idle_timeout_secs = idle;
     upstream
-}
-
-/// The cancels upstream `name` has seen, once it has seen `at_least` of them.
-async fn cancels_seen(client: &McpClient, upstream: &str, at_least: usize) -> Vec<Value> {
-    within(&format!("{upstream} sees {at_least} cancel(s)"), async {
-        loop {
-            let seen =
-                structured(&call(client, &format!("{upstream}__cancellations"), json!({})).await);
-            let list = seen["cancelled"].as_array().cloned().unwrap_or_default();
-            if list.len() >= at_least {
-                return list;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    })
-    .await
-}
-
-/// A client whose every request carries `X-Correlation-Id: cid`.
-async fn connect_correlated(bridge: &TestBridge, cid: &str) -> McpClient {
-    let mut headers = HashMap::new();
-    headers.insert(
-        http::HeaderName::from_static("x-correlation-id"),
-        http::HeaderValue::from_str(cid).unwrap(),
-    );
-    let transport = StreamableHttpClientTransport::from_config(
-        StreamableHttpClientTransportConfig::with_uri(bridge.mcp_url()).custom_headers(headers),
-    );
-    within("initialize", ProgressRecorder::default().serve(transport))
-        .await
-        .unwrap()
 }
 
 /// The ID of the first job started under correlation `cid`, once it has reported progress.

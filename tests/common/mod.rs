@@ -370,6 +370,46 @@ impl SseEvent {
     }
 }
 
+/// The cancels upstream `name` has seen, once it has seen `at_least` of them.
+pub async fn cancels_seen(client: &McpClient, upstream: &str, at_least: usize) -> Vec<Value> {
+    within(&format!("{upstream} sees {at_least} cancel(s)"), async {
+        loop {
+            let seen = structured(
+                &call(
+                    client,
+                    &format!("{upstream}__cancellations"),
+                    serde_json::json!({}),
+                )
+                .await,
+            );
+            let list = seen["cancelled"].as_array().cloned().unwrap_or_default();
+            if list.len() >= at_least {
+                return list;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+}
+
+/// A client whose every request carries `X-Correlation-Id: cid`.
+pub async fn connect_correlated(bridge: &TestBridge, cid: &str) -> McpClient {
+    let mut headers = std::collections::HashMap::new();
+    headers.insert(
+        http::HeaderName::from_static("x-correlation-id"),
+        http::HeaderValue::from_str(cid).unwrap(),
+    );
+    let transport = StreamableHttpClientTransport::from_config(
+        rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(
+            bridge.mcp_url(),
+        )
+        .custom_headers(headers),
+    );
+    within("initialize", ProgressRecorder::default().serve(transport))
+        .await
+        .unwrap()
+}
+
 /// `event["field"]` reads a field of the event's JSON data.
 impl std::ops::Index<&str> for SseEvent {
     type Output = Value;
