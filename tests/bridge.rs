@@ -28,9 +28,21 @@ async fn async_call_returns_a_handle_and_the_channel_shows_every_step_then_the_r
     assert_eq!(handle.status, "running");
     assert_eq!(handle.tool, "demo__slow_count");
     let base = &bridge.base;
-    assert!(handle.events_url.starts_with(&format!("{base}/jobs/{job_id}/events?token=")));
-    assert!(handle.status_url.starts_with(&format!("{base}/jobs/{job_id}?token=")));
-    assert!(handle.cancel_url.starts_with(&format!("{base}/jobs/{job_id}/cancel?token=")));
+    assert!(
+        handle
+            .events_url
+            .starts_with(&format!("{base}/jobs/{job_id}/events?token="))
+    );
+    assert!(
+        handle
+            .status_url
+            .starts_with(&format!("{base}/jobs/{job_id}?token="))
+    );
+    assert!(
+        handle
+            .cancel_url
+            .starts_with(&format!("{base}/jobs/{job_id}/cancel?token="))
+    );
     assert!(handle.instructions.contains("wait_for_job"));
     // Foundry hands the application only the text: it must be the same object.
     let text: Value = serde_json::from_str(&first_text(&result)).expect("text is JSON");
@@ -629,7 +641,9 @@ async fn readyz_names_an_upstream_that_is_down() {
     // The reason is on /upstreams (behind the bearer token when one is set), not on /readyz.
     let upstreams = eventually("/upstreams reports the broken upstream", || async {
         let (_, body) = get_json(&format!("http://{addr}/upstreams")).await;
-        body["upstreams"][1]["last_error"].is_string().then_some(body)
+        body["upstreams"][1]["last_error"]
+            .is_string()
+            .then_some(body)
     })
     .await;
     assert!(

@@ -3,6 +3,7 @@
 //! stderr not a terminal, `watch` writes one `progress N/T …` line per step instead of a bar,
 //! which is what these tests read.
 
+#[allow(dead_code)]
 mod common;
 
 use std::{process::Stdio, time::Duration};
@@ -97,17 +98,14 @@ async fn exit_codes_say_how_the_job_ended() {
 
     // cancelled: exit 130. Watch a long job, cancel it once watch shows progress.
     let client = connect(&bridge).await;
-    let handle = structured(
-        &call(
-            &client,
-            "demo__slow_count",
-            json!({"to": 1000, "delay_ms": 50}),
-        )
-        .await,
-    );
-    let events_url = handle["events_url"].as_str().unwrap().to_string();
+    let handle = running_job(
+        &client,
+        "demo__slow_count",
+        json!({"to": 1000, "delay_ms": 50}),
+    )
+    .await;
     let mut child = bin()
-        .args(["watch", &events_url])
+        .args(["watch", &handle.events_url])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true)
@@ -123,7 +121,7 @@ async fn exit_codes_say_how_the_job_ended() {
         panic!("watch ended before any progress");
     })
     .await;
-    let (status, _) = post_json(handle["cancel_url"].as_str().unwrap()).await;
+    let (status, _) = post_json(&handle.cancel_url).await;
     assert_eq!(status, 202);
     let mut rest = Vec::new();
     let status = within("watch exits", async {
@@ -161,18 +159,18 @@ async fn exit_codes_say_how_the_job_ended() {
 async fn watch_resumes_after_a_dropped_connection_without_losing_or_repeating_a_step() {
     let (bridge, proxy) = start_bridge_behind_proxy(|c| c.jobs.mode = CallMode::Async).await;
     let client = connect(&bridge).await;
-    let handle = structured(
-        &call(
-            &client,
-            "demo__slow_count",
-            json!({"to": 10, "delay_ms": 250}),
-        )
-        .await,
+    let handle = running_job(
+        &client,
+        "demo__slow_count",
+        json!({"to": 10, "delay_ms": 250}),
+    )
+    .await;
+    assert!(
+        handle.events_url.starts_with(&proxy.base),
+        "through the proxy"
     );
-    let events_url = handle["events_url"].as_str().unwrap().to_string();
-    assert!(events_url.starts_with(&proxy.base), "through the proxy");
     let mut child = bin()
-        .args(["watch", &events_url])
+        .args(["watch", &handle.events_url])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true)

@@ -126,12 +126,11 @@ async fn nothing_is_appended_after_a_terminal_event_and_every_replica_numbers_al
     let Some(r) = backend.replicas("terminal", 100).await else {
         return;
     };
-    let job = r
-        .a
-        .create_job(new_job(&r.a_name, None))
-        .await
-        .unwrap()
-        .job_id;
+    let job =
+        r.a.create_job(new_job(&r.a_name, None))
+            .await
+            .unwrap()
+            .job_id;
     assert!(matches!(
         r.a.create_job(NewJob {
             id: job,
@@ -219,12 +218,11 @@ async fn live_events_reach_a_subscriber_on_another_replica_in_order(backend: Bac
     let Some(r) = backend.replicas("live", 100).await else {
         return;
     };
-    let job = r
-        .a
-        .create_job(new_job(&r.a_name, None))
-        .await
-        .unwrap()
-        .job_id;
+    let job =
+        r.a.create_job(new_job(&r.a_name, None))
+            .await
+            .unwrap()
+            .job_id;
     let opened = r.b.open(&Channel::Job(job), None).await.unwrap().unwrap();
     assert!(!opened.ended);
     let mut live = opened.live;
@@ -265,12 +263,11 @@ async fn a_cancel_asked_on_any_replica_reaches_the_owner(backend: Backend) {
         return;
     };
     let mut requests = r.a.cancel_requests();
-    let job = r
-        .a
-        .create_job(new_job(&r.a_name, None))
-        .await
-        .unwrap()
-        .job_id;
+    let job =
+        r.a.create_job(new_job(&r.a_name, None))
+            .await
+            .unwrap()
+            .job_id;
     let ack = r.b.request_cancel(job, "asked on B".into()).await.unwrap();
     assert!(matches!(ack, CancelAck::Requested(_)));
     let request = within("the owner gets the request", requests.next())
@@ -304,18 +301,16 @@ async fn a_correlation_channel_numbers_its_own_events_across_replicas(backend: B
     let Some(r) = backend.replicas("correlation", 100).await else {
         return;
     };
-    let x = r
-        .a
-        .create_job(new_job(&r.a_name, Some("turn-1")))
-        .await
-        .unwrap()
-        .job_id;
-    let y = r
-        .b
-        .create_job(new_job(&r.b_name, Some("turn-1")))
-        .await
-        .unwrap()
-        .job_id;
+    let x =
+        r.a.create_job(new_job(&r.a_name, Some("turn-1")))
+            .await
+            .unwrap()
+            .job_id;
+    let y =
+        r.b.create_job(new_job(&r.b_name, Some("turn-1")))
+            .await
+            .unwrap()
+            .job_id;
     r.a.append(x, progress(1.0)).await.unwrap();
     r.b.append(y, progress(1.0)).await.unwrap();
     let channel = Channel::Correlation("turn-1".parse().unwrap());

@@ -15,8 +15,7 @@ use rmcp::{
     model::{CallToolRequestParams, CallToolResult, ProgressNotificationParam},
     service::{NotificationContext, RunningService},
     transport::{
-        StreamableHttpClientTransport,
-        streamable_http_client::StreamableHttpClientTransportConfig,
+        StreamableHttpClientTransport, streamable_http_client::StreamableHttpClientTransportConfig,
     },
 };
 use serde_json::{Value, json};

@@ -32,6 +32,6 @@ mod wait;
 // Every binary takes what it needs of these; the rest is unused there, not dead.
 #[allow(unused_imports)]
 pub use self::{
-    bridge::*, http::*, job::*, mcp::*, prereq::*, process::BridgeProcess, proxy::*, redis::*, sse::*,
-    wait::*,
+    bridge::*, http::*, job::*, mcp::*, prereq::*, process::BridgeProcess, proxy::*, redis::*,
+    sse::*, wait::*,
 };

@@ -125,4 +125,3 @@ pub async fn start_bridge_behind_proxy(
     proxy.forward_to(listener, &bridge.base).await;
     (bridge, proxy)
 }
-

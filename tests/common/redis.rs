@@ -7,10 +7,7 @@ use std::time::Duration;
 use mcp_progress_bridge::store::{RedisOptions, RedisStore, Store};
 use tokio_util::sync::CancellationToken;
 
-use super::{
-    prereq::skip,
-    wait::eventually,
-};
+use super::{prereq::skip, wait::eventually};
 
 /// The Redis the tests share: `BRIDGE_TEST_REDIS_URL`, else the default local one, if it
 /// answers `PING`.
@@ -142,7 +139,10 @@ pub async fn store_replica(url: &str, prefix: &str, history: usize) -> StoreRepl
         command_timeout: Duration::from_secs(2),
     };
     let store = RedisStore::start(options, name.clone(), stop.clone()).expect("store");
-    eventually("the store connects", || async { store.ping().await.is_ok() }).await;
+    eventually("the store connects", || async {
+        store.ping().await.is_ok()
+    })
+    .await;
     StoreReplica { store, name, stop }
 }
 
