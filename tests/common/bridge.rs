@@ -67,7 +67,7 @@ pub struct TestBridge {
     pub base: String,
     /// The Redis key prefix of a bridge moved onto the test Redis (`BRIDGE_TEST_STORE=redis`):
     /// its keys go when the bridge does (dropped after `bridge`: fields drop in order).
-    pub redis_prefix: Option<RedisPrefix>,
+    _redis_prefix: Option<RedisPrefix>,
 }
 
 impl TestBridge {
@@ -76,7 +76,7 @@ impl TestBridge {
         Self {
             bridge: None,
             base: base.to_string(),
-            redis_prefix: None,
+            _redis_prefix: None,
         }
     }
 
@@ -171,7 +171,7 @@ pub async fn start_config_at(mut config: Config, public_url: Option<String>) -> 
     TestBridge {
         bridge: Some(bridge),
         base: format!("http://{addr}"),
-        redis_prefix,
+        _redis_prefix: redis_prefix,
     }
 }
 

@@ -5,13 +5,6 @@ use serde_json::Value;
 
 use super::wait::within;
 
-/// GET a URL; `None` while nothing listens there yet.
-pub async fn try_get_json(url: &str) -> Option<(u16, Value)> {
-    let response = reqwest::get(url).await.ok()?;
-    let status = response.status().as_u16();
-    Some((status, response.json().await.unwrap_or(Value::Null)))
-}
-
 /// GET a URL and return the status and JSON body.
 pub async fn get_json(url: &str) -> (u16, Value) {
     let response = within("GET", reqwest::get(url)).await.expect("GET");

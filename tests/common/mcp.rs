@@ -4,10 +4,7 @@
 
 use std::{
     collections::HashMap,
-    sync::{
-        Arc, Mutex,
-        atomic::{AtomicUsize, Ordering},
-    },
+    sync::{Arc, Mutex},
 };
 
 use rmcp::{
@@ -29,17 +26,11 @@ use super::{
 #[derive(Clone, Default)]
 pub struct ProgressRecorder {
     seen: Arc<Mutex<Vec<ProgressNotificationParam>>>,
-    tool_list_changes: Arc<AtomicUsize>,
 }
 
 impl ProgressRecorder {
     pub fn progress(&self) -> Vec<ProgressNotificationParam> {
         self.seen.lock().unwrap().clone()
-    }
-
-    /// How many `notifications/tools/list_changed` the client has received.
-    pub fn tool_list_changes(&self) -> usize {
-        self.tool_list_changes.load(Ordering::SeqCst)
     }
 }
 
@@ -50,10 +41,6 @@ impl ClientHandler for ProgressRecorder {
         _context: NotificationContext<RoleClient>,
     ) {
         self.seen.lock().unwrap().push(params);
-    }
-
-    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
-        self.tool_list_changes.fetch_add(1, Ordering::SeqCst);
     }
 }
 

@@ -132,10 +132,6 @@ impl BridgeProcess {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
-    pub fn log_path(&self) -> &Path {
-        &self.log
-    }
-
     /// Wait until `/readyz` answers 200 (store and upstreams ready), within [`START_TIMEOUT`].
     pub async fn wait_ready(&self) -> Result<(), StartError> {
         let url = format!("{}/readyz", self.base());
