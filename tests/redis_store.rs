@@ -28,7 +28,7 @@ async fn a_cancel_is_routed_to_the_owner_alone() {
     let Some(url) = test_redis("redis_store::cancel").await else {
         return;
     };
-    let prefix = RedisPrefix::new(&url, "cancel");
+    let prefix = RedisPrefix::new(&url, "store-cancel");
     let owner = store_replica(&url, &prefix, 100).await;
     let other = store_replica(&url, &prefix, 100).await;
     let mut requests = owner.store.cancel_requests();
@@ -65,7 +65,7 @@ async fn a_finished_job_expires_by_redis_ttl() {
     let Some(url) = test_redis("redis_store::ttl").await else {
         return;
     };
-    let prefix = RedisPrefix::new(&url, "ttl");
+    let prefix = RedisPrefix::new(&url, "store-ttl");
     let a = store_replica(&url, &prefix, 100).await;
     let running = a.store.create_job(new_job(&a.name)).await.unwrap().job_id;
     let done = a.store.create_job(new_job(&a.name)).await.unwrap().job_id;

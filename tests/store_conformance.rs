@@ -56,7 +56,7 @@ impl Backend {
             }
             Backend::Redis => {
                 let url = test_redis(&format!("store_conformance::{test}")).await?;
-                let prefix = RedisPrefix::new(&url, test);
+                let prefix = RedisPrefix::new(&url, &format!("conformance-{test}"));
                 let a = store_replica(&url, &prefix, history).await;
                 let b = store_replica(&url, &prefix, history).await;
                 Some(Replicas {
