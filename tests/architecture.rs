@@ -18,6 +18,7 @@ type Graph = BTreeMap<String, BTreeSet<String>>;
 #[test]
 fn top_level_modules_form_no_cycle() {
     let graph = module_graph(&src_dir());
+    println!("module → the modules it references:\n{}", show(&graph));
     if let Some(cycle) = find_cycle(&graph) {
         panic!(
             "the top-level modules form a cycle: {}\nthe whole graph:\n{}",
