@@ -143,7 +143,7 @@ pub fn render_heartbeat(job_id: JobId, seq: Seq, ts: u64, beat: &Heartbeat) -> B
 /// Serializing these plain structs cannot fail (string keys, finite numbers checked by
 /// progress hygiene); should it ever, the event still goes out as an empty object rather than
 /// taking the job down.
-pub fn to_vec<T: Serialize>(value: &T) -> Vec<u8> {
+pub(crate) fn to_vec<T: Serialize>(value: &T) -> Vec<u8> {
     serde_json::to_vec(value).unwrap_or_else(|e| {
         tracing::error!(error = %e, "event did not serialize");
         b"{}".to_vec()
