@@ -10,7 +10,10 @@ use std::time::Duration;
 
 use common::*;
 use futures::StreamExt;
-use mcp_progress_bridge::store::{CancelAck, EventBody, JobId, NewJob, Store};
+use mcp_progress_bridge::{
+    model::{EventBody, JobId, NewJob},
+    store::{CancelAck, Store},
+};
 
 fn new_job(owner: &str) -> NewJob {
     NewJob {

@@ -15,9 +15,9 @@ use std::sync::Arc;
 
 use common::*;
 use futures::StreamExt;
-use mcp_progress_bridge::store::{
-    CancelAck, Channel, ChannelSnapshot, EventBody, EventKind, JobId, JobStatus, LiveItem,
-    MemoryStore, NewJob, ProgressUpdate, Store, StoreError,
+use mcp_progress_bridge::{
+    model::{Channel, EventBody, EventKind, JobId, JobStatus, NewJob, ProgressUpdate},
+    store::{CancelAck, ChannelSnapshot, LiveItem, MemoryStore, Store, StoreError},
 };
 
 /// Retention of finished jobs in these stores (seconds): longer than any test.
