@@ -2,6 +2,7 @@
 //! flags. Every default lives in this module; every validation error names the file and the
 //! key, so a bad deployment fails at start with one line that says what to fix.
 
+mod advice;
 mod auth;
 mod limits;
 mod validate;
@@ -15,6 +16,7 @@ use std::{
 
 use serde::Deserialize;
 
+pub use advice::public_url_mismatch;
 pub use auth::{AuthConfig, Secret, without_secret_env};
 pub use limits::LimitsConfig;
 pub use validate::ConfigError;
