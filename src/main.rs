@@ -3,7 +3,7 @@
 use std::{net::SocketAddr, path::PathBuf, process::ExitCode, time::Duration};
 
 use anyhow::Context;
-use clap::{CommandFactory, Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand, builder::BoolishValueParser};
 use mcp_progress_bridge::{
     app,
     auth::JobTokens,
@@ -31,7 +31,7 @@ struct Cli {
     #[command(flatten)]
     serve: ServeArgs,
     /// Log as JSON lines (for log collectors) instead of text.
-    #[arg(long, global = true, env = "BRIDGE_LOG_JSON")]
+    #[arg(long, global = true, env = "BRIDGE_LOG_JSON", value_parser = BoolishValueParser::new())]
     log_json: bool,
     #[command(subcommand)]
     command: Option<Command>,

@@ -376,6 +376,26 @@ async fn address_in_use_is_reported_once() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bridge_log_json_takes_1_as_well_as_true() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    for value in ["1", "true"] {
+        let mut command = bridge_command();
+        command
+            .args(["--listen", &addr])
+            .env("BRIDGE_LOG_JSON", value);
+        let output = run_to_end(command, LIMIT).await;
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(1), "{value}: {stderr}");
+        let first = stderr.lines().next().unwrap_or_default();
+        let line: serde_json::Value = serde_json::from_str(first)
+            .unwrap_or_else(|e| panic!("{value}: not a JSON log line ({e}): {stderr}"));
+        assert_eq!(line["fields"]["message"], "starting", "{value}: {stderr}");
+    }
+    drop(taken);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_options_show_and_work_only_where_the_bridge_runs() {
     let help = |args: &'static [&'static str]| async move {
         let mut command = bin();
