@@ -152,7 +152,7 @@ impl Default for JobsConfig {
 pub enum StoreBackend {
     /// In this process: one replica, nothing to install.
     Memory,
-    /// In Redis: several replicas share every job (see README, "Running several replicas").
+    /// In Redis: several replicas share every job (see docs/replicas.md).
     Redis,
 }
 
