@@ -1,4 +1,5 @@
-//! The `mcp-progress-bridge` command: run the bridge (default), or the demo tool server.
+//! The `mcp-progress-bridge` command: run the bridge (default), the demo tool server, or the
+//! terminal client commands (`watch`, `call`, `token`).
 
 use std::{net::SocketAddr, path::PathBuf, process::ExitCode, time::Duration};
 
