@@ -12,7 +12,7 @@ use mcp_progress_bridge::{
     config::{Config, Overrides, public_url_mismatch},
     demo,
     http::access_log,
-    store::{CorrelationId, JobId},
+    model::{CorrelationId, JobId},
 };
 use tracing_subscriber::{
     EnvFilter, Layer, filter::FilterExt, layer::SubscriberExt, util::SubscriberInitExt,

@@ -5,6 +5,7 @@
 mod advice;
 mod auth;
 mod limits;
+mod redact;
 mod validate;
 
 use std::{
@@ -19,6 +20,7 @@ use serde::Deserialize;
 pub use advice::public_url_mismatch;
 pub use auth::{AuthConfig, Secret, without_secret_env};
 pub use limits::LimitsConfig;
+pub use redact::redact_url;
 pub use validate::ConfigError;
 
 /// The file loaded when no `--config` is given (relative to the working directory).
