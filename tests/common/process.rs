@@ -8,12 +8,14 @@ use std::{
     net::SocketAddr,
     path::{Path, PathBuf},
     process::{ExitStatus, Stdio},
+    sync::{Arc, Mutex},
     time::Duration,
 };
 
 use tokio::{
     io::{AsyncBufReadExt, BufReader},
     process::{Child, Command},
+    task::JoinHandle,
 };
 
 /// How long a bridge may take to start listening, and then to report ready.
@@ -46,15 +48,17 @@ pub struct BridgeProcess {
     pub pid: u32,
     log: PathBuf,
     http: reqwest::Client,
-    /// A directory made for this process alone, removed when it is dropped.
-    scratch: Option<PathBuf>,
+    /// What the bridge prints on stdout (its banner), read by `stdout_reader` until the end.
+    stdout: Arc<Mutex<String>>,
+    stdout_reader: Option<JoinHandle<()>>,
+    _workdir: Workdir,
 }
 
 impl BridgeProcess {
     /// Write `config` (a whole config file) to `<dir>/<name>.toml` and start `bin` on it with
-    /// `env` added, its stderr in `<dir>/<name>.log`; return once it listens and `/readyz`
-    /// says the store and every upstream are ready. `dir: None`: a fresh temporary directory,
-    /// removed with the process.
+    /// `env` added (the variables that override the file removed first); see
+    /// [`BridgeProcess::spawn`] for the rest. `dir: None`: a fresh temporary directory, removed
+    /// with the process.
     pub async fn start(
         bin: &Path,
         dir: Option<&Path>,
@@ -62,44 +66,62 @@ impl BridgeProcess {
         config: &str,
         env: &[(&str, &str)],
     ) -> Result<Self, StartError> {
-        let scratch = match dir {
-            Some(_) => None,
-            None => Some(scratch_dir(name)?),
-        };
-        let dir = dir.or(scratch.as_deref()).expect("a directory");
-        let path = dir.join(format!("{name}.toml"));
-        let log = dir.join(format!("{name}.log"));
+        let workdir = Workdir::new(dir, name)?;
+        let path = workdir.path.join(format!("{name}.toml"));
         std::fs::write(&path, config)
             .map_err(|e| StartError::Failed(format!("{}: {e}", path.display())))?;
-        let stderr = std::fs::File::create(&log)
-            .map_err(|e| StartError::Failed(format!("{}: {e}", log.display())))?;
         let mut command = Command::new(bin);
-        command
-            .arg("--config")
-            .arg(&path)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::from(stderr))
-            .kill_on_drop(true);
+        command.arg("--config").arg(&path);
         for name in OVERRIDES {
             command.env_remove(name);
         }
         command.envs(env.iter().copied());
-        let mut child = command
-            .spawn()
-            .map_err(|e| StartError::Failed(format!("cannot start {}: {e}", bin.display())))?;
+        Self::launch(command, workdir, name).await
+    }
+
+    /// Start `command` (the bridge binary with the arguments and environment its caller chose)
+    /// with its stderr in `<dir>/<name>.log` and its stdout kept; return once it has printed
+    /// its address and `/readyz` says the store and every upstream are ready.
+    pub async fn spawn(
+        command: Command,
+        dir: Option<&Path>,
+        name: &str,
+    ) -> Result<Self, StartError> {
+        Self::launch(command, Workdir::new(dir, name)?, name).await
+    }
+
+    async fn launch(
+        mut command: Command,
+        workdir: Workdir,
+        name: &str,
+    ) -> Result<Self, StartError> {
+        let log = workdir.path.join(format!("{name}.log"));
+        let stderr = std::fs::File::create(&log)
+            .map_err(|e| StartError::Failed(format!("{}: {e}", log.display())))?;
+        command
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::from(stderr))
+            .kill_on_drop(true);
+        let mut child = command.spawn().map_err(|e| {
+            let bin = command
+                .as_std()
+                .get_program()
+                .to_string_lossy()
+                .into_owned();
+            StartError::Failed(format!("cannot start {bin}: {e}"))
+        })?;
         let pid = child.id().unwrap_or(0);
-        let addr = match listening_address(&mut child).await {
-            Some(addr) => addr,
-            None => {
-                let status = tokio::time::timeout(Duration::from_secs(5), child.wait()).await;
-                let tail = log_tail(&log);
-                return Err(match status {
-                    Ok(Ok(s)) if s.code() == Some(2) => StartError::Config(tail),
-                    Ok(Ok(s)) => StartError::Failed(format!("the bridge exited ({s}): {tail}")),
-                    _ => StartError::Failed(format!("the bridge did not start listening: {tail}")),
-                });
-            }
+        let stdout = Arc::new(Mutex::new(String::new()));
+        let Some((addr, stdout_reader)) = listening_address(&mut child, stdout.clone()).await
+        else {
+            let status = tokio::time::timeout(Duration::from_secs(5), child.wait()).await;
+            let tail = log_tail(&log);
+            return Err(match status {
+                Ok(Ok(s)) if s.code() == Some(2) => StartError::Config(tail),
+                Ok(Ok(s)) => StartError::Failed(format!("the bridge exited ({s}): {tail}")),
+                _ => StartError::Failed(format!("the bridge did not start listening: {tail}")),
+            });
         };
         let bridge = Self {
             child,
@@ -107,7 +129,9 @@ impl BridgeProcess {
             pid,
             log,
             http: reqwest::Client::new(),
-            scratch,
+            stdout,
+            stdout_reader: Some(stdout_reader),
+            _workdir: workdir,
         };
         bridge.wait_ready().await?;
         Ok(bridge)
@@ -132,6 +156,17 @@ impl BridgeProcess {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
+    /// What the bridge has printed on stdout; once it has exited, all of it.
+    pub async fn stdout(&mut self) -> String {
+        if matches!(self.child.try_wait(), Ok(Some(_)))
+            && let Some(reader) = self.stdout_reader.take()
+        {
+            // The pipe is at its end (or soon): the reader has the last lines then.
+            let _ = tokio::time::timeout(STOP_TIMEOUT, reader).await;
+        }
+        self.stdout.lock().expect("stdout buffer").clone()
+    }
+
     /// Wait until `/readyz` answers 200 (store and upstreams ready), within [`START_TIMEOUT`].
     pub async fn wait_ready(&self) -> Result<(), StartError> {
         let url = format!("{}/readyz", self.base());
@@ -153,7 +188,17 @@ impl BridgeProcess {
 
     /// SIGTERM: the bridge shuts down as it would under a process manager.
     pub fn terminate(&self) {
-        terminate(self.pid);
+        self.signal(libc::SIGTERM);
+    }
+
+    /// Send the bridge a signal (SIGINT: Ctrl-C in a terminal).
+    pub fn signal(&self, signal: libc::c_int) {
+        if self.pid > 0 {
+            // SAFETY: kill(2) on the child this struct started and still owns.
+            unsafe {
+                libc::kill(self.pid as libc::pid_t, signal);
+            }
+        }
     }
 
     /// SIGKILL, now: no shutdown, no goodbye to Redis or to a subscriber.
@@ -182,20 +227,59 @@ impl BridgeProcess {
 
 impl Drop for BridgeProcess {
     fn drop(&mut self) {
-        // (The child itself is killed by `kill_on_drop` when its field drops, after this.)
-        if let Some(dir) = &self.scratch {
-            let _ = std::fs::remove_dir_all(dir);
+        // (The child itself is killed by `kill_on_drop` when its field drops.)
+        if let Some(reader) = self.stdout_reader.take() {
+            reader.abort();
         }
     }
 }
 
-/// Read the child's stdout until "… listening on http://ADDR …", then keep draining it in the
-/// background (so the bridge never blocks on a full pipe; that task ends with the process).
-async fn listening_address(child: &mut Child) -> Option<SocketAddr> {
+/// Where a process's config and log are: the caller's directory, or one made for it alone,
+/// removed when dropped.
+struct Workdir {
+    path: PathBuf,
+    owned: bool,
+}
+
+impl Workdir {
+    fn new(dir: Option<&Path>, name: &str) -> Result<Self, StartError> {
+        if let Some(dir) = dir {
+            return Ok(Self {
+                path: dir.to_path_buf(),
+                owned: false,
+            });
+        }
+        let path = std::env::temp_dir().join(format!("bridge-{name}-{:016x}", fastrand::u64(..)));
+        std::fs::create_dir_all(&path)
+            .map_err(|e| StartError::Failed(format!("{}: {e}", path.display())))?;
+        Ok(Self { path, owned: true })
+    }
+}
+
+impl Drop for Workdir {
+    fn drop(&mut self) {
+        if self.owned {
+            let _ = std::fs::remove_dir_all(&self.path);
+        }
+    }
+}
+
+/// Read the child's stdout into `printed` until "… listening on http://ADDR …", then go on
+/// reading it in a task (so the bridge never blocks on a full pipe) that ends with the pipe.
+async fn listening_address(
+    child: &mut Child,
+    printed: Arc<Mutex<String>>,
+) -> Option<(SocketAddr, JoinHandle<()>)> {
     let stdout = child.stdout.take()?;
     let mut lines = BufReader::new(stdout).lines();
+    let keep = move |line: &str| {
+        let mut printed = printed.lock().expect("stdout buffer");
+        printed.push_str(line);
+        printed.push('\n');
+    };
     let addr = tokio::time::timeout(START_TIMEOUT, async {
         while let Ok(Some(line)) = lines.next_line().await {
+            keep(&line);
             if let Some(addr) = address_in(&line) {
                 return Some(addr);
             }
@@ -204,8 +288,12 @@ async fn listening_address(child: &mut Child) -> Option<SocketAddr> {
     })
     .await
     .ok()??;
-    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-    Some(addr)
+    let reader = tokio::spawn(async move {
+        while let Ok(Some(line)) = lines.next_line().await {
+            keep(&line);
+        }
+    });
+    Some((addr, reader))
 }
 
 /// The socket address after the first `http://` of a line, up to a `/`, a space or the end.
@@ -213,24 +301,6 @@ fn address_in(line: &str) -> Option<SocketAddr> {
     let rest = line.split("http://").nth(1)?;
     let end = rest.find(['/', ' ', ')']).unwrap_or(rest.len());
     rest[..end].parse().ok()
-}
-
-/// A new directory under the system's temporary directory.
-fn scratch_dir(name: &str) -> Result<PathBuf, StartError> {
-    let dir = std::env::temp_dir().join(format!("bridge-{name}-{:016x}", fastrand::u64(..)));
-    std::fs::create_dir_all(&dir)
-        .map_err(|e| StartError::Failed(format!("{}: {e}", dir.display())))?;
-    Ok(dir)
-}
-
-/// SIGTERM to `pid` (nothing for 0, which would signal the whole process group).
-pub fn terminate(pid: u32) {
-    if pid > 0 {
-        // SAFETY: kill(2) on a child the caller started and still owns.
-        unsafe {
-            libc::kill(pid as libc::pid_t, libc::SIGTERM);
-        }
-    }
 }
 
 /// The last lines of a log file, for an error message.
