@@ -1,9 +1,8 @@
 //! SIGTERM with a job running: the job is cancelled upstream after the grace period, its
 //! subscriber gets the terminal event, the process exits 0, and no child process is left.
 
+#[allow(dead_code)]
 mod common;
-
-use std::{process::Stdio, time::Duration};
 
 use common::*;
 use serde_json::json;
@@ -35,68 +34,33 @@ fn alive(pid: u32) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_ends_running_jobs_with_a_terminal_event_and_leaves_no_child() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("bridge.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[server]\nlisten = \"127.0.0.1:{port}\"\npublic_url = \"http://127.0.0.1:{port}\"\n\
-             [jobs]\nmode = \"async\"\nshutdown_grace_secs = 1\n\
-             [[upstreams]]\nname = \"demo\"\ntransport = \"stdio\"\ncommand = \"{BIN}\"\nargs = [\"demo-tools\"]\n"
+    let mut bridge = spawn_bridge(
+        &format!(
+            "[jobs]\nmode = \"async\"\nshutdown_grace_secs = 1\n{}",
+            demo_upstream_toml("{}")
         ),
+        &[],
     )
-    .unwrap();
-    let mut bridge = tokio::process::Command::new(BIN)
-        .arg("--config")
-        .arg(&config)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let pid = bridge.id().unwrap();
-    let base = format!("http://127.0.0.1:{port}");
-    within("the bridge is ready", async {
-        while try_get_json(&format!("{base}/readyz")).await.map(|r| r.0) != Some(200) {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    })
     .await;
-    let kids = children(pid);
+    let kids = children(bridge.pid);
     assert_eq!(kids.len(), 1, "one demo child: {kids:?}");
 
-    let client = connect_url(&format!("{base}/mcp")).await;
-    let handle = structured(&call(&client, "demo__hang", json!({})).await);
-    let events_url = handle["events_url"].as_str().unwrap().to_string();
+    let client = connect_url(&bridge.mcp_url()).await;
+    let handle = running_job(&client, "demo__hang", json!({})).await;
+    let events_url = handle.events_url.clone();
     let reader = tokio::spawn(async move { read_job_events(&events_url).await });
     // The reader is subscribed once it has the status event; give it that chance by waiting
     // for the subscriber gauge.
-    within("the reader subscribes", async {
-        loop {
-            let metrics = reqwest::get(format!("{base}/metrics"))
-                .await
-                .unwrap()
-                .text()
-                .await
-                .unwrap();
-            if metrics
-                .lines()
-                .any(|l| l.starts_with("bridge_sse_subscribers 1"))
-            {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+    let base = bridge.base();
+    eventually("the reader subscribes", || async {
+        metrics_text(&base)
+            .await
+            .lines()
+            .any(|l| l.starts_with("bridge_sse_subscribers 1"))
     })
     .await;
 
-    // SAFETY: signalling our own child process.
-    unsafe { libc::kill(pid as i32, libc::SIGTERM) };
+    bridge.terminate();
     let events = within("the reader's stream", reader).await.unwrap();
     let last = events.last().unwrap();
     assert_eq!(last.event, "cancelled", "{events:?}");
