@@ -1,5 +1,6 @@
-//! The bridge behind a real reverse proxy: Debian's nginx, run with the very file the project
-//! ships (`deploy/nginx/mcp-progress-bridge.conf`), in front of a bridge with the demo tools.
+//! The bridge behind real reverse proxies: Debian's nginx and Caddy, run with the very files the
+//! project ships (`deploy/nginx/mcp-progress-bridge.conf`, `deploy/caddy/Caddyfile`), in front of
+//! a bridge with the demo tools.
 //!
 //! - Progress events reach an SSE reader one by one, spaced as the tool sends them, not in a
 //!   burst at the end; the same measurement through a deliberately buffering variant of the
@@ -8,8 +9,8 @@
 //! - The bridge's `Host` and `Origin` checks on `/mcp` work with what nginx forwards, and the
 //!   bridge trusts no `X-Forwarded-*` header.
 //!
-//! Without nginx (`apt-get install nginx`) the tests are skipped, or fail under
-//! `BRIDGE_TEST_STRICT=1`.
+//! Without nginx, Caddy or curl (`apt-get install nginx caddy curl`) the tests are skipped, or
+//! fail under `BRIDGE_TEST_STRICT=1`.
 
 mod common;
 
@@ -460,5 +461,88 @@ async fn host_and_origin_checks_work_through_nginx_and_no_forwarded_header_is_tr
     let _nginx = Nginx::start(port, &authority(&bridge), &no_host).await;
     let (status, body) = initialize(&through_nginx, &[("Host", "localhost")]).await;
     assert_eq!(status, 403, "nginx's default Host is refused: {body}");
+    bridge.shutdown(Duration::from_secs(1)).await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Caddy, with the shipped deploy/caddy/Caddyfile.
+
+const CADDY: &str = "/usr/bin/caddy";
+
+/// Caddy as a child process with the shipped Caddyfile, configured through its environment
+/// placeholders: site `http://localhost:PORT`, the bridge as the one upstream, no admin API.
+struct Caddy {
+    child: std::process::Child,
+    dir: tempfile::TempDir,
+}
+
+impl Caddy {
+    async fn start(port: u16, upstream: &str) -> Self {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let log = std::fs::File::create(dir.path().join("caddy.log")).expect("a log file");
+        let child = std::process::Command::new(CADDY)
+            .arg("run")
+            .arg("--config")
+            .arg(repo_root().join("deploy/caddy/Caddyfile"))
+            .args(["--adapter", "caddyfile"])
+            .env("BRIDGE_SITE", format!("http://localhost:{port}"))
+            .env("BRIDGE_UPSTREAMS", upstream)
+            .env("CADDY_ADMIN", "off")
+            .env("HOME", dir.path())
+            .env("XDG_DATA_HOME", dir.path())
+            .env("XDG_CONFIG_HOME", dir.path())
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("caddy starts");
+        let mut caddy = Self { child, dir };
+        let addr = format!("127.0.0.1:{port}");
+        let up = async {
+            while tokio::net::TcpStream::connect(&addr).await.is_err() {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        };
+        let exited = caddy.child.try_wait().ok().flatten().is_some();
+        if exited || tokio::time::timeout(WAIT, up).await.is_err() {
+            panic!(
+                "caddy did not start; its log:\n{}",
+                std::fs::read_to_string(caddy.dir.path().join("caddy.log")).unwrap_or_default()
+            );
+        }
+        caddy
+    }
+}
+
+impl Drop for Caddy {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn progress_arrives_one_by_one_through_caddy_with_the_shipped_caddyfile() {
+    if !Path::new(CADDY).exists() {
+        skip_or_fail(
+            "progress_through_caddy",
+            "caddy is not installed (apt-get install caddy)",
+        );
+        return;
+    }
+    if !Nginx::present("progress_through_caddy") {
+        return; // curl, the measuring reader, is missing
+    }
+    let port = free_port();
+    let bridge = bridge_for_proxy_port(port).await;
+    let _caddy = Caddy::start(port, &authority(&bridge)).await;
+    // The MCP calls go through Caddy to a bridge that accepts only `Host: localhost`: Caddy
+    // passes the client's Host on.
+    let arrivals = measure_arrivals(&format!("http://localhost:{port}/mcp")).await;
+    println!(
+        "Caddyfile: span {} ms, gaps {:?} ms",
+        arrivals.span_ms, arrivals.gaps_ms
+    );
+    live(&arrivals).unwrap_or_else(|e| panic!("through the shipped Caddyfile: {e}"));
     bridge.shutdown(Duration::from_secs(1)).await;
 }
