@@ -4,9 +4,9 @@
 
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use futures::StreamExt;
-use mcp_progress_bridge::store::{
-    Channel, EventBody, EventKind, JobId, MemoryStore, NewJob, ProgressUpdate, Store, StoredEvent,
-    render_job_event,
+use mcp_progress_bridge::{
+    model::{Channel, EventBody, EventKind, JobId, NewJob, ProgressUpdate, wire::render_job_event},
+    store::{MemoryStore, Store, StoredEvent},
 };
 
 fn progress(p: f64) -> EventBody {

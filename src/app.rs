@@ -141,7 +141,7 @@ pub async fn start_with_listener(
         ),
         StoreBackend::Redis => {
             let redis = RedisStore::start(
-                RedisOptions::from_config(&config),
+                redis_options(&config),
                 replica.clone(),
                 store_shutdown.clone(),
             )?;
@@ -281,6 +281,21 @@ pub async fn start_with_listener(
         store_shutdown,
         server,
     })
+}
+
+/// What the Redis store needs from the config. Built here, in the wiring, so that the store
+/// does not read the config (and the config, which validates Redis URLs, does not need the
+/// store).
+fn redis_options(config: &Config) -> RedisOptions {
+    RedisOptions {
+        url: config.store.redis_url.clone(),
+        key_prefix: config.store.key_prefix.clone(),
+        history: config.jobs.history,
+        retention: Duration::from_secs(config.jobs.retention_secs),
+        lease: Duration::from_secs(config.store.lease_secs),
+        outage_buffer: config.store.outage_buffer,
+        command_timeout: Duration::from_millis(config.store.command_timeout_ms),
+    }
 }
 
 fn set_nodelay(tcp: &mut tokio::net::TcpStream) {

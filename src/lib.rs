@@ -6,6 +6,11 @@
 //! [`store`] (snapshots, history, fan-out) → [`http`] (REST and SSE). [`upstream`] holds the
 //! connections to the real tool servers; [`app`] wires it all together. [`cli`] holds the
 //! client-side commands (`watch`, `call`) that follow jobs from a terminal.
+//!
+//! [`model`] is the vocabulary they all share (job IDs, statuses, events, snapshots, failure
+//! reasons, `_meta` keys, the wire form of events): a leaf that imports nothing of the bridge.
+//! [`config`] is the one typed configuration, imported by the others. No modules import each
+//! other, directly or around a loop: `tests/architecture.rs` checks both.
 
 pub mod app;
 pub mod auth;
@@ -16,5 +21,6 @@ pub mod front;
 pub mod http;
 pub mod jobs;
 pub mod metrics;
+pub mod model;
 pub mod store;
 pub mod upstream;

@@ -11,7 +11,7 @@ use mcp_progress_bridge::{
     config::{Config, Overrides},
     demo,
     http::access_log,
-    store::{CorrelationId, JobId},
+    model::{CorrelationId, JobId},
 };
 use tracing_subscriber::EnvFilter;
 

@@ -15,7 +15,8 @@ use mcp_progress_bridge::{
     front::{Links, handle::JobHandleBody},
     http::{self, ApiState, Readiness, auth::Guard, mcp_input},
     metrics::Metrics,
-    store::{EventBody, JobId, MemoryStore, NewJob, Store},
+    model::{EventBody, JobId, NewJob},
+    store::{MemoryStore, Store},
 };
 use proptest::prelude::*;
 use serde_json::Value;

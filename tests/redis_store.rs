@@ -9,9 +9,9 @@ use std::time::Duration;
 
 use common::*;
 use futures::StreamExt;
-use mcp_progress_bridge::store::{
-    CancelAck, Channel, ChannelSnapshot, EventBody, EventKind, JobId, JobStatus, LiveItem, NewJob,
-    ProgressUpdate, RedisOptions, RedisStore, Store, StoreError,
+use mcp_progress_bridge::{
+    model::{Channel, EventBody, EventKind, JobId, JobStatus, NewJob, ProgressUpdate},
+    store::{CancelAck, ChannelSnapshot, LiveItem, RedisOptions, RedisStore, Store, StoreError},
 };
 use tokio_util::sync::CancellationToken;
 

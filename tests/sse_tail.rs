@@ -23,10 +23,8 @@ use mcp_progress_bridge::{
     config::{Config, Secret},
     http::{self, ApiState, Readiness, auth::Guard},
     metrics::Metrics,
-    store::{
-        CancelAck, CancelRequest, Channel, EventBody, Heartbeat, JobId, JobSnapshot, LiveItem,
-        MemoryStore, NewJob, Opened, ProgressUpdate, Replay, Seq, Store, StoreError,
-    },
+    model::{Channel, EventBody, Heartbeat, JobId, JobSnapshot, NewJob, ProgressUpdate, Seq},
+    store::{CancelAck, CancelRequest, LiveItem, MemoryStore, Opened, Replay, Store, StoreError},
 };
 use serde_json::Value;
 use tokio::sync::Notify;

@@ -21,7 +21,7 @@ use sha2::Sha256;
 
 use crate::{
     config::AuthConfig,
-    store::{CorrelationId, JobId},
+    model::{CorrelationId, JobId},
 };
 
 type HmacSha256 = Hmac<Sha256>;

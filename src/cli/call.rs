@@ -13,7 +13,10 @@ use rmcp::{
 use serde_json::Value;
 
 use super::{CliError, EXIT_CANNOT_FOLLOW, Outcome, result_text, watch};
-use crate::{config::CallMode, front::MODE_META_KEY};
+use crate::{
+    config::CallMode,
+    model::{FailureReason, meta::MODE_META_KEY},
+};
 
 #[derive(Debug, clap::Args)]
 pub struct CallArgs {
@@ -94,7 +97,7 @@ pub async fn call(args: &CallArgs) -> Result<Outcome, CliError> {
         }
         // Answered directly (sync, or auto within its budget): the result is the outcome.
         None if result.is_error == Some(true) => Ok(Outcome::Failed(serde_json::json!({
-            "reason": "tool_error",
+            "reason": FailureReason::ToolError,
             "message": result_text(&value),
         }))),
         None => Ok(Outcome::Completed(serde_json::json!({ "result": value }))),

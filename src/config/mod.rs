@@ -4,6 +4,7 @@
 
 mod auth;
 mod limits;
+mod redact;
 mod validate;
 
 use std::{
@@ -17,6 +18,7 @@ use serde::Deserialize;
 
 pub use auth::{AuthConfig, Secret, without_secret_env};
 pub use limits::LimitsConfig;
+pub use redact::redact_url;
 pub use validate::ConfigError;
 
 /// The file loaded when no `--config` is given (relative to the working directory).

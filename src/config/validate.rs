@@ -335,7 +335,7 @@ fn validate_store(store: &StoreConfig) -> Result<(), (&'static str, String)> {
 }
 
 fn validate_redis_url(raw: &str) -> Result<(), String> {
-    let shown = crate::store::redis::redact_url(raw);
+    let shown = super::redact_url(raw);
     let url = url::Url::parse(raw).map_err(|e| format!("invalid URL {shown:?}: {e}"))?;
     if !matches!(url.scheme(), "redis" | "rediss" | "unix" | "redis+unix") {
         return Err(format!(

@@ -16,13 +16,13 @@ use tokio::{sync::mpsc, time::Instant};
 
 use super::{
     Front, catalog,
-    handle::{JobHandleBody, MODE_META_KEY, attach_job_meta, error_result},
+    handle::{JobHandleBody, attach_job_meta, error_result},
     quota::caller,
 };
 use crate::{
     config::CallMode,
     jobs::{Finished, Intake, JobHandle, JobSpec, JobsError, Work, WorkOutcome},
-    store::{CorrelationId, JobFailure, JobId, ProgressUpdate},
+    model::{CorrelationId, FailureReason, JobFailure, JobId, ProgressUpdate, meta::MODE_META_KEY},
     upstream::{CallOutcome, CallSink, UpstreamState},
 };
 
@@ -91,10 +91,9 @@ fn work_outcome(outcome: CallOutcome) -> WorkOutcome {
     match outcome {
         CallOutcome::Result(result) => WorkOutcome::Result(result),
         CallOutcome::RpcError(error) => WorkOutcome::RpcError(error),
-        CallOutcome::Failed { reason, message } => WorkOutcome::Failed(JobFailure {
-            reason: reason.into(),
-            message,
-        }),
+        CallOutcome::Failed { reason, message } => {
+            WorkOutcome::Failed(JobFailure { reason, message })
+        }
     }
 }
 
@@ -166,7 +165,7 @@ impl Front {
                 let message = error.to_string();
                 pending
                     .fail(JobFailure {
-                        reason: "upstream_unavailable".into(),
+                        reason: FailureReason::UpstreamUnavailable,
                         message: message.clone(),
                     })
                     .await;

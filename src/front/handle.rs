@@ -4,13 +4,10 @@ use rmcp::model::{CallToolResult, ContentBlock};
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use crate::{auth::JobTokens, store::JobId};
-
-/// The `_meta` key under which results name their job.
-pub const JOB_META_KEY: &str = "mcp-progress-bridge/job";
-/// The request `_meta` key with which a caller picks the call mode for one `tools/call`
-/// (`"async"`, `"sync"` or `"auto"`), over the configured one.
-pub const MODE_META_KEY: &str = "mcp-progress-bridge/mode";
+use crate::{
+    auth::JobTokens,
+    model::{JobId, JobStatus, meta::JOB_META_KEY},
+};
 
 /// Builds the URLs a job handle points to, each with the capability token it needs
 /// (`?token=`, see `auth::JobTokens`): the read token on the status and events URLs, the
@@ -59,7 +56,7 @@ impl Links {
 #[derive(Debug, Clone, Serialize)]
 pub struct JobHandleBody {
     pub job_id: JobId,
-    pub status: &'static str,
+    pub status: JobStatus,
     pub events_url: String,
     pub status_url: String,
     /// `POST` here cancels the job: a separate capability, for whoever may stop it.
@@ -72,7 +69,7 @@ impl JobHandleBody {
     pub fn new(links: &Links, id: JobId, tool: &str) -> Self {
         Self {
             job_id: id,
-            status: "running",
+            status: JobStatus::Running,
             events_url: links.events_url(id),
             status_url: links.status_url(id),
             cancel_url: links.cancel_url(id),

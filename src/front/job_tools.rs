@@ -17,7 +17,10 @@ use super::{
     Front,
     handle::{attach_job_meta, error_result, json_result},
 };
-use crate::store::{CancelAck, JobId, JobSnapshot, JobStatus};
+use crate::{
+    model::{JobId, JobSnapshot, JobStatus},
+    store::CancelAck,
+};
 
 /// `wait_for_job` default and maximum: the answer must come well inside the 60-100 s after
 /// which agent platforms give up on a tool call.

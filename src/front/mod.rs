@@ -22,7 +22,7 @@ use rmcp::{
 use tokio::sync::watch;
 
 pub use catalog::{CANCEL_JOB, GET_JOB_STATUS, SEPARATOR, WAIT_FOR_JOB};
-pub use handle::{JOB_META_KEY, Links, MODE_META_KEY};
+pub use handle::Links;
 pub use quota::JobQuota;
 
 use crate::{config::JobsConfig, jobs::Jobs, upstream::Upstreams};

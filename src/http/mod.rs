@@ -30,7 +30,8 @@ pub use error::ApiError;
 
 use crate::{
     metrics::Metrics,
-    store::{CancelAck, Channel, CorrelationId, JobId, Seq, Store},
+    model::{Channel, CorrelationId, JobId, Seq},
+    store::{CancelAck, Store},
 };
 
 /// Reports on the parts of the bridge `/readyz` covers besides the store.

@@ -30,10 +30,8 @@ use tokio_util::sync::WaitForCancellationFutureOwned;
 use super::{ApiError, ApiState};
 use crate::{
     metrics::Metrics,
-    store::{
-        Channel, ChannelSnapshot, EventKind, LiveItem, LiveStream, Opened, Seq, Store, StoreError,
-        StoredEvent, sse_frame,
-    },
+    model::{Channel, EventKind, Seq, wire::sse_frame},
+    store::{ChannelSnapshot, LiveItem, LiveStream, Opened, Store, StoreError, StoredEvent},
 };
 
 /// Sent first: how long a browser's EventSource waits before it reconnects.

@@ -13,7 +13,7 @@ use tokio::sync::Notify;
 
 use crate::{
     metrics::Metrics,
-    store::{EventBody, ProgressUpdate},
+    model::{EventBody, ProgressUpdate},
 };
 
 /// Events waiting for the runner. Past this, consecutive progress is merged into the newest

@@ -12,7 +12,7 @@ use rmcp::model::{ServerJsonRpcMessage, ServerNotification};
 use serde_json::{Value, json};
 
 use super::intake::{Intake, MAX_MESSAGE_BYTES};
-use crate::{metrics::Metrics, store::EventBody};
+use crate::{metrics::Metrics, model::EventBody};
 
 /// Numbers of every awkward kind, and things that are not numbers.
 fn number() -> impl Strategy<Value = Value> {

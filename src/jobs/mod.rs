@@ -27,10 +27,11 @@ pub use intake::{Intake, MAX_LOG_BYTES, MAX_MESSAGE_BYTES};
 use crate::{
     config::{CallLimits, JobsConfig},
     metrics::Metrics,
-    store::{
-        CancelAck, Channel, CorrelationId, EventBody, JobFailure, JobId, JobSnapshot, LiveItem,
-        NewJob, ProgressUpdate, Store, StoreError,
+    model::{
+        Channel, CorrelationId, EventBody, FailureReason, JobFailure, JobId, JobSnapshot, NewJob,
+        ProgressUpdate,
     },
+    store::{CancelAck, LiveItem, Store, StoreError},
 };
 
 #[derive(Debug, thiserror::Error)]
@@ -345,7 +346,7 @@ impl JobHandle {
 
 fn unreachable_finished() -> Arc<Finished> {
     Arc::new(Finished::Failed(JobFailure {
-        reason: "internal".into(),
+        reason: FailureReason::Internal,
         message: "the job runner stopped without a result".into(),
     }))
 }
@@ -388,7 +389,7 @@ fn terminal_body(finished: &Finished) -> EventBody {
     match finished {
         Finished::Result(result) if result.is_error == Some(true) => EventBody::Failed {
             failure: JobFailure {
-                reason: "tool_error".into(),
+                reason: FailureReason::ToolError,
                 message: first_text(result),
             },
             result: serde_json::to_value(result).ok(),
@@ -399,7 +400,7 @@ fn terminal_body(finished: &Finished) -> EventBody {
         },
         Finished::RpcError(error) => EventBody::Failed {
             failure: JobFailure {
-                reason: "upstream_error".into(),
+                reason: FailureReason::UpstreamError,
                 message: format!(
                     "the upstream answered with error {}: {}",
                     error.code.0, error.message

@@ -15,7 +15,8 @@ use tokio::{
 use super::{Finished, Intake, PendingJob, Running, Work, WorkOutcome, terminal_body};
 use crate::{
     config::CallLimits,
-    store::{EventBody, Heartbeat, JobFailure, JobId, ProgressUpdate, StoreError},
+    model::{EventBody, FailureReason, Heartbeat, JobFailure, JobId, ProgressUpdate},
+    store::StoreError,
 };
 
 pub(super) struct Runner {
@@ -114,7 +115,7 @@ impl Runner {
                     let message = format!("the call took longer than its limit of {}s (timeout_secs)", limit.as_secs());
                     intake.close();
                     cancel(message.clone()).await;
-                    break Finished::Failed(JobFailure { reason: "timeout".into(), message });
+                    break Finished::Failed(JobFailure { reason: FailureReason::Timeout, message });
                 }
                 _ = sleep_until(idle_deadline), if idle_deadline.is_some() => {
                     let limit = self.limits.idle_timeout.unwrap_or_default();
@@ -124,7 +125,7 @@ impl Runner {
                     );
                     intake.close();
                     cancel(message.clone()).await;
-                    break Finished::Failed(JobFailure { reason: "timeout".into(), message });
+                    break Finished::Failed(JobFailure { reason: FailureReason::Timeout, message });
                 }
                 _ = sleep_until(heartbeat_at), if heartbeat_at.is_some() => self.beat().await,
             }

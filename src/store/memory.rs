@@ -25,9 +25,12 @@ use tokio::sync::broadcast;
 use tokio_stream::wrappers::{BroadcastStream, errors::BroadcastStreamRecvError};
 
 use super::{
-    CancelAck, CancelRequest, Channel, ChannelSnapshot, CorrelationId, EventBody, EventKind,
-    Heartbeat, JobId, JobSnapshot, LiveItem, NewJob, Opened, Replay, Seq, Store, StoreError,
-    StoredEvent, event::to_vec, now_ms, render_heartbeat, render_job_event,
+    CancelAck, CancelRequest, ChannelSnapshot, LiveItem, Opened, Replay, Store, StoreError,
+    StoredEvent, now_ms,
+};
+use crate::model::{
+    Channel, CorrelationId, EventBody, EventKind, Heartbeat, JobId, JobSnapshot, NewJob, Seq,
+    wire::{render_heartbeat, render_job_event, to_vec},
 };
 
 /// Live events buffered per channel for readers that are momentarily behind. Past this a
@@ -446,7 +449,7 @@ impl Store for MemoryStore {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::{JobStatus, ProgressUpdate};
+    use crate::model::{JobStatus, ProgressUpdate};
 
     fn new_job(correlation: Option<&str>) -> NewJob {
         NewJob {

@@ -5,29 +5,28 @@
 //! `Last-Event-ID` replay) and the live fan-out to subscribers. Appending an event does all
 //! three at once, so a reader that opens a channel gets a consistent cut: a snapshot at some
 //! sequence number, the history after it, and every live event after that.
+//!
+//! Only storage is here. The job vocabulary the store keeps (IDs, snapshots, event bodies,
+//! failure reasons) is [`crate::model`]'s, shared with every layer. The types below are the
+//! store's own because they describe how a store hands things out, and only a store makes
+//! them: [`StoredEvent`] (an event numbered and rendered once at append time), what opening a
+//! channel returns ([`Opened`], [`ChannelSnapshot`], [`LiveItem`], [`Replay`]), and the cancel
+//! routing between replicas ([`CancelRequest`], [`CancelAck`]).
 
-mod event;
-mod ids;
 pub mod memory;
 pub mod redis;
-mod snapshot;
+mod stored_event;
 
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use futures::stream::BoxStream;
 
-pub use event::{
-    EventBody, EventKind, Heartbeat, JobFailure, ProgressUpdate, StoredEvent, render_heartbeat,
-    render_job_event, sse_frame,
-};
-pub use ids::{Channel, CorrelationId, InvalidId, JobId};
 pub use memory::MemoryStore;
 pub use redis::{RedisOptions, RedisStore};
-pub use snapshot::{JobSnapshot, JobStatus, NewJob};
+pub use stored_event::StoredEvent;
 
-/// Position of an event in its channel; the first event is 1, 0 means "before any event".
-pub type Seq = u64;
+use crate::model::{Channel, EventBody, Heartbeat, JobId, JobSnapshot, NewJob, Seq};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {

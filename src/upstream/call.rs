@@ -18,6 +18,7 @@ use super::{
     Upstream, UpstreamError,
     tap::{CallRoutes, CallSink, RouteMarker},
 };
+use crate::model::FailureReason;
 
 /// How long to wait, after a connection dropped mid-call, for the supervisor to learn why
 /// (a child's exit status takes a moment to be reaped).
@@ -32,7 +33,7 @@ pub enum CallOutcome {
     RpcError(ErrorData),
     /// No answer: the connection dropped, or the answer was not a tool result.
     Failed {
-        reason: &'static str,
+        reason: FailureReason,
         message: String,
     },
 }
@@ -146,12 +147,12 @@ async fn outcome(
                     _ => "connection closed".to_string(),
                 };
             CallOutcome::Failed {
-                reason: "upstream_lost",
+                reason: FailureReason::UpstreamLost,
                 message: format!("upstream {upstream} went away during the call: {why}"),
             }
         }
         Ok(Err(error)) => CallOutcome::Failed {
-            reason: "upstream_error",
+            reason: FailureReason::UpstreamError,
             message: format!("upstream {upstream}: {error}"),
         },
     }
@@ -163,13 +164,13 @@ fn tool_result(result: ServerResult, upstream: &str) -> CallOutcome {
         // A server may answer a tool call with an empty object; that is an empty result.
         ServerResult::EmptyResult(_) => CallOutcome::Result(CallToolResult::default()),
         ServerResult::InputRequiredResult(_) => CallOutcome::Failed {
-            reason: "unsupported",
+            reason: FailureReason::Unsupported,
             message: format!(
                 "upstream {upstream} asked for user input during the call, which the bridge cannot provide"
             ),
         },
         ServerResult::CreateTaskResult(_) => CallOutcome::Failed {
-            reason: "unsupported",
+            reason: FailureReason::Unsupported,
             message: format!(
                 "upstream {upstream} answered with a task, which the bridge did not ask for"
             ),
@@ -178,7 +179,7 @@ fn tool_result(result: ServerResult, upstream: &str) -> CallOutcome {
             match serde_json::from_value::<CallToolResult>(custom.0) {
                 Ok(result) => CallOutcome::Result(result),
                 Err(e) => CallOutcome::Failed {
-                    reason: "upstream_error",
+                    reason: FailureReason::UpstreamError,
                     message: format!(
                         "upstream {upstream} answered with something that is not a tool result: {e}"
                     ),
@@ -186,7 +187,7 @@ fn tool_result(result: ServerResult, upstream: &str) -> CallOutcome {
             }
         }
         _ => CallOutcome::Failed {
-            reason: "upstream_error",
+            reason: FailureReason::UpstreamError,
             message: format!(
                 "upstream {upstream} answered with something that is not a tool result"
             ),

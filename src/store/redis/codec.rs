@@ -4,7 +4,10 @@
 use bytes::Bytes;
 use serde_json::{Map, Value};
 
-use crate::store::{EventKind, JobId, JobSnapshot, Seq, StoredEvent};
+use crate::{
+    model::{EventKind, JobId, JobSnapshot, Seq},
+    store::StoredEvent,
+};
 
 /// The snapshot as hash fields: each value is the field's JSON text. `seq` is kept as a plain
 /// integer (it is the `HINCRBY` counter), which is also its JSON text.
@@ -91,22 +94,6 @@ impl SplitData {
     }
 }
 
-const KINDS: [EventKind; 9] = [
-    EventKind::Status,
-    EventKind::Progress,
-    EventKind::Log,
-    EventKind::Heartbeat,
-    EventKind::Completed,
-    EventKind::Failed,
-    EventKind::Cancelled,
-    EventKind::Reset,
-    EventKind::JobStarted,
-];
-
-fn kind_named(name: &[u8]) -> Option<EventKind> {
-    KINDS.into_iter().find(|k| k.as_str().as_bytes() == name)
-}
-
 /// Read back a frame the scripts wrote: `id: N\nevent: KIND\ndata: JSON\n\n`. The frame is
 /// kept as is (the bytes every subscriber writes); `data` is a slice of it.
 pub(super) fn parse_frame(frame: Bytes) -> Option<StoredEvent> {
@@ -115,7 +102,7 @@ pub(super) fn parse_frame(frame: Bytes) -> Option<StoredEvent> {
     let seq: Seq = std::str::from_utf8(&rest[..nl]).ok()?.parse().ok()?;
     let rest = rest[nl + 1..].strip_prefix(b"event: ")?;
     let nl = rest.iter().position(|&b| b == b'\n')?;
-    let kind = kind_named(&rest[..nl])?;
+    let kind = EventKind::named(&rest[..nl])?;
     let rest = rest[nl + 1..].strip_prefix(b"data: ")?;
     let data_start = frame.len() - rest.len();
     let data_end = frame.len().checked_sub(2)?;
@@ -137,23 +124,12 @@ pub(super) fn entry_seq(id: &str) -> Option<Seq> {
     id.split_once('-').and_then(|(seq, _)| seq.parse().ok())
 }
 
-/// A Redis URL as it may be shown: without its password.
-pub fn redact_url(raw: &str) -> String {
-    match url::Url::parse(raw) {
-        Ok(mut url) if url.password().is_some() => {
-            let _ = url.set_password(Some("***"));
-            url.to_string()
-        }
-        Ok(url) => url.to_string(),
-        Err(_) => "<unparsable URL>".into(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::{
-        EventBody, NewJob, ProgressUpdate, StoredEvent, render_heartbeat, render_job_event,
+    use crate::model::{
+        EventBody, Heartbeat, NewJob, ProgressUpdate,
+        wire::{render_heartbeat, render_job_event},
     };
 
     #[test]
@@ -167,7 +143,7 @@ mod tests {
         let split = SplitData::new(job, render_job_event(job, 0, 77, &body));
         let joined = [&split.before[..], b"1234", &split.after[..]].concat();
         assert_eq!(joined, render_job_event(job, 1234, 77, &body));
-        let beat = crate::store::Heartbeat {
+        let beat = Heartbeat {
             elapsed_ms: 5,
             since_progress_ms: 1,
         };
@@ -220,14 +196,5 @@ mod tests {
             .collect();
         fields.push(("_cancel".into(), b"whatever".to_vec()));
         assert_eq!(snapshot_from_fields(&fields), Some(s));
-    }
-
-    #[test]
-    fn urls_are_shown_without_passwords() {
-        assert_eq!(
-            redact_url("redis://user:secret@host:6379/0"),
-            "redis://user:***@host:6379/0"
-        );
-        assert!(!redact_url("redis://:secret@host").contains("secret"));
     }
 }

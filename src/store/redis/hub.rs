@@ -35,7 +35,10 @@ use super::{
     codec::parse_frame,
     link::{Link, LinkError},
 };
-use crate::store::{CancelRequest, JobId, LiveItem, LiveStream};
+use crate::{
+    model::JobId,
+    store::{CancelRequest, LiveItem, LiveStream},
+};
 
 /// Live events buffered per channel for readers momentarily behind (as in the memory store).
 const LIVE_CAPACITY: usize = 256;

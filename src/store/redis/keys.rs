@@ -4,7 +4,7 @@
 //! see each other's jobs. Pub/sub channels are not scoped by database number in Redis, which
 //! is one more reason the prefix is on them too.
 
-use crate::store::{CorrelationId, JobId};
+use crate::model::{CorrelationId, JobId};
 
 #[derive(Debug, Clone)]
 pub(super) struct Keys {

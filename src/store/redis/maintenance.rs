@@ -14,7 +14,7 @@ use ::redis::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::{ControlMessage, Inner, LinkError, Written};
-use crate::store::{EventBody, JobFailure, JobId};
+use crate::model::{EventBody, FailureReason, JobFailure, JobId};
 
 pub(super) async fn run(inner: Arc<Inner>, stop: CancellationToken) {
     let period = (inner.lease / 3).max(Duration::from_millis(100));
@@ -228,7 +228,7 @@ impl Inner {
                 Ok(job) => {
                     let body = EventBody::Failed {
                         failure: JobFailure {
-                            reason: "owner_lost".into(),
+                            reason: FailureReason::OwnerLost,
                             message: format!(
                                 "the bridge replica {replica} that ran this job stopped renewing \
                                  its lease (it crashed, or lost Redis); the upstream call is lost: \

@@ -34,8 +34,6 @@ use tokio::sync::Notify;
 use tokio_stream::wrappers::BroadcastStream;
 use tokio_util::sync::CancellationToken;
 
-pub use codec::redact_url;
-
 use self::{
     codec::{SplitData, all_fields, changed_fields, entry_seq, parse_frame, snapshot_fields},
     hub::{ControlMessage, Hub},
@@ -45,16 +43,20 @@ use self::{
     scripts::Scripts,
 };
 use super::{
-    CancelAck, CancelRequest, Channel, ChannelSnapshot, EventBody, Heartbeat, JobId, JobSnapshot,
-    NewJob, Opened, Replay, Seq, Store, StoreError, StoredEvent, now_ms, render_heartbeat,
-    render_job_event,
+    CancelAck, CancelRequest, ChannelSnapshot, Opened, Replay, Store, StoreError, StoredEvent,
+    now_ms,
 };
-use crate::config::Config;
+use crate::config::redact_url;
+use crate::model::{
+    Channel, EventBody, FailureReason, Heartbeat, JobFailure, JobId, JobSnapshot, NewJob, Seq,
+    wire::{render_heartbeat, render_job_event},
+};
 
 /// Job IDs kept per correlation for its `status` snapshot (the newest ones).
 const MAX_CORRELATION_JOBS: usize = 1000;
 
-/// Everything the Redis store needs from the config.
+/// Everything the Redis store needs, taken from the config by the app's wiring
+/// (`app::redis_options`): the store itself does not read the config.
 #[derive(Debug, Clone)]
 pub struct RedisOptions {
     pub url: String,
@@ -65,20 +67,6 @@ pub struct RedisOptions {
     pub lease: Duration,
     pub outage_buffer: usize,
     pub command_timeout: Duration,
-}
-
-impl RedisOptions {
-    pub fn from_config(config: &Config) -> Self {
-        Self {
-            url: config.store.redis_url.clone(),
-            key_prefix: config.store.key_prefix.clone(),
-            history: config.jobs.history,
-            retention: Duration::from_secs(config.jobs.retention_secs),
-            lease: Duration::from_secs(config.store.lease_secs),
-            outage_buffer: config.store.outage_buffer,
-            command_timeout: Duration::from_millis(config.store.command_timeout_ms),
-        }
-    }
 }
 
 #[derive(Clone)]
@@ -530,8 +518,8 @@ impl Store for RedisStore {
                 {
                     let mut state = owned.lock();
                     let body = EventBody::Failed {
-                        failure: super::JobFailure {
-                            reason: "store_unavailable".into(),
+                        failure: JobFailure {
+                            reason: FailureReason::StoreUnavailable,
                             message: "the bridge lost Redis while starting this job".into(),
                         },
                         result: None,

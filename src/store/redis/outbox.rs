@@ -19,7 +19,7 @@ use std::{
 };
 
 use super::codec::SplitData;
-use crate::store::{CorrelationId, EventKind, JobSnapshot, Seq};
+use crate::model::{CorrelationId, EventKind, JobSnapshot, Seq};
 
 /// One event ready to be written by the append script.
 #[derive(Debug)]
@@ -113,7 +113,7 @@ impl OwnedState {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::{JobId, NewJob};
+    use crate::model::{JobId, NewJob};
     use bytes::Bytes;
 
     fn write(kind: EventKind, expect: Seq, field: (&str, &str)) -> Write {

@@ -3,31 +3,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::{CorrelationId, EventBody, JobFailure, JobId, Seq};
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum JobStatus {
-    Running,
-    Completed,
-    Failed,
-    Cancelled,
-}
-
-impl JobStatus {
-    pub fn is_terminal(self) -> bool {
-        !matches!(self, JobStatus::Running)
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            JobStatus::Running => "running",
-            JobStatus::Completed => "completed",
-            JobStatus::Failed => "failed",
-            JobStatus::Cancelled => "cancelled",
-        }
-    }
-}
+use super::{CorrelationId, EventBody, FailureReason, JobFailure, JobId, JobStatus, Seq};
 
 /// What a new job is, before it has events.
 #[derive(Debug, Clone)]
@@ -120,10 +96,7 @@ impl JobSnapshot {
             }
             EventBody::Cancelled { reason } => {
                 self.finish(JobStatus::Cancelled, ts);
-                self.error = Some(JobFailure {
-                    reason: "cancelled".into(),
-                    message: reason.clone(),
-                });
+                self.error = Some(JobFailure::new(FailureReason::Cancelled, reason.clone()));
             }
         }
     }
@@ -151,7 +124,7 @@ fn estimate_eta(start: u64, now: u64, progress: f64, total: Option<f64>) -> Opti
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::ProgressUpdate;
+    use crate::model::ProgressUpdate;
 
     #[test]
     fn eta_is_linear_and_absent_without_total() {
@@ -195,5 +168,45 @@ mod tests {
         assert_eq!(s.status, JobStatus::Cancelled);
         assert_eq!(s.finished_at, Some(20));
         assert_eq!(s.eta_ms, None);
+    }
+
+    /// The exact JSON of a snapshot (`GET /jobs/{id}`, the Redis hash fields), as it was while
+    /// `status` and `error.reason` were strings; and it reads back to the same value.
+    #[test]
+    fn snapshot_json_is_unchanged_by_the_enums_and_round_trips() {
+        let job = NewJob {
+            id: "0123456789abcdef0123456789abcdef".parse().unwrap(),
+            tool: "demo__x".into(),
+            upstream: "demo".into(),
+            upstream_tool: "x".into(),
+            correlation_id: None,
+            owner: "r1".into(),
+        };
+        let mut s = JobSnapshot::new(&job, 10);
+        s.apply(
+            1,
+            20,
+            &EventBody::Cancelled {
+                reason: "asked".into(),
+            },
+        );
+        let text = serde_json::to_string(&s).unwrap();
+        assert_eq!(
+            text,
+            r#"{"job_id":"0123456789abcdef0123456789abcdef","tool":"demo__x","upstream":"demo","upstream_tool":"x","status":"cancelled","progress":null,"total":null,"message":null,"seq":1,"created_at":10,"updated_at":20,"finished_at":20,"last_progress_at":null,"eta_ms":null,"correlation_id":null,"result":null,"error":{"reason":"cancelled","message":"asked"},"owner":"r1"}"#
+        );
+        assert_eq!(serde_json::from_str::<JobSnapshot>(&text).unwrap(), s);
+    }
+
+    /// A snapshot whose failure reason this version does not know still reads, and keeps it.
+    #[test]
+    fn a_snapshot_with_an_unknown_reason_still_reads() {
+        let text = r#"{"job_id":"0123456789abcdef0123456789abcdef","tool":"demo__x","upstream":"demo","upstream_tool":"x","status":"failed","progress":null,"total":null,"message":null,"seq":3,"created_at":10,"updated_at":20,"finished_at":20,"last_progress_at":null,"eta_ms":null,"correlation_id":null,"result":null,"error":{"reason":"from_the_future","message":"m"},"owner":"r1"}"#;
+        let s: JobSnapshot = serde_json::from_str(text).unwrap();
+        assert_eq!(
+            s.error.as_ref().map(|e| &e.reason),
+            Some(&FailureReason::Other("from_the_future".into()))
+        );
+        assert_eq!(serde_json::to_string(&s).unwrap(), text);
     }
 }

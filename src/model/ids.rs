@@ -115,13 +115,6 @@ impl<'de> Deserialize<'de> for CorrelationId {
 #[error("malformed identifier")]
 pub struct InvalidId;
 
-/// What a subscriber reads: one job's events, or all events of the jobs of one correlation.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum Channel {
-    Job(JobId),
-    Correlation(CorrelationId),
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

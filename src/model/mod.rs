@@ -1,0 +1,24 @@
+//! The job vocabulary every layer shares: identifiers, statuses, events, snapshots, failure
+//! reasons, the `_meta` keys, and the wire form of events.
+//!
+//! A leaf: it imports nothing of the bridge (std, serde and the like only), so every other
+//! module may use it without forming a cycle; `tests/architecture.rs` keeps it so. What is
+//! here is either part of the external contract (event names, failure reasons, `_meta` keys,
+//! the JSON of snapshots and events) or passed between layers (`front` → `jobs` → `store` →
+//! `http`). What only a store needs (how it delivers events, its trait) is in `store`.
+
+mod channel;
+mod event;
+mod failure;
+mod ids;
+pub mod meta;
+mod snapshot;
+mod status;
+pub mod wire;
+
+pub use channel::{Channel, Seq};
+pub use event::{EventBody, EventKind, Heartbeat, ProgressUpdate};
+pub use failure::{FailureReason, JobFailure};
+pub use ids::{CorrelationId, InvalidId, JobId};
+pub use snapshot::{JobSnapshot, NewJob};
+pub use status::JobStatus;

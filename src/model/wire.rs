@@ -1,0 +1,218 @@
+//! Events as they go out: each event's JSON `data` (the contract's event schema) and the SSE
+//! frame around it.
+//!
+//! These live in the model, not in `http`, because the store renders each event's frame once,
+//! when the event is appended, and every subscriber then writes the same bytes (a fan-out to
+//! thousands of readers costs a reference count each, not a copy). So both the store, which
+//! renders, and `http`, which frames the snapshots it sends itself, need the one definition of
+//! the format, and neither may import the other for it.
+
+use bytes::Bytes;
+use serde::Serialize;
+use serde_json::Value;
+
+use super::{EventBody, FailureReason, Heartbeat, JobId, JobStatus, Seq};
+
+/// `id: N\nevent: KIND\ndata: JSON\n\n`. Compact JSON never contains a raw newline, so one
+/// `data:` line is always enough.
+pub fn sse_frame(seq: Seq, kind: &str, data: &[u8]) -> Bytes {
+    let mut frame = Vec::with_capacity(data.len() + kind.len() + 40);
+    frame.extend_from_slice(b"id: ");
+    frame.extend_from_slice(seq.to_string().as_bytes());
+    frame.extend_from_slice(b"\nevent: ");
+    frame.extend_from_slice(kind.as_bytes());
+    frame.extend_from_slice(b"\ndata: ");
+    frame.extend_from_slice(data);
+    frame.extend_from_slice(b"\n\n");
+    Bytes::from(frame)
+}
+
+/// The JSON `data` of a stored job event: `job_id`, `seq`, `ts` and the body's own fields.
+pub fn render_job_event(job_id: JobId, seq: Seq, ts: u64, body: &EventBody) -> Bytes {
+    #[derive(Serialize)]
+    struct Envelope<'a, B: Serialize> {
+        job_id: JobId,
+        seq: Seq,
+        ts: u64,
+        #[serde(flatten)]
+        body: &'a B,
+    }
+    #[derive(Serialize)]
+    struct Log<'a> {
+        level: &'a str,
+        logger: &'a Option<String>,
+        data: &'a Value,
+    }
+    #[derive(Serialize)]
+    struct Completed<'a> {
+        status: JobStatus,
+        result: &'a Value,
+    }
+    #[derive(Serialize)]
+    struct Failed<'a> {
+        status: JobStatus,
+        reason: &'a FailureReason,
+        message: &'a str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        result: &'a Option<Value>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        rpc_error: &'a Option<Value>,
+    }
+    #[derive(Serialize)]
+    struct Cancelled<'a> {
+        status: JobStatus,
+        reason: &'a str,
+    }
+    let bytes = match body {
+        EventBody::Progress(p) => to_vec(&Envelope {
+            job_id,
+            seq,
+            ts,
+            body: p,
+        }),
+        EventBody::Log {
+            level,
+            logger,
+            data,
+        } => to_vec(&Envelope {
+            job_id,
+            seq,
+            ts,
+            body: &Log {
+                level,
+                logger,
+                data,
+            },
+        }),
+        EventBody::Completed { result } => to_vec(&Envelope {
+            job_id,
+            seq,
+            ts,
+            body: &Completed {
+                status: JobStatus::Completed,
+                result,
+            },
+        }),
+        EventBody::Failed {
+            failure,
+            result,
+            rpc_error,
+        } => to_vec(&Envelope {
+            job_id,
+            seq,
+            ts,
+            body: &Failed {
+                status: JobStatus::Failed,
+                reason: &failure.reason,
+                message: &failure.message,
+                result,
+                rpc_error,
+            },
+        }),
+        EventBody::Cancelled { reason } => to_vec(&Envelope {
+            job_id,
+            seq,
+            ts,
+            body: &Cancelled {
+                status: JobStatus::Cancelled,
+                reason,
+            },
+        }),
+    };
+    Bytes::from(bytes)
+}
+
+/// The JSON `data` of a heartbeat.
+pub fn render_heartbeat(job_id: JobId, seq: Seq, ts: u64, beat: &Heartbeat) -> Bytes {
+    #[derive(Serialize)]
+    struct Envelope<'a> {
+        job_id: JobId,
+        seq: Seq,
+        ts: u64,
+        #[serde(flatten)]
+        beat: &'a Heartbeat,
+    }
+    Bytes::from(to_vec(&Envelope {
+        job_id,
+        seq,
+        ts,
+        beat,
+    }))
+}
+
+/// Serializing these plain structs cannot fail (string keys, finite numbers checked by
+/// progress hygiene); should it ever, the event still goes out as an empty object rather than
+/// taking the job down.
+pub(crate) fn to_vec<T: Serialize>(value: &T) -> Vec<u8> {
+    serde_json::to_vec(value).unwrap_or_else(|e| {
+        tracing::error!(error = %e, "event did not serialize");
+        b"{}".to_vec()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{JobFailure, ProgressUpdate};
+
+    #[test]
+    fn progress_event_data_has_the_contract_fields() {
+        let id = JobId::random();
+        let body = EventBody::Progress(ProgressUpdate {
+            progress: 3.0,
+            total: None,
+            message: Some("three".into()),
+        });
+        let data = render_job_event(id, 7, 1000, &body);
+        let v: Value = serde_json::from_slice(&data).unwrap();
+        assert_eq!(v["job_id"], id.to_string());
+        assert_eq!(v["seq"], 7);
+        assert_eq!(v["progress"], 3.0);
+        assert!(v["total"].is_null());
+        assert_eq!(v["message"], "three");
+        assert_eq!(v["ts"], 1000);
+        let frame = sse_frame(7, "progress", &data);
+        let frame = std::str::from_utf8(&frame).unwrap();
+        assert!(
+            frame.starts_with("id: 7\nevent: progress\ndata: {"),
+            "{frame}"
+        );
+        assert!(frame.ends_with("}\n\n"));
+        assert_eq!(frame.matches('\n').count(), 4);
+    }
+
+    /// The exact bytes of the terminal events' data, as they were while `status` and `reason`
+    /// were strings.
+    #[test]
+    fn terminal_event_data_is_unchanged_by_the_enums() {
+        let id: JobId = "0123456789abcdef0123456789abcdef".parse().unwrap();
+        let cases = [
+            (
+                EventBody::Failed {
+                    failure: JobFailure::new(FailureReason::Timeout, "took too long"),
+                    result: None,
+                    rpc_error: Some(serde_json::json!({"code": -1})),
+                },
+                r#""status":"failed","reason":"timeout","message":"took too long","rpc_error":{"code":-1}}"#,
+            ),
+            (
+                EventBody::Completed {
+                    result: serde_json::json!({"content": []}),
+                },
+                r#""status":"completed","result":{"content":[]}}"#,
+            ),
+            (
+                EventBody::Cancelled {
+                    reason: "asked".into(),
+                },
+                r#""status":"cancelled","reason":"asked"}"#,
+            ),
+        ];
+        for (body, tail) in cases {
+            assert_eq!(
+                std::str::from_utf8(&render_job_event(id, 4, 99, &body)).unwrap(),
+                format!(r#"{{"job_id":"0123456789abcdef0123456789abcdef","seq":4,"ts":99,{tail}"#)
+            );
+        }
+    }
+}
