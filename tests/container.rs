@@ -497,7 +497,7 @@ async fn sigterm_through_tini_drains_running_jobs_within_the_grace_period() {
     let Some(image) = image("sigterm_drains") else {
         return;
     };
-    const GRACE: Duration = Duration::from_secs(6);
+    const GRACE: Duration = Duration::from_secs(8);
     let mounted = MountedConfig::new(&mounted_config(&format!(
         "mode = \"async\"\nshutdown_grace_secs = {}",
         GRACE.as_secs()
@@ -524,7 +524,7 @@ async fn sigterm_through_tini_drains_running_jobs_within_the_grace_period() {
     let finishing = start_job(
         &client,
         "tools__slow_count",
-        json!({ "to": 4, "delay_ms": 500 }),
+        json!({ "to": 4, "delay_ms": 300 }),
     )
     .await;
     let hanging = start_job(&client, "tools__hang", json!({})).await;
