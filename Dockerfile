@@ -17,7 +17,9 @@ COPY web ./web
 # Cargo.toml declares a benchmark and tests; the manifest must find them to build at all.
 COPY tests ./tests
 COPY benches ./benches
-RUN cargo build --release --locked --bin mcp-progress-bridge
+# Stripped: symbols are a quarter of the binary (26 MB to 19 MB) and no use in production.
+RUN cargo build --release --locked --bin mcp-progress-bridge \
+    && strip target/release/mcp-progress-bridge
 
 FROM debian:bookworm-slim
 # tini as PID 1: it forwards SIGTERM to the bridge (which then drains its jobs) and reaps
