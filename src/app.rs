@@ -172,7 +172,12 @@ pub async fn start_with_listener(
     let mut mcp_config = http::origins::mcp_transport(
         StreamableHttpServerConfig::default()
             .with_cancellation_token(http_shutdown.child_token())
-            .with_sse_keep_alive(Some(Duration::from_secs(config.server.keep_alive_secs))),
+            .with_sse_keep_alive(Some(Duration::from_secs(config.server.keep_alive_secs)))
+            // A request on the session-less revision (2026-07-28) is answered as plain JSON
+            // unless something streams before its answer (progress of a sync call, a
+            // subscription): SDKs cap one SSE event (the Python SDK at 1 MiB), not a JSON body.
+            // Sessions of older revisions are SSE either way (rmcp's legacy session mode).
+            .with_json_response(true),
         &config.server,
         config.limits.max_request_bytes,
     );

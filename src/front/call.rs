@@ -87,6 +87,37 @@ fn requested_mode(
     Ok(Some(mode))
 }
 
+/// A tool configured `sync` is listed with its output schema (see `catalog::list`), and every
+/// SDK validates a result against it: a job handle would be rejected ("structured content does
+/// not match the tool's output schema"), and a handle without structured content too ("has an
+/// output schema but did not return structured content"). So a per-call mode that may answer
+/// with a handle is refused for such a tool, before any job starts, with what to do instead.
+fn refuse_handle_for_output_schema(
+    tools: &[rmcp::model::Tool],
+    name: &str,
+    tool: &str,
+    configured: CallMode,
+    requested: CallMode,
+) -> Result<(), ErrorData> {
+    let has_schema = tools
+        .iter()
+        .any(|t| t.name == tool && t.output_schema.is_some());
+    if configured != CallMode::Sync || requested == CallMode::Sync || !has_schema {
+        return Ok(());
+    }
+    Err(ErrorData::invalid_params(
+        format!(
+            "tool {name} has an output schema and is configured mode = \"sync\", so it always \
+             answers with its own result: _meta[\"{MODE_META_KEY}\"] = \"{requested}\" would \
+             answer with a job handle, which does not match that schema. Leave \
+             _meta[\"{MODE_META_KEY}\"] out (or set it to \"sync\"); to get job handles for this \
+             tool, configure it with mode = \"async\" or \"auto\" (it is then listed without \
+             its output schema)"
+        ),
+        None,
+    ))
+}
+
 fn work_outcome(outcome: CallOutcome) -> WorkOutcome {
     match outcome {
         CallOutcome::Result(result) => WorkOutcome::Result(result),
@@ -128,9 +159,13 @@ impl Front {
             Ok(permit) => permit,
             Err(full) => return Ok(error_result(full.to_string())),
         };
+        let configured = upstream.config().mode_for(tool, self.inner.config.mode);
         let mode = match requested_mode(&request, &context)? {
-            Some(mode) => mode,
-            None => upstream.config().mode_for(tool, self.inner.config.mode),
+            Some(mode) => {
+                refuse_handle_for_output_schema(&upstream.tools(), &name, tool, configured, mode)?;
+                mode
+            }
+            None => configured,
         };
         let links = &self.inner.links;
 
