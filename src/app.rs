@@ -24,7 +24,7 @@ use crate::{
     jobs::Jobs,
     metrics::Metrics,
     store::{MemoryStore, RedisOptions, RedisStore, Store, StoreError},
-    upstream::{UpstreamState, Upstreams},
+    upstream::{UpstreamLimits, UpstreamState, Upstreams},
 };
 
 /// How often finished jobs past retention are dropped, at most: a short retention is swept
@@ -152,6 +152,10 @@ pub async fn start_with_listener(
     let upstream_shutdown = CancellationToken::new();
     let upstreams = Upstreams::start(
         &without_secret_env(&config.auth, &config.upstreams),
+        UpstreamLimits {
+            max_list_items: config.limits.max_upstream_list_items,
+            max_resource_read_bytes: config.limits.max_resource_read_bytes,
+        },
         metrics.clone(),
         upstream_shutdown.clone(),
     );

@@ -16,6 +16,8 @@ pub struct Metrics {
     pub sse_subscribers: IntGauge,
     pub upstream_up: IntGaugeVec,
     pub upstream_restarts: IntCounterVec,
+    /// A bound on what an upstream or a client controls was hit, by `[limits]` key.
+    pub limit_hits: IntCounterVec,
 }
 
 impl Metrics {
@@ -58,6 +60,11 @@ impl Metrics {
             "Times an upstream connection was re-established after it went down",
             &["upstream"],
         );
+        let limit_hits = counter(
+            "bridge_limit_hits_total",
+            "Times a bound on what an upstream or a client controls was hit, by [limits] key",
+            &["limit"],
+        );
         let jobs_running = IntGauge::new("bridge_jobs_running", "Jobs running in this replica")
             .expect("valid metric");
         registry
@@ -93,6 +100,7 @@ impl Metrics {
             sse_subscribers,
             upstream_up,
             upstream_restarts,
+            limit_hits,
         }
     }
 

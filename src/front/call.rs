@@ -141,6 +141,10 @@ impl Front {
             .upstreams
             .get(upstream_name)
             .ok_or_else(|| unknown_tool(&name))?;
+        // A tool the operator hid (`expose.tools`) is refused exactly like an unknown one.
+        if !upstream.config().expose.tools.allows(tool) {
+            return Err(unknown_tool(&name));
+        }
         if !upstream.tools().iter().any(|t| t.name == tool) {
             if upstream.state() == UpstreamState::Ready {
                 return Err(unknown_tool(&name));

@@ -8,25 +8,82 @@
 
 mod call;
 mod client;
+mod offer;
+mod requests;
 mod stdio;
 mod supervisor;
 mod tap;
 
-use std::sync::{Arc, Mutex, RwLock};
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex, RwLock},
+};
 
 use rmcp::{RoleClient, model::Tool, service::Peer};
 use serde::Serialize;
-use tokio::sync::{Notify, watch};
+use tokio::sync::{Notify, broadcast, watch};
 use tokio_util::sync::CancellationToken;
 
 pub use call::{CallCanceller, CallOutcome, UpstreamCall};
+pub use offer::ListKind;
+pub use requests::RequestError;
 pub use tap::CallSink;
 
 use crate::{
     config::{TransportKind, UpstreamConfig},
     metrics::Metrics,
 };
+use offer::Offer;
+use supervisor::HANDSHAKE_TIMEOUT;
 use tap::CallRoutes;
+
+/// Bounds on what an upstream sends (from `[limits]`).
+#[derive(Debug, Clone, Copy)]
+pub struct UpstreamLimits {
+    /// Items kept of one list (tools, resources, templates, prompts) of one upstream.
+    pub max_list_items: usize,
+    /// Largest `resources/read` result passed on (text and base64 blobs added up).
+    pub max_resource_read_bytes: usize,
+}
+
+impl Default for UpstreamLimits {
+    fn default() -> Self {
+        Self {
+            max_list_items: 10_000,
+            max_resource_read_bytes: 16 * 1024 * 1024,
+        }
+    }
+}
+
+/// An upstream said one of its resources changed (`notifications/resources/updated`).
+#[derive(Debug, Clone)]
+pub struct ResourceUpdated {
+    pub upstream: String,
+    /// The upstream's own URI.
+    pub uri: String,
+}
+
+/// Updates buffered for the front; one that falls behind this far loses the oldest.
+const RESOURCE_UPDATES_CAPACITY: usize = 1024;
+
+/// Signals shared by all upstreams: a list on offer may have changed, a resource was updated.
+struct Signals {
+    tools: Arc<watch::Sender<u64>>,
+    resources: watch::Sender<u64>,
+    prompts: watch::Sender<u64>,
+    resource_updates: broadcast::Sender<ResourceUpdated>,
+}
+
+impl Signals {
+    fn bump(&self, kind: ListKind) {
+        let sender = match kind {
+            ListKind::Tools => &*self.tools,
+            ListKind::Resources => &self.resources,
+            ListKind::Prompts => &self.prompts,
+        };
+        sender.send_modify(|version| *version += 1);
+    }
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum UpstreamError {
@@ -41,6 +98,7 @@ pub enum UpstreamError {
 pub struct Upstreams {
     list: Arc<Vec<Upstream>>,
     changes: Arc<watch::Sender<u64>>,
+    signals: Arc<Signals>,
 }
 
 impl Upstreams {
@@ -48,13 +106,28 @@ impl Upstreams {
     /// and one that is down does not hold up the others or the bridge.
     pub fn start(
         configs: &[UpstreamConfig],
+        limits: UpstreamLimits,
         metrics: Arc<Metrics>,
         shutdown: CancellationToken,
     ) -> Self {
         let changes = Arc::new(watch::Sender::new(0));
+        let signals = Arc::new(Signals {
+            tools: changes.clone(),
+            resources: watch::Sender::new(0),
+            prompts: watch::Sender::new(0),
+            resource_updates: broadcast::Sender::new(RESOURCE_UPDATES_CAPACITY),
+        });
         let list: Vec<Upstream> = configs
             .iter()
-            .map(|config| Upstream::new(config.clone(), metrics.clone(), changes.clone()))
+            .map(|config| {
+                Upstream::new(
+                    config.clone(),
+                    limits,
+                    metrics.clone(),
+                    changes.clone(),
+                    signals.clone(),
+                )
+            })
             .collect();
         for upstream in &list {
             tokio::spawn(upstream.clone().supervise(shutdown.clone()));
@@ -62,7 +135,23 @@ impl Upstreams {
         Self {
             list: Arc::new(list),
             changes,
+            signals,
         }
+    }
+
+    /// Changes whenever one kind of list on offer may have changed (as [`Self::tool_changes`]
+    /// for tools).
+    pub fn list_changes(&self, kind: ListKind) -> watch::Receiver<u64> {
+        match kind {
+            ListKind::Tools => self.changes.subscribe(),
+            ListKind::Resources => self.signals.resources.subscribe(),
+            ListKind::Prompts => self.signals.prompts.subscribe(),
+        }
+    }
+
+    /// Every `notifications/resources/updated` of every upstream, from now on.
+    pub fn resource_updates(&self) -> broadcast::Receiver<ResourceUpdated> {
+        self.signals.resource_updates.subscribe()
     }
 
     /// Changes whenever the set of tools on offer may have changed: an upstream's list was
@@ -128,8 +217,14 @@ struct Inner {
     details: Mutex<Details>,
     state: watch::Sender<UpstreamState>,
     tools_changed: Arc<Notify>,
+    resources_changed: Arc<Notify>,
+    prompts_changed: Arc<Notify>,
     /// Shared by all upstreams: bumped when the tools on offer may have changed.
     catalog_changed: Arc<watch::Sender<u64>>,
+    signals: Arc<Signals>,
+    limits: UpstreamLimits,
+    /// Resource URIs (the upstream's own) some caller follows, with how many callers do.
+    subscriptions: Mutex<HashMap<String, usize>>,
     metrics: Arc<Metrics>,
 }
 
@@ -143,6 +238,7 @@ struct Live {
 #[derive(Default)]
 struct Details {
     tools: Arc<Vec<Tool>>,
+    offer: Offer,
     restarts: u64,
     last_error: Option<String>,
 }
@@ -150,8 +246,10 @@ struct Details {
 impl Upstream {
     fn new(
         config: UpstreamConfig,
+        limits: UpstreamLimits,
         metrics: Arc<Metrics>,
         catalog_changed: Arc<watch::Sender<u64>>,
+        signals: Arc<Signals>,
     ) -> Self {
         let routes = CallRoutes::new(config.name.clone(), metrics.clone());
         Self {
@@ -162,7 +260,12 @@ impl Upstream {
                 details: Mutex::new(Details::default()),
                 state: watch::Sender::new(UpstreamState::Connecting),
                 tools_changed: Arc::new(Notify::new()),
+                resources_changed: Arc::new(Notify::new()),
+                prompts_changed: Arc::new(Notify::new()),
                 catalog_changed,
+                signals,
+                limits,
+                subscriptions: Mutex::new(HashMap::new()),
                 metrics,
             }),
         }
@@ -243,7 +346,13 @@ impl Upstream {
         let was = self.inner.state.send_replace(state);
         if (was == UpstreamState::Ready) != (state == UpstreamState::Ready) {
             self.catalog_changed();
+            self.list_changed(ListKind::Resources);
+            self.list_changed(ListKind::Prompts);
         }
+    }
+
+    fn list_changed(&self, kind: ListKind) {
+        self.inner.signals.bump(kind);
     }
 
     fn catalog_changed(&self) {
