@@ -170,6 +170,8 @@ pub async fn start_with_listener(
         links,
         config.server.correlation_header.clone(),
         JobQuota::new(config.limits.max_jobs_per_token),
+        config.limits.max_resource_subscriptions,
+        metrics.clone(),
     );
 
     let http_shutdown = CancellationToken::new();

@@ -3,7 +3,7 @@
 
 // MCP logging is deprecated (SEP-2577) but servers still send it; the bridge relays it.
 #[allow(deprecated)]
-use rmcp::model::LoggingMessageNotificationParam;
+use rmcp::model::{LoggingLevel, LoggingMessageNotificationParam};
 use std::{sync::Arc, time::Duration};
 
 use futures::FutureExt;
@@ -15,7 +15,7 @@ use rmcp::{
 use tokio::{sync::mpsc, time::Instant};
 
 use super::{
-    Front, catalog,
+    Front, callers, catalog,
     handle::{JobHandleBody, attach_job_meta, error_result},
     quota::caller,
 };
@@ -30,12 +30,19 @@ use crate::{
 /// keep up stops getting them there; the job channel still has every one.
 const MIRROR_CAPACITY: usize = 256;
 
-/// Feeds an upstream call's notifications into its job.
-struct JobSink(Arc<Intake>);
+/// Feeds an upstream call's notifications into its job, and its log messages also to a
+/// waiting caller that asked for logs (`logging/setLevel`, or a 2026-07-28 request's
+/// `_meta` logLevel), at or above the caller's level: the upstream connection is shared, so
+/// the level is applied here, per caller, and never sent upstream.
+struct JobSink {
+    intake: Arc<Intake>,
+    #[allow(deprecated)]
+    caller_logs: Option<(LoggingLevel, mpsc::Sender<LoggingMessageNotificationParam>)>,
+}
 
 impl CallSink for JobSink {
     fn progress(&self, p: &ProgressNotificationParam) {
-        self.0.progress(p.progress, p.total, p.message.clone());
+        self.intake.progress(p.progress, p.total, p.message.clone());
     }
 
     #[allow(deprecated)]
@@ -44,7 +51,13 @@ impl CallSink for JobSink {
             .ok()
             .and_then(|v| v.as_str().map(str::to_string))
             .unwrap_or_else(|| "info".into());
-        self.0.log(level, m.logger.clone(), m.data.clone());
+        self.intake.log(level, m.logger.clone(), m.data.clone());
+        if let Some((threshold, tx)) = &self.caller_logs
+            && callers::passes(m.level, *threshold)
+        {
+            // A caller that cannot keep up misses log lines on its request; the job has them.
+            let _ = tx.try_send(m.clone());
+        }
     }
 }
 
@@ -197,7 +210,18 @@ impl Front {
             }
         };
         let id = pending.id();
-        let sink = Arc::new(JobSink(pending.intake()));
+        let waits = matches!(mode, CallMode::Sync | CallMode::Auto);
+        let (caller_logs, logs) = match self.caller_log_level(&context) {
+            Some(level) if waits => {
+                let (tx, rx) = mpsc::channel(MIRROR_CAPACITY);
+                (Some((level, tx)), Some(rx))
+            }
+            _ => (None, None),
+        };
+        let sink = Arc::new(JobSink {
+            intake: pending.intake(),
+            caller_logs,
+        });
         let call = match upstream.call(tool, request.arguments, sink).await {
             Ok(call) => call,
             Err(error) => {
@@ -243,10 +267,20 @@ impl Front {
             handle,
             name,
             progress,
+            logs,
             caller_token,
             budget,
         };
         self.answer_when_done(waiting, &context).await
+    }
+
+    /// The log level the caller asked for: the request's own (2026-07-28 `_meta`), else its
+    /// session's (`logging/setLevel`). None: the caller gets no log messages on its request.
+    #[allow(deprecated)]
+    fn caller_log_level(&self, context: &RequestContext<RoleServer>) -> Option<LoggingLevel> {
+        context.meta.log_level().or_else(|| {
+            super::caller_session(context).and_then(|s| self.inner.callers.level(&s))
+        })
     }
 
     /// The correlation ID from the request's header, if any.
@@ -294,10 +328,17 @@ impl Front {
                     Some(update) => waiting.forward(context, update).await,
                     None => waiting.progress = None,
                 },
+                log = recv(&mut waiting.logs), if waiting.logs.is_some() => match log {
+                    Some(log) => forward_log(context, log).await,
+                    None => waiting.logs = None,
+                },
                 finished = waiting.handle.finished() => {
                     // Progress queued before the end still belongs before the answer.
                     while let Some(update) = waiting.progress.as_mut().and_then(|rx| rx.try_recv().ok()) {
                         waiting.forward(context, update).await;
+                    }
+                    while let Some(log) = waiting.logs.as_mut().and_then(|rx| rx.try_recv().ok()) {
+                        forward_log(context, log).await;
                     }
                     return answer(&finished, links, waiting.handle.id);
                 }
@@ -317,6 +358,8 @@ struct Waiting {
     handle: JobHandle,
     name: String,
     progress: Option<mpsc::Receiver<ProgressUpdate>>,
+    #[allow(deprecated)]
+    logs: Option<mpsc::Receiver<LoggingMessageNotificationParam>>,
     caller_token: Option<ProgressToken>,
     budget: Option<Duration>,
 }
@@ -335,7 +378,14 @@ impl Waiting {
     }
 }
 
-async fn recv(rx: &mut Option<mpsc::Receiver<ProgressUpdate>>) -> Option<ProgressUpdate> {
+#[allow(deprecated)]
+async fn forward_log(context: &RequestContext<RoleServer>, log: LoggingMessageNotificationParam) {
+    if let Err(e) = context.peer.notify_logging_message(log).await {
+        tracing::debug!(error = %e, "a log message did not reach the MCP client");
+    }
+}
+
+async fn recv<T>(rx: &mut Option<mpsc::Receiver<T>>) -> Option<T> {
     match rx {
         Some(rx) => rx.recv().await,
         None => std::future::pending().await,
