@@ -181,7 +181,13 @@ impl ServerHandler for Front {
             .read_resource(request)
             .await
             .map_err(|e| upstream_error(e, "resources/read"))?;
-        Ok(resources::answer(&route, answer))
+        let mut answer = resources::answer(&route, answer);
+        if let ReadResourceResponse::Complete(result) = &mut answer {
+            // As for tool results: an upstream on an older revision sends no `resultType`,
+            // a 2026-07-28 client requires it; rmcp strips it again for older clients.
+            result.result_type.get_or_insert(ResultType::COMPLETE);
+        }
+        Ok(answer)
     }
 
     #[allow(deprecated)]
@@ -229,10 +235,14 @@ impl ServerHandler for Front {
         self.offered("prompts/get", |c| c.prompts.is_some())?;
         let (upstream, name) = prompts::route(&self.inner.upstreams, &request.name)?;
         request.name = name;
-        upstream
+        let mut answer = upstream
             .get_prompt(request)
             .await
-            .map_err(|e| upstream_error(e, "prompts/get"))
+            .map_err(|e| upstream_error(e, "prompts/get"))?;
+        if let GetPromptResponse::Complete(result) = &mut answer {
+            result.result_type.get_or_insert(ResultType::COMPLETE);
+        }
+        Ok(answer)
     }
 
     async fn complete(
@@ -242,10 +252,12 @@ impl ServerHandler for Front {
     ) -> Result<CompleteResult, ErrorData> {
         self.offered("completion/complete", |c| c.completions.is_some())?;
         let (upstream, request) = prompts::route_completion(&self.inner.upstreams, request)?;
-        upstream
+        let mut answer = upstream
             .complete(request)
             .await
-            .map_err(|e| upstream_error(e, "completion/complete"))
+            .map_err(|e| upstream_error(e, "completion/complete"))?;
+        answer.result_type.get_or_insert(ResultType::COMPLETE);
+        Ok(answer)
     }
 
     /// The level applies to this session's view only: the upstream connections are shared,
