@@ -274,13 +274,22 @@ impl Front {
         self.answer_when_done(waiting, &context).await
     }
 
-    /// The log level the caller asked for: the request's own (2026-07-28 `_meta`), else its
-    /// session's (`logging/setLevel`). None: the caller gets no log messages on its request.
+    /// The lowest level of log message the caller gets on its request: the request's own
+    /// (2026-07-28 `_meta` logLevel, the only opt-in on that revision), else its session's
+    /// (`logging/setLevel`), else, for a session that set none, every message, as a direct
+    /// connection to the upstream would get them. None: no log messages on the request.
     #[allow(deprecated)]
     fn caller_log_level(&self, context: &RequestContext<RoleServer>) -> Option<LoggingLevel> {
-        context.meta.log_level().or_else(|| {
-            super::caller_session(context).and_then(|s| self.inner.callers.level(&s))
-        })
+        if let Some(level) = context.meta.log_level() {
+            return Some(level);
+        }
+        let session = super::caller_session(context)?;
+        Some(
+            self.inner
+                .callers
+                .level(&session)
+                .unwrap_or(LoggingLevel::Debug),
+        )
     }
 
     /// The correlation ID from the request's header, if any.

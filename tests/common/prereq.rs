@@ -117,3 +117,11 @@ pub async fn run_to_end(
     );
     output
 }
+
+/// The entry point of npm's `@modelcontextprotocol/server-everything` (installed by `.ci/run`
+/// into tests/interop/node_modules), if it and node are there.
+pub fn server_everything() -> Option<PathBuf> {
+    let entry = repo_root()
+        .join("tests/interop/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    (node().is_some() && entry.exists()).then_some(entry)
+}
