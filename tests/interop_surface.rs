@@ -117,11 +117,31 @@ struct Hidden {
     prompts: &'static [&'static str],
 }
 
+/// `_meta["io.modelcontextprotocol/serverInfo"]` (2026-07-28) names the server that answered:
+/// through the bridge that is the bridge, so it is left out of both sides of a comparison.
+fn without_server_info(value: &mut Value) {
+    match value {
+        Value::Object(map) => {
+            if let Some(Value::Object(meta)) = map.get_mut("_meta") {
+                meta.remove("io.modelcontextprotocol/serverInfo");
+                if meta.is_empty() {
+                    map.remove("_meta");
+                }
+            }
+            map.values_mut().for_each(without_server_info);
+        }
+        Value::Array(items) => items.iter_mut().for_each(without_server_info),
+        _ => {}
+    }
+}
+
 /// What a client connected directly to upstream `name` should see through the bridge: names
 /// namespaced (`<name>__`), hidden items gone, and the capabilities the bridge passes on.
 fn through_bridge(direct: &Value, name: &str, hidden: &Hidden) -> Value {
     let prefixed = |n: &str| format!("{name}__{n}");
     let mut want = direct.clone();
+    without_server_info(&mut want);
+    let direct = &want.clone();
     let caps: Vec<Value> = direct["capabilities"]
         .as_array()
         .unwrap()
@@ -187,6 +207,7 @@ fn through_bridge(direct: &Value, name: &str, hidden: &Hidden) -> Value {
 /// the bridge's own), tools as a set of names (output schemas depend on the call mode).
 fn seen_through_bridge(bridge: &Value) -> Value {
     let mut seen = bridge.clone();
+    without_server_info(&mut seen);
     let tools = bridge["tools"].as_array().unwrap();
     for job_tool in JOB_TOOLS {
         assert!(
