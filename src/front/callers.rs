@@ -27,7 +27,7 @@ use rmcp::{
 };
 use tokio::sync::{broadcast, watch};
 
-use super::resources;
+use super::{capabilities, resources};
 use crate::{
     metrics::Metrics,
     upstream::{ListKind, ResourceUpdated, Upstreams},
@@ -280,8 +280,18 @@ impl Callers {
             .inc();
     }
 
-    /// Tell every session and listener that a list changed.
+    /// Tell every session and listener that a list changed. Resources and prompts only when
+    /// the bridge offers them at all (a client is told only of lists it can ask for).
     async fn announce(&self, kind: ListKind) {
+        let offered = capabilities::union(&self.upstreams);
+        let offers = match kind {
+            ListKind::Tools => true,
+            ListKind::Resources => offered.resources.is_some(),
+            ListKind::Prompts => offered.prompts.is_some(),
+        };
+        if !offers {
+            return;
+        }
         let (peers, sinks, closed) = {
             let mut state = self.state();
             let closed = take_closed(&mut state);
