@@ -215,4 +215,76 @@ mod tests {
             );
         }
     }
+
+    /// Every event kind, in every shape its optional fields give it: the exact bytes the
+    /// contract's consumers have been reading (captured before the view type replaced the
+    /// per-kind structs). A change here is a change of the external contract.
+    fn every_event_shape() -> Vec<EventBody> {
+        use serde_json::json;
+        vec![
+            EventBody::Progress(ProgressUpdate {
+                progress: 3.0,
+                total: None,
+                message: None,
+            }),
+            EventBody::Progress(ProgressUpdate {
+                progress: 0.5,
+                total: Some(10.0),
+                message: Some("half \"a\" step\n".into()),
+            }),
+            EventBody::Log {
+                level: "warning".into(),
+                logger: None,
+                data: json!("disk almost full"),
+            },
+            EventBody::Log {
+                level: "info".into(),
+                logger: Some("db".into()),
+                data: json!({"rows": 3, "nested": [1, null]}),
+            },
+            EventBody::Completed {
+                result: json!({"content": [{"type": "text", "text": "done"}], "isError": false}),
+            },
+            EventBody::Failed {
+                failure: JobFailure::new(FailureReason::ToolError, "bad input"),
+                result: Some(json!({"content": [], "isError": true})),
+                rpc_error: None,
+            },
+            EventBody::Failed {
+                failure: JobFailure::new(FailureReason::UpstreamError, "upstream said no"),
+                result: None,
+                rpc_error: Some(json!({"code": -32602, "message": "no"})),
+            },
+            EventBody::Failed {
+                failure: JobFailure::new(FailureReason::UpstreamLost, "gone"),
+                result: None,
+                rpc_error: None,
+            },
+            EventBody::Cancelled {
+                reason: "cancelled by the client".into(),
+            },
+        ]
+    }
+
+    #[test]
+    fn every_event_shape_renders_the_same_bytes() {
+        let id: JobId = "0123456789abcdef0123456789abcdef".parse().unwrap();
+        let want = [
+            r#"{"job_id":"0123456789abcdef0123456789abcdef","seq":12,"ts":1700000000123,"progress":3.0,"total":null,"message":null}"#,
+            r#"{"job_id":"0123456789abcdef0123456789abcdef","seq":12,"ts":1700000000123,"progress":0.5,"total":10.0,"message":"half \"a\" step\n"}"#,
+            r#"{"job_id":"0123456789abcdef0123456789abcdef","seq":12,"ts":1700000000123,"level":"warning","logger":null,"data":"disk almost full"}"#,
+            r#"{"job_id":"0123456789abcdef0123456789abcdef","seq":12,"ts":1700000000123,"level":"info","logger":"db","data":{"nested":[1,null],"rows":3}}"#,
+            r#"{"job_id":"0123456789abcdef0123456789abcdef","seq":12,"ts":1700000000123,"status":"completed","result":{"content":[{"text":"done","type":"text"}],"isError":false}}"#,
+            r#"{"job_id":"0123456789abcdef0123456789abcdef","seq":12,"ts":1700000000123,"status":"failed","reason":"tool_error","message":"bad input","result":{"content":[],"isError":true}}"#,
+            r#"{"job_id":"0123456789abcdef0123456789abcdef","seq":12,"ts":1700000000123,"status":"failed","reason":"upstream_error","message":"upstream said no","rpc_error":{"code":-32602,"message":"no"}}"#,
+            r#"{"job_id":"0123456789abcdef0123456789abcdef","seq":12,"ts":1700000000123,"status":"failed","reason":"upstream_lost","message":"gone"}"#,
+            r#"{"job_id":"0123456789abcdef0123456789abcdef","seq":12,"ts":1700000000123,"status":"cancelled","reason":"cancelled by the client"}"#,
+        ];
+        let shapes = every_event_shape();
+        assert_eq!(shapes.len(), want.len());
+        for (body, want) in shapes.iter().zip(want) {
+            let data = render_job_event(id, 12, 1_700_000_000_123, body);
+            assert_eq!(std::str::from_utf8(&data).unwrap(), want);
+        }
+    }
 }
