@@ -11,7 +11,7 @@ use bytes::Bytes;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::{EventBody, FailureReason, Heartbeat, JobId, JobStatus, Seq};
+use super::{EventBody, FailureReason, Heartbeat, JobId, JobStatus, ProgressUpdate, Seq};
 
 /// `id: N\nevent: KIND\ndata: JSON\n\n`. Compact JSON never contains a raw newline, so one
 /// `data:` line is always enough.
@@ -29,27 +29,41 @@ pub fn sse_frame(seq: Seq, kind: &str, data: &[u8]) -> Bytes {
 
 /// The JSON `data` of a stored job event: `job_id`, `seq`, `ts` and the body's own fields.
 pub fn render_job_event(job_id: JobId, seq: Seq, ts: u64, body: &EventBody) -> Bytes {
-    #[derive(Serialize)]
-    struct Envelope<'a, B: Serialize> {
-        job_id: JobId,
-        seq: Seq,
-        ts: u64,
-        #[serde(flatten)]
-        body: &'a B,
-    }
-    #[derive(Serialize)]
-    struct Log<'a> {
+    Bytes::from(to_vec(&Envelope {
+        job_id,
+        seq,
+        ts,
+        body: BodyView::from(body),
+    }))
+}
+
+/// What every stored event's data starts with; the body's fields follow at the same level.
+#[derive(Serialize)]
+struct Envelope<'a> {
+    job_id: JobId,
+    seq: Seq,
+    ts: u64,
+    #[serde(flatten)]
+    body: BodyView<'a>,
+}
+
+/// An [`EventBody`] as the contract writes it. Untagged: the SSE `event:` line names the kind,
+/// and the terminal kinds carry `status` as a field of their own. Field order is the order on
+/// the wire (`every_event_shape_renders_the_same_bytes` pins the bytes).
+#[derive(Serialize)]
+#[serde(untagged)]
+enum BodyView<'a> {
+    Progress(&'a ProgressUpdate),
+    Log {
         level: &'a str,
         logger: &'a Option<String>,
         data: &'a Value,
-    }
-    #[derive(Serialize)]
-    struct Completed<'a> {
+    },
+    Completed {
         status: JobStatus,
         result: &'a Value,
-    }
-    #[derive(Serialize)]
-    struct Failed<'a> {
+    },
+    Failed {
         status: JobStatus,
         reason: &'a FailureReason,
         message: &'a str,
@@ -57,69 +71,47 @@ pub fn render_job_event(job_id: JobId, seq: Seq, ts: u64, body: &EventBody) -> B
         result: &'a Option<Value>,
         #[serde(skip_serializing_if = "Option::is_none")]
         rpc_error: &'a Option<Value>,
-    }
-    #[derive(Serialize)]
-    struct Cancelled<'a> {
+    },
+    Cancelled {
         status: JobStatus,
         reason: &'a str,
-    }
-    let bytes = match body {
-        EventBody::Progress(p) => to_vec(&Envelope {
-            job_id,
-            seq,
-            ts,
-            body: p,
-        }),
-        EventBody::Log {
-            level,
-            logger,
-            data,
-        } => to_vec(&Envelope {
-            job_id,
-            seq,
-            ts,
-            body: &Log {
+    },
+}
+
+impl<'a> From<&'a EventBody> for BodyView<'a> {
+    fn from(body: &'a EventBody) -> Self {
+        match body {
+            EventBody::Progress(update) => BodyView::Progress(update),
+            EventBody::Log {
+                level,
+                logger,
+                data,
+            } => BodyView::Log {
                 level,
                 logger,
                 data,
             },
-        }),
-        EventBody::Completed { result } => to_vec(&Envelope {
-            job_id,
-            seq,
-            ts,
-            body: &Completed {
+            EventBody::Completed { result } => BodyView::Completed {
                 status: JobStatus::Completed,
                 result,
             },
-        }),
-        EventBody::Failed {
-            failure,
-            result,
-            rpc_error,
-        } => to_vec(&Envelope {
-            job_id,
-            seq,
-            ts,
-            body: &Failed {
+            EventBody::Failed {
+                failure,
+                result,
+                rpc_error,
+            } => BodyView::Failed {
                 status: JobStatus::Failed,
                 reason: &failure.reason,
                 message: &failure.message,
                 result,
                 rpc_error,
             },
-        }),
-        EventBody::Cancelled { reason } => to_vec(&Envelope {
-            job_id,
-            seq,
-            ts,
-            body: &Cancelled {
+            EventBody::Cancelled { reason } => BodyView::Cancelled {
                 status: JobStatus::Cancelled,
                 reason,
             },
-        }),
-    };
-    Bytes::from(bytes)
+        }
+    }
 }
 
 /// The JSON `data` of a heartbeat.
@@ -153,7 +145,7 @@ pub(crate) fn to_vec<T: Serialize>(value: &T) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{JobFailure, ProgressUpdate};
+    use crate::model::JobFailure;
 
     #[test]
     fn progress_event_data_has_the_contract_fields() {
