@@ -157,6 +157,21 @@ impl Jobs {
         &self.inner.replica
     }
 
+    fn metrics(&self) -> &Arc<Metrics> {
+        &self.inner.metrics
+    }
+
+    fn pacing(&self) -> runner::Pacing {
+        runner::Pacing::from(&self.inner.config)
+    }
+
+    /// A job of this replica ended: forget it here, and wake a shutdown waiting for the last.
+    fn forget(&self, id: JobId) {
+        self.inner.metrics.jobs_running.dec();
+        self.inner.running.remove(&id);
+        self.inner.ended.notify_waiters();
+    }
+
     /// Cancel requests arrive through the store (from this or any replica); the ones for jobs
     /// running here flip their switch.
     async fn route_cancels(self) {
