@@ -9,7 +9,8 @@
 //!
 //! [`model`] is the vocabulary they all share (job IDs, statuses, events, snapshots, failure
 //! reasons, `_meta` keys, the wire form of events): a leaf that imports nothing of the bridge.
-//! [`config`] is the one typed configuration, imported by the others. No modules import each
+//! [`config`] is the one typed configuration, imported by the others; [`wait`] the one way to
+//! back off before a retry and to sleep until a deadline. No modules import each
 //! other, directly or around a loop: `tests/architecture.rs` checks both.
 
 pub mod app;
@@ -24,3 +25,4 @@ pub mod metrics;
 pub mod model;
 pub mod store;
 pub mod upstream;
+pub mod wait;

@@ -29,6 +29,7 @@ use crate::{
     jobs::{Finished, Intake, JobHandle, JobSpec, JobsError, PendingJob, Work, WorkOutcome},
     model::{CorrelationId, FailureReason, JobFailure, JobId, ProgressUpdate, meta::MODE_META_KEY},
     upstream::{CallOutcome, CallSink, Upstream, UpstreamError, UpstreamState},
+    wait::sleep_until,
 };
 
 /// Progress updates buffered for a sync caller's own request stream. A caller that cannot
@@ -326,7 +327,7 @@ impl Front {
                     self.inner.jobs.cancel_local(waiting.handle.id, "the MCP client cancelled its request".into());
                     return Ok(error_result("cancelled by the client"));
                 }
-                _ = tokio::time::sleep_until(deadline.unwrap_or_else(Instant::now)), if deadline.is_some() => {
+                _ = sleep_until(deadline), if deadline.is_some() => {
                     return Ok(JobHandleBody::new(links, waiting.handle.id, &waiting.name).into_result(links));
                 }
             }

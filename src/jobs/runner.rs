@@ -18,6 +18,7 @@ use crate::{
     metrics::Metrics,
     model::{EventBody, FailureReason, Heartbeat, JobFailure, JobId, ProgressUpdate},
     store::{Store, StoreError},
+    wait::sleep_until,
 };
 
 /// How a runner paces what it publishes (from `[jobs]`).
@@ -265,14 +266,6 @@ impl Runner {
         self.pending.jobs.forget(self.id());
         tracing::debug!(job = %self.id(), status, "job ended");
         self.done.send_replace(Some(Arc::new(finished)));
-    }
-}
-
-/// Sleep until `deadline`; a select branch guarded by `deadline.is_some()` never polls `None`.
-async fn sleep_until(deadline: Option<Instant>) {
-    match deadline {
-        Some(deadline) => tokio::time::sleep_until(deadline).await,
-        None => std::future::pending().await,
     }
 }
 

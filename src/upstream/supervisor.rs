@@ -15,11 +15,17 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::{Live, Upstream, UpstreamState, client::UpstreamClient, stdio, tap::Tap};
-use crate::config::TransportKind;
+use crate::{
+    config::TransportKind,
+    wait::{Backoff, sleep_until},
+};
 
-/// The first retry comes after this; each failure doubles it up to `BACKOFF_CAP`.
-const BACKOFF_BASE: Duration = Duration::from_millis(500);
-const BACKOFF_CAP: Duration = Duration::from_secs(30);
+/// Pauses between connection attempts: the first after half a second, doubling after each
+/// failure up to 30 s (an upstream that is down for long is still tried twice a minute).
+const RECONNECT: Backoff = Backoff {
+    first: Duration::from_millis(500),
+    cap: Duration::from_secs(30),
+};
 /// A connection that stayed up this long resets the backoff.
 const STABLE_AFTER: Duration = Duration::from_secs(60);
 /// Time allowed for the MCP handshake and for listing tools.
@@ -39,7 +45,7 @@ struct Session {
 
 impl Upstream {
     pub(super) async fn supervise(self, shutdown: CancellationToken) {
-        let mut failures: u32 = 0;
+        let mut pauses = RECONNECT.pauses();
         let mut first = true;
         loop {
             if shutdown.is_cancelled() {
@@ -68,7 +74,7 @@ impl Upstream {
                     tracing::warn!(upstream = %self.name(), reason = %ended, "upstream connection ended; reconnecting");
                     self.details().last_error = Some(ended);
                     if started.elapsed() >= STABLE_AFTER {
-                        failures = 0;
+                        pauses.reset();
                     }
                 }
                 Err(error) => {
@@ -78,10 +84,8 @@ impl Upstream {
             }
             first = false;
             self.set_state(UpstreamState::Down);
-            let wait = backoff(failures);
-            failures = failures.saturating_add(1);
             tokio::select! {
-                _ = tokio::time::sleep(wait) => {}
+                _ = tokio::time::sleep(pauses.next_pause()) => {}
                 _ = shutdown.cancelled() => break,
             }
         }
@@ -193,22 +197,7 @@ impl Upstream {
             }
         };
         self.set_live(None);
-        let reason = match child {
-            Some((pid, mut exited)) => {
-                let grace = if reason.is_some() {
-                    STDIO_GRACE
-                } else {
-                    Duration::from_secs(1)
-                };
-                stdio::stop(pid, &mut exited, grace).await;
-                let status = exited
-                    .borrow()
-                    .clone()
-                    .unwrap_or_else(|| "was killed".into());
-                reason.unwrap_or_else(|| format!("process {status}"))
-            }
-            None => reason.unwrap_or_else(|| "connection closed".to_string()),
-        };
+        let reason = stop_child(child, reason).await;
         let _ = closed_tx.send(Some(reason.clone()));
         reason
     }
@@ -229,6 +218,31 @@ impl Upstream {
     }
 }
 
+/// Stop a stdio child (if any) after its session ended, and say why the session ended:
+/// `reason` if the bridge ended it, otherwise how the child or connection went. A child that
+/// exited by itself gets a short grace; one the bridge stops gets [`STDIO_GRACE`].
+async fn stop_child(
+    child: Option<(u32, watch::Receiver<Option<String>>)>,
+    reason: Option<String>,
+) -> String {
+    match child {
+        Some((pid, mut exited)) => {
+            let grace = if reason.is_some() {
+                STDIO_GRACE
+            } else {
+                Duration::from_secs(1)
+            };
+            stdio::stop(pid, &mut exited, grace).await;
+            let status = exited
+                .borrow()
+                .clone()
+                .unwrap_or_else(|| "was killed".into());
+            reason.unwrap_or_else(|| format!("process {status}"))
+        }
+        None => reason.unwrap_or_else(|| "connection closed".to_string()),
+    }
+}
+
 /// How long a health-check ping may take before the upstream counts as gone.
 const PING_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -244,13 +258,6 @@ async fn ping(peer: &rmcp::Peer<RoleClient>) -> Result<(), String> {
     }
 }
 
-async fn sleep_until(deadline: Option<tokio::time::Instant>) {
-    match deadline {
-        Some(deadline) => tokio::time::sleep_until(deadline).await,
-        None => std::future::pending().await,
-    }
-}
-
 impl Upstream {
     fn health_check_interval(&self) -> Option<Duration> {
         let config = &self.inner.config;
@@ -258,28 +265,6 @@ impl Upstream {
             TransportKind::Http => (config.health_check_secs > 0)
                 .then(|| Duration::from_secs(config.health_check_secs)),
             TransportKind::Stdio => None,
-        }
-    }
-}
-
-/// Exponential backoff with ±50 % jitter, so replicas restarting together do not retry in
-/// lockstep.
-fn backoff(failures: u32) -> Duration {
-    let exp = BACKOFF_BASE.saturating_mul(1u32 << failures.min(16));
-    let capped = exp.min(BACKOFF_CAP);
-    capped.mul_f64(0.5 + fastrand::f64())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn backoff_grows_and_is_capped() {
-        for _ in 0..100 {
-            assert!(backoff(0) <= BACKOFF_BASE.mul_f64(1.5));
-            assert!(backoff(0) >= BACKOFF_BASE.mul_f64(0.5));
-            assert!(backoff(40) <= BACKOFF_CAP.mul_f64(1.5));
         }
     }
 }

@@ -383,7 +383,10 @@ mod tests {
                 client.clone(),
                 "redis://test".into(),
                 Duration::from_secs(5),
-                Duration::from_millis(200),
+                crate::wait::Backoff {
+                    first: Duration::from_millis(100),
+                    cap: Duration::from_millis(200),
+                },
                 on_push,
             )
         };

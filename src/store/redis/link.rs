@@ -26,8 +26,7 @@ use ::redis::{
 use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
 
-/// First pause between reconnect attempts; it doubles up to the link's maximum.
-const BACKOFF_MIN: Duration = Duration::from_millis(100);
+use crate::wait::Backoff;
 
 /// Why a command did not get an answer.
 #[derive(Debug, Clone)]
@@ -57,7 +56,8 @@ pub(super) struct Link {
     /// The URL without its password, for messages.
     target: String,
     timeout: Duration,
-    backoff_max: Duration,
+    /// Pauses between reconnect attempts.
+    reconnect: Backoff,
     /// The live connection and its generation. A `std` lock: held only to clone or swap the
     /// handle, never across an `.await`.
     conn: RwLock<Option<(u64, MultiplexedConnection)>>,
@@ -80,7 +80,7 @@ impl Link {
         client: Client,
         target: String,
         timeout: Duration,
-        backoff_max: Duration,
+        reconnect: Backoff,
         on_push: Option<PushHandler>,
     ) -> Arc<Self> {
         Arc::new(Self {
@@ -89,7 +89,7 @@ impl Link {
             client,
             target,
             timeout,
-            backoff_max,
+            reconnect,
             conn: RwLock::new(None),
             up: AtomicBool::new(false),
             generation: AtomicU64::new(0),
@@ -198,7 +198,7 @@ impl Link {
     /// Keep the link connected until `stop`: connect, and after every loss reconnect with
     /// exponential backoff (with jitter, so replicas do not reconnect in lockstep).
     pub(super) async fn supervise(self: Arc<Self>, stop: CancellationToken) {
-        let mut delay = BACKOFF_MIN;
+        let mut pauses = self.reconnect.pauses();
         let mut reported = false;
         loop {
             if !self.is_up() {
@@ -208,7 +208,7 @@ impl Link {
                 };
                 match attempt {
                     Ok(()) => {
-                        delay = BACKOFF_MIN;
+                        pauses.reset();
                         reported = false;
                     }
                     Err(error) => {
@@ -218,10 +218,8 @@ impl Link {
                             tracing::warn!(link = self.role, target = %self.target, %error, "cannot connect to Redis; retrying with backoff");
                             reported = true;
                         }
-                        let pause = delay.mul_f64(0.5 + fastrand::f64() / 2.0);
-                        delay = (delay * 2).min(self.backoff_max);
                         tokio::select! {
-                            _ = tokio::time::sleep(pause) => continue,
+                            _ = tokio::time::sleep(pauses.next_pause()) => continue,
                             _ = stop.cancelled() => return,
                         }
                     }

@@ -51,6 +51,7 @@ use crate::model::{
     Channel, EventBody, FailureReason, Heartbeat, JobFailure, JobId, JobSnapshot, NewJob, Seq,
     wire::{render_heartbeat, render_job_event},
 };
+use crate::wait::Backoff;
 
 /// Job IDs kept per correlation for its `status` snapshot (the newest ones).
 const MAX_CORRELATION_JOBS: usize = 1000;
@@ -128,15 +129,17 @@ impl RedisStore {
         let (hub, hub_task) = Hub::new(keys.control(&replica));
         // Reconnect at least every third of a lease, so a replica that lost Redis renews its
         // lease before the others may count it as dead.
-        let backoff_max =
-            (options.lease / 3).clamp(Duration::from_millis(200), Duration::from_secs(5));
+        let reconnect = Backoff {
+            first: Duration::from_millis(100),
+            cap: (options.lease / 3).clamp(Duration::from_millis(200), Duration::from_secs(5)),
+        };
         let cmd = Link::new(
             "cmd",
             keys.client_name(&replica, "cmd"),
             client.clone(),
             target.clone(),
             options.command_timeout,
-            backoff_max,
+            reconnect,
             None,
         );
         let dispatch = hub.clone();
@@ -146,7 +149,7 @@ impl RedisStore {
             client,
             target,
             options.command_timeout,
-            backoff_max,
+            reconnect,
             Some(Arc::new(move |push| dispatch.dispatch(push))),
         );
         let inner = Arc::new(Inner {
