@@ -10,7 +10,7 @@ mod runner;
 
 use std::{
     sync::{
-        Arc, Mutex,
+        Arc,
         atomic::{AtomicBool, AtomicUsize, Ordering},
     },
     time::Duration,
@@ -18,6 +18,7 @@ use std::{
 
 use dashmap::DashMap;
 use futures::{StreamExt, future::BoxFuture};
+use parking_lot::Mutex;
 use rmcp::{ErrorData, model::CallToolResult};
 use tokio::sync::{Notify, mpsc, watch};
 use tokio_util::sync::CancellationToken;
@@ -109,17 +110,13 @@ struct Running {
 
 impl Running {
     fn cancel(&self, reason: String) {
-        self.reason
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get_or_insert(reason);
+        self.reason.lock().get_or_insert(reason);
         self.cancel.cancel();
     }
 
     fn reason(&self) -> String {
         self.reason
             .lock()
-            .unwrap_or_else(|p| p.into_inner())
             .clone()
             .unwrap_or_else(|| "cancelled".into())
     }

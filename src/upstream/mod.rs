@@ -12,7 +12,9 @@ mod stdio;
 mod supervisor;
 mod tap;
 
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::Arc;
+
+use parking_lot::{Mutex, MutexGuard, RwLock};
 
 use rmcp::{RoleClient, model::Tool, service::Peer};
 use serde::Serialize;
@@ -218,20 +220,16 @@ impl Upstream {
         }
     }
 
-    fn details(&self) -> std::sync::MutexGuard<'_, Details> {
-        self.inner.details.lock().unwrap_or_else(|p| p.into_inner())
+    fn details(&self) -> MutexGuard<'_, Details> {
+        self.inner.details.lock()
     }
 
     fn live(&self) -> Option<Live> {
-        self.inner
-            .live
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        self.inner.live.read().clone()
     }
 
     fn set_live(&self, live: Option<Live>) {
-        *self.inner.live.write().unwrap_or_else(|p| p.into_inner()) = live;
+        *self.inner.live.write() = live;
     }
 
     fn set_state(&self, state: UpstreamState) {

@@ -14,7 +14,7 @@
 
 use std::{
     sync::{
-        Arc, Mutex, RwLock, Weak,
+        Arc, Weak,
         atomic::{AtomicBool, AtomicU64, Ordering},
     },
     time::{Duration, Instant},
@@ -23,6 +23,7 @@ use std::{
 use ::redis::{
     AsyncConnectionConfig, Client, PushInfo, PushKind, RedisError, aio::MultiplexedConnection,
 };
+use parking_lot::{Mutex, RwLock};
 use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
 
@@ -58,7 +59,7 @@ pub(super) struct Link {
     timeout: Duration,
     /// Pauses between reconnect attempts.
     reconnect: Backoff,
-    /// The live connection and its generation. A `std` lock: held only to clone or swap the
+    /// The live connection and its generation. A plain (`parking_lot`) lock: held only to clone or swap the
     /// handle, never across an `.await`.
     conn: RwLock<Option<(u64, MultiplexedConnection)>>,
     up: AtomicBool,
@@ -106,7 +107,7 @@ impl Link {
     }
 
     pub(super) fn up_for(&self) -> Option<Duration> {
-        let since = *self.up_since.lock().unwrap_or_else(|p| p.into_inner());
+        let since = *self.up_since.lock();
         since.filter(|_| self.is_up()).map(|s| s.elapsed())
     }
 
@@ -124,11 +125,7 @@ impl Link {
 
     /// Why the link is down, in words for `/readyz` and errors.
     pub(super) fn down_reason(&self) -> String {
-        let last = self
-            .last_error
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
+        let last = self.last_error.lock().clone();
         format!(
             "Redis at {} is unreachable ({} connection: {last}); the bridge keeps reconnecting, \
              check that Redis runs and store.redis_url is right",
@@ -143,7 +140,6 @@ impl Link {
         }
         self.conn
             .read()
-            .unwrap_or_else(|p| p.into_inner())
             .clone()
             .ok_or_else(|| LinkError::Down(self.down_reason()))
     }
@@ -186,11 +182,11 @@ impl Link {
         if self.generation.load(Ordering::Acquire) != generation {
             return;
         }
-        *self.last_error.lock().unwrap_or_else(|p| p.into_inner()) = why.to_string();
+        *self.last_error.lock() = why.to_string();
         if self.up.swap(false, Ordering::AcqRel) {
             tracing::warn!(link = self.role, target = %self.target, error = why, "lost the Redis connection; reconnecting");
-            *self.conn.write().unwrap_or_else(|p| p.into_inner()) = None;
-            *self.up_since.lock().unwrap_or_else(|p| p.into_inner()) = None;
+            *self.conn.write() = None;
+            *self.up_since.lock() = None;
         }
         self.broken.notify_one();
     }
@@ -212,8 +208,7 @@ impl Link {
                         reported = false;
                     }
                     Err(error) => {
-                        *self.last_error.lock().unwrap_or_else(|p| p.into_inner()) =
-                            error.to_string();
+                        *self.last_error.lock() = error.to_string();
                         if !reported {
                             tracing::warn!(link = self.role, target = %self.target, %error, "cannot connect to Redis; retrying with backoff");
                             reported = true;
@@ -260,8 +255,8 @@ impl Link {
             .exec_async(&mut conn)
             .await?;
         self.generation.store(generation, Ordering::Release);
-        *self.conn.write().unwrap_or_else(|p| p.into_inner()) = Some((generation, conn));
-        *self.up_since.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
+        *self.conn.write() = Some((generation, conn));
+        *self.up_since.lock() = Some(Instant::now());
         self.up.store(true, Ordering::Release);
         self.connected.send_modify(|n| *n += 1);
         tracing::info!(link = self.role, target = %self.target, name = %self.name, "connected to Redis");
