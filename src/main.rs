@@ -113,7 +113,7 @@ async fn main() -> ExitCode {
     let client = matches!(cli.command, Some(Command::Watch(_) | Command::Call(_)));
     init_logging(cli.log_json, client);
     let result = match cli.command.take().unwrap_or(Command::Serve) {
-        Command::DemoTools => demo::serve_stdio().await,
+        Command::DemoTools => demo::serve_stdio().await.map_err(anyhow::Error::from),
         Command::Serve => return serve(&cli).await,
         Command::Watch(args) => return cli::watch::run(args).await,
         Command::Call(args) => return cli::call::run(args).await,
