@@ -142,7 +142,7 @@ impl Hub {
             .get_or_try_init(|| async {
                 let (done, answer) = oneshot::channel();
                 let request = SubscribeRequest { channel, done };
-                let gone = || LinkError::Down("the bridge is shutting down".into());
+                let gone = || LinkError::down("the bridge is shutting down");
                 self.requests.send(request).await.map_err(|_| gone())?;
                 answer.await.map_err(|_| gone())?
             })

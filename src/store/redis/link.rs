@@ -29,19 +29,32 @@ use tokio_util::sync::CancellationToken;
 
 use crate::wait::Backoff;
 
-/// Why a command did not get an answer.
-#[derive(Debug, Clone)]
+/// Why a command did not get an answer. The message is whole (it names Redis, the link, and
+/// what to check); the Redis error behind it, when there is one, is also its `source()`.
+#[derive(Debug, Clone, thiserror::Error)]
 pub(super) enum LinkError {
     /// Redis is unreachable (or did not answer in time): nothing is known to have happened.
-    Down(String),
+    #[error("{reason}")]
+    Down {
+        reason: String,
+        #[source]
+        cause: Option<RedisError>,
+    },
     /// Redis answered with an error.
-    Server(String),
+    #[error("Redis at {target} answered with an error: {cause}")]
+    Server {
+        target: String,
+        #[source]
+        cause: RedisError,
+    },
 }
 
-impl std::fmt::Display for LinkError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            LinkError::Down(m) | LinkError::Server(m) => f.write_str(m),
+impl LinkError {
+    /// Down, for a reason of the bridge's own (no Redis error behind it).
+    pub(super) fn down(reason: impl Into<String>) -> Self {
+        LinkError::Down {
+            reason: reason.into(),
+            cause: None,
         }
     }
 }
@@ -133,15 +146,17 @@ impl Link {
         )
     }
 
+    /// The link is down: [`Link::down_reason`] as an error.
+    pub(super) fn down_error(&self) -> LinkError {
+        LinkError::down(self.down_reason())
+    }
+
     /// The connection, or at once the reason there is none.
     pub(super) fn get(&self) -> Result<(u64, MultiplexedConnection), LinkError> {
         if !self.is_up() {
-            return Err(LinkError::Down(self.down_reason()));
+            return Err(self.down_error());
         }
-        self.conn
-            .read()
-            .clone()
-            .ok_or_else(|| LinkError::Down(self.down_reason()))
+        self.conn.read().clone().ok_or_else(|| self.down_error())
     }
 
     /// Run one request with the command timeout. A connection-level failure marks the link
@@ -156,23 +171,29 @@ impl Link {
             Ok(Ok(value)) => Ok(value),
             Ok(Err(error)) if is_connection_error(&error) => {
                 self.fail(generation, &error.to_string());
-                Err(LinkError::Down(self.down_reason()))
+                Err(LinkError::Down {
+                    reason: self.down_reason(),
+                    cause: Some(error),
+                })
             }
             // The connection is fine but Redis cannot serve yet (LOADING after a restart,
             // TRYAGAIN, MASTERDOWN): nothing happened, so callers treat it as an outage (an
             // owner holds the event and writes it later) instead of losing the write.
-            Ok(Err(error)) if is_transient(&error) => Err(LinkError::Down(format!(
-                "Redis at {} cannot serve yet ({error}); the bridge retries",
-                self.target
-            ))),
-            Ok(Err(error)) => Err(LinkError::Server(format!(
-                "Redis at {} answered with an error: {error}",
-                self.target
-            ))),
+            Ok(Err(error)) if is_transient(&error) => Err(LinkError::Down {
+                reason: format!(
+                    "Redis at {} cannot serve yet ({error}); the bridge retries",
+                    self.target
+                ),
+                cause: Some(error),
+            }),
+            Ok(Err(error)) => Err(LinkError::Server {
+                target: self.target.clone(),
+                cause: error,
+            }),
             Err(_) => {
                 let why = format!("no answer within {} ms", self.timeout.as_millis());
                 self.fail(generation, &why);
-                Err(LinkError::Down(self.down_reason()))
+                Err(self.down_error())
             }
         }
     }
@@ -292,6 +313,30 @@ mod tests {
             Ok(::redis::Value::ServerError(error)) => error.into(),
             other => panic!("not a server error: {other:?}"),
         }
+    }
+
+    /// A store error says everything in its message, and keeps the Redis error reachable as
+    /// a typed source (so a later client-facing message can hide it and logs still have it).
+    #[test]
+    fn a_redis_error_is_in_the_message_and_is_the_source() {
+        use std::error::Error as _;
+        let error: crate::store::StoreError = LinkError::Server {
+            target: "redis://cache:6379".into(),
+            cause: server_error("-WRONGTYPE Operation against a key holding the wrong kind\r\n"),
+        }
+        .into();
+        let text = error.to_string();
+        assert!(
+            text.starts_with(
+                "the job store is unavailable: Redis at redis://cache:6379 answered with an error: "
+            ) && text.contains("WRONGTYPE"),
+            "{text}"
+        );
+        let link = error.source().expect("the link error");
+        assert!(link.downcast_ref::<LinkError>().is_some());
+        let redis = link.source().expect("the Redis error");
+        assert!(redis.downcast_ref::<RedisError>().is_some());
+        assert!(LinkError::down("gone").source().is_none());
     }
 
     /// After a restart Redis accepts connections while it loads its data and answers

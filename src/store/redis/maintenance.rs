@@ -135,8 +135,8 @@ impl Inner {
                         );
                         break;
                     }
-                    Err(LinkError::Down(_)) => return,
-                    Err(LinkError::Server(error)) => {
+                    Err(LinkError::Down { .. }) => return,
+                    Err(error @ LinkError::Server { .. }) => {
                         // Not a connection problem: retrying would fail the same way.
                         tracing::error!(job = %job, %error, "a held event could not be written; dropping it");
                         owned.lock().held.pop_front();

@@ -101,8 +101,19 @@ enum Written {
 
 impl From<LinkError> for StoreError {
     fn from(e: LinkError) -> Self {
-        StoreError::Unavailable(e.to_string())
+        StoreError::Unavailable(Box::new(e))
     }
+}
+
+/// `store.redis_url` cannot be used (caught by config validation first; this is the engine's
+/// own word on it).
+#[derive(Debug, thiserror::Error)]
+#[error("store.redis_url {target:?}{what}: {cause}")]
+struct UnusableUrl {
+    target: String,
+    what: &'static str,
+    #[source]
+    cause: ::redis::RedisError,
 }
 
 impl RedisStore {
@@ -115,16 +126,25 @@ impl RedisStore {
         stop: CancellationToken,
     ) -> Result<Self, StoreError> {
         let target = redact_url(&options.url);
-        let info = options.url.as_str().into_connection_info().map_err(|e| {
-            StoreError::Unavailable(format!("store.redis_url {target:?} is not usable: {e}"))
-        })?;
+        let unusable = |what, cause| {
+            StoreError::Unavailable(Box::new(UnusableUrl {
+                target: target.clone(),
+                what,
+                cause,
+            }))
+        };
+        let info = options
+            .url
+            .as_str()
+            .into_connection_info()
+            .map_err(|e| unusable(" is not usable", e))?;
         // RESP3: pub/sub pushes on a connection that also answers commands (CLIENT SETNAME).
         let settings = info
             .redis_settings()
             .clone()
             .set_protocol(ProtocolVersion::RESP3);
-        let client = Client::open(info.set_redis_settings(settings))
-            .map_err(|e| StoreError::Unavailable(format!("store.redis_url {target:?}: {e}")))?;
+        let client =
+            Client::open(info.set_redis_settings(settings)).map_err(|e| unusable("", e))?;
         let keys = Keys::new(&options.key_prefix);
         let (hub, hub_task) = Hub::new(keys.control(&replica));
         // Reconnect at least every third of a lease, so a replica that lost Redis renews its
@@ -281,7 +301,7 @@ impl Inner {
                 self.cancel_locally(job, "the job was ended by another replica (owner lost)");
                 Ok(None)
             }
-            Err(LinkError::Down(reason)) => {
+            Err(LinkError::Down { reason, .. }) => {
                 tracing::debug!(job = %job, %reason, "Redis away: holding the event");
                 let seq = write.expect;
                 owned.lock().hold(write, self.outage_buffer);
@@ -500,7 +520,7 @@ impl Store for RedisStore {
         }
         let owned_here = job.owner == inner.replica;
         if !inner.cmd.is_up() {
-            return Err(StoreError::Unavailable(inner.cmd.down_reason()));
+            return Err(inner.cmd.down_error().into());
         }
         let created: Result<i64, LinkError> = inner
             .cmd
@@ -514,7 +534,7 @@ impl Store for RedisStore {
                 }
                 Ok(snapshot)
             }
-            Err(LinkError::Down(reason)) if owned_here => {
+            Err(error @ LinkError::Down { .. }) if owned_here => {
                 // The script may have run before the answer was lost. Hold a failure for
                 // the job: written when Redis returns, it ends the job if it does exist.
                 let owned = Owned::new(snapshot.clone());
@@ -532,7 +552,7 @@ impl Store for RedisStore {
                     state.hold(write, inner.outage_buffer);
                 }
                 inner.owned.insert(job.id, owned);
-                Err(StoreError::Unavailable(reason))
+                Err(error.into())
             }
             Err(error) => Err(error.into()),
         }
@@ -672,7 +692,7 @@ impl Store for RedisStore {
         let inner = &self.inner;
         for link in [&inner.cmd, &inner.sub] {
             if !link.is_up() {
-                return Err(StoreError::Unavailable(link.down_reason()));
+                return Err(link.down_error().into());
             }
         }
         inner
