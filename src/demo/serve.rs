@@ -17,7 +17,7 @@ use super::DemoTools;
 #[derive(Debug, thiserror::Error)]
 pub enum StdioError {
     #[error("the MCP handshake on stdin/stdout failed: {0}")]
-    Initialize(#[from] rmcp::service::ServerInitializeError),
+    Initialize(#[source] Box<rmcp::service::ServerInitializeError>),
     #[error("the stdio session ended abnormally: {0}")]
     Session(#[from] tokio::task::JoinError),
 }
@@ -34,7 +34,8 @@ pub async fn serve_stdio() -> Result<(), StdioError> {
     // runtime from shutting down.
     let server = DemoTools::new()
         .serve(rmcp::transport::stdio_pipes())
-        .await?;
+        .await
+        .map_err(|e| StdioError::Initialize(Box::new(e)))?;
     let reason = server.waiting().await?;
     tracing::info!(?reason, "demo tools: stdio session ended");
     Ok(())
