@@ -8,6 +8,7 @@
 
 mod call;
 mod client;
+mod error;
 mod stdio;
 mod supervisor;
 mod tap;
@@ -22,6 +23,7 @@ use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
 
 pub use call::{CallCanceller, CallOutcome, UpstreamCall};
+pub use error::{SessionError, Unreachable, UpstreamError};
 pub use tap::CallSink;
 
 use crate::{
@@ -29,14 +31,6 @@ use crate::{
     metrics::Metrics,
 };
 use tap::CallRoutes;
-
-#[derive(Debug, thiserror::Error)]
-pub enum UpstreamError {
-    #[error("upstream {name} is not connected ({reason}); try again shortly")]
-    NotConnected { name: String, reason: String },
-    #[error("upstream {name} did not accept the call: {reason}")]
-    Send { name: String, reason: String },
-}
 
 /// All configured upstreams, in config order.
 #[derive(Clone)]
@@ -124,7 +118,7 @@ pub struct Upstream {
 struct Inner {
     config: UpstreamConfig,
     routes: Arc<CallRoutes>,
-    /// The current connection, if any. A std lock: read on every call, written on (re)connect,
+    /// The current connection, if any. A plain (`parking_lot`) lock: read on every call, written on (re)connect,
     /// never held across an `.await`.
     live: RwLock<Option<Live>>,
     details: Mutex<Details>,
@@ -146,7 +140,7 @@ struct Live {
 struct Details {
     tools: Arc<Vec<Tool>>,
     restarts: u64,
-    last_error: Option<String>,
+    last_error: Option<Arc<SessionError>>,
 }
 
 impl Upstream {
@@ -215,7 +209,7 @@ impl Upstream {
                 Vec::new()
             },
             restarts: details.restarts,
-            last_error: details.last_error.clone(),
+            last_error: details.last_error.as_ref().map(|e| e.to_string()),
             in_flight: self.inner.routes.in_flight(),
         }
     }
@@ -252,10 +246,10 @@ impl Upstream {
 
     fn not_connected(&self) -> UpstreamError {
         let reason = match (self.state(), self.details().last_error.clone()) {
-            (UpstreamState::Stopped, _) => "the bridge is shutting down".to_string(),
-            (_, Some(e)) => e,
-            (UpstreamState::Connecting, None) => "still connecting".to_string(),
-            _ => "connection lost".to_string(),
+            (UpstreamState::Stopped, _) => Unreachable::ShuttingDown,
+            (_, Some(e)) => Unreachable::Failed(e),
+            (UpstreamState::Connecting, None) => Unreachable::Connecting,
+            _ => Unreachable::Lost,
         };
         UpstreamError::NotConnected {
             name: self.name().to_string(),

@@ -14,7 +14,7 @@ use rmcp::{
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use super::{Live, Upstream, UpstreamState, client::UpstreamClient, stdio, tap::Tap};
+use super::{Live, SessionError, Upstream, UpstreamState, client::UpstreamClient, stdio, tap::Tap};
 use crate::{
     config::TransportKind,
     wait::{Backoff, sleep_until},
@@ -72,14 +72,14 @@ impl Upstream {
                         break;
                     }
                     tracing::warn!(upstream = %self.name(), reason = %ended, "upstream connection ended; reconnecting");
-                    self.details().last_error = Some(ended);
+                    self.details().last_error = Some(Arc::new(SessionError::Ended(ended)));
                     if started.elapsed() >= STABLE_AFTER {
                         pauses.reset();
                     }
                 }
                 Err(error) => {
                     tracing::warn!(upstream = %self.name(), %error, "upstream is down");
-                    self.details().last_error = Some(error);
+                    self.details().last_error = Some(Arc::new(error));
                 }
             }
             first = false;
@@ -92,7 +92,7 @@ impl Upstream {
         self.set_state(UpstreamState::Stopped);
     }
 
-    async fn connect(&self) -> Result<Session, String> {
+    async fn connect(&self) -> Result<Session, SessionError> {
         let handler = UpstreamClient {
             tools_changed: self.inner.tools_changed.clone(),
         };
@@ -100,7 +100,7 @@ impl Upstream {
         let routes = self.inner.routes.clone();
         let session = match config.transport {
             TransportKind::Stdio => {
-                let child = stdio::spawn(config).map_err(|e| e.to_string())?;
+                let child = stdio::spawn(config).map_err(SessionError::Spawn)?;
                 let transport = Tap::new(
                     AsyncRwTransport::new_client(child.stdout, child.stdin),
                     routes,
@@ -115,8 +115,11 @@ impl Upstream {
                         stdio::stop(child.pid, &mut exited, Duration::ZERO).await;
                         let status = exited.borrow().clone().unwrap_or_default();
                         return Err(match failed {
-                            Ok(Err(e)) => format!("MCP initialize failed: {e} (process {status})"),
-                            _ => format!("MCP initialize timed out after {HANDSHAKE_TIMEOUT:?}"),
+                            Ok(Err(e)) => SessionError::Initialize {
+                                status,
+                                source: Box::new(e),
+                            },
+                            _ => SessionError::InitializeTimeout(HANDSHAKE_TIMEOUT),
                         });
                     }
                 }
@@ -141,11 +144,17 @@ impl Upstream {
                         client,
                         child: None,
                     },
-                    Ok(Err(e)) => return Err(format!("cannot connect to {url}: {e}")),
+                    Ok(Err(e)) => {
+                        return Err(SessionError::Connect {
+                            url,
+                            source: Box::new(e),
+                        });
+                    }
                     Err(_) => {
-                        return Err(format!(
-                            "connecting to {url} timed out after {HANDSHAKE_TIMEOUT:?}"
-                        ));
+                        return Err(SessionError::ConnectTimeout {
+                            url,
+                            timeout: HANDSHAKE_TIMEOUT,
+                        });
                     }
                 }
             }
