@@ -93,73 +93,77 @@ impl Upstream {
     }
 
     async fn connect(&self) -> Result<Session, SessionError> {
-        let handler = UpstreamClient {
+        match self.inner.config.transport {
+            TransportKind::Stdio => self.connect_stdio().await,
+            TransportKind::Http => self.connect_http().await,
+        }
+    }
+
+    fn handler(&self) -> UpstreamClient {
+        UpstreamClient {
             tools_changed: self.inner.tools_changed.clone(),
-        };
+        }
+    }
+
+    /// Start the child and do the MCP handshake on its stdin/stdout; a child that fails the
+    /// handshake is stopped at once, and its exit status goes into the error.
+    async fn connect_stdio(&self) -> Result<Session, SessionError> {
+        let child = stdio::spawn(&self.inner.config).map_err(SessionError::Spawn)?;
+        let transport = Tap::new(
+            AsyncRwTransport::new_client(child.stdout, child.stdin),
+            self.inner.routes.clone(),
+        );
+        let mut exited = child.exited;
+        match tokio::time::timeout(HANDSHAKE_TIMEOUT, self.handler().serve(transport)).await {
+            Ok(Ok(client)) => Ok(Session {
+                client,
+                child: Some((child.pid, exited)),
+            }),
+            failed => {
+                stdio::stop(child.pid, &mut exited, Duration::ZERO).await;
+                let status = exited.borrow().clone().unwrap_or_default();
+                Err(match failed {
+                    Ok(Err(e)) => SessionError::Initialize {
+                        status,
+                        source: Box::new(e),
+                    },
+                    _ => SessionError::InitializeTimeout(HANDSHAKE_TIMEOUT),
+                })
+            }
+        }
+    }
+
+    /// Connect to a Streamable HTTP upstream with its configured headers.
+    async fn connect_http(&self) -> Result<Session, SessionError> {
         let config = &self.inner.config;
-        let routes = self.inner.routes.clone();
-        let session = match config.transport {
-            TransportKind::Stdio => {
-                let child = stdio::spawn(config).map_err(SessionError::Spawn)?;
-                let transport = Tap::new(
-                    AsyncRwTransport::new_client(child.stdout, child.stdin),
-                    routes,
-                );
-                let mut exited = child.exited;
-                match tokio::time::timeout(HANDSHAKE_TIMEOUT, handler.serve(transport)).await {
-                    Ok(Ok(client)) => Session {
-                        client,
-                        child: Some((child.pid, exited)),
-                    },
-                    failed => {
-                        stdio::stop(child.pid, &mut exited, Duration::ZERO).await;
-                        let status = exited.borrow().clone().unwrap_or_default();
-                        return Err(match failed {
-                            Ok(Err(e)) => SessionError::Initialize {
-                                status,
-                                source: Box::new(e),
-                            },
-                            _ => SessionError::InitializeTimeout(HANDSHAKE_TIMEOUT),
-                        });
-                    }
-                }
-            }
-            TransportKind::Http => {
-                let url = config.url.clone().unwrap_or_default();
-                let headers: HashMap<http::HeaderName, http::HeaderValue> = config
-                    .headers
-                    .iter()
-                    .filter_map(|(k, v)| Some((k.parse().ok()?, v.parse().ok()?)))
-                    .collect();
-                let transport_config = StreamableHttpClientTransportConfig::with_uri(url.clone())
-                    .custom_headers(headers)
-                    .reinit_on_expired_session(true)
-                    .max_concurrent_requests(HTTP_MAX_CONCURRENT);
-                let transport = Tap::new(
-                    StreamableHttpClientTransport::from_config(transport_config),
-                    routes,
-                );
-                match tokio::time::timeout(HANDSHAKE_TIMEOUT, handler.serve(transport)).await {
-                    Ok(Ok(client)) => Session {
-                        client,
-                        child: None,
-                    },
-                    Ok(Err(e)) => {
-                        return Err(SessionError::Connect {
-                            url,
-                            source: Box::new(e),
-                        });
-                    }
-                    Err(_) => {
-                        return Err(SessionError::ConnectTimeout {
-                            url,
-                            timeout: HANDSHAKE_TIMEOUT,
-                        });
-                    }
-                }
-            }
-        };
-        Ok(session)
+        let url = config.url.clone().unwrap_or_default();
+        let headers: HashMap<http::HeaderName, http::HeaderValue> = config
+            .headers
+            .iter()
+            .filter_map(|(k, v)| Some((k.parse().ok()?, v.parse().ok()?)))
+            .collect();
+        let transport_config = StreamableHttpClientTransportConfig::with_uri(url.clone())
+            .custom_headers(headers)
+            .reinit_on_expired_session(true)
+            .max_concurrent_requests(HTTP_MAX_CONCURRENT);
+        let transport = Tap::new(
+            StreamableHttpClientTransport::from_config(transport_config),
+            self.inner.routes.clone(),
+        );
+        match tokio::time::timeout(HANDSHAKE_TIMEOUT, self.handler().serve(transport)).await {
+            Ok(Ok(client)) => Ok(Session {
+                client,
+                child: None,
+            }),
+            Ok(Err(e)) => Err(SessionError::Connect {
+                url,
+                source: Box::new(e),
+            }),
+            Err(_) => Err(SessionError::ConnectTimeout {
+                url,
+                timeout: HANDSHAKE_TIMEOUT,
+            }),
+        }
     }
 
     /// Serve one connected session until it ends or the bridge shuts down; returns why it

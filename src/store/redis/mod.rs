@@ -126,25 +126,7 @@ impl RedisStore {
         stop: CancellationToken,
     ) -> Result<Self, StoreError> {
         let target = redact_url(&options.url);
-        let unusable = |what, cause| {
-            StoreError::Unavailable(Box::new(UnusableUrl {
-                target: target.clone(),
-                what,
-                cause,
-            }))
-        };
-        let info = options
-            .url
-            .as_str()
-            .into_connection_info()
-            .map_err(|e| unusable(" is not usable", e))?;
-        // RESP3: pub/sub pushes on a connection that also answers commands (CLIENT SETNAME).
-        let settings = info
-            .redis_settings()
-            .clone()
-            .set_protocol(ProtocolVersion::RESP3);
-        let client =
-            Client::open(info.set_redis_settings(settings)).map_err(|e| unusable("", e))?;
+        let client = resp3_client(&options.url, &target)?;
         let keys = Keys::new(&options.key_prefix);
         let (hub, hub_task) = Hub::new(keys.control(&replica));
         // Reconnect at least every third of a lease, so a replica that lost Redis renews its
@@ -194,7 +176,47 @@ impl RedisStore {
     }
 }
 
+/// A client for `url` (shown as `target`, its password hidden) that speaks RESP3: pub/sub
+/// pushes on a connection that also answers commands (CLIENT SETNAME).
+fn resp3_client(url: &str, target: &str) -> Result<Client, StoreError> {
+    let unusable = |what, cause| {
+        StoreError::Unavailable(Box::new(UnusableUrl {
+            target: target.to_string(),
+            what,
+            cause,
+        }))
+    };
+    let info = url
+        .into_connection_info()
+        .map_err(|e| unusable(" is not usable", e))?;
+    let settings = info
+        .redis_settings()
+        .clone()
+        .set_protocol(ProtocolVersion::RESP3);
+    Client::open(info.set_redis_settings(settings)).map_err(|e| unusable("", e))
+}
+
 impl Inner {
+    /// A job's creation script may have run before Redis was lost with its answer. Hold a
+    /// failure for the job: written when Redis returns, it ends the job if it does exist.
+    fn hold_failed_start(&self, job: JobId, snapshot: JobSnapshot) {
+        let owned = Owned::new(snapshot);
+        {
+            let mut state = owned.lock();
+            let body = EventBody::Failed {
+                failure: JobFailure {
+                    reason: FailureReason::StoreUnavailable,
+                    message: "the bridge lost Redis while starting this job".into(),
+                },
+                result: None,
+                rpc_error: None,
+            };
+            let write = Inner::prepare(job, &mut state.snapshot, &body);
+            state.hold(write, self.outage_buffer);
+        }
+        self.owned.insert(job, owned);
+    }
+
     fn cancel_locally(&self, job_id: JobId, reason: &str) {
         let _ = self.hub.cancels().send(CancelRequest {
             job_id,
@@ -535,23 +557,7 @@ impl Store for RedisStore {
                 Ok(snapshot)
             }
             Err(error @ LinkError::Down { .. }) if owned_here => {
-                // The script may have run before the answer was lost. Hold a failure for
-                // the job: written when Redis returns, it ends the job if it does exist.
-                let owned = Owned::new(snapshot.clone());
-                {
-                    let mut state = owned.lock();
-                    let body = EventBody::Failed {
-                        failure: JobFailure {
-                            reason: FailureReason::StoreUnavailable,
-                            message: "the bridge lost Redis while starting this job".into(),
-                        },
-                        result: None,
-                        rpc_error: None,
-                    };
-                    let write = Inner::prepare(job.id, &mut state.snapshot, &body);
-                    state.hold(write, inner.outage_buffer);
-                }
-                inner.owned.insert(job.id, owned);
+                inner.hold_failed_start(job.id, snapshot);
                 Err(error.into())
             }
             Err(error) => Err(error.into()),
