@@ -214,6 +214,8 @@ pub(super) struct HubTask {
 impl HubTask {
     /// `link` is the pub/sub connection; `cmd` the command connection, which readers need to
     /// catch up after a reconnect.
+    // One `select!` loop, kept whole: several arms end the task on `stop` from inside their
+    // own waits, which a helper would have to report back as a value to return on.
     pub(super) async fn run(
         mut self,
         hub: Arc<Hub>,
