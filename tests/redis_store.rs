@@ -11,25 +11,20 @@ use common::*;
 use futures::StreamExt;
 use mcp_progress_bridge::{
     model::{Channel, EventBody, EventKind, JobId, JobStatus, NewJob, ProgressUpdate},
+    shutdown::{Shutdown, ShutdownGuard},
     store::{CancelAck, ChannelSnapshot, LiveItem, RedisOptions, RedisStore, Store, StoreError},
 };
-use tokio_util::sync::CancellationToken;
 
 struct Replica {
     store: RedisStore,
     name: String,
-    stop: CancellationToken,
-}
-
-impl Drop for Replica {
-    fn drop(&mut self) {
-        self.stop.cancel();
-    }
+    /// Stops the store's tasks when the replica is dropped.
+    _stop: ShutdownGuard,
 }
 
 async fn replica(url: &str, prefix: &str, history: usize) -> Replica {
     let name = format!("replica-{:08x}", fastrand::u32(..));
-    let stop = CancellationToken::new();
+    let shutdown = Shutdown::new();
     let options = RedisOptions {
         url: url.to_string(),
         key_prefix: prefix.to_string(),
@@ -39,14 +34,18 @@ async fn replica(url: &str, prefix: &str, history: usize) -> Replica {
         outage_buffer: 100,
         command_timeout: Duration::from_secs(2),
     };
-    let store = RedisStore::start(options, name.clone(), stop.clone()).expect("store");
+    let store = RedisStore::start(options, name.clone(), &shutdown).expect("store");
     within("the store connects", async {
         while store.ping().await.is_err() {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     })
     .await;
-    Replica { store, name, stop }
+    Replica {
+        store,
+        name,
+        _stop: shutdown.drop_guard(),
+    }
 }
 
 fn new_job(owner: &str, correlation: Option<&str>) -> NewJob {

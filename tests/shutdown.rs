@@ -183,8 +183,16 @@ fn after_shutdown_no_task_of_the_bridge_is_left() {
         c.jobs.mode = mcp_progress_bridge::config::CallMode::Async;
     }));
     let (_session, reader) = exercise(&rt, &bridge);
+    let tasks = bridge.running().tasks();
+    assert!(tasks.running() > 0, "the bridge runs background tasks");
     rt.bridge
         .block_on(bridge.shutdown(Duration::from_millis(200)));
+    assert_eq!(
+        tasks.running(),
+        0,
+        "tasks of the bridge left after shutdown"
+    );
+    assert!(tasks.all_stopped(), "every stage was stopped");
     assert_no_task_left(&rt);
     let events = rt
         .client
@@ -254,8 +262,16 @@ fn after_shutdown_the_redis_store_has_no_task_and_no_connection_left() {
     assert_eq!(open.len(), 2, "the replica's two connections: {open:?}");
 
     let (_session, reader) = exercise(&rt, &bridge);
+    let tasks = bridge.running().tasks();
+    assert!(tasks.running() > 0, "the bridge runs background tasks");
     rt.bridge
         .block_on(bridge.shutdown(Duration::from_millis(200)));
+    assert_eq!(
+        tasks.running(),
+        0,
+        "tasks of the bridge left after shutdown"
+    );
+    assert!(tasks.all_stopped(), "every stage was stopped");
     assert_no_task_left(&rt);
     // Redis notices a closed connection on its next turn of the event loop: ask until it has.
     let left = rt.client.block_on(async {
