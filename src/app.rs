@@ -143,30 +143,7 @@ pub async fn start_with_listener(
     let shutdown = Shutdown::new();
     // Armed at once: a start that fails half-way stops what it had started.
     let stop_on_drop = shutdown.drop_guard();
-    let metrics = Arc::new(Metrics::new());
-    // Names this process as the owner of the jobs it runs (cancel routing, owner-loss
-    // detection): random, because a restarted process has lost its upstream calls and must
-    // not inherit the old one's jobs.
-    let replica = format!("replica-{:016x}", fastrand::u64(..));
-    let (store, mcp_sessions) = start_store(&config, &replica, &shutdown)?;
-    let upstreams = Upstreams::start(
-        &without_secret_env(&config.auth, &config.upstreams),
-        metrics.clone(),
-        shutdown.tasks(Stage::Upstreams),
-    );
-    let jobs = Jobs::new(
-        store.clone(),
-        config.jobs.clone(),
-        replica,
-        metrics.clone(),
-        shutdown.tasks(Stage::Jobs),
-    );
-    let core = Core {
-        store,
-        metrics,
-        upstreams,
-        jobs,
-    };
+    let (core, mcp_sessions) = start_core(&config, &shutdown)?;
     let http = shutdown.tasks(Stage::Http);
     let job_tokens = JobTokens::from_config(&config.auth);
     let guard = Guard::new(&config, job_tokens.clone());
@@ -194,6 +171,39 @@ pub async fn start_with_listener(
         shutdown,
         _stop_on_drop: stop_on_drop,
     })
+}
+
+/// The store, the upstreams and the jobs, started; and where MCP sessions are recorded, when
+/// the store keeps them.
+fn start_core(
+    config: &Config,
+    shutdown: &Shutdown,
+) -> Result<(Core, Option<McpSessions>), StartError> {
+    let metrics = Arc::new(Metrics::new());
+    // Names this process as the owner of the jobs it runs (cancel routing, owner-loss
+    // detection): random, because a restarted process has lost its upstream calls and must
+    // not inherit the old one's jobs.
+    let replica = format!("replica-{:016x}", fastrand::u64(..));
+    let (store, mcp_sessions) = start_store(config, &replica, shutdown)?;
+    let upstreams = Upstreams::start(
+        &without_secret_env(&config.auth, &config.upstreams),
+        metrics.clone(),
+        shutdown.tasks(Stage::Upstreams),
+    );
+    let jobs = Jobs::new(
+        store.clone(),
+        config.jobs.clone(),
+        replica,
+        metrics.clone(),
+        shutdown.tasks(Stage::Jobs),
+    );
+    let core = Core {
+        store,
+        metrics,
+        upstreams,
+        jobs,
+    };
+    Ok((core, mcp_sessions))
 }
 
 /// Where rmcp records MCP sessions, when not only in this replica's memory.
