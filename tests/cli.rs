@@ -3,6 +3,7 @@
 //! stderr not a terminal, `watch` writes one `progress N/T …` line per step instead of a bar,
 //! which is what these tests read.
 
+#[allow(dead_code)]
 mod common;
 
 use std::{process::Stdio, time::Duration};
@@ -97,17 +98,14 @@ async fn exit_codes_say_how_the_job_ended() {
 
     // cancelled: exit 130. Watch a long job, cancel it once watch shows progress.
     let client = connect(&bridge).await;
-    let handle = structured(
-        &call(
-            &client,
-            "demo__slow_count",
-            json!({"to": 1000, "delay_ms": 50}),
-        )
-        .await,
-    );
-    let events_url = handle["events_url"].as_str().unwrap().to_string();
+    let handle = running_job(
+        &client,
+        "demo__slow_count",
+        json!({"to": 1000, "delay_ms": 50}),
+    )
+    .await;
     let mut child = bin()
-        .args(["watch", &events_url])
+        .args(["watch", &handle.events_url])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true)
@@ -123,7 +121,7 @@ async fn exit_codes_say_how_the_job_ended() {
         panic!("watch ended before any progress");
     })
     .await;
-    let (status, _) = post_json(handle["cancel_url"].as_str().unwrap()).await;
+    let (status, _) = post_json(&handle.cancel_url).await;
     assert_eq!(status, 202);
     let mut rest = Vec::new();
     let status = within("watch exits", async {
@@ -161,18 +159,18 @@ async fn exit_codes_say_how_the_job_ended() {
 async fn watch_resumes_after_a_dropped_connection_without_losing_or_repeating_a_step() {
     let (bridge, proxy) = start_bridge_behind_proxy(|c| c.jobs.mode = CallMode::Async).await;
     let client = connect(&bridge).await;
-    let handle = structured(
-        &call(
-            &client,
-            "demo__slow_count",
-            json!({"to": 10, "delay_ms": 250}),
-        )
-        .await,
+    let handle = running_job(
+        &client,
+        "demo__slow_count",
+        json!({"to": 10, "delay_ms": 250}),
+    )
+    .await;
+    assert!(
+        handle.events_url.starts_with(&proxy.base),
+        "through the proxy"
     );
-    let events_url = handle["events_url"].as_str().unwrap().to_string();
-    assert!(events_url.starts_with(&proxy.base), "through the proxy");
     let mut child = bin()
-        .args(["watch", &events_url])
+        .args(["watch", &handle.events_url])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true)
@@ -265,44 +263,17 @@ fn bridge_command() -> Command {
 /// SIGINT, and return its stdout (the banner) and its whole stderr log.
 async fn start_and_stop(public_url: Option<&str>) -> (String, String) {
     let mut command = bridge_command();
-    command
-        .args(["--listen", "127.0.0.1:0"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
+    command.args(["--listen", "127.0.0.1:0"]);
     if let Some(url) = public_url {
         command.env("BRIDGE_PUBLIC_URL", url);
     }
-    let mut child = command.spawn().expect("the bridge starts");
-    let mut stdout = BufReader::new(child.stdout.take().unwrap()).lines();
-    let mut stderr = BufReader::new(child.stderr.take().unwrap()).lines();
-    let mut log = Vec::new();
-    within("the demo upstream is ready", async {
-        while let Some(line) = stderr.next_line().await.unwrap() {
-            let ready = line.contains("upstream ready");
-            log.push(line);
-            if ready {
-                return;
-            }
-        }
-        panic!("the bridge ended before its upstream was ready: {log:?}");
-    })
-    .await;
-    let pid = child.id().expect("running") as i32;
-    // SAFETY: a plain kill(2) of the child this test started and still holds.
-    assert_eq!(unsafe { libc::kill(pid, libc::SIGINT) }, 0);
-    let mut banner = Vec::new();
-    let status = within("the bridge stops", async {
-        while let Some(line) = stderr.next_line().await.unwrap() {
-            log.push(line);
-        }
-        while let Some(line) = stdout.next_line().await.unwrap() {
-            banner.push(line);
-        }
-        child.wait().await.unwrap()
-    })
-    .await;
-    let (banner, log) = (banner.join("\n"), log.join("\n"));
+    // Ready once `/readyz` says so: the demo upstream is up.
+    let mut bridge = BridgeProcess::spawn(command, None, "default")
+        .await
+        .unwrap_or_else(|e| panic!("the bridge starts: {e}"));
+    bridge.signal(libc::SIGINT);
+    let status = within("the bridge stops", bridge.wait()).await.unwrap();
+    let (banner, log) = (bridge.stdout().await, bridge.log());
     println!("--- stdout\n{banner}\n--- stderr\n{log}");
     assert!(status.success(), "{status:?}");
     assert!(log.contains("bridge stopped"), "the whole log was read");
@@ -459,15 +430,13 @@ async fn serve_options_show_and_work_only_where_the_bridge_runs() {
 async fn watch_on_a_finished_job_shows_its_steps_without_a_stale_eta() {
     let bridge = start_bridge(|c| c.jobs.mode = CallMode::Async).await;
     let client = connect(&bridge).await;
-    let handle = structured(
-        &call(
-            &client,
-            "demo__slow_count",
-            json!({"to": 5, "delay_ms": 40}),
-        )
-        .await,
-    );
-    let events_url = handle["events_url"].as_str().unwrap().to_string();
+    let handle = running_job(
+        &client,
+        "demo__slow_count",
+        json!({"to": 5, "delay_ms": 40}),
+    )
+    .await;
+    let events_url = handle.events_url;
     let events = within("the job ends", read_job_events(&events_url)).await;
     assert!(events.last().is_some_and(|e| e.event == "completed"));
 
