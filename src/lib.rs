@@ -9,8 +9,9 @@
 //!
 //! [`model`] is the vocabulary they all share (job IDs, statuses, events, snapshots, failure
 //! reasons, `_meta` keys, the wire form of events): a leaf that imports nothing of the bridge.
-//! [`config`] is the one typed configuration, imported by the others. No modules import each
-//! other, directly or around a loop: `tests/architecture.rs` checks both.
+//! [`config`] is the one typed configuration, imported by the others. [`shutdown`] owns every
+//! background task and stops them in order (a leaf too). No modules import each other,
+//! directly or around a loop: `tests/architecture.rs` checks both.
 
 pub mod app;
 pub mod auth;
@@ -22,5 +23,6 @@ pub mod http;
 pub mod jobs;
 pub mod metrics;
 pub mod model;
+pub mod shutdown;
 pub mod store;
 pub mod upstream;

@@ -96,7 +96,7 @@ impl Upstream {
         let routes = self.inner.routes.clone();
         let session = match config.transport {
             TransportKind::Stdio => {
-                let child = stdio::spawn(config).map_err(|e| e.to_string())?;
+                let child = stdio::spawn(config, &self.inner.tasks).map_err(|e| e.to_string())?;
                 let transport = Tap::new(
                     AsyncRwTransport::new_client(child.stdout, child.stdin),
                     routes,
@@ -170,7 +170,9 @@ impl Upstream {
         // retrying its streams), so it is pinged; a stdio child's exit ends it at once.
         let check_every = self.health_check_interval();
         let mut next_check = check_every.map(|every| tokio::time::Instant::now() + every);
-        let mut waiting = tokio::spawn(client.waiting());
+        // The client's service loop runs on a task rmcp spawned; this awaits its end.
+        let waiting = client.waiting();
+        tokio::pin!(waiting);
         let reason = loop {
             tokio::select! {
                 _ = &mut waiting => break None,
@@ -179,7 +181,7 @@ impl Upstream {
                     if let Err(error) = ping(&peer).await {
                         self.set_live(None);
                         stop_on_failed_check.cancel();
-                        let _ = waiting.await;
+                        let _ = (&mut waiting).await;
                         break Some(format!("health check failed: {error}"));
                     }
                     next_check = check_every.map(|every| tokio::time::Instant::now() + every);
@@ -187,7 +189,7 @@ impl Upstream {
                 _ = shutdown.cancelled() => {
                     self.set_live(None);
                     stop_on_shutdown.cancel();
-                    let _ = waiting.await;
+                    let _ = (&mut waiting).await;
                     break Some("stopped: the bridge is shutting down".to_string());
                 }
             }
