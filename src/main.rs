@@ -1,19 +1,22 @@
-//! The `mcp-progress-bridge` command: run the bridge (default), or the demo tool server.
+//! The `mcp-progress-bridge` command: run the bridge (default), the demo tool server, or the
+//! terminal client commands (`watch`, `call`, `token`).
 
 use std::{net::SocketAddr, path::PathBuf, process::ExitCode, time::Duration};
 
 use anyhow::Context;
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand, builder::BoolishValueParser};
 use mcp_progress_bridge::{
     app,
     auth::JobTokens,
     cli,
-    config::{Config, Overrides},
+    config::{Config, Overrides, public_url_mismatch},
     demo,
     http::access_log,
     model::{CorrelationId, JobId},
 };
-use tracing_subscriber::EnvFilter;
+use tracing_subscriber::{
+    EnvFilter, Layer, filter::FilterExt, layer::SubscriberExt, util::SubscriberInitExt,
+};
 
 /// Exit code for a configuration that cannot be used (bad file, key or value).
 const EXIT_CONFIG: u8 = 2;
@@ -25,23 +28,33 @@ const EXIT_CONFIG: u8 = 2;
     about = "MCP progress bridge: long tool calls become jobs with a live SSE progress channel"
 )]
 struct Cli {
-    /// Config file (TOML). Default: config/bridge.toml.
-    #[arg(long, global = true, value_name = "PATH")]
-    config: Option<PathBuf>,
-    /// Address to listen on, overriding the config and BRIDGE_LISTEN.
-    #[arg(long, global = true, value_name = "ADDR")]
-    listen: Option<SocketAddr>,
+    /// Without a subcommand the bridge runs: these are `serve`'s options.
+    #[command(flatten)]
+    serve: ServeArgs,
     /// Log as JSON lines (for log collectors) instead of text.
-    #[arg(long, global = true, env = "BRIDGE_LOG_JSON")]
+    #[arg(long, global = true, env = "BRIDGE_LOG_JSON", value_parser = BoolishValueParser::new())]
     log_json: bool,
     #[command(subcommand)]
     command: Option<Command>,
 }
 
+/// Where the bridge finds its config and where it listens. Options of running the bridge
+/// only: the client commands never read a config (`token` has its own `--config`).
+#[derive(clap::Args, Default)]
+struct ServeArgs {
+    /// Config file (TOML). Default: config/bridge.toml.
+    #[arg(long, value_name = "PATH")]
+    config: Option<PathBuf>,
+    /// Address to listen on, overriding server.listen and BRIDGE_LISTEN. server.public_url
+    /// (the base of job URLs) stays as configured: set BRIDGE_PUBLIC_URL to match.
+    #[arg(long, value_name = "ADDR")]
+    listen: Option<SocketAddr>,
+}
+
 #[derive(Subcommand)]
 enum Command {
     /// Run the bridge (the default).
-    Serve,
+    Serve(ServeArgs),
     /// Run the demo MCP tool server on stdin/stdout (the default config's upstream).
     DemoTools,
     /// Follow a job's event stream with a progress bar; exit 0 completed (result printed),
@@ -51,13 +64,20 @@ enum Command {
     /// for watch).
     Call(cli::call::CallArgs),
     /// Print a capability token signed with the config's auth.job_secret.
-    Token {
-        #[command(subcommand)]
-        kind: TokenKind,
-        /// Print the whole URL (server.public_url + path + ?token=) instead of the token.
-        #[arg(long, global = true)]
-        url: bool,
-    },
+    Token(TokenArgs),
+}
+
+#[derive(clap::Args)]
+struct TokenArgs {
+    #[command(subcommand)]
+    kind: TokenKind,
+    /// Print the whole URL (server.public_url + path + ?token=) instead of the token.
+    #[arg(long, global = true)]
+    url: bool,
+    /// The bridge's config file: its auth.job_secret signs the token. Default:
+    /// config/bridge.toml.
+    #[arg(long, global = true, value_name = "PATH")]
+    config: Option<PathBuf>,
 }
 
 #[derive(Subcommand)]
@@ -72,65 +92,126 @@ enum TokenKind {
     Job {
         /// The job ID (32 hex digits).
         id: String,
+        /// Print the job's cancel token (POST /jobs/ID/cancel) instead of its read token.
         #[arg(long)]
         cancel: bool,
     },
 }
 
 fn init_logging(json: bool, client: bool) {
-    // The client commands report their own errors; the MCP SDK's would repeat them.
+    // The client commands report their own errors; the MCP SDK's would repeat them. The bridge
+    // keeps rmcp at warn: at info it dumps each peer's whole `initialize` info at every start.
     let default = if client {
         "warn,rmcp=off"
     } else {
         "info,rmcp=warn"
     };
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
-    // Whatever RUST_LOG says, the bridge may not log MCP messages: they hold job tokens. (The
-    // caps are directives of their own, so they would also switch the client commands'
-    // `rmcp=off` back on: those log to their own user's terminal and keep their default.)
-    let filter = if client {
-        filter
-    } else {
-        access_log::secret_safe(filter)
-    };
+    let level = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
+    // Whatever RUST_LOG says, the bridge may not log MCP messages: they hold job tokens.
+    let filter = level.and(access_log::secret_caps());
     // Logs go to stderr: for `demo-tools`, stdout is the MCP protocol stream.
     // Colour only for a person at a terminal: a demo child's stderr is read by the bridge.
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    let layer = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_ansi(ansi);
+    let registry = tracing_subscriber::registry();
     if json {
-        builder.json().init();
+        registry.with(layer.json().with_filter(filter)).init();
     } else {
-        builder.init();
+        registry.with(layer.with_filter(filter)).init();
     }
 }
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let mut cli = Cli::parse();
-    let client = matches!(cli.command, Some(Command::Watch(_) | Command::Call(_)));
-    init_logging(cli.log_json, client);
-    let result = match cli.command.take().unwrap_or(Command::Serve) {
-        Command::DemoTools => demo::serve_stdio().await.map_err(anyhow::Error::from),
-        Command::Serve => return serve(&cli).await,
-        Command::Watch(args) => return cli::watch::run(args).await,
-        Command::Call(args) => return cli::call::run(args).await,
-        Command::Token { kind, url } => return print_token(&cli, &kind, url),
-    };
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            ExitCode::FAILURE
+    let Cli {
+        serve: outer,
+        log_json,
+        command,
+    } = Cli::parse();
+    let client = matches!(command, Some(Command::Watch(_) | Command::Call(_)));
+    init_logging(log_json, client);
+    match command.unwrap_or(Command::Serve(ServeArgs::default())) {
+        Command::Serve(args) => serve(args.or(outer)).await,
+        Command::Token(token) => {
+            refuse_serve_options(&outer, "token", false);
+            let config = token.config.clone().or(outer.config);
+            print_token(config, &token)
+        }
+        Command::DemoTools => {
+            refuse_serve_options(&outer, "demo-tools", true);
+            match demo::serve_stdio().await {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => fail(&anyhow::Error::from(e)),
+            }
+        }
+        Command::Watch(args) => {
+            refuse_serve_options(&outer, "watch", true);
+            cli::watch::run(args).await
+        }
+        Command::Call(args) => {
+            refuse_serve_options(&outer, "call", true);
+            cli::call::run(args).await
         }
     }
 }
 
-async fn serve(cli: &Cli) -> ExitCode {
+impl ServeArgs {
+    /// These options, completed by the ones given before the subcommand
+    /// (`mcp-progress-bridge --config X serve`).
+    fn or(self, outer: ServeArgs) -> ServeArgs {
+        ServeArgs {
+            config: self.config.or(outer.config),
+            listen: self.listen.or(outer.listen),
+        }
+    }
+}
+
+/// `--listen`, and `--config` where the command reads no config, written before a subcommand
+/// that would ignore them: a usage error (exit 2) instead of silence. `token` takes `--config`
+/// in either place, as it always has.
+fn refuse_serve_options(given: &ServeArgs, command: &str, config_too: bool) {
+    let option = match (given.listen.is_some(), config_too && given.config.is_some()) {
+        (true, _) => "--listen",
+        (false, true) => "--config",
+        (false, false) => return,
+    };
+    Cli::command()
+        .error(
+            clap::error::ErrorKind::ArgumentConflict,
+            format!(
+                "{option} is an option of running the bridge (mcp-progress-bridge [serve]); \
+                 `{command}` does not use it"
+            ),
+        )
+        .exit()
+}
+
+/// Print a failure and its causes, each once.
+fn fail(error: &anyhow::Error) -> ExitCode {
+    eprintln!("error: {}", error_chain(error));
+    ExitCode::FAILURE
+}
+
+/// `error: cause: cause…`, without a cause whose text the message already holds: an error
+/// such as `StartError::Bind` quotes its source in its own words (so that what to do comes
+/// after it), and anyhow's `{:#}` would print the source a second time.
+fn error_chain(error: &anyhow::Error) -> String {
+    let mut text = error.to_string();
+    for cause in error.chain().skip(1) {
+        let cause = cause.to_string();
+        if !text.contains(&cause) {
+            text.push_str(": ");
+            text.push_str(&cause);
+        }
+    }
+    text
+}
+
+async fn serve(args: ServeArgs) -> ExitCode {
     raise_open_file_limit();
-    let config = match load_config(cli) {
+    let config = match load_config(&args) {
         Ok(config) => config,
         Err(e) => {
             eprintln!("{e}");
@@ -139,17 +220,18 @@ async fn serve(cli: &Cli) -> ExitCode {
     };
     match run(config).await {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            ExitCode::FAILURE
-        }
+        Err(e) => fail(&e),
     }
 }
 
 /// `token correlation CID` / `token job ID [--cancel]`: what an application backend (or an
 /// operator) needs to open a stream the bridge did not hand it a URL for.
-fn print_token(cli: &Cli, kind: &TokenKind, url: bool) -> ExitCode {
-    let config = match load_config(cli) {
+fn print_token(config: Option<PathBuf>, args: &TokenArgs) -> ExitCode {
+    let serve = ServeArgs {
+        config,
+        listen: None,
+    };
+    let config = match load_config(&serve) {
         Ok(config) => config,
         Err(e) => {
             eprintln!("{e}");
@@ -166,66 +248,76 @@ fn print_token(cli: &Cli, kind: &TokenKind, url: bool) -> ExitCode {
         return ExitCode::from(EXIT_CONFIG);
     }
     let tokens = JobTokens::from_config(&config.auth);
-    let base = &config.server.public_url;
-    let line = match kind {
-        TokenKind::Correlation { cid } => match cid.parse::<CorrelationId>() {
-            Ok(cid) => {
-                let token = tokens.correlation(&cid);
-                if url {
-                    format!("{base}/correlations/{cid}/events?token={token}")
-                } else {
-                    token
-                }
-            }
-            Err(_) => {
-                eprintln!(
-                    "error: {cid:?} is not a correlation ID: use 1 to {} letters, digits and . _ : -",
-                    CorrelationId::MAX_LEN
-                );
-                return ExitCode::FAILURE;
-            }
-        },
-        TokenKind::Job { id, cancel } => match id.parse::<JobId>() {
-            Ok(id) => {
-                let (token, path) = if *cancel {
-                    (tokens.cancel(id), format!("/jobs/{id}/cancel"))
-                } else {
-                    (tokens.job(id), format!("/jobs/{id}/events"))
-                };
-                if url {
-                    format!("{base}{path}?token={token}")
-                } else {
-                    token
-                }
-            }
-            Err(_) => {
-                eprintln!(
-                    "error: {id:?} is not a job ID: use the 32 lowercase hex digits of a job handle"
-                );
-                return ExitCode::FAILURE;
-            }
-        },
-    };
-    println!("{line}");
-    ExitCode::SUCCESS
+    match token_line(&tokens, &config.server.public_url, &args.kind, args.url) {
+        Ok(line) => {
+            println!("{line}");
+            ExitCode::SUCCESS
+        }
+        Err(message) => {
+            eprintln!("error: {message}");
+            ExitCode::FAILURE
+        }
+    }
 }
 
-fn load_config(cli: &Cli) -> Result<Config, mcp_progress_bridge::config::ConfigError> {
+/// The token (or with `url`, the whole URL under `base`) that `kind` asks for.
+fn token_line(
+    tokens: &JobTokens,
+    base: &str,
+    kind: &TokenKind,
+    url: bool,
+) -> Result<String, String> {
+    let (token, path) = match kind {
+        TokenKind::Correlation { cid } => {
+            let cid = cid.parse::<CorrelationId>().map_err(|_| {
+                format!(
+                    "{cid:?} is not a correlation ID: use 1 to {} letters, digits and . _ : -",
+                    CorrelationId::MAX_LEN
+                )
+            })?;
+            (
+                tokens.correlation(&cid),
+                format!("/correlations/{cid}/events"),
+            )
+        }
+        TokenKind::Job { id, cancel } => {
+            let id = id.parse::<JobId>().map_err(|_| {
+                format!("{id:?} is not a job ID: use the 32 lowercase hex digits of a job handle")
+            })?;
+            if *cancel {
+                (tokens.cancel(id), format!("/jobs/{id}/cancel"))
+            } else {
+                (tokens.job(id), format!("/jobs/{id}/events"))
+            }
+        }
+    };
+    Ok(if url {
+        format!("{base}{path}?token={token}")
+    } else {
+        token
+    })
+}
+
+fn load_config(args: &ServeArgs) -> Result<Config, mcp_progress_bridge::config::ConfigError> {
     let mut overrides = Overrides::from_env()?;
-    if cli.listen.is_some() {
-        overrides.listen = cli.listen;
+    if args.listen.is_some() {
+        overrides.listen = args.listen;
     }
-    Config::load(cli.config.as_deref(), &overrides)
+    Config::load(args.config.as_deref(), &overrides)
 }
 
 async fn run(config: Config) -> anyhow::Result<()> {
     tracing::info!(config = %config.source.display(), "starting");
     let grace = Duration::from_secs(config.jobs.shutdown_grace_secs);
+    let public_url = config.server.public_url.clone();
     let bridge = app::start(config).await?;
-    println!(
-        "mcp-progress-bridge listening on http://{} (MCP endpoint: /mcp)",
-        bridge.addr
-    );
+    if let Some(warning) = public_url_mismatch(&public_url, bridge.addr) {
+        tracing::warn!("{warning}");
+    }
+    // The first line is what scripts wait for (the benchmark harness reads the address in it).
+    println!("mcp-progress-bridge listening on http://{}", bridge.addr);
+    println!("  jobs page:    {public_url}/");
+    println!("  MCP endpoint: {public_url}/mcp");
     shutdown_signal()
         .await
         .context("waiting for a shutdown signal")?;

@@ -1,10 +1,14 @@
 //! Every kind of bad input, against a running bridge: each gets a clear 4xx or a JSON-RPC
 //! error with a message, never a 5xx, a panic or a stuck connection, and the bridge goes on
 //! serving normal calls afterwards. The same for what a misbehaving upstream sends.
+//!
+//! The tables run every row and report every failing row at the end ([`Failures`]): one bad
+//! row hides no other.
 
+#[allow(dead_code)]
 mod common;
 
-use std::time::Duration;
+use std::{fmt::Debug, time::Duration};
 
 use common::*;
 use mcp_progress_bridge::config::{CallMode, Config, Secret};
@@ -52,9 +56,38 @@ fn call_body(id: u64, tool: &str, arguments: Value) -> Vec<u8> {
     .into_bytes()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn every_bad_request_gets_a_clear_client_error_and_the_bridge_keeps_serving() {
-    let bridge = start_bridge(|c| {
+/// What went wrong in a table's rows, reported together once every row has run.
+#[derive(Default)]
+struct Failures(Vec<String>);
+
+impl Failures {
+    fn check(&mut self, ok: bool, failure: impl FnOnce() -> String) {
+        if !ok {
+            self.0.push(failure());
+        }
+    }
+
+    /// `what`: the row and the value compared; `body`: the answer, to see why.
+    fn check_eq<T: PartialEq + Debug>(&mut self, seen: T, expected: T, what: &str, body: &str) {
+        self.check(seen == expected, || {
+            format!("{what}: got {seen:?}, expected {expected:?}; body: {body}")
+        });
+    }
+
+    fn assert_none(self, table: &str) {
+        assert!(
+            self.0.is_empty(),
+            "{} row(s) of {table} failed:\n{}",
+            self.0.len(),
+            self.0.join("\n")
+        );
+    }
+}
+
+/// The bridge these tests send bad input to: bearer token, a 64 KiB request limit, and
+/// `slow_count` answering with a job handle.
+async fn secured_bridge() -> TestBridge {
+    start_bridge(|c| {
         secured(c);
         c.limits.max_request_bytes = 64 * 1024;
         c.upstreams = vec![with_tool_mode(
@@ -63,7 +96,21 @@ async fn every_bad_request_gets_a_clear_client_error_and_the_bridge_keeps_servin
             CallMode::Async,
         )];
     })
-    .await;
+    .await
+}
+
+/// After the bad input, a normal call works on a new session.
+async fn still_serves(bridge: &TestBridge) {
+    let client = connect_with_token(bridge, TOKEN).await;
+    assert_eq!(
+        first_text(&call(&client, "demo__echo", json!({"text": "ok"})).await),
+        "ok"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_bad_mcp_message_gets_a_clear_client_error_and_the_bridge_keeps_serving() {
+    let bridge = secured_bridge().await;
     let mut raw = RawMcp::new(&bridge.mcp_url(), Some(TOKEN));
     let init = raw.initialize().await;
     assert_eq!(init.status, 200, "{}", init.body);
@@ -235,6 +282,7 @@ async fn every_bad_request_gets_a_clear_client_error_and_the_bridge_keeps_servin
             says: "",
         },
     ];
+    let mut failures = Failures::default();
     for case in cases {
         // A header given by the case replaces the client's own (reqwest appends; the session
         // and content type must be replaced, so those cases use a client without them).
@@ -254,35 +302,23 @@ async fn every_bad_request_gets_a_clear_client_error_and_the_bridge_keeps_servin
                 .unwrap();
             let status = response.status().as_u16();
             let body = response.text().await.unwrap_or_default();
-            RawAnswer {
-                status,
-                headers: Default::default(),
-                body,
-                message: None,
-            }
+            RawAnswer::plain(status, body)
         } else {
             raw.post(case.body.clone(), case.headers).await
         };
-        assert_eq!(
-            answer.status, case.status,
-            "{}: status; body: {}",
-            case.name, answer.body
-        );
-        assert_eq!(
+        let (name, body) = (case.name, &answer.body);
+        failures.check_eq(answer.status, case.status, &format!("{name}: status"), body);
+        failures.check_eq(
             answer.rpc_error_code(),
             case.rpc_error,
-            "{}: JSON-RPC error; body: {}",
-            case.name,
-            answer.body
+            &format!("{name}: JSON-RPC error"),
+            body,
         );
-        assert!(
-            answer.body.contains(case.says),
-            "{}: the answer says {:?}: {}",
-            case.name,
-            case.says,
-            answer.body
-        );
+        failures.check(body.contains(case.says), || {
+            format!("{name}: the answer says {:?}; body: {body}", case.says)
+        });
     }
+    failures.assert_none("the /mcp table");
 
     // Arguments that do not match the tool's schema go to the upstream; its error comes back.
     let mismatched = raw
@@ -299,14 +335,31 @@ async fn every_bad_request_gets_a_clear_client_error_and_the_bridge_keeps_servin
         "the upstream's own error: {result}"
     );
 
-    // The job API: a real job to aim at.
+    // After all that, a normal call works, on the old session and on a new one.
+    let echo = raw
+        .post(
+            call_body(30, "demo__echo", json!({"text": "still here"})),
+            &[],
+        )
+        .await;
+    assert_eq!(
+        echo.message.as_ref().unwrap()["result"]["content"][0]["text"],
+        "still here"
+    );
+    still_serves(&bridge).await;
+    bridge.shutdown(Duration::from_secs(1)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_bad_job_api_request_gets_a_client_error_and_the_bridge_keeps_serving() {
+    let bridge = secured_bridge().await;
+    // A real job to aim at.
     let client = connect_with_token(&bridge, TOKEN).await;
-    let handle =
-        structured(&call(&client, "demo__slow_count", json!({"to": 2, "delay_ms": 5})).await);
-    let events_url = handle["events_url"].as_str().unwrap().to_string();
+    let handle = running_job(&client, "demo__slow_count", json!({"to": 2, "delay_ms": 5})).await;
+    let events_url = handle.events_url.clone();
     read_job_events(&events_url).await;
-    let job_id = handle["job_id"].as_str().unwrap();
-    let token = events_url.split("token=").nth(1).unwrap().to_string();
+    let job_id = &handle.job_id;
+    let token = handle.read_token();
     let base = &bridge.base;
     let http = reqwest::Client::new();
     let job_cases: Vec<(&str, reqwest::RequestBuilder, u16)> = vec![
@@ -423,14 +476,24 @@ async fn every_bad_request_gets_a_clear_client_error_and_the_bridge_keeps_servin
             404,
         ),
     ];
+    let mut failures = Failures::default();
     for (name, request, expected) in job_cases {
         let response = within(name, request.send()).await.expect(name);
         let status = response.status().as_u16();
         let body = response.text().await.unwrap_or_default();
-        assert_eq!(status, expected, "{name}: {body}");
+        failures.check_eq(status, expected, &format!("{name}: status"), &body);
     }
-    // Path tricks, sent byte for byte (HTTP clients would normalise them away).
+    failures.assert_none("the job API table");
+    still_serves(&bridge).await;
+    bridge.shutdown(Duration::from_secs(1)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn path_tricks_sent_byte_for_byte_get_client_errors_and_the_bridge_keeps_serving() {
+    let bridge = secured_bridge().await;
+    // Sent byte for byte: HTTP clients would normalise them away.
     let addr = bridge.running().addr;
+    let mut failures = Failures::default();
     for target in [
         "/jobs/../upstreams",
         "/jobs/./x",
@@ -444,27 +507,12 @@ async fn every_bad_request_gets_a_clear_client_error_and_the_bridge_keeps_servin
         "*",
     ] {
         let status = raw_http_status(addr, "GET", target).await;
-        assert!(
-            (400..500).contains(&status),
-            "{target}: a client error, got {status}"
-        );
+        failures.check((400..500).contains(&status), || {
+            format!("{target}: a client error, got {status}")
+        });
     }
-
-    // After all that, a normal call works, on the old session and on a new one.
-    let echo = raw
-        .post(
-            call_body(30, "demo__echo", json!({"text": "still here"})),
-            &[],
-        )
-        .await;
-    assert_eq!(
-        echo.message.as_ref().unwrap()["result"]["content"][0]["text"],
-        "still here"
-    );
-    assert_eq!(
-        first_text(&call(&client, "demo__echo", json!({"text": "ok"})).await),
-        "ok"
-    );
+    failures.assert_none("the path tricks");
+    still_serves(&bridge).await;
     bridge.shutdown(Duration::from_secs(1)).await;
 }
 
@@ -482,8 +530,8 @@ async fn a_misbehaving_upstream_cannot_break_a_job_or_the_bridge() {
     assert!(tools.iter().any(|t| t.name == "bad__misbehave"));
 
     // Malformed progress: only the well-formed, increasing, finite values come through.
-    let handle = structured(&call(&client, "bad__misbehave", json!({"case": "progress"})).await);
-    let events = read_job_events(handle["events_url"].as_str().unwrap()).await;
+    let handle = running_job(&client, "bad__misbehave", json!({"case": "progress"})).await;
+    let events = read_job_events(&handle.events_url).await;
     assert_eq!(
         progress_values(&events),
         vec![1.0, 2.0, 1e308],
@@ -509,8 +557,8 @@ async fn a_misbehaving_upstream_cannot_break_a_job_or_the_bridge() {
 
     // Lines that are not MCP at all, and a line past the reader's limit.
     for case in ["garbage", "oversized"] {
-        let handle = structured(&call(&client, "bad__misbehave", json!({"case": case})).await);
-        let events = read_job_events(handle["events_url"].as_str().unwrap()).await;
+        let handle = running_job(&client, "bad__misbehave", json!({"case": case})).await;
+        let events = read_job_events(&handle.events_url).await;
         assert_eq!(progress_values(&events), vec![1.0], "{case}: {events:#?}");
         assert_eq!(
             events.last().unwrap().data["result"]["content"][0]["text"],
@@ -518,12 +566,7 @@ async fn a_misbehaving_upstream_cannot_break_a_job_or_the_bridge() {
         );
     }
 
-    let metrics = reqwest::get(format!("{}/metrics", bridge.base))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = metrics_text(&bridge.base).await;
     for reason in ["invalid", "non_increasing", "unknown_token"] {
         assert!(
             metrics.contains(&format!("reason=\"{reason}\"")),
@@ -531,8 +574,8 @@ async fn a_misbehaving_upstream_cannot_break_a_job_or_the_bridge() {
         );
     }
     // The same upstream connection, and the others, still serve.
-    let again = structured(&call(&client, "bad__misbehave", json!({"case": "garbage"})).await);
-    let events = read_job_events(again["events_url"].as_str().unwrap()).await;
+    let again = running_job(&client, "bad__misbehave", json!({"case": "garbage"})).await;
+    let events = read_job_events(&again.events_url).await;
     assert_eq!(events.last().unwrap().event, "completed");
     assert_eq!(
         bridge

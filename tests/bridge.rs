@@ -2,13 +2,14 @@
 //! read over SSE with reqwest-eventsource. The demo server is a real child process (or, where
 //! said, served over Streamable HTTP).
 
+#[allow(dead_code)]
 mod common;
 
 use std::time::Duration;
 
 use common::*;
 use mcp_progress_bridge::config::CallMode;
-use rmcp::model::{CallToolRequestParams, ClientRequest, Request, ServerResult};
+use rmcp::model::CallToolRequestParams;
 use serde_json::{Value, json};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -22,25 +23,32 @@ async fn async_call_returns_a_handle_and_the_channel_shows_every_step_then_the_r
     )
     .await;
     assert_eq!(result.is_error, Some(false));
-    let handle = structured(&result);
-    let job_id = handle["job_id"].as_str().expect("job_id").to_string();
-    assert_eq!(handle["status"], "running");
-    assert_eq!(handle["tool"], "demo__slow_count");
-    let url = |key: &str| handle[key].as_str().unwrap().to_string();
-    assert!(url("events_url").starts_with(&format!("{}/jobs/{job_id}/events?token=", bridge.base)));
-    assert!(url("status_url").starts_with(&format!("{}/jobs/{job_id}?token=", bridge.base)));
-    assert!(url("cancel_url").starts_with(&format!("{}/jobs/{job_id}/cancel?token=", bridge.base)));
+    let handle = JobHandle::from_value(structured(&result));
+    let job_id = &handle.job_id;
+    assert_eq!(handle.status, "running");
+    assert_eq!(handle.tool, "demo__slow_count");
+    let base = &bridge.base;
     assert!(
-        handle["instructions"]
-            .as_str()
-            .unwrap()
-            .contains("wait_for_job")
+        handle
+            .events_url
+            .starts_with(&format!("{base}/jobs/{job_id}/events?token="))
     );
+    assert!(
+        handle
+            .status_url
+            .starts_with(&format!("{base}/jobs/{job_id}?token="))
+    );
+    assert!(
+        handle
+            .cancel_url
+            .starts_with(&format!("{base}/jobs/{job_id}/cancel?token="))
+    );
+    assert!(handle.instructions.contains("wait_for_job"));
     // Foundry hands the application only the text: it must be the same object.
     let text: Value = serde_json::from_str(&first_text(&result)).expect("text is JSON");
-    assert_eq!(text, handle);
+    assert_eq!(text, handle.raw);
 
-    let events = read_job_events(handle["events_url"].as_str().unwrap()).await;
+    let events = read_job_events(&handle.events_url).await;
     assert_eq!(
         events[0].event, "status",
         "the stream starts with the snapshot"
@@ -49,7 +57,7 @@ async fn async_call_returns_a_handle_and_the_channel_shows_every_step_then_the_r
     let progress: Vec<_> = events.iter().filter(|e| e.event == "progress").collect();
     assert_eq!(progress[2].data["total"], 5.0);
     assert_eq!(progress[2].data["message"], "step 3 of 5");
-    assert_eq!(progress[2].data["job_id"], job_id);
+    assert_eq!(progress[2].data["job_id"], *job_id);
     assert!(progress[2].data["ts"].as_u64().is_some());
     let seqs: Vec<u64> = events[1..].iter().map(SseEvent::seq).collect();
     assert!(
@@ -60,7 +68,7 @@ async fn async_call_returns_a_handle_and_the_channel_shows_every_step_then_the_r
     assert_eq!(last.event, "completed");
     assert_eq!(last.data["result"]["structuredContent"]["counted"], 5);
 
-    let (status, snapshot) = get_json(handle["status_url"].as_str().unwrap()).await;
+    let (status, snapshot) = get_json(&handle.status_url).await;
     assert_eq!(status, 200);
     assert_eq!(snapshot["status"], "completed");
     assert_eq!(snapshot["progress"], 5.0);
@@ -122,18 +130,14 @@ async fn auto_mode_answers_fast_tools_directly_and_slow_ones_with_a_handle() {
             .contains_key("mcp-progress-bridge/job")
     );
 
-    let slow = call(
+    // A slow call is answered with its handle.
+    let handle = running_job(
         &client,
         "demo__slow_count",
         json!({"to": 20, "delay_ms": 100}),
     )
     .await;
-    let handle = structured(&slow);
-    assert_eq!(
-        handle["status"], "running",
-        "a slow call is answered with its handle: {handle}"
-    );
-    let events = read_job_events(handle["events_url"].as_str().unwrap()).await;
+    let events = read_job_events(&handle.events_url).await;
     assert_eq!(events.last().unwrap().event, "completed");
     assert_eq!(progress_values(&events).len(), 20);
     bridge.shutdown(Duration::from_secs(1)).await;
@@ -143,15 +147,13 @@ async fn auto_mode_answers_fast_tools_directly_and_slow_ones_with_a_handle() {
 async fn wait_for_job_returns_what_a_sync_call_returns() {
     let bridge = start_bridge(|c| c.jobs.mode = CallMode::Async).await;
     let client = connect(&bridge).await;
-    let handle = structured(
-        &call(
-            &client,
-            "demo__slow_count",
-            json!({"to": 3, "delay_ms": 50}),
-        )
-        .await,
-    );
-    let job_id = handle["job_id"].as_str().unwrap();
+    let handle = running_job(
+        &client,
+        "demo__slow_count",
+        json!({"to": 3, "delay_ms": 50}),
+    )
+    .await;
+    let job_id = handle.job_id.as_str();
 
     let waited = call(
         &client,
@@ -178,8 +180,8 @@ async fn wait_for_job_returns_what_a_sync_call_returns() {
     assert_eq!(direct.content, waited.content);
     assert_eq!(direct.structured_content, waited.structured_content);
 
-    let status = call(&client, "get_job_status", json!({"job_id": job_id})).await;
-    assert_eq!(structured(&status)["status"], "completed");
+    let status = call_json(&client, "get_job_status", json!({"job_id": job_id})).await;
+    assert_eq!(status["status"], "completed");
     bridge.shutdown(Duration::from_secs(1)).await;
     sync_bridge.shutdown(Duration::from_secs(1)).await;
 }
@@ -188,22 +190,19 @@ async fn wait_for_job_returns_what_a_sync_call_returns() {
 async fn wait_for_job_on_a_running_job_says_to_call_again() {
     let bridge = start_bridge(|c| c.jobs.mode = CallMode::Async).await;
     let client = connect(&bridge).await;
-    let handle = structured(
-        &call(
-            &client,
-            "demo__slow_count",
-            json!({"to": 50, "delay_ms": 100}),
-        )
-        .await,
-    );
-    let job_id = handle["job_id"].as_str().unwrap();
-    let waited = call(
+    let handle = running_job(
+        &client,
+        "demo__slow_count",
+        json!({"to": 50, "delay_ms": 100}),
+    )
+    .await;
+    let job_id = handle.job_id.as_str();
+    let body = call_json(
         &client,
         "wait_for_job",
         json!({"job_id": job_id, "timeout_seconds": 0.3}),
     )
     .await;
-    let body = structured(&waited);
     assert_eq!(body["status"], "running");
     assert!(
         body["instructions"]
@@ -219,15 +218,13 @@ async fn wait_for_job_on_a_running_job_says_to_call_again() {
 async fn last_event_id_replays_exactly_the_missed_events() {
     let bridge = start_bridge(|c| c.jobs.mode = CallMode::Async).await;
     let client = connect(&bridge).await;
-    let handle = structured(
-        &call(
-            &client,
-            "demo__slow_count",
-            json!({"to": 8, "delay_ms": 20}),
-        )
-        .await,
-    );
-    let url = handle["events_url"].as_str().unwrap().to_string();
+    let handle = running_job(
+        &client,
+        "demo__slow_count",
+        json!({"to": 8, "delay_ms": 20}),
+    )
+    .await;
+    let url = handle.events_url;
     let all = read_job_events(&url).await;
     let full: Vec<u64> = all[1..].iter().map(SseEvent::seq).collect();
     assert_eq!(full, (1..=9).collect::<Vec<_>>());
@@ -282,15 +279,13 @@ async fn a_gap_older_than_history_gets_a_reset_with_the_snapshot() {
     })
     .await;
     let client = connect(&bridge).await;
-    let handle = structured(
-        &call(
-            &client,
-            "demo__slow_count",
-            json!({"to": 6, "delay_ms": 10}),
-        )
-        .await,
-    );
-    let url = handle["events_url"].as_str().unwrap().to_string();
+    let handle = running_job(
+        &client,
+        "demo__slow_count",
+        json!({"to": 6, "delay_ms": 10}),
+    )
+    .await;
+    let url = handle.events_url;
     let all = read_job_events(&url).await;
     assert_eq!(all.last().unwrap().seq(), 7);
 
@@ -311,21 +306,15 @@ async fn progress_sent_before_anything_else_is_not_lost() {
     let bridge = start_bridge(|c| c.jobs.mode = CallMode::Async).await;
     let client = connect(&bridge).await;
     for _ in 0..5 {
-        let handle =
-            structured(&call(&client, "demo__instant_progress", json!({"steps": 50})).await);
-        let events = read_job_events(handle["events_url"].as_str().unwrap()).await;
+        let handle = running_job(&client, "demo__instant_progress", json!({"steps": 50})).await;
+        let events = read_job_events(&handle.events_url).await;
         assert_eq!(
             progress_values(&events),
             (1..=50).map(f64::from).collect::<Vec<_>>()
         );
         assert_eq!(events.last().unwrap().event, "completed");
     }
-    let metrics = reqwest::get(format!("{}/metrics", bridge.base))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = metrics_text(&bridge.base).await;
     assert!(
         !metrics.contains("reason=\"unknown_token\""),
         "no progress went unrouted:\n{metrics}"
@@ -362,15 +351,13 @@ async fn a_tool_error_ends_the_job_failed_and_sync_passes_it_on_unchanged() {
 async fn log_messages_become_log_events() {
     let bridge = start_bridge(|c| c.jobs.mode = CallMode::Async).await;
     let client = connect(&bridge).await;
-    let handle = structured(
-        &call(
-            &client,
-            "demo__log_and_count",
-            json!({"to": 3, "delay_ms": 20}),
-        )
-        .await,
-    );
-    let events = read_job_events(handle["events_url"].as_str().unwrap()).await;
+    let handle = running_job(
+        &client,
+        "demo__log_and_count",
+        json!({"to": 3, "delay_ms": 20}),
+    )
+    .await;
+    let events = read_job_events(&handle.events_url).await;
     let kinds: Vec<&str> = events.iter().map(|e| e.event.as_str()).collect();
     assert_eq!(
         kinds,
@@ -402,16 +389,15 @@ async fn an_http_upstream_works_like_a_stdio_one() {
     let client = connect(&bridge).await;
     let tools = within("list tools", client.list_all_tools()).await.unwrap();
     assert!(tools.iter().any(|t| t.name == "web__slow_count"));
-    let handle =
-        structured(&call(&client, "web__slow_count", json!({"to": 4, "delay_ms": 20})).await);
-    let events = read_job_events(handle["events_url"].as_str().unwrap()).await;
+    let handle = running_job(&client, "web__slow_count", json!({"to": 4, "delay_ms": 20})).await;
+    let events = read_job_events(&handle.events_url).await;
     assert_eq!(progress_values(&events), vec![1.0, 2.0, 3.0, 4.0]);
     assert_eq!(
         events.last().unwrap().data["result"]["structuredContent"]["counted"],
         4
     );
-    let handle = structured(&call(&client, "web__instant_progress", json!({"steps": 30})).await);
-    let events = read_job_events(handle["events_url"].as_str().unwrap()).await;
+    let handle = running_job(&client, "web__instant_progress", json!({"steps": 30})).await;
+    let events = read_job_events(&handle.events_url).await;
     assert_eq!(progress_values(&events).len(), 30);
     bridge.shutdown(Duration::from_secs(1)).await;
 }
@@ -512,25 +498,22 @@ async fn cancel_through_the_api_reaches_the_upstream_and_ends_the_job_cancelled(
     })
     .await;
     let client = connect(&bridge).await;
-    let handle = structured(
-        &call(
-            &client,
-            "demo__slow_count",
-            json!({"to": 1000, "delay_ms": 50}),
-        )
-        .await,
-    );
-    let events_url = handle["events_url"].as_str().unwrap().to_string();
+    let handle = running_job(
+        &client,
+        "demo__slow_count",
+        json!({"to": 1000, "delay_ms": 50}),
+    )
+    .await;
     // Wait until it is working, then cancel.
-    read_sse(&events_url, None, |e| e.event == "progress").await;
-    let (status, snapshot) = post_json(handle["cancel_url"].as_str().unwrap()).await;
+    read_sse(&handle.events_url, None, |e| e.event == "progress").await;
+    let (status, snapshot) = post_json(&handle.cancel_url).await;
     assert_eq!(status, 202);
-    assert_eq!(snapshot["job_id"], handle["job_id"]);
-    let events = read_job_events(&events_url).await;
+    assert_eq!(snapshot["job_id"], handle.job_id);
+    let events = read_job_events(&handle.events_url).await;
     let last = events.last().unwrap();
     assert_eq!(last.event, "cancelled");
     assert!(last.data["reason"].as_str().unwrap().contains("POST"));
-    let (status, _) = post_json(handle["cancel_url"].as_str().unwrap()).await;
+    let (status, _) = post_json(&handle.cancel_url).await;
     assert_eq!(status, 409, "cancelling an ended job");
 
     let cancellations = cancels_seen(&client, "demo", 1).await;
@@ -544,22 +527,18 @@ async fn the_correlation_stream_shows_every_job_of_a_request_header() {
     let bridge = start_bridge(|c| c.jobs.mode = CallMode::Async).await;
     // rmcp's HTTP client sends custom headers on every request.
     let client = connect_correlated(&bridge, "turn-42").await;
-    let a = structured(
-        &call(
-            &client,
-            "demo__slow_count",
-            json!({"to": 2, "delay_ms": 10}),
-        )
-        .await,
-    );
-    let b = structured(
-        &call(
-            &client,
-            "demo__slow_count",
-            json!({"to": 3, "delay_ms": 10}),
-        )
-        .await,
-    );
+    let a = running_job(
+        &client,
+        "demo__slow_count",
+        json!({"to": 2, "delay_ms": 10}),
+    )
+    .await;
+    let b = running_job(
+        &client,
+        "demo__slow_count",
+        json!({"to": 3, "delay_ms": 10}),
+    )
+    .await;
     let url = bridge.correlation_events_url("turn-42");
     let mut ended = 0;
     let events = read_sse(&url, None, |e| {
@@ -575,7 +554,7 @@ async fn the_correlation_stream_shows_every_job_of_a_request_header() {
         .filter(|e| e.event == "job_started")
         .map(|e| &e.data["job_id"])
         .collect();
-    assert_eq!(started, vec![&a["job_id"], &b["job_id"]]);
+    assert_eq!(started, vec![&a.job_id, &b.job_id]);
     let ids: Vec<u64> = events.iter().map(SseEvent::seq).collect();
     assert_eq!(
         ids,
@@ -594,24 +573,55 @@ async fn the_correlation_stream_shows_every_job_of_a_request_header() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_raw_request_with_a_string_progress_token_is_served() {
-    // Exercise the front with a token type rmcp's client never sends (a string).
+    // A token type rmcp's client never sends (a string), read on the wire: the progress must
+    // reach the caller on its POST stream under that very token, before the result.
     let bridge = start_bridge(|c| c.jobs.mode = CallMode::Sync).await;
-    let client = connect(&bridge).await;
-    let mut params = CallToolRequestParams::new("demo__slow_count")
-        .with_arguments(args(json!({"to": 2, "delay_ms": 5})).unwrap());
-    let mut meta = rmcp::model::RequestMetaObject::new();
-    meta.insert("progressToken".into(), json!("abc"));
-    params.meta = Some(meta);
-    let result = within(
-        "call",
-        client.send_request(ClientRequest::CallToolRequest(Request::new(params))),
-    )
-    .await
-    .unwrap();
-    let ServerResult::CallToolResult(result) = result else {
-        panic!("not a tool result: {result:?}")
+    let mut raw = RawMcp::new(&bridge.mcp_url(), None);
+    let init = raw.initialize().await;
+    assert_eq!(init.status, 200, "{}", init.body);
+    let request = json!({
+        "jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {
+            "name": "demo__slow_count", "arguments": {"to": 2, "delay_ms": 5},
+            "_meta": {"progressToken": "abc"}
+        }
+    });
+    let answer = raw.post(request.to_string(), &[]).await;
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    let result_at = answer
+        .messages
+        .iter()
+        .position(|m| m["id"] == 2)
+        .unwrap_or_else(|| panic!("no result: {}", answer.body));
+    assert_eq!(
+        answer.messages[result_at]["result"]["structuredContent"]["counted"], 2,
+        "{}",
+        answer.body
+    );
+    let progress = |messages: &[Value]| -> Vec<(Value, Value)> {
+        messages
+            .iter()
+            .filter(|m| m["method"] == "notifications/progress")
+            .map(|m| {
+                (
+                    m["params"]["progressToken"].clone(),
+                    m["params"]["progress"].clone(),
+                )
+            })
+            .collect()
     };
-    assert_eq!(structured(&result)["counted"], 2);
+    assert_eq!(
+        progress(&answer.messages[..result_at]),
+        [(json!("abc"), json!(1.0)), (json!("abc"), json!(2.0))],
+        "each step, under the caller's string token, before the result: {}",
+        answer.body
+    );
+    assert_eq!(
+        progress(&answer.messages).len(),
+        2,
+        "nothing after the result: {}",
+        answer.body
+    );
     bridge.shutdown(Duration::from_secs(1)).await;
 }
 
@@ -629,14 +639,11 @@ async fn readyz_names_an_upstream_that_is_down() {
         .unwrap();
     assert!(bridge.upstreams.get("demo").unwrap().ready(WAIT).await);
     // The reason is on /upstreams (behind the bearer token when one is set), not on /readyz.
-    let upstreams = within("/upstreams reports the broken upstream", async {
-        loop {
-            let (_, body) = get_json(&format!("http://{addr}/upstreams")).await;
-            if body["upstreams"][1]["last_error"].is_string() {
-                return body;
-            }
-            tokio::task::yield_now().await;
-        }
+    let upstreams = eventually("/upstreams reports the broken upstream", || async {
+        let (_, body) = get_json(&format!("http://{addr}/upstreams")).await;
+        body["upstreams"][1]["last_error"]
+            .is_string()
+            .then_some(body)
     })
     .await;
     assert!(
@@ -682,7 +689,8 @@ async fn the_mode_in_meta_overrides_the_configured_one_for_one_call() {
         handle["status"], "running",
         "a handle, not the result: {handle}"
     );
-    let events = read_job_events(handle["events_url"].as_str().unwrap()).await;
+    let handle = JobHandle::from_value(handle);
+    let events = read_job_events(&handle.events_url).await;
     assert_eq!(progress_values(&events), vec![1.0, 2.0, 3.0]);
 
     // Without the key the configured mode (sync) applies.

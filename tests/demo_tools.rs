@@ -10,9 +10,13 @@
 // demo still sends log messages, so these tests still have to read them.
 #![allow(deprecated)]
 
-use std::{collections::BTreeSet, process::Stdio, time::Duration};
+#[allow(dead_code)]
+mod common;
 
-use mcp_progress_bridge::demo::{CancellationRecord, http_router};
+use std::{collections::BTreeSet, process::Stdio};
+
+use common::{BIN, HttpDemo, WAIT, eventually, start_http_demo};
+use mcp_progress_bridge::demo::CancellationRecord;
 use rmcp::{
     ClientHandler, Peer, RoleClient, ServiceExt,
     model::{
@@ -24,12 +28,6 @@ use rmcp::{
 };
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
-use tokio_util::sync::CancellationToken;
-
-/// Upper bound for any single wait. Generous: CI machines are slow, and a
-/// passing test never waits this long.
-const WAIT: Duration = Duration::from_secs(15);
-const BIN: &str = env!("CARGO_BIN_EXE_mcp-progress-bridge");
 
 /// A notification the client received.
 #[derive(Debug)]
@@ -71,37 +69,6 @@ type Client = RunningService<RoleClient, Recorder>;
 fn recorder() -> (Recorder, mpsc::UnboundedReceiver<Seen>) {
     let (seen, rx) = mpsc::unbounded_channel();
     (Recorder { seen }, rx)
-}
-
-/// The demo router on 127.0.0.1 with a free port; stops when the guard drops.
-struct HttpDemo {
-    url: String,
-    ct: CancellationToken,
-}
-
-impl Drop for HttpDemo {
-    fn drop(&mut self) {
-        self.ct.cancel();
-    }
-}
-
-async fn start_http() -> HttpDemo {
-    let ct = CancellationToken::new();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind a free port");
-    let addr = listener.local_addr().expect("local address");
-    let router = http_router(ct.clone());
-    let shutdown = ct.clone();
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, router)
-            .with_graceful_shutdown(shutdown.cancelled_owned())
-            .await;
-    });
-    HttpDemo {
-        url: format!("http://{addr}/mcp"),
-        ct,
-    }
 }
 
 async fn connect_http(demo: &HttpDemo) -> (Client, mpsc::UnboundedReceiver<Seen>) {
@@ -184,22 +151,14 @@ async fn next_progress(rx: &mut mpsc::UnboundedReceiver<Seen>) -> ProgressNotifi
 /// The record is written by the cancelled call's own task, which may run
 /// after the server has already answered an earlier `cancellations` call.
 async fn wait_for_cancel_record(peer: &Peer<RoleClient>, tool: &str) -> CancellationRecord {
-    let poll = async {
-        let mut interval = tokio::time::interval(Duration::from_millis(20));
-        loop {
-            interval.tick().await;
-            let result = call(peer, "cancellations", json!({})).await;
-            let structured = result.structured_content.expect("structured content");
-            let records: Vec<CancellationRecord> =
-                serde_json::from_value(structured["cancelled"].clone()).expect("records");
-            if let Some(record) = records.into_iter().find(|record| record.tool == tool) {
-                return record;
-            }
-        }
-    };
-    tokio::time::timeout(WAIT, poll)
-        .await
-        .expect("the cancel reached the demo server in time")
+    eventually("the cancel reached the demo server", || async {
+        let result = call(peer, "cancellations", json!({})).await;
+        let structured = result.structured_content.expect("structured content");
+        let records: Vec<CancellationRecord> =
+            serde_json::from_value(structured["cancelled"].clone()).expect("records");
+        records.into_iter().find(|record| record.tool == tool)
+    })
+    .await
 }
 
 fn request_id_json(handle: &RequestHandle<RoleClient>) -> Value {
@@ -208,7 +167,7 @@ fn request_id_json(handle: &RequestHandle<RoleClient>) -> Value {
 
 #[tokio::test]
 async fn lists_every_tool_with_description_and_schema() {
-    let demo = start_http().await;
+    let demo = start_http_demo().await;
     let (client, _rx) = connect_http(&demo).await;
 
     let info = client.peer_info().expect("server info after initialize");
@@ -249,7 +208,7 @@ async fn lists_every_tool_with_description_and_schema() {
 
 #[tokio::test]
 async fn slow_count_reports_progress_in_order_then_counts() {
-    let demo = start_http().await;
+    let demo = start_http_demo().await;
     let (client, mut rx) = connect_http(&demo).await;
 
     let handle = start_call(&client, "slow_count", json!({"to": 4, "delay_ms": 10})).await;
@@ -270,7 +229,7 @@ async fn slow_count_reports_progress_in_order_then_counts() {
 
 #[tokio::test]
 async fn slow_count_no_total_reports_indeterminate_progress() {
-    let demo = start_http().await;
+    let demo = start_http_demo().await;
     let (client, mut rx) = connect_http(&demo).await;
 
     let result = call(
@@ -290,7 +249,7 @@ async fn slow_count_no_total_reports_indeterminate_progress() {
 
 #[tokio::test]
 async fn instant_progress_loses_nothing() {
-    let demo = start_http().await;
+    let demo = start_http_demo().await;
     let (client, mut rx) = connect_http(&demo).await;
 
     let result = call(&client, "instant_progress", json!({"steps": 50})).await;
@@ -308,7 +267,7 @@ async fn instant_progress_loses_nothing() {
 
 #[tokio::test]
 async fn log_and_count_sends_a_log_message_per_step() {
-    let demo = start_http().await;
+    let demo = start_http_demo().await;
     let (client, mut rx) = connect_http(&demo).await;
 
     let result = call(&client, "log_and_count", json!({"to": 3, "delay_ms": 0})).await;
@@ -333,7 +292,7 @@ async fn log_and_count_sends_a_log_message_per_step() {
 
 #[tokio::test]
 async fn fail_after_ends_with_a_tool_error() {
-    let demo = start_http().await;
+    let demo = start_http_demo().await;
     let (client, mut rx) = connect_http(&demo).await;
 
     let result = call(&client, "fail_after", json!({"steps": 2, "delay_ms": 0})).await;
@@ -346,7 +305,7 @@ async fn fail_after_ends_with_a_tool_error() {
 
 #[tokio::test]
 async fn echo_returns_the_text_unchanged() {
-    let demo = start_http().await;
+    let demo = start_http_demo().await;
     let (client, _rx) = connect_http(&demo).await;
 
     let text = "héllo, \"world\"\n";
@@ -358,7 +317,7 @@ async fn echo_returns_the_text_unchanged() {
 
 #[tokio::test]
 async fn out_of_range_arguments_are_clear_tool_errors() {
-    let demo = start_http().await;
+    let demo = start_http_demo().await;
     let (client, _rx) = connect_http(&demo).await;
 
     let result = call(&client, "slow_count", json!({"to": 0})).await;
@@ -379,7 +338,7 @@ async fn out_of_range_arguments_are_clear_tool_errors() {
 
 #[tokio::test]
 async fn cancelling_slow_count_over_http_is_recorded() {
-    let demo = start_http().await;
+    let demo = start_http_demo().await;
     let (client, mut rx) = connect_http(&demo).await;
 
     let handle = start_call(&client, "slow_count", json!({"to": 1000, "delay_ms": 20})).await;
@@ -398,7 +357,7 @@ async fn cancelling_slow_count_over_http_is_recorded() {
 
 #[tokio::test]
 async fn ignore_cancel_records_the_cancel_but_keeps_going() {
-    let demo = start_http().await;
+    let demo = start_http_demo().await;
     let (client, mut rx) = connect_http(&demo).await;
 
     let handle = start_call(&client, "ignore_cancel", json!({"seconds": 2})).await;

@@ -3,6 +3,7 @@
 //! the tool's text, then `wait_for_job`) while the application follows `events_url`. Needs the
 //! venv Python from `BRIDGE_TEST_PYTHON` (made by .ci/run from tests/interop/requirements.txt).
 
+#[allow(dead_code)]
 mod common;
 
 use std::time::Duration;

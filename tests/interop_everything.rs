@@ -2,6 +2,7 @@
 //! `@modelcontextprotocol/server-everything` (TypeScript SDK) from npm, over stdio and over
 //! Streamable HTTP. `.ci/run` installs it into tests/interop/node_modules.
 
+#[allow(dead_code)]
 mod common;
 
 use std::{path::PathBuf, time::Duration};
@@ -52,8 +53,8 @@ async fn server_everything_over_stdio_reports_progress_through_the_bridge() {
         tools.iter().map(|t| &t.name).collect::<Vec<_>>()
     );
 
-    let handle = structured(&call(&client, LONG_RUNNING, json!({"duration": 1, "steps": 5})).await);
-    let events = read_job_events(handle["events_url"].as_str().unwrap()).await;
+    let handle = running_job(&client, LONG_RUNNING, json!({"duration": 1, "steps": 5})).await;
+    let events = read_job_events(&handle.events_url).await;
     assert_eq!(progress_values(&events), vec![1.0, 2.0, 3.0, 4.0, 5.0]);
     let done = events.last().unwrap();
     assert_eq!(done.event, "completed");
@@ -64,7 +65,7 @@ async fn server_everything_over_stdio_reports_progress_through_the_bridge() {
             .contains("Long running operation completed")
     );
 
-    let waited = call(&client, "wait_for_job", json!({"job_id": handle["job_id"]})).await;
+    let waited = call(&client, "wait_for_job", json!({"job_id": handle.job_id})).await;
     assert!(first_text(&waited).contains("Steps: 5"));
     bridge.shutdown(Duration::from_secs(2)).await;
 }
@@ -78,10 +79,7 @@ async fn server_everything_over_streamable_http_works_in_sync_mode() {
         );
         return;
     };
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
+    let port = free_port();
     let mut server = tokio::process::Command::new("node")
         .arg(&entry)
         .arg("streamableHttp")
@@ -91,13 +89,10 @@ async fn server_everything_over_streamable_http_works_in_sync_mode() {
         .spawn()
         .expect("start server-everything");
     let url = format!("http://127.0.0.1:{port}/mcp");
-    within("server-everything listening", async {
-        while tokio::net::TcpStream::connect(("127.0.0.1", port))
+    eventually("server-everything listening", || async {
+        tokio::net::TcpStream::connect(("127.0.0.1", port))
             .await
-            .is_err()
-        {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+            .is_ok()
     })
     .await;
     let bridge = start_bridge(|c| {

@@ -2,6 +2,7 @@
 //! the bridge through `/mcp`, over the protocol revisions it negotiates itself. The checks are
 //! in tests/interop/python_client.py; `.ci/run` installs the SDK into `.venv`.
 
+#[allow(dead_code)]
 mod common;
 
 use std::time::Duration;

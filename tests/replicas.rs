@@ -3,6 +3,7 @@
 //! test uses its own key prefix; the tests that stop Redis or count its connections run their
 //! own `redis-server`.
 
+#[allow(dead_code)]
 mod common;
 
 use std::{
@@ -19,10 +20,20 @@ use serde_json::{Value, json};
 /// The lease the replicas in these tests hold (seconds).
 const LEASE_SECS: u64 = 2;
 
+/// A replica: the bridge binary as a child process, job handles in async mode, signed with the
+/// test job secret, the demo tools as its upstream (`cancellations` answered in sync mode), and
+/// `extra` (the store, limits) in its config.
+async fn replica(extra: &str) -> BridgeProcess {
+    let config = format!(
+        "[jobs]\nmode = \"async\"\n[auth]\njob_secret = \"{TEST_JOB_SECRET}\"\n{extra}\n{}",
+        demo_upstream_toml("{ cancellations = { mode = \"sync\" } }")
+    );
+    spawn_bridge(&config, &[]).await
+}
+
 async fn two_replicas(url: &str, prefix: &str) -> (BridgeProcess, BridgeProcess) {
     let store = redis_store_toml(url, prefix, LEASE_SECS);
-    let (a, b) = tokio::join!(BridgeProcess::start(&store), BridgeProcess::start(&store));
-    (a, b)
+    tokio::join!(replica(&store), replica(&store))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -30,13 +41,14 @@ async fn a_job_called_on_one_replica_streams_on_another_once_and_in_order() {
     let Some(url) = test_redis("replicas::stream").await else {
         return;
     };
-    let (a, b) = two_replicas(&url, &unique_prefix("stream")).await;
+    let prefix = RedisPrefix::new(&url, "stream");
+    let (a, b) = two_replicas(&url, &prefix).await;
     let on_a = connect_url(&a.mcp_url()).await;
-    let handle = start_job(&on_a, "demo__slow_count", json!({"to": 10, "delay_ms": 50})).await;
-    let job_id = handle["job_id"].as_str().unwrap();
-    assert!(handle["events_url"].as_str().unwrap().starts_with(&a.base));
+    let handle = running_job(&on_a, "demo__slow_count", json!({"to": 10, "delay_ms": 50})).await;
+    let job_id = handle.job_id.as_str();
+    assert!(handle.events_url.starts_with(&a.base()));
 
-    let events = read_job_events(&events_url_on(&b.base, job_id)).await;
+    let events = read_job_events(&job_events_url(&b.base(), job_id)).await;
     assert_eq!(events[0].event, "status");
     assert_consecutive(&events);
     assert_eq!(
@@ -48,7 +60,7 @@ async fn a_job_called_on_one_replica_streams_on_another_once_and_in_order() {
     assert_eq!(last.data["result"]["structuredContent"]["counted"], 10);
 
     // Snapshot and the job tools answer on the other replica too.
-    let (status, snapshot) = get_json(&job_status_url(&b.base, job_id)).await;
+    let (status, snapshot) = get_json(&job_status_url(&b.base(), job_id)).await;
     assert_eq!(
         (status, snapshot["status"].as_str()),
         (200, Some("completed"))
@@ -63,11 +75,11 @@ async fn a_job_called_on_one_replica_streams_on_another_once_and_in_order() {
     assert_eq!(first_text(&waited), "counted to 10");
 
     // A second job, waited for on B while it runs on A.
-    let handle = start_job(&on_a, "demo__slow_count", json!({"to": 3, "delay_ms": 100})).await;
+    let handle = running_job(&on_a, "demo__slow_count", json!({"to": 3, "delay_ms": 100})).await;
     let waited = call(
         &on_b,
         "wait_for_job",
-        json!({"job_id": handle["job_id"], "timeout_seconds": 15}),
+        json!({"job_id": handle.job_id, "timeout_seconds": 15}),
     )
     .await;
     assert_eq!(first_text(&waited), "counted to 3");
@@ -78,24 +90,25 @@ async fn reconnecting_to_the_other_replica_with_last_event_id_replays_exactly_th
     let Some(url) = test_redis("replicas::resume").await else {
         return;
     };
-    let (a, b) = two_replicas(&url, &unique_prefix("resume")).await;
+    let prefix = RedisPrefix::new(&url, "resume");
+    let (a, b) = two_replicas(&url, &prefix).await;
     let on_a = connect_url(&a.mcp_url()).await;
-    let handle = start_job(
+    let handle = running_job(
         &on_a,
         "demo__slow_count",
         json!({"to": 12, "delay_ms": 100}),
     )
     .await;
-    let job_id = handle["job_id"].as_str().unwrap();
+    let job_id = handle.job_id.as_str();
 
     // Read on A until the third progress event, then "reconnect" to B.
-    let first = read_sse(&events_url_on(&a.base, job_id), None, |e| {
+    let first = read_sse(&job_events_url(&a.base(), job_id), None, |e| {
         e.event == "progress" && e.data["progress"] == 3.0
     })
     .await;
     let last_seen = first.last().unwrap().seq();
     let rest = read_sse(
-        &events_url_on(&b.base, job_id),
+        &job_events_url(&b.base(), job_id),
         Some(last_seen),
         SseEvent::is_terminal,
     )
@@ -116,8 +129,8 @@ async fn reconnecting_to_the_other_replica_with_last_event_id_replays_exactly_th
     assert_eq!(rest.last().unwrap().event, "completed");
 
     // After the end, both replicas replay the same tail to the same position.
-    let from_a = read_sse(&events_url_on(&a.base, job_id), Some(8), |_| false).await;
-    let from_b = read_sse(&events_url_on(&b.base, job_id), Some(8), |_| false).await;
+    let from_a = read_sse(&job_events_url(&a.base(), job_id), Some(8), |_| false).await;
+    let from_b = read_sse(&job_events_url(&b.base(), job_id), Some(8), |_| false).await;
     let ids = |e: &[SseEvent]| {
         e.iter()
             .map(|e| (e.seq(), e.data.clone()))
@@ -135,19 +148,20 @@ async fn a_cancel_on_one_replica_stops_the_upstream_call_on_the_owner() {
     let Some(url) = test_redis("replicas::cancel").await else {
         return;
     };
-    let (a, b) = two_replicas(&url, &unique_prefix("cancel")).await;
+    let prefix = RedisPrefix::new(&url, "cancel");
+    let (a, b) = two_replicas(&url, &prefix).await;
     let on_a = connect_url(&a.mcp_url()).await;
-    let handle = start_job(
+    let handle = running_job(
         &on_a,
         "demo__slow_count",
         json!({"to": 1000, "delay_ms": 50}),
     )
     .await;
-    let job_id = handle["job_id"].as_str().unwrap();
-    let on_b_url = events_url_on(&b.base, job_id);
+    let job_id = handle.job_id.as_str();
+    let on_b_url = job_events_url(&b.base(), job_id);
     read_sse(&on_b_url, None, |e| e.event == "progress").await;
 
-    let (status, snapshot) = post_json(&job_cancel_url(&b.base, job_id)).await;
+    let (status, snapshot) = post_json(&job_cancel_url(&b.base(), job_id)).await;
     assert_eq!(status, 202, "{snapshot}");
     let events = read_job_events(&on_b_url).await;
     let last = events.last().unwrap();
@@ -162,14 +176,14 @@ async fn a_cancel_on_one_replica_stops_the_upstream_call_on_the_owner() {
     );
 
     // cancel_job through B's MCP front: same route, answered once the job has ended.
-    let handle = start_job(
+    let handle = running_job(
         &on_a,
         "demo__slow_count",
         json!({"to": 1000, "delay_ms": 50}),
     )
     .await;
     let on_b = connect_url(&b.mcp_url()).await;
-    let answer = structured(&call(&on_b, "cancel_job", json!({"job_id": handle["job_id"]})).await);
+    let answer = call_json(&on_b, "cancel_job", json!({"job_id": handle.job_id})).await;
     assert_eq!(
         (answer["status"].as_str(), answer["cancelled"].as_bool()),
         (Some("cancelled"), Some(true)),
@@ -182,16 +196,17 @@ async fn killing_the_owner_fails_its_jobs_on_another_replica_within_the_lease() 
     let Some(url) = test_redis("replicas::owner_lost").await else {
         return;
     };
-    let (mut a, b) = two_replicas(&url, &unique_prefix("owner-lost")).await;
+    let prefix = RedisPrefix::new(&url, "owner-lost");
+    let (mut a, b) = two_replicas(&url, &prefix).await;
     let on_a = connect_url(&a.mcp_url()).await;
-    let handle = start_job(
+    let handle = running_job(
         &on_a,
         "demo__slow_count",
         json!({"to": 1000, "delay_ms": 50}),
     )
     .await;
-    let job_id = handle["job_id"].as_str().unwrap().to_string();
-    let url_b = events_url_on(&b.base, &job_id);
+    let job_id = handle.job_id.clone();
+    let url_b = job_events_url(&b.base(), &job_id);
     let seen = read_sse(&url_b, None, |e| e.event == "progress").await;
     let last_seen = seen.last().unwrap().seq();
 
@@ -199,7 +214,7 @@ async fn killing_the_owner_fails_its_jobs_on_another_replica_within_the_lease() 
     let reader =
         tokio::spawn(async move { read_sse(&url_b, Some(last_seen), SseEvent::is_terminal).await });
     let killed = Instant::now();
-    a.kill9();
+    a.kill();
     let events = reader.await.unwrap();
     let took = killed.elapsed();
     let last = events.last().unwrap();
@@ -218,7 +233,7 @@ async fn killing_the_owner_fails_its_jobs_on_another_replica_within_the_lease() 
         took <= bound,
         "owner loss noticed after {took:?}, bound {bound:?}"
     );
-    let (status, snapshot) = get_json(&job_status_url(&b.base, &job_id)).await;
+    let (status, snapshot) = get_json(&job_status_url(&b.base(), &job_id)).await;
     assert_eq!((status, snapshot["status"].as_str()), (200, Some("failed")));
     assert_eq!(snapshot["error"]["reason"], "owner_lost");
 }
@@ -230,14 +245,14 @@ async fn redis_restarted_under_a_running_job_loses_no_event() {
     };
     let (a, b) = two_replicas(&redis.url, &unique_prefix("restart")).await;
     let on_a = connect_url(&a.mcp_url()).await;
-    let handle = start_job(
+    let handle = running_job(
         &on_a,
         "demo__slow_count",
         json!({"to": 30, "delay_ms": 100}),
     )
     .await;
-    let job_id = handle["job_id"].as_str().unwrap().to_string();
-    let url_b = events_url_on(&b.base, &job_id);
+    let job_id = handle.job_id.clone();
+    let url_b = job_events_url(&b.base(), &job_id);
     let seen = read_sse(&url_b, None, |e| e.event == "progress").await;
     let resume_at = seen.last().unwrap().seq();
     // A reader on B that is connected (it has its first event) before Redis goes away.
@@ -256,14 +271,9 @@ async fn redis_restarted_under_a_running_job_loses_no_event() {
 
     redis.stop().await;
     // Readiness says why, at once; new calls and reads fail fast with a clear error.
-    let (status, body) = within("readyz reports the store down", async {
-        loop {
-            let (status, body) = get_json(&format!("{}/readyz", a.base)).await;
-            if status == 503 {
-                return (status, body);
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+    let (status, body) = eventually("readyz reports the store down", || async {
+        let (status, body) = get_json(&format!("{}/readyz", a.base())).await;
+        (status == 503).then_some((status, body))
     })
     .await;
     assert_eq!(status, 503);
@@ -275,15 +285,12 @@ async fn redis_restarted_under_a_running_job_loses_no_event() {
         "no address on /readyz: {why}"
     );
     let started = Instant::now();
-    let (status, body) = get_json(&job_status_url(&b.base, &job_id)).await;
+    let (status, body) = get_json(&job_status_url(&b.base(), &job_id)).await;
     assert_eq!(status, 503, "{body}");
     let on_b = connect_url(&b.mcp_url()).await;
     let error = within(
         "a call while Redis is down",
-        on_b.call_tool(
-            rmcp::model::CallToolRequestParams::new("demo__echo")
-                .with_arguments(args(json!({"text": "x"})).unwrap()),
-        ),
+        on_b.call_tool(call_params("demo__echo", json!({"text": "x"}))),
     )
     .await
     .expect_err("no job can start without the store");
@@ -297,33 +304,26 @@ async fn redis_restarted_under_a_running_job_loses_no_event() {
     // Keep Redis down until A has taken at least one more progress event from its upstream:
     // that one can only have been held.
     let progress_on_a = || async {
-        let text = reqwest::get(format!("{}/metrics", a.base))
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let text = metrics_text(&a.base()).await;
         text.lines()
             .find(|l| l.starts_with("bridge_progress_events_total{upstream=\"demo\"}"))
             .and_then(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
             .unwrap_or(0)
     };
     let before = progress_on_a().await;
-    within("A takes progress while Redis is down", async {
-        while progress_on_a().await <= before {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+    eventually("A takes progress while Redis is down", || async {
+        progress_on_a().await > before
     })
     .await;
     assert_eq!(
-        get_json(&format!("{}/readyz", a.base)).await.0,
+        get_json(&format!("{}/readyz", a.base())).await.0,
         503,
         "still down"
     );
 
     redis.restart().await;
-    a.ready().await;
-    b.ready().await;
+    a.wait_ready().await.unwrap();
+    b.wait_ready().await.unwrap();
     let events = reader.await.unwrap();
     assert_eq!(events[0].seq(), resume_at);
     assert_consecutive(&events);
@@ -335,7 +335,7 @@ async fn redis_restarted_under_a_running_job_loses_no_event() {
         "held events were written, in order: {events:?}"
     );
     assert_eq!(events.last().unwrap().event, "completed", "{}", a.log());
-    let (_, snapshot) = get_json(&job_status_url(&b.base, &job_id)).await;
+    let (_, snapshot) = get_json(&job_status_url(&b.base(), &job_id)).await;
     assert_eq!(
         (snapshot["status"].as_str(), snapshot["seq"].as_u64()),
         (Some("completed"), Some(31))
@@ -362,7 +362,7 @@ async fn a_thousand_subscribers_share_two_redis_connections() {
         "{}[limits]\nmax_subscribers_per_channel = 2000\n",
         redis_store_toml(&redis.url, &prefix, LEASE_SECS)
     );
-    let bridge = BridgeProcess::start(&extra).await;
+    let bridge = replica(&extra).await;
     let named = |clients: &[String]| -> Vec<String> {
         clients
             .iter()
@@ -379,19 +379,19 @@ async fn a_thousand_subscribers_share_two_redis_connections() {
     let client = connect_url(&bridge.mcp_url()).await;
     let mut jobs = Vec::new();
     for _ in 0..10 {
-        let handle = start_job(
+        let handle = running_job(
             &client,
             "demo__slow_count",
             json!({"to": 1000, "delay_ms": 100}),
         )
         .await;
-        jobs.push(handle["job_id"].as_str().unwrap().to_string());
+        jobs.push(handle.job_id);
     }
     let http = reqwest::Client::new();
     let opened = Arc::new(AtomicUsize::new(0));
     let mut readers = Vec::new();
     for i in 0..1000 {
-        let request = http.get(events_url_on(&bridge.base, &jobs[i % jobs.len()]));
+        let request = http.get(job_events_url(&bridge.base(), &jobs[i % jobs.len()]));
         let opened = opened.clone();
         readers.push(tokio::spawn(async move {
             read_sse_request_within(Duration::from_secs(90), request, |e| {
@@ -403,20 +403,13 @@ async fn a_thousand_subscribers_share_two_redis_connections() {
             .await
         }));
     }
-    let all_open = async {
-        while opened.load(Ordering::SeqCst) < 1000 {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    };
-    tokio::time::timeout(Duration::from_secs(60), all_open)
-        .await
-        .expect("1000 subscribers have their first event within 60 s");
-    let metrics = reqwest::get(format!("{}/metrics", bridge.base))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    eventually_within(
+        Duration::from_secs(60),
+        "1000 subscribers have their first event within 60 s",
+        || async { opened.load(Ordering::SeqCst) >= 1000 },
+    )
+    .await;
+    let metrics = metrics_text(&bridge.base()).await;
     assert!(
         metrics.contains("bridge_sse_subscribers 1000"),
         "all streams open"
@@ -440,7 +433,7 @@ async fn a_thousand_subscribers_share_two_redis_connections() {
     assert_eq!(named(&before).len(), 2);
 
     for job in &jobs {
-        let (status, _) = post_json(&job_cancel_url(&bridge.base, job)).await;
+        let (status, _) = post_json(&job_cancel_url(&bridge.base(), job)).await;
         assert_eq!(status, 202);
     }
     for reader in readers {
@@ -475,10 +468,7 @@ async fn a_bridge_starts_without_redis_and_says_why_it_is_not_ready() {
     let started = Instant::now();
     let error = within(
         "a call without Redis",
-        client.call_tool(
-            rmcp::model::CallToolRequestParams::new("demo__echo")
-                .with_arguments(args(json!({"text": "x"})).unwrap()),
-        ),
+        client.call_tool(call_params("demo__echo", json!({"text": "x"}))),
     )
     .await
     .expect_err("no job without the store");
@@ -495,7 +485,8 @@ async fn an_mcp_session_started_on_one_replica_is_served_by_another() {
     let Some(url) = test_redis("replicas::mcp_session").await else {
         return;
     };
-    let (a, b) = two_replicas(&url, &unique_prefix("mcp-session")).await;
+    let prefix = RedisPrefix::new(&url, "mcp-session");
+    let (a, b) = two_replicas(&url, &prefix).await;
     let http = reqwest::Client::new();
     let post = |url: String, session: Option<String>, body: Value| {
         let mut request = http

@@ -3,14 +3,10 @@
 //! CORS, the limits, the start-up refusals, the token command, and that no token ever reaches
 //! the log.
 
+#[allow(dead_code)]
 mod common;
 
-use std::{
-    io::{BufRead, BufReader, Read},
-    process::{Child, Command, Stdio},
-    sync::{Arc, Mutex},
-    time::Duration,
-};
+use std::{process::Command, time::Duration};
 
 use common::*;
 use mcp_progress_bridge::config::{CallMode, Config, Overrides, Secret};
@@ -104,39 +100,25 @@ async fn mcp_needs_a_configured_bearer_token() {
 async fn a_job_token_opens_its_own_job_read_only_and_nothing_else() {
     let bridge = start_bridge(secured).await;
     let client = connect_with_token(&bridge, TOKEN).await;
-    let a = structured(&call(&client, "demo__slow_count", json!({"to": 2, "delay_ms": 5})).await);
-    let b = structured(
-        &call(
-            &client,
-            "demo__slow_count",
-            json!({"to": 400, "delay_ms": 50}),
-        )
-        .await,
-    );
-    let token_of = |url: &Value| {
-        url.as_str()
-            .unwrap()
-            .split("token=")
-            .nth(1)
-            .unwrap()
-            .to_string()
-    };
-    let (a_read, a_cancel) = (token_of(&a["status_url"]), token_of(&a["cancel_url"]));
-    assert_eq!(a_read, token_of(&a["events_url"]));
+    let a = running_job(&client, "demo__slow_count", json!({"to": 2, "delay_ms": 5})).await;
+    let b = running_job(
+        &client,
+        "demo__slow_count",
+        json!({"to": 400, "delay_ms": 50}),
+    )
+    .await;
+    let (a_read, a_cancel) = (token_of(&a.status_url), a.cancel_token());
+    assert_eq!(a_read, a.read_token());
     assert_ne!(a_read, a_cancel);
-    let (a_id, b_id) = (a["job_id"].as_str().unwrap(), b["job_id"].as_str().unwrap());
+    let (a_id, b_id) = (a.job_id.as_str(), b.job_id.as_str());
     let base = &bridge.base;
 
     // A's URLs work.
     assert_eq!(
-        read_job_events(a["events_url"].as_str().unwrap())
-            .await
-            .last()
-            .unwrap()
-            .event,
+        read_job_events(&a.events_url).await.last().unwrap().event,
         "completed"
     );
-    assert_eq!(get_json(a["status_url"].as_str().unwrap()).await.0, 200);
+    assert_eq!(get_json(&a.status_url).await.0, 200);
 
     // A's tokens open nothing of B's; no token, a wrong token, a token of the wrong kind: 404,
     // the very answer an unknown job gets.
@@ -171,8 +153,8 @@ async fn a_job_token_opens_its_own_job_read_only_and_nothing_else() {
         .unwrap();
     assert_eq!(snapshot.status(), 200);
     // B's own cancel URL cancels it.
-    assert_eq!(post_json(b["cancel_url"].as_str().unwrap()).await.0, 202);
-    let events = read_job_events(b["events_url"].as_str().unwrap()).await;
+    assert_eq!(post_json(&b.cancel_url).await.0, 202);
+    let events = read_job_events(&b.events_url).await;
     assert_eq!(events.last().unwrap().event, "cancelled");
     let cancel_again = http
         .post(format!("{base}/jobs/{a_id}/cancel"))
@@ -192,24 +174,7 @@ async fn a_job_token_opens_its_own_job_read_only_and_nothing_else() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn correlation_streams_need_their_own_token() {
     let bridge = start_bridge(secured).await;
-    let mut headers = std::collections::HashMap::new();
-    headers.insert(
-        http::HeaderName::from_static("x-correlation-id"),
-        http::HeaderValue::from_static("turn-7"),
-    );
-    let transport = rmcp::transport::StreamableHttpClientTransport::from_config(
-        rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(
-            bridge.mcp_url(),
-        )
-        .auth_header(TOKEN)
-        .custom_headers(headers),
-    );
-    let client: McpClient = within(
-        "initialize",
-        rmcp::ServiceExt::serve(ProgressRecorder::default(), transport),
-    )
-    .await
-    .unwrap();
+    let client = connect_with(&bridge.mcp_url(), Some(TOKEN), Some("turn-7")).await;
     call(&client, "demo__slow_count", json!({"to": 2, "delay_ms": 5})).await;
     let events = read_sse(
         &bridge.correlation_events_url("turn-7"),
@@ -237,10 +202,9 @@ async fn job_tokens_can_be_turned_off() {
     })
     .await;
     let client = connect_with_token(&bridge, TOKEN).await;
-    let handle =
-        structured(&call(&client, "demo__slow_count", json!({"to": 1, "delay_ms": 1})).await);
-    let id = handle["job_id"].as_str().unwrap();
-    read_job_events(handle["events_url"].as_str().unwrap()).await;
+    let handle = running_job(&client, "demo__slow_count", json!({"to": 1, "delay_ms": 1})).await;
+    let id = &handle.job_id;
+    read_job_events(&handle.events_url).await;
     assert_eq!(get_json(&format!("{}/jobs/{id}", bridge.base)).await.0, 200);
     bridge.shutdown(Duration::from_secs(1)).await;
 }
@@ -410,14 +374,12 @@ async fn limits_answer_429_503_and_a_tool_error_and_say_when_to_retry() {
     .await;
     let client = connect_with_token(&bridge, TOKEN).await;
     // One job at a time for this token; another token is not affected.
-    let running = structured(
-        &call(
-            &client,
-            "demo__slow_count",
-            json!({"to": 400, "delay_ms": 50}),
-        )
-        .await,
-    );
+    let running = running_job(
+        &client,
+        "demo__slow_count",
+        json!({"to": 400, "delay_ms": 50}),
+    )
+    .await;
     let refused = call(&client, "demo__slow_count", json!({"to": 1, "delay_ms": 1})).await;
     assert_eq!(refused.is_error, Some(true));
     assert!(
@@ -432,50 +394,33 @@ async fn limits_answer_429_503_and_a_tool_error_and_say_when_to_retry() {
     );
 
     // One stream per job.
-    let events_url = running["events_url"].as_str().unwrap().to_string();
-    let first = reqwest::get(&events_url).await.unwrap();
+    let events_url = &running.events_url;
+    let first = reqwest::get(events_url).await.unwrap();
     assert_eq!(first.status(), 200);
-    let second = reqwest::get(&events_url).await.unwrap();
+    let second = reqwest::get(events_url).await.unwrap();
     assert_eq!(second.status(), 503);
     assert!(second.headers().contains_key("retry-after"));
     drop(first);
-    within("the place comes back when the stream closes", async {
-        loop {
-            if reqwest::get(&events_url).await.unwrap().status() == 200 {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+    eventually("the place comes back when the stream closes", || async {
+        reqwest::get(events_url).await.unwrap().status() == 200
     })
     .await;
     // The job's end gives the job place back.
-    assert_eq!(
-        post_json(running["cancel_url"].as_str().unwrap()).await.0,
-        202
-    );
-    read_job_events(&events_url).await;
-    within("the job place comes back", async {
-        loop {
-            let result = call(&client, "demo__echo", json!({"text": "again"})).await;
-            if result.is_error != Some(true) {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+    assert_eq!(post_json(&running.cancel_url).await.0, 202);
+    read_job_events(events_url).await;
+    eventually("the job place comes back", || async {
+        let result = call(&client, "demo__echo", json!({"text": "again"})).await;
+        result.is_error != Some(true)
     })
     .await;
 
     // The rate: 12 requests a minute per token, then 429 with Retry-After.
     let mut raw = RawMcp::new(&bridge.mcp_url(), Some(OTHER_TOKEN));
-    let limited = within("reach the rate limit", async {
-        loop {
-            let answer = raw
-                .post(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#, &[])
-                .await;
-            if answer.status == 429 {
-                return answer;
-            }
-        }
+    let limited = eventually("reach the rate limit", || async {
+        let answer = raw
+            .post(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#, &[])
+            .await;
+        (answer.status == 429).then_some(answer)
     })
     .await;
     let retry: u64 = limited.headers["retry-after"]
@@ -625,86 +570,6 @@ fn job_tokens_with(secret: &str) -> mcp_progress_bridge::auth::JobTokens {
     mcp_progress_bridge::auth::JobTokens::new(secret.as_bytes())
 }
 
-/// The bridge binary as a child on a free port, its stderr collected.
-struct ChildBridge {
-    child: Child,
-    base: String,
-    stderr: Arc<Mutex<String>>,
-    _dir: tempfile::TempDir,
-}
-
-impl ChildBridge {
-    fn start(extra_toml: &str, env: &[(&str, &str)]) -> Self {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let base = format!("http://127.0.0.1:{port}");
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("bridge.toml");
-        let toml = format!(
-            "[server]\nlisten = \"127.0.0.1:{port}\"\npublic_url = \"{base}\"\n{extra_toml}\n\
-             [[upstreams]]\nname = \"demo\"\ntransport = \"stdio\"\ncommand = \"mcp-progress-bridge\"\n\
-             args = [\"demo-tools\"]\ntools = {{ \"slow_count\" = {{ mode = \"async\" }} }}\n"
-        );
-        std::fs::write(&path, toml).unwrap();
-        let mut command = Command::new(BIN);
-        command
-            .arg("--config")
-            .arg(&path)
-            .env_remove("BRIDGE_LISTEN")
-            .env_remove("BRIDGE_PUBLIC_URL")
-            .env_remove("BRIDGE_LOG_JSON")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        for (k, v) in env {
-            command.env(k, v);
-        }
-        let mut child = command.spawn().unwrap();
-        let stderr = Arc::new(Mutex::new(String::new()));
-        let mut pipe = child.stderr.take().unwrap();
-        let sink = stderr.clone();
-        std::thread::spawn(move || {
-            let mut buf = [0u8; 8192];
-            while let Ok(n) = pipe.read(&mut buf) {
-                if n == 0 {
-                    break;
-                }
-                sink.lock()
-                    .unwrap()
-                    .push_str(&String::from_utf8_lossy(&buf[..n]));
-            }
-        });
-        // The bridge prints its address on stdout once it listens.
-        let mut stdout = BufReader::new(child.stdout.take().unwrap());
-        let mut line = String::new();
-        stdout.read_line(&mut line).unwrap();
-        assert!(
-            line.contains("listening"),
-            "the bridge did not start: {line}{}",
-            stderr.lock().unwrap()
-        );
-        Self {
-            child,
-            base,
-            stderr,
-            _dir: dir,
-        }
-    }
-
-    fn log(&self) -> String {
-        self.stderr.lock().unwrap().clone()
-    }
-}
-
-impl Drop for ChildBridge {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tokens_from_env_and_file_work_and_no_token_ever_reaches_the_log() {
     let env_token = "token-from-the-environment-0123456789";
@@ -722,9 +587,12 @@ async fn tokens_from_env_and_file_work_and_no_token_ever_reaches_the_log() {
             concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/misbehaving_upstream.py")
         )
     });
-    let bridge = ChildBridge::start(
+    // (`mcp-progress-bridge` as a command is the bridge itself: the demo tools.)
+    let bridge = spawn_bridge(
         &format!(
-            "[auth]\nmcp_tokens = [\"env:SECURITY_TEST_MCP_TOKEN\", \"file:{}\"]\njob_secret = \"file:{}\"\n{bad_upstream}",
+            "[auth]\nmcp_tokens = [\"env:SECURITY_TEST_MCP_TOKEN\", \"file:{}\"]\njob_secret = \"file:{}\"\n\
+             [[upstreams]]\nname = \"demo\"\ntransport = \"stdio\"\ncommand = \"mcp-progress-bridge\"\n\
+             args = [\"demo-tools\"]\ntools = {{ \"slow_count\" = {{ mode = \"async\" }} }}\n{bad_upstream}",
             token_file.display(),
             secret_file.display()
         ),
@@ -733,19 +601,10 @@ async fn tokens_from_env_and_file_work_and_no_token_ever_reaches_the_log() {
             ("SECURITY_TEST_MCP_TOKEN", env_token),
             ("RUST_LOG", "trace"),
         ],
-    );
-    let url = format!("{}/mcp", bridge.base);
-    within("the demo upstream is ready", async {
-        loop {
-            if let Ok(r) = reqwest::get(format!("{}/readyz", bridge.base)).await
-                && r.status() == 200
-            {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    })
+    )
     .await;
+    let url = bridge.mcp_url();
+    let base = bridge.base();
 
     // Both tokens open /mcp; others do not.
     assert_eq!(
@@ -770,40 +629,28 @@ async fn tokens_from_env_and_file_work_and_no_token_ever_reaches_the_log() {
     assert_eq!(post_init(&url, None, None).await.status(), 401);
 
     // A job, read through its URLs, with and without the right token, and cancelled.
-    let bridge_handle = TestBridge {
-        bridge: None,
-        base: bridge.base.clone(),
-    };
-    let client = connect_with_token(&bridge_handle, file_token).await;
-    let handle =
-        structured(&call(&client, "demo__slow_count", json!({"to": 2, "delay_ms": 5})).await);
-    let events_url = handle["events_url"].as_str().unwrap().to_string();
-    let events = read_job_events(&events_url).await;
+    let client = connect_with(&url, Some(file_token), None).await;
+    let handle = running_job(&client, "demo__slow_count", json!({"to": 2, "delay_ms": 5})).await;
+    let events = read_job_events(&handle.events_url).await;
     assert_eq!(events.last().unwrap().event, "completed");
-    let long = structured(
-        &call(
-            &client,
-            "demo__slow_count",
-            json!({"to": 400, "delay_ms": 50}),
-        )
-        .await,
-    );
-    assert_eq!(post_json(long["cancel_url"].as_str().unwrap()).await.0, 202);
-    let job_id = handle["job_id"].as_str().unwrap();
+    let long = running_job(
+        &client,
+        "demo__slow_count",
+        json!({"to": 400, "delay_ms": 50}),
+    )
+    .await;
+    assert_eq!(post_json(&long.cancel_url).await.0, 202);
+    let job_id = &handle.job_id;
     let wrong_job_token = "x".repeat(43);
     assert_eq!(
-        get_json(&format!(
-            "{}/jobs/{job_id}?token={wrong_job_token}",
-            bridge.base
-        ))
-        .await
-        .0,
+        get_json(&format!("{base}/jobs/{job_id}?token={wrong_job_token}"))
+            .await
+            .0,
         404
     );
     let correlation = job_tokens_with(job_secret).correlation(&"turn-1".parse().unwrap());
     let response = reqwest::get(format!(
-        "{}/correlations/turn-1/events?token={correlation}",
-        bridge.base
+        "{base}/correlations/turn-1/events?token={correlation}"
     ))
     .await
     .unwrap();
@@ -815,7 +662,7 @@ async fn tokens_from_env_and_file_work_and_no_token_ever_reaches_the_log() {
     );
     drop(response);
     let metrics = reqwest::Client::new()
-        .get(format!("{}/metrics", bridge.base))
+        .get(format!("{base}/metrics"))
         .bearer_auth(env_token)
         .send()
         .await
@@ -844,32 +691,20 @@ async fn tokens_from_env_and_file_work_and_no_token_ever_reaches_the_log() {
     }
     drop(client);
 
-    let log = within("the request log line for the events URL", async {
-        loop {
-            let log = bridge.log();
-            if log.contains(&format!("/jobs/{job_id}/events?…")) {
-                return log;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+    let log = eventually("the request log line for the events URL", || async {
+        let log = bridge.log();
+        log.contains(&format!("/jobs/{job_id}/events?…"))
+            .then_some(log)
     })
     .await;
     assert!(log.contains("DEBUG"), "debug logging was on");
-    let token_of = |url: &Value| {
-        url.as_str()
-            .unwrap()
-            .split("token=")
-            .nth(1)
-            .unwrap()
-            .to_string()
-    };
     for (what, secret) in [
         ("the env token", env_token.to_string()),
         ("the file token", file_token.to_string()),
         ("a wrong bearer token", wrong.to_string()),
         ("the job secret", job_secret.to_string()),
-        ("a job read token", token_of(&handle["events_url"])),
-        ("a job cancel token", token_of(&long["cancel_url"])),
+        ("a job read token", handle.read_token().to_string()),
+        ("a job cancel token", long.cancel_token().to_string()),
         ("a wrong job token", wrong_job_token),
         ("a correlation token", correlation),
     ] {

@@ -2,6 +2,7 @@
 //! what was running on it, and reconnects by itself. The demo tools are served over Streamable
 //! HTTP in this process, on a fixed port so they can come back on it.
 
+#[allow(dead_code)]
 mod common;
 
 use std::time::Duration;
@@ -17,8 +18,7 @@ fn web(url: &str) -> UpstreamConfig {
 }
 
 fn free_addr() -> String {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.local_addr().unwrap().to_string()
+    format!("127.0.0.1:{}", free_port())
 }
 
 async fn wait_ready(bridge: &TestBridge, name: &str) {
@@ -45,14 +45,11 @@ async fn an_http_upstream_that_is_down_at_start_is_picked_up_when_it_comes() {
     let readyz = format!("http://{bridge_addr}/readyz");
     // The reason is on /upstreams (open here: no bearer token is configured), not on /readyz.
     let upstreams = format!("http://{bridge_addr}/upstreams");
-    let body = within("/upstreams says web is down", async {
-        loop {
-            let (_, body) = get_json(&upstreams).await;
-            if body["upstreams"][0]["last_error"].is_string() {
-                return body;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+    let body = eventually("/upstreams says web is down", || async {
+        let (_, body) = get_json(&upstreams).await;
+        body["upstreams"][0]["last_error"]
+            .is_string()
+            .then_some(body)
     })
     .await;
     assert!(
@@ -71,10 +68,8 @@ async fn an_http_upstream_that_is_down_at_start_is_picked_up_when_it_comes() {
     );
 
     let _demo = start_http_demo_at(&addr).await;
-    let bridge = TestBridge {
-        bridge: Some(running),
-        base: format!("http://{bridge_addr}"),
-    };
+    let mut bridge = TestBridge::at(&format!("http://{bridge_addr}"));
+    bridge.bridge = Some(running);
     wait_ready(&bridge, "web").await;
     assert_eq!(get_json(&readyz).await.0, 200);
     let client = connect(&bridge).await;
@@ -120,19 +115,16 @@ async fn an_http_upstream_lost_mid_call_fails_the_job_and_reconnects() {
     })
     .await;
     let client = connect(&bridge).await;
-    let handle = structured(
-        &call(
-            &client,
-            "web__slow_count",
-            json!({"to": 1000, "delay_ms": 50}),
-        )
-        .await,
-    );
-    let url_events = handle["events_url"].as_str().unwrap().to_string();
-    read_sse(&url_events, None, |e| e.event == "progress").await;
+    let handle = running_job(
+        &client,
+        "web__slow_count",
+        json!({"to": 1000, "delay_ms": 50}),
+    )
+    .await;
+    read_sse(&handle.events_url, None, |e| e.event == "progress").await;
     demo.stop().await;
 
-    let events = read_job_events(&url_events).await;
+    let events = read_job_events(&handle.events_url).await;
     let last = events.last().unwrap();
     assert_eq!(last.event, "failed", "{:?}", last.data);
     assert!(
@@ -145,9 +137,8 @@ async fn an_http_upstream_lost_mid_call_fails_the_job_and_reconnects() {
     );
     let _demo = start_http_demo_at(&addr).await;
     wait_ready(&bridge, "web").await;
-    let handle =
-        structured(&call(&client, "web__slow_count", json!({"to": 2, "delay_ms": 10})).await);
-    let events = read_job_events(handle["events_url"].as_str().unwrap()).await;
+    let handle = running_job(&client, "web__slow_count", json!({"to": 2, "delay_ms": 10})).await;
+    let events = read_job_events(&handle.events_url).await;
     assert_eq!(events.last().unwrap().event, "completed");
     bridge.shutdown(Duration::from_secs(1)).await;
 }

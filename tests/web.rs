@@ -4,6 +4,7 @@
 //! (`npm ci`) and `/usr/bin/chromium`; without them these tests print why and skip, unless
 //! `BRIDGE_TEST_STRICT=1` (CI), where they fail.
 
+#[allow(dead_code)]
 mod common;
 
 use std::{path::Path, time::Duration};

@@ -28,6 +28,10 @@ impl Display {
     pub fn for_stderr() -> Self {
         if std::io::stderr().is_terminal() {
             let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
+            // Styled before the first tick draws it: indicatif's default bar (an empty `0/0`
+            // bar) would flash before the job's first event.
+            bar.set_style(spinner());
+            bar.set_prefix("connecting");
             bar.enable_steady_tick(std::time::Duration::from_millis(120));
             Display::Bar(bar)
         } else {

@@ -179,6 +179,9 @@ async fn refused(
 struct JobView {
     /// The id of the last stored event applied: replays at or before it are skipped.
     last: Option<u64>,
+    /// The job's `seq` in the latest snapshot (`status` or `reset`): events up to it are
+    /// history the stream replays, so their timestamps say nothing of the time left now.
+    history_end: Option<u64>,
     created_at: Option<u64>,
     shown: Shown,
 }
@@ -207,7 +210,7 @@ impl JobView {
                 None
             }
             "progress" => {
-                self.progress(&data, display);
+                self.progress(seq, &data, display);
                 None
             }
             "log" => {
@@ -241,6 +244,7 @@ impl JobView {
     /// from the snapshot it carries.
     fn restart(&mut self, reset: bool, data: &Value, display: &Display) {
         self.created_at = data["created_at"].as_u64();
+        self.history_end = data["seq"].as_u64();
         self.shown = Shown {
             progress: data["progress"].as_f64(),
             total: data["total"].as_f64(),
@@ -253,7 +257,7 @@ impl JobView {
         display.snapshot(data["status"].as_str().unwrap_or("running"), &self.shown);
     }
 
-    fn progress(&mut self, data: &Value, display: &Display) {
+    fn progress(&mut self, seq: Option<u64>, data: &Value, display: &Display) {
         let progress = data["progress"].as_f64();
         let total = data["total"].as_f64();
         self.shown.progress = progress;
@@ -261,7 +265,14 @@ impl JobView {
         if let Some(message) = data["message"].as_str() {
             self.shown.message = Some(message.to_string());
         }
-        self.shown.eta_ms = eta(self.created_at, data["ts"].as_u64(), progress, total);
+        // A replayed step's ETA was the time left back then: on a finished job it would
+        // count down for a job that is over. Only live steps estimate.
+        let replayed = matches!((seq, self.history_end), (Some(s), Some(end)) if s <= end);
+        self.shown.eta_ms = if replayed {
+            None
+        } else {
+            eta(self.created_at, data["ts"].as_u64(), progress, total)
+        };
         display.show(&self.shown);
     }
 }
@@ -310,6 +321,29 @@ mod tests {
         assert_eq!(job.last, Some(2));
         let end = job.apply("cancelled", Some(3), json!({"reason": "x"}), &display);
         assert_eq!(end.unwrap().exit_code(), ExitCode::from(130));
+    }
+
+    #[test]
+    fn replayed_history_shows_no_eta_and_live_steps_do() {
+        let display = Display::Lines;
+        let step = |n: u64| json!({"progress": n as f64, "total": 4.0, "ts": 1000 + n * 100});
+        // A finished job: the snapshot's seq covers every step the stream replays.
+        let mut done = JobView::default();
+        let status = json!({"status": "completed", "created_at": 1000, "progress": 4.0, "total": 4.0, "seq": 5});
+        done.apply("status", Some(0), status, &display);
+        for n in 1..=3 {
+            done.apply("progress", Some(n), step(n), &display);
+            assert_eq!(done.shown.eta_ms, None, "replayed step {n}");
+        }
+        assert_eq!(done.shown.progress, Some(3.0));
+        // A running job: steps up to the snapshot are history, later ones are live.
+        let mut running = JobView::default();
+        let status = json!({"status": "running", "created_at": 1000, "progress": 1.0, "total": 4.0, "seq": 1});
+        running.apply("status", Some(0), status, &display);
+        running.apply("progress", Some(1), step(1), &display);
+        assert_eq!(running.shown.eta_ms, None);
+        running.apply("progress", Some(2), step(2), &display);
+        assert_eq!(running.shown.eta_ms, Some(200));
     }
 
     #[test]

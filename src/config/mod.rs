@@ -2,6 +2,7 @@
 //! flags. Every default lives in this module; every validation error names the file and the
 //! key, so a bad deployment fails at start with one line that says what to fix.
 
+mod advice;
 mod auth;
 mod limits;
 mod redact;
@@ -16,6 +17,7 @@ use std::{
 
 use serde::Deserialize;
 
+pub use advice::public_url_mismatch;
 pub use auth::{AuthConfig, Secret, without_secret_env};
 pub use limits::LimitsConfig;
 pub use redact::redact_url;
@@ -152,7 +154,7 @@ impl Default for JobsConfig {
 pub enum StoreBackend {
     /// In this process: one replica, nothing to install.
     Memory,
-    /// In Redis: several replicas share every job (see README, "Running several replicas").
+    /// In Redis: several replicas share every job (see docs/replicas.md).
     Redis,
 }
 

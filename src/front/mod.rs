@@ -27,7 +27,7 @@ pub use catalog::{CANCEL_JOB, GET_JOB_STATUS, SEPARATOR, WAIT_FOR_JOB};
 pub use handle::Links;
 pub use quota::JobQuota;
 
-use crate::{config::JobsConfig, jobs::Jobs, upstream::Upstreams};
+use crate::{config::JobsConfig, jobs::Jobs, shutdown::Tasks, upstream::Upstreams};
 
 /// What the agent is told about this server at initialize.
 const INSTRUCTIONS: &str = "Tools named <server>__<tool> run on the tool servers behind this \
@@ -55,6 +55,8 @@ struct Inner {
 }
 
 impl Front {
+    /// Tool-list changes are announced to the MCP sessions by a task on `tasks` (the HTTP
+    /// stage: it stops with the sessions).
     pub fn new(
         upstreams: Upstreams,
         jobs: Jobs,
@@ -62,9 +64,10 @@ impl Front {
         links: Links,
         correlation_header: String,
         quota: JobQuota,
+        tasks: &Tasks,
     ) -> Self {
         let peers = Arc::new(Mutex::new(Vec::new()));
-        tokio::spawn(announce_tool_changes(
+        tasks.spawn_until_stopped(announce_tool_changes(
             upstreams.tool_changes(),
             peers.clone(),
         ));
@@ -87,7 +90,7 @@ impl Front {
 const ANNOUNCE_DELAY: std::time::Duration = std::time::Duration::from_millis(200);
 
 /// Send `notifications/tools/list_changed` to every open session whenever the catalog may have
-/// changed. Ends when the upstreams are gone.
+/// changed. Ends when the upstreams are gone or the HTTP side stops.
 async fn announce_tool_changes(
     mut changes: watch::Receiver<u64>,
     peers: Arc<Mutex<Vec<Peer<RoleServer>>>>,

@@ -32,6 +32,7 @@ use crate::{
         Channel, CorrelationId, EventBody, FailureReason, JobFailure, JobId, JobSnapshot, NewJob,
         ProgressUpdate,
     },
+    shutdown::Tasks,
     store::{CancelAck, LiveItem, Store, StoreError},
 };
 
@@ -100,6 +101,8 @@ struct Inner {
     /// Woken whenever a job of this replica ends (shutdown waits for none to be left).
     ended: Notify,
     metrics: Arc<Metrics>,
+    /// Where the job runners and the cancel routing run (the shutdown's jobs stage).
+    tasks: Tasks,
 }
 
 /// The cancel switch of a job running here.
@@ -123,12 +126,14 @@ impl Running {
 }
 
 impl Jobs {
-    /// `replica` names this process in job snapshots (the owner of the jobs it runs).
+    /// `replica` names this process in job snapshots (the owner of the jobs it runs). Job
+    /// runners and the cancel routing run on `tasks`.
     pub fn new(
         store: Arc<dyn Store>,
         config: JobsConfig,
         replica: String,
         metrics: Arc<Metrics>,
+        tasks: Tasks,
     ) -> Self {
         // Past the semaphore's maximum (2^61) there is no practical difference: no limit.
         let places = Arc::new(Semaphore::new(config.max_jobs.min(Semaphore::MAX_PERMITS)));
@@ -142,9 +147,10 @@ impl Jobs {
                 closed: AtomicBool::new(false),
                 ended: Notify::new(),
                 metrics,
+                tasks: tasks.clone(),
             }),
         };
-        tokio::spawn(jobs.clone().route_cancels());
+        tasks.spawn_until_stopped(jobs.clone().route_cancels());
         jobs
     }
 
@@ -172,7 +178,7 @@ impl Jobs {
     }
 
     /// Cancel requests arrive through the store (from this or any replica); the ones for jobs
-    /// running here flip their switch.
+    /// running here flip their switch. Runs until the jobs stage stops, after the last job.
     async fn route_cancels(self) {
         let mut requests = self.inner.store.cancel_requests();
         while let Some(request) = requests.next().await {
@@ -378,8 +384,9 @@ impl PendingJob {
     ) -> JobHandle {
         let (done_tx, done) = watch::channel(None);
         let id = self.id;
+        let tasks = self.jobs.inner.tasks.clone();
         let runner = runner::Runner::new(self, limits, mirror, done_tx);
-        tokio::spawn(runner.run(work));
+        tasks.spawn(runner.run(work));
         JobHandle { id, done }
     }
 

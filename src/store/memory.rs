@@ -446,106 +446,28 @@ impl Store for MemoryStore {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-    use crate::model::{JobStatus, ProgressUpdate};
+    //! What only the memory store has. The behaviours both stores share (numbering, the
+    //! terminal rule, history, live delivery, cancels, correlations) are one suite run against
+    //! each: `tests/store_conformance.rs`.
 
-    fn new_job(correlation: Option<&str>) -> NewJob {
+    use super::*;
+
+    fn new_job() -> NewJob {
         NewJob {
             id: JobId::random(),
             tool: "demo__t".into(),
             upstream: "demo".into(),
             upstream_tool: "t".into(),
-            correlation_id: correlation.map(|c| c.parse().unwrap()),
+            correlation_id: None,
             owner: "test".into(),
         }
-    }
-
-    fn progress(p: f64) -> EventBody {
-        EventBody::Progress(ProgressUpdate {
-            progress: p,
-            total: Some(10.0),
-            message: None,
-        })
-    }
-
-    #[tokio::test]
-    async fn nothing_is_appended_after_a_terminal_event() {
-        let store = MemoryStore::new(100, 60);
-        let job = store.create_job(new_job(None)).await.unwrap().job_id;
-        assert_eq!(store.append(job, progress(1.0)).await.unwrap(), Some(1));
-        let done = EventBody::Cancelled {
-            reason: "test".into(),
-        };
-        assert_eq!(store.append(job, done).await.unwrap(), Some(2));
-        assert_eq!(store.append(job, progress(2.0)).await.unwrap(), None);
-        let s = store.snapshot(job).await.unwrap().unwrap();
-        assert_eq!((s.status, s.seq), (JobStatus::Cancelled, 2));
-    }
-
-    #[tokio::test]
-    async fn open_after_a_position_returns_the_gap_and_detects_lost_history() {
-        let store = MemoryStore::new(3, 60);
-        let job = store.create_job(new_job(None)).await.unwrap().job_id;
-        for p in 1..=5 {
-            store.append(job, progress(p as f64)).await.unwrap();
-        }
-        let opened = store
-            .open(&Channel::Job(job), Some(3))
-            .await
-            .unwrap()
-            .unwrap();
-        assert_eq!(
-            opened.backlog.iter().map(|e| e.seq).collect::<Vec<_>>(),
-            vec![4, 5]
-        );
-        assert!(opened.covered);
-        let opened = store
-            .open(&Channel::Job(job), Some(1))
-            .await
-            .unwrap()
-            .unwrap();
-        assert!(!opened.covered, "events 2 is gone from a 3-event history");
-        assert_eq!(opened.head, 5);
-    }
-
-    #[tokio::test]
-    async fn correlation_channel_numbers_its_own_events() {
-        let store = MemoryStore::new(100, 60);
-        let a = store
-            .create_job(new_job(Some("turn-1")))
-            .await
-            .unwrap()
-            .job_id;
-        let b = store
-            .create_job(new_job(Some("turn-1")))
-            .await
-            .unwrap()
-            .job_id;
-        store.append(a, progress(1.0)).await.unwrap();
-        store.append(b, progress(1.0)).await.unwrap();
-        let channel = Channel::Correlation("turn-1".parse().unwrap());
-        let opened = store.open(&channel, Some(0)).await.unwrap().unwrap();
-        let kinds: Vec<_> = opened.backlog.iter().map(|e| (e.seq, e.kind)).collect();
-        assert_eq!(
-            kinds,
-            vec![
-                (1, EventKind::JobStarted),
-                (2, EventKind::JobStarted),
-                (3, EventKind::Progress),
-                (4, EventKind::Progress)
-            ]
-        );
-        let ChannelSnapshot::Correlation(jobs) = opened.snapshot else {
-            panic!("not a correlation")
-        };
-        assert_eq!(jobs.len(), 2);
     }
 
     #[tokio::test]
     async fn expire_drops_only_finished_jobs_past_retention() {
         let store = MemoryStore::new(100, 0);
-        let running = store.create_job(new_job(None)).await.unwrap().job_id;
-        let done = store.create_job(new_job(None)).await.unwrap().job_id;
+        let running = store.create_job(new_job()).await.unwrap().job_id;
+        let done = store.create_job(new_job()).await.unwrap().job_id;
         store
             .append(done, EventBody::Cancelled { reason: "x".into() })
             .await

@@ -20,7 +20,6 @@ use parking_lot::{Mutex, MutexGuard, RwLock};
 use rmcp::{RoleClient, model::Tool, service::Peer};
 use serde::Serialize;
 use tokio::sync::{Notify, watch};
-use tokio_util::sync::CancellationToken;
 
 pub use call::{CallCanceller, CallOutcome, UpstreamCall};
 pub use error::{SessionError, Unreachable, UpstreamError};
@@ -29,6 +28,7 @@ pub use tap::CallSink;
 use crate::{
     config::{TransportKind, UpstreamConfig},
     metrics::Metrics,
+    shutdown::Tasks,
 };
 use tap::CallRoutes;
 
@@ -40,20 +40,24 @@ pub struct Upstreams {
 }
 
 impl Upstreams {
-    /// Start a supervisor per upstream. Returns at once: upstreams connect in the background,
-    /// and one that is down does not hold up the others or the bridge.
-    pub fn start(
-        configs: &[UpstreamConfig],
-        metrics: Arc<Metrics>,
-        shutdown: CancellationToken,
-    ) -> Self {
+    /// Start a supervisor per upstream, on `tasks` (it stops its connection when they stop).
+    /// Returns at once: upstreams connect in the background, and one that is down does not
+    /// hold up the others or the bridge.
+    pub fn start(configs: &[UpstreamConfig], metrics: Arc<Metrics>, tasks: Tasks) -> Self {
         let changes = Arc::new(watch::Sender::new(0));
         let list: Vec<Upstream> = configs
             .iter()
-            .map(|config| Upstream::new(config.clone(), metrics.clone(), changes.clone()))
+            .map(|config| {
+                Upstream::new(
+                    config.clone(),
+                    metrics.clone(),
+                    changes.clone(),
+                    tasks.clone(),
+                )
+            })
             .collect();
         for upstream in &list {
-            tokio::spawn(upstream.clone().supervise(shutdown.clone()));
+            tasks.spawn(upstream.clone().supervise(tasks.stopping().clone()));
         }
         Self {
             list: Arc::new(list),
@@ -77,14 +81,6 @@ impl Upstreams {
 
     pub fn statuses(&self) -> Vec<UpstreamStatus> {
         self.list.iter().map(Upstream::status).collect()
-    }
-
-    /// Wait until every supervisor has stopped its connection (after `shutdown` fired).
-    pub async fn stopped(&self) {
-        for upstream in self.list.iter() {
-            let mut state = upstream.inner.state.subscribe();
-            let _ = state.wait_for(|s| *s == UpstreamState::Stopped).await;
-        }
     }
 }
 
@@ -127,6 +123,8 @@ struct Inner {
     /// Shared by all upstreams: bumped when the tools on offer may have changed.
     catalog_changed: Arc<watch::Sender<u64>>,
     metrics: Arc<Metrics>,
+    /// Where a stdio child's helpers run (the supervisor's stage).
+    tasks: Tasks,
 }
 
 #[derive(Clone)]
@@ -148,6 +146,7 @@ impl Upstream {
         config: UpstreamConfig,
         metrics: Arc<Metrics>,
         catalog_changed: Arc<watch::Sender<u64>>,
+        tasks: Tasks,
     ) -> Self {
         let routes = CallRoutes::new(config.name.clone(), metrics.clone());
         Self {
@@ -160,6 +159,7 @@ impl Upstream {
                 tools_changed: Arc::new(Notify::new()),
                 catalog_changed,
                 metrics,
+                tasks,
             }),
         }
     }

@@ -108,7 +108,8 @@ impl Upstream {
     /// Start the child and do the MCP handshake on its stdin/stdout; a child that fails the
     /// handshake is stopped at once, and its exit status goes into the error.
     async fn connect_stdio(&self) -> Result<Session, SessionError> {
-        let child = stdio::spawn(&self.inner.config).map_err(SessionError::Spawn)?;
+        let child =
+            stdio::spawn(&self.inner.config, &self.inner.tasks).map_err(SessionError::Spawn)?;
         let transport = Tap::new(
             AsyncRwTransport::new_client(child.stdout, child.stdin),
             self.inner.routes.clone(),
@@ -187,7 +188,9 @@ impl Upstream {
         // retrying its streams), so it is pinged; a stdio child's exit ends it at once.
         let check_every = self.health_check_interval();
         let mut next_check = check_every.map(|every| tokio::time::Instant::now() + every);
-        let mut waiting = tokio::spawn(client.waiting());
+        // The client's service loop runs on a task rmcp spawned; this awaits its end.
+        let waiting = client.waiting();
+        tokio::pin!(waiting);
         let reason = loop {
             tokio::select! {
                 _ = &mut waiting => break None,
@@ -196,7 +199,7 @@ impl Upstream {
                     if let Err(error) = ping(&peer).await {
                         self.set_live(None);
                         stop_on_failed_check.cancel();
-                        let _ = waiting.await;
+                        let _ = (&mut waiting).await;
                         break Some(format!("health check failed: {error}"));
                     }
                     next_check = check_every.map(|every| tokio::time::Instant::now() + every);
@@ -204,7 +207,7 @@ impl Upstream {
                 _ = shutdown.cancelled() => {
                     self.set_live(None);
                     stop_on_shutdown.cancel();
-                    let _ = waiting.await;
+                    let _ = (&mut waiting).await;
                     break Some("stopped: the bridge is shutting down".to_string());
                 }
             }

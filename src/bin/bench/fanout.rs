@@ -16,7 +16,7 @@ use tokio::sync::{Notify, Semaphore};
 use crate::{
     Ctx, Demo,
     mcp::{self, BenchClient},
-    proc::BridgeProcess,
+    proc::{self, BridgeProcess},
     report::Row,
     sse::SseReader,
     stats::{Samples, ms, now_us, sent_at_us},
@@ -41,7 +41,7 @@ struct Seen {
 pub async fn run(ctx: &Ctx, readers: usize) -> Result<Vec<Row>, String> {
     let demo = Demo::start().await?;
     let name = format!("fanout-{readers}");
-    let bridge = BridgeProcess::start(
+    let bridge = proc::start_bridge(
         &ctx.bin,
         &ctx.dir,
         &name,

@@ -11,7 +11,7 @@ use serde_json::json;
 use crate::{
     Ctx,
     mcp::{self, BenchClient, Client},
-    proc::BridgeProcess,
+    proc::{self, BridgeProcess},
     report::Row,
     stats::ratio,
 };
@@ -38,7 +38,7 @@ pub async fn run(ctx: &Ctx) -> Result<Vec<Row>, String> {
 
     let handler = BenchClient::default();
     let direct = Arc::new(mcp::connect_stdio(&ctx.bin, &["demo-tools"], handler.clone()).await?);
-    let bridge = BridgeProcess::start(
+    let bridge = proc::start_bridge(
         &ctx.bin,
         &ctx.dir,
         "ingest",

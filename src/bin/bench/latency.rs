@@ -10,7 +10,7 @@ use serde_json::json;
 use crate::{
     Ctx, Demo,
     mcp::{self, BenchClient, Client},
-    proc::BridgeProcess,
+    proc::{self, BridgeProcess},
     report::Row,
     sse::SseReader,
     stats::{Samples, ms, now_us, ratio, sent_at_us},
@@ -25,7 +25,7 @@ const SUBSCRIBE_MS: u64 = 200;
 
 pub async fn run(ctx: &Ctx) -> Result<Vec<Row>, String> {
     let demo = Demo::start().await?;
-    let bridge = BridgeProcess::start(
+    let bridge = proc::start_bridge(
         &ctx.bin,
         &ctx.dir,
         "latency",

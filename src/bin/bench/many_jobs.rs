@@ -10,7 +10,7 @@ use tokio::sync::Semaphore;
 use crate::{
     Ctx, Demo,
     mcp::{self, BenchClient},
-    proc::BridgeProcess,
+    proc::{self, BridgeProcess},
     report::Row,
 };
 
@@ -22,7 +22,7 @@ const IN_FLIGHT: usize = 128;
 
 pub async fn run(ctx: &Ctx) -> Result<Vec<Row>, String> {
     let demo = Demo::start().await?;
-    let bridge = BridgeProcess::start(
+    let bridge = proc::start_bridge(
         &ctx.bin,
         &ctx.dir,
         "many-jobs",
@@ -35,7 +35,7 @@ pub async fn run(ctx: &Ctx) -> Result<Vec<Row>, String> {
     let mut rows = result?;
     // The same with the demo tools as a stdio child: no connection per call to the upstream,
     // so what is left is the job's own memory.
-    let bridge = BridgeProcess::start(
+    let bridge = proc::start_bridge(
         &ctx.bin,
         &ctx.dir,
         "many-jobs-stdio",

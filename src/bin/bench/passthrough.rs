@@ -8,8 +8,7 @@ use serde_json::json;
 use crate::{
     Ctx, Demo,
     mcp::{self, BenchClient, Client},
-    peers,
-    proc::BridgeProcess,
+    peers, proc,
     report::Row,
     stats::{Samples, ms, ratio},
 };
@@ -29,7 +28,7 @@ struct Target {
 // Long, and left so for now: one scenario's steps in the order they run; split with
 // `fanout::measure` in the benchmark work.
 pub async fn run(ctx: &Ctx) -> Result<Vec<Row>, String> {
-    let bridge = BridgeProcess::start(
+    let bridge = proc::start_bridge(
         &ctx.bin,
         &ctx.dir,
         "passthrough",

@@ -1,133 +1,35 @@
-//! The bridge under test as a separate process (so its memory is its own), started from the
-//! built binary with a generated config, and the other processes a scenario runs.
+//! The bridge under test as a separate process (so its memory is its own), with the limits
+//! raised past what the scenarios need, and what the benchmark reads of it (memory, CPU, open
+//! files, metrics); the other processes a scenario runs. Starting and stopping the bridge is
+//! the tests' own way (`tests/common/process.rs`, the `process` module here).
 
-use std::{net::SocketAddr, path::Path, process::Stdio, time::Duration};
+use std::{path::Path, process::Stdio, time::Duration};
 
-use tokio::{
-    io::{AsyncBufReadExt, BufReader},
-    process::{Child, Command},
-};
+use tokio::process::{Child, Command};
 
-/// How long a process may take to start listening and report ready.
-const START_TIMEOUT: Duration = Duration::from_secs(30);
-/// How long a bridge may take to stop after SIGTERM before it is killed.
-const STOP_TIMEOUT: Duration = Duration::from_secs(20);
+pub use crate::process::{BridgeProcess, StartError, log_tail};
 
-#[derive(Debug, thiserror::Error)]
-pub enum StartError {
-    /// The bridge refused its config (exit code 2): a scenario may skip on this.
-    #[error("{0}")]
-    Config(String),
-    #[error("{0}")]
-    Failed(String),
+/// Write `config` (everything but `[server]` and `[limits]`, which are generated) next to the
+/// log, start the bridge on a free loopback port and wait until `/readyz` says every upstream
+/// is up.
+pub async fn start_bridge(
+    bin: &Path,
+    dir: &Path,
+    name: &str,
+    config: &str,
+) -> Result<BridgeProcess, StartError> {
+    // The limits are raised past what the scenarios need (10,000 readers of one job, 10,000
+    // jobs, bursts of calls): the benchmark measures the engine, not the default limits.
+    let text = format!(
+        "[server]\nlisten = \"127.0.0.1:0\"\nallowed_hosts = []\n\n\
+         [limits]\nmax_jobs_per_token = 100000\ncalls_per_minute = 10000000\n\
+         max_subscribers_per_channel = 100000\nmax_subscribers = 100000\n\n{config}"
+    );
+    BridgeProcess::start(bin, Some(dir), name, &text, &[]).await
 }
 
-/// A running bridge process. Stopped (SIGTERM, then kill) by [`BridgeProcess::stop`] or on drop.
-pub struct BridgeProcess {
-    child: Child,
-    pub addr: SocketAddr,
-    pub pid: u32,
-    http: reqwest::Client,
-}
-
+/// What the benchmark measures of the bridge process.
 impl BridgeProcess {
-    /// Write `config` (everything but `[server]`, which is generated) next to the log, start
-    /// the bridge on a free loopback port and wait until `/readyz` says every upstream is up.
-    // Long, and left so for now: config, spawn, and the readiness wait in order; split with
-    // `fanout::measure` in the benchmark work.
-    pub async fn start(
-        bin: &Path,
-        dir: &Path,
-        name: &str,
-        config: &str,
-    ) -> Result<Self, StartError> {
-        let path = dir.join(format!("{name}.toml"));
-        let log = dir.join(format!("{name}.log"));
-        // The limits are raised past what the scenarios need (10,000 readers of one job, 10,000
-        // jobs, bursts of calls): the benchmark measures the engine, not the default limits.
-        let text = format!(
-            "[server]\nlisten = \"127.0.0.1:0\"\nallowed_hosts = []\n\n\
-             [limits]\nmax_jobs_per_token = 100000\ncalls_per_minute = 10000000\n\
-             max_subscribers_per_channel = 100000\nmax_subscribers = 100000\n\n{config}"
-        );
-        std::fs::write(&path, text)
-            .map_err(|e| StartError::Failed(format!("{}: {e}", path.display())))?;
-        let stderr = std::fs::File::create(&log)
-            .map_err(|e| StartError::Failed(format!("{}: {e}", log.display())))?;
-        let mut child = Command::new(bin)
-            .arg("--config")
-            .arg(&path)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::from(stderr))
-            .kill_on_drop(true)
-            .spawn()
-            .map_err(|e| StartError::Failed(format!("cannot start {}: {e}", bin.display())))?;
-        let pid = child.id().unwrap_or(0);
-        let stdout = child.stdout.take().expect("piped stdout");
-        let mut lines = BufReader::new(stdout).lines();
-        // "mcp-progress-bridge listening on http://ADDR (MCP endpoint: /mcp)"
-        let listening = tokio::time::timeout(START_TIMEOUT, async {
-            while let Ok(Some(line)) = lines.next_line().await {
-                if let Some(rest) = line.split("http://").nth(1)
-                    && let Some(addr) = rest.split_whitespace().next()
-                    && let Ok(addr) = addr.parse::<SocketAddr>()
-                {
-                    return Some(addr);
-                }
-            }
-            None
-        })
-        .await;
-        let addr = match listening {
-            Ok(Some(addr)) => addr,
-            _ => {
-                let status = tokio::time::timeout(Duration::from_secs(5), child.wait()).await;
-                let tail = log_tail(&log);
-                return Err(match status {
-                    Ok(Ok(s)) if s.code() == Some(2) => StartError::Config(tail),
-                    Ok(Ok(s)) => StartError::Failed(format!("the bridge exited ({s}): {tail}")),
-                    _ => StartError::Failed(format!("the bridge did not start listening: {tail}")),
-                });
-            }
-        };
-        // Keep draining stdout so the bridge never blocks on a full pipe.
-        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-        let bridge = Self {
-            child,
-            addr,
-            pid,
-            http: reqwest::Client::new(),
-        };
-        bridge.wait_ready().await?;
-        Ok(bridge)
-    }
-
-    pub fn base(&self) -> String {
-        format!("http://{}", self.addr)
-    }
-
-    pub fn mcp_url(&self) -> String {
-        format!("http://{}/mcp", self.addr)
-    }
-
-    async fn wait_ready(&self) -> Result<(), StartError> {
-        let url = format!("{}/readyz", self.base());
-        let deadline = tokio::time::Instant::now() + START_TIMEOUT;
-        let mut last = String::new();
-        while tokio::time::Instant::now() < deadline {
-            match self.http.get(&url).send().await {
-                Ok(r) if r.status().is_success() => return Ok(()),
-                Ok(r) => last = r.text().await.unwrap_or_default(),
-                Err(e) => last = e.to_string(),
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        Err(StartError::Failed(format!(
-            "the bridge never became ready: {last}"
-        )))
-    }
-
     /// Resident memory of the bridge process, in KiB.
     pub fn rss_kib(&self) -> u64 {
         rss_kib(self.pid)
@@ -147,7 +49,7 @@ impl BridgeProcess {
     pub async fn metric(&self, name: &str, label: Option<&str>) -> Result<f64, String> {
         let url = format!("{}/metrics", self.base());
         let text = self
-            .http
+            .http()
             .get(&url)
             .send()
             .await
@@ -165,17 +67,6 @@ impl BridgeProcess {
             })
             .filter_map(|l| l.split_whitespace().last()?.parse::<f64>().ok())
             .sum())
-    }
-
-    /// SIGTERM, wait, kill if it does not stop.
-    pub async fn stop(mut self) {
-        terminate(self.pid);
-        if tokio::time::timeout(STOP_TIMEOUT, self.child.wait())
-            .await
-            .is_err()
-        {
-            let _ = self.child.kill().await;
-        }
     }
 }
 
@@ -209,22 +100,6 @@ pub fn cpu_us(pid: u32) -> u64 {
     // SAFETY: sysconf has no preconditions.
     let per_sec = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
     ticks * 1_000_000 / per_sec
-}
-
-pub fn terminate(pid: u32) {
-    if pid > 0 {
-        // SAFETY: kill(2) on a child this harness started and still owns.
-        unsafe {
-            libc::kill(pid as libc::pid_t, libc::SIGTERM);
-        }
-    }
-}
-
-/// The last lines of a log file, for an error message.
-pub fn log_tail(path: &Path) -> String {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    let lines: Vec<&str> = text.lines().collect();
-    lines[lines.len().saturating_sub(5)..].join(" | ")
 }
 
 /// Raise this process's open-file soft limit to its hard limit (children inherit it): the

@@ -9,7 +9,7 @@ use tokio::{
     net::TcpStream,
 };
 
-use crate::{Ctx, Demo, latency, proc::BridgeProcess, report::Row};
+use crate::{Ctx, Demo, latency, report::Row};
 
 const SCENARIO: &str = "progress latency (Redis store, 2 replicas)";
 
@@ -47,11 +47,11 @@ pub async fn run(ctx: &Ctx) -> Result<Vec<Row>, String> {
         store_section(&url),
         crate::http_upstream_config(&demo.url, "async")
     );
-    let a = match BridgeProcess::start(&ctx.bin, &ctx.dir, "redis-a", &config).await {
+    let a = match crate::proc::start_bridge(&ctx.bin, &ctx.dir, "redis-a", &config).await {
         Ok(a) => a,
         Err(e) => return Err(e.to_string()),
     };
-    let b = match BridgeProcess::start(&ctx.bin, &ctx.dir, "redis-b", &config).await {
+    let b = match crate::proc::start_bridge(&ctx.bin, &ctx.dir, "redis-b", &config).await {
         Ok(b) => b,
         Err(e) => {
             a.stop().await;

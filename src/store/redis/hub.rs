@@ -397,10 +397,15 @@ mod tests {
             Some(Arc::new(move |push| dispatch.dispatch(push)) as _),
         );
         let cmd = link("cmd", None);
-        let stop = CancellationToken::new();
-        let _stop = stop.clone().drop_guard();
-        tokio::spawn(sub.clone().supervise(stop.clone()));
-        tokio::spawn(cmd.clone().supervise(stop.clone()));
+        let shutdown = crate::shutdown::Shutdown::new();
+        let _stop = shutdown.drop_guard();
+        let connections = shutdown.tasks(crate::shutdown::Stage::Connections);
+        tokio::spawn(sub.clone().supervise(connections.clone()));
+        tokio::spawn(cmd.clone().supervise(connections));
+        let stop = shutdown
+            .tasks(crate::shutdown::Stage::Store)
+            .stopping()
+            .clone();
         tokio::time::timeout(WAIT, async {
             while !(sub.is_up() && cmd.is_up()) {
                 tokio::time::sleep(Duration::from_millis(10)).await;

@@ -25,9 +25,8 @@ use ::redis::{
 };
 use parking_lot::{Mutex, RwLock};
 use tokio::sync::{Notify, watch};
-use tokio_util::sync::CancellationToken;
 
-use crate::wait::Backoff;
+use crate::{shutdown::Tasks, wait::Backoff};
 
 /// Why a command did not get an answer. The message is whole (it names Redis, the link, and
 /// what to check); the Redis error behind it, when there is one, is also its `source()`.
@@ -212,15 +211,22 @@ impl Link {
         self.broken.notify_one();
     }
 
-    /// Keep the link connected until `stop`: connect, and after every loss reconnect with
-    /// exponential backoff (with jitter, so replicas do not reconnect in lockstep).
-    pub(super) async fn supervise(self: Arc<Self>, stop: CancellationToken) {
+    /// Keep the link connected until `tasks` stop: connect, and after every loss reconnect
+    /// with exponential backoff (with jitter, so replicas do not reconnect in lockstep). At
+    /// the stop the connection is closed (see [`Link::close`]).
+    pub(super) async fn supervise(self: Arc<Self>, tasks: Tasks) {
+        self.keep_connected(&tasks).await;
+        self.close();
+    }
+
+    async fn keep_connected(self: &Arc<Self>, tasks: &Tasks) {
+        let stop = tasks.stopping();
         let mut pauses = self.reconnect.pauses();
         let mut reported = false;
         loop {
             if !self.is_up() {
                 let attempt = tokio::select! {
-                    attempt = self.connect() => attempt,
+                    attempt = self.connect(tasks) => attempt,
                     _ = stop.cancelled() => return,
                 };
                 match attempt {
@@ -248,11 +254,25 @@ impl Link {
         }
     }
 
-    async fn connect(self: &Arc<Self>) -> Result<(), RedisError> {
+    /// Drop the link's connection for good (the bridge is stopping): commands fail at once
+    /// from now on, and once the last in-flight one returns its handle, the crate's task
+    /// that drives the connection ends and closes the socket.
+    fn close(&self) {
+        *self.last_error.lock() = "the bridge is shutting down".into();
+        self.up.store(false, Ordering::Release);
+        *self.conn.write() = None;
+        *self.up_since.lock() = None;
+    }
+
+    async fn connect(self: &Arc<Self>, tasks: &Tasks) -> Result<(), RedisError> {
         let generation = self.generation.load(Ordering::Acquire) + 1;
         let weak: Weak<Self> = Arc::downgrade(self);
         let on_push = self.on_push.clone();
+        // The crate drives the connection on a task of its own, which owns this handler and
+        // drops it when the connection ends: the hold makes shutdown wait for that.
+        let hold = tasks.hold();
         let push = move |info: PushInfo| -> Result<(), std::convert::Infallible> {
+            let _hold = &hold;
             if info.kind == PushKind::Disconnection {
                 if let Some(link) = weak.upgrade() {
                     link.fail(generation, "the connection closed");

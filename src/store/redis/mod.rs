@@ -32,7 +32,6 @@ use dashmap::DashMap;
 use futures::{StreamExt, stream::BoxStream};
 use tokio::sync::Notify;
 use tokio_stream::wrappers::BroadcastStream;
-use tokio_util::sync::CancellationToken;
 
 use self::{
     codec::{SplitData, all_fields, changed_fields, entry_seq, parse_frame, snapshot_fields},
@@ -51,6 +50,7 @@ use crate::model::{
     Channel, EventBody, FailureReason, Heartbeat, JobFailure, JobId, JobSnapshot, NewJob, Seq,
     wire::{render_heartbeat, render_job_event},
 };
+use crate::shutdown::{Shutdown, Stage};
 use crate::wait::Backoff;
 
 /// Job IDs kept per correlation for its `status` snapshot (the newest ones).
@@ -119,11 +119,13 @@ struct UnusableUrl {
 impl RedisStore {
     /// Start the store for replica `replica`. Returns at once: the connections are made in the
     /// background (until then every call fails with the reason, and `ping` says why), so a
-    /// bridge starts even while Redis is down. Background tasks end with `stop`.
+    /// bridge starts even while Redis is down. The subscription task and the lease maintenance
+    /// run in the shutdown's store stage; the connections in its connections stage, so that
+    /// the maintenance gives the lease up before they close.
     pub fn start(
         options: RedisOptions,
         replica: String,
-        stop: CancellationToken,
+        shutdown: &Shutdown,
     ) -> Result<Self, StoreError> {
         let target = redact_url(&options.url);
         let client = resp3_client(&options.url, &target)?;
@@ -168,10 +170,13 @@ impl RedisStore {
             outage_buffer: options.outage_buffer.max(1),
             flush: Notify::new(),
         });
-        tokio::spawn(cmd.clone().supervise(stop.clone()));
-        tokio::spawn(sub.clone().supervise(stop.clone()));
-        tokio::spawn(hub_task.run(hub, sub, cmd.clone(), stop.clone()));
-        tokio::spawn(maintenance::run(inner.clone(), stop));
+        let connections = shutdown.tasks(Stage::Connections);
+        connections.spawn(cmd.clone().supervise(connections.clone()));
+        connections.spawn(sub.clone().supervise(connections.clone()));
+        let upkeep = shutdown.tasks(Stage::Store);
+        let stop = upkeep.stopping().clone();
+        upkeep.spawn(hub_task.run(hub, sub, cmd.clone(), stop.clone()));
+        upkeep.spawn(maintenance::run(inner.clone(), stop));
         Ok(Self { inner })
     }
 }

@@ -1,0 +1,172 @@
+"""Check everything in deploy/ before an operator applies it (run by .ci/run):
+
+    python deploy/validate.py path/to/mcp-progress-bridge
+
+- the Kubernetes manifests against the API schemas (kubernetes-validate, strict: an unknown
+  or misspelt field fails), for the oldest and the newest Kubernetes version we claim;
+- the compose file against the Compose Specification's schema (check-jsonschema's copy), and
+  through `podman-compose config` (anchors, interpolation, required variables);
+- that the parts agree with each other and with the bridge: the config the bridge really
+  accepts (the binary loads it), the ConfigMap carrying the same text, stop timeouts that
+  leave the drain its time, probes on /healthz and /readyz, non-root read-only containers,
+  selectors, secret keys and variables that exist.
+
+Each failure is printed with what to fix; the exit status is the number of failures (capped).
+"""
+
+import os
+import re
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import yaml
+
+DEPLOY = Path(__file__).resolve().parent
+ROOT = DEPLOY.parent
+VENV_BIN = Path(sys.executable).parent
+# The oldest Kubernetes the manifests are for (lifecycle.preStop.sleep is on by default from
+# 1.30), and the newest kubernetes-validate knows.
+KUBERNETES_VERSIONS = ["1.30.0", None]
+# What the bridge may still need after jobs.shutdown_grace_secs (src/app.rs and
+# src/upstream/supervisor.rs): cancelled jobs end (up to 10 s), HTTP connections close (5 s),
+# stdio children stop (3 s, then SIGTERM and 2 s, then SIGKILL and 2 s) = 22 s, rounded up.
+DRAIN_AFTER_GRACE_SECS = 25
+IMAGE_UID = 10001
+
+failures: list[str] = []
+
+
+def check(ok: bool, what: str) -> None:
+    print(("ok   " if ok else "FAIL ") + what)
+    if not ok:
+        failures.append(what)
+
+
+def run(argv: list[str], env: dict | None = None) -> subprocess.CompletedProcess:
+    done = subprocess.run(argv, capture_output=True, text=True, env=env)
+    if done.returncode != 0:
+        sys.stdout.write(done.stdout + done.stderr)
+    return done
+
+
+def seconds(duration: str) -> int:
+    """Compose durations such as 45s, 1m30s."""
+    total = 0
+    for value, unit in re.findall(r"(\d+)(h|m|s)", duration):
+        total += int(value) * {"h": 3600, "m": 60, "s": 1}[unit]
+    return total
+
+
+def main() -> int:
+    binary = sys.argv[1] if len(sys.argv) > 1 else str(ROOT / "target/debug/mcp-progress-bridge")
+    manifests = sorted((DEPLOY / "kubernetes").glob("*.yaml"))
+
+    # --- schemas ---------------------------------------------------------------------------
+    for version in KUBERNETES_VERSIONS:
+        argv = [str(VENV_BIN / "kubernetes-validate"), "--strict", "--quiet"]
+        if version:
+            argv += ["-k", version]
+        done = run(argv + [str(m) for m in manifests])
+        check(done.returncode == 0, f"manifests valid for Kubernetes {version or 'latest'} (strict)")
+    compose_file = DEPLOY / "compose.yaml"
+    done = run([str(VENV_BIN / "check-jsonschema"), "--builtin-schema", "vendor.compose-spec",
+                str(compose_file)])
+    check(done.returncode == 0, "compose.yaml valid against the Compose Specification schema")
+    env = dict(os.environ, BRIDGE_AGENT_TOKEN="x" * 32, BRIDGE_JOB_SECRET="y" * 32)
+    done = run([str(VENV_BIN / "podman-compose"), "-f", str(compose_file), "config"], env=env)
+    check(done.returncode == 0, "podman-compose config accepts compose.yaml")
+    bare = {k: v for k, v in env.items() if not k.startswith("BRIDGE_")}
+    refused = subprocess.run([str(VENV_BIN / "podman-compose"), "-f", str(compose_file), "config"],
+                             capture_output=True, text=True, env=bare)
+    check(refused.returncode != 0 and "BRIDGE_AGENT_TOKEN" in refused.stderr,
+          "compose refuses to start without BRIDGE_AGENT_TOKEN and says so")
+
+    # --- the bridge's config ---------------------------------------------------------------
+    config_text = (DEPLOY / "bridge.toml").read_text()
+    config = tomllib.loads(config_text)
+    grace = config["jobs"]["shutdown_grace_secs"]
+    listen_port = int(config["server"]["listen"].rsplit(":", 1)[1])
+    admin_port = int(config["server"]["admin_listen"].rsplit(":", 1)[1])
+    secret_vars = {v[4:] for v in config["auth"]["mcp_tokens"] + [config["auth"]["job_secret"]]
+                   if v.startswith("env:")}
+    loaded = run([binary, "--config", str(DEPLOY / "bridge.toml"), "token", "correlation", "check"],
+                 env=dict(env, BRIDGE_REDIS_URL="redis://127.0.0.1:1"))
+    check(loaded.returncode == 0, "the bridge accepts deploy/bridge.toml (with its env: secrets set)")
+
+    docs = {}
+    for path in manifests:
+        for doc in yaml.safe_load_all(path.read_text()):
+            docs[doc["kind"]] = doc
+    check(docs["ConfigMap"]["data"]["bridge.toml"] == config_text,
+          "kubernetes/configmap.yaml carries exactly deploy/bridge.toml")
+
+    # --- Kubernetes: drain, probes, security, wiring ------------------------------------------
+    deployment = docs["Deployment"]
+    pod = deployment["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    pre_stop = container.get("lifecycle", {}).get("preStop", {}).get("sleep", {}).get("seconds", 0)
+    needed = pre_stop + grace + DRAIN_AFTER_GRACE_SECS
+    check(pod["terminationGracePeriodSeconds"] >= needed,
+          f"terminationGracePeriodSeconds {pod['terminationGracePeriodSeconds']} >= preStop "
+          f"{pre_stop} + shutdown_grace_secs {grace} + {DRAIN_AFTER_GRACE_SECS}")
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    check(ports.get("http") == listen_port, f"containerPort http = server.listen's port {listen_port}")
+    check(ports.get("metrics") == admin_port, f"containerPort metrics = admin_listen's port {admin_port}")
+    check(container["livenessProbe"]["httpGet"]["path"] == "/healthz", "liveness probe on /healthz")
+    check(container["readinessProbe"]["httpGet"]["path"] == "/readyz", "readiness probe on /readyz")
+    pod_security = pod["securityContext"]
+    container_security = container["securityContext"]
+    check(pod_security.get("runAsNonRoot") is True and pod_security.get("runAsUser") == IMAGE_UID,
+          f"pod runs as non-root uid {IMAGE_UID} (the image's user)")
+    check(container_security.get("readOnlyRootFilesystem") is True
+          and container_security.get("allowPrivilegeEscalation") is False
+          and container_security.get("capabilities", {}).get("drop") == ["ALL"],
+          "container: read-only root filesystem, no privilege escalation, no capabilities")
+    check(not pod.get("volumes") or all("emptyDir" not in v for v in pod["volumes"]),
+          "no writable volume: the bridge writes nothing")
+    labels = deployment["spec"]["template"]["metadata"]["labels"]
+    check(deployment["spec"]["selector"]["matchLabels"].items() <= labels.items(),
+          "Deployment selector matches its pods")
+    check(docs["Service"]["spec"]["selector"].items() <= labels.items(), "Service selects the pods")
+    check(docs["PodDisruptionBudget"]["spec"]["selector"]["matchLabels"].items() <= labels.items(),
+          "PodDisruptionBudget selects the pods")
+    env_names = {e["name"] for e in container["env"]}
+    check(secret_vars <= env_names, f"Deployment sets {sorted(secret_vars)}")
+    secret_keys = set(docs["Secret"]["stringData"])
+    refs = {e["valueFrom"]["secretKeyRef"]["key"] for e in container["env"] if "valueFrom" in e}
+    check(refs <= secret_keys, f"every secretKeyRef key exists in secret.yaml: {sorted(refs)}")
+    check(pod["volumes"][0]["configMap"]["name"] == docs["ConfigMap"]["metadata"]["name"],
+          "the config volume is the ConfigMap")
+    backend = docs["Ingress"]["spec"]["rules"][0]["http"]["paths"][0]["backend"]["service"]
+    check(backend["name"] == docs["Service"]["metadata"]["name"], "Ingress routes to the Service")
+
+    # --- compose ---------------------------------------------------------------------------
+    compose = yaml.safe_load(compose_file.read_text())
+    bridges = [s for name, s in compose["services"].items() if name.startswith("bridge-")]
+    check(len(bridges) == 2, "compose runs two bridge replicas")
+    for service in bridges:
+        check(seconds(service["stop_grace_period"]) >= grace + DRAIN_AFTER_GRACE_SECS,
+              f"stop_grace_period {service['stop_grace_period']} >= shutdown_grace_secs {grace} "
+              f"+ {DRAIN_AFTER_GRACE_SECS}")
+        check(service["read_only"] is True and service["user"] == f"{IMAGE_UID}:{IMAGE_UID}",
+              "compose bridge: read-only, uid 10001")
+        check(secret_vars <= set(service["environment"]), f"compose sets {sorted(secret_vars)}")
+        for volume in service["volumes"]:
+            check((DEPLOY / volume.split(":")[0]).exists(), f"compose mounts {volume.split(':')[0]}")
+    for volume in compose["services"]["nginx"]["volumes"]:
+        check((DEPLOY / volume.split(":")[0]).exists(), f"compose mounts {volume.split(':')[0]}")
+
+    # --- the image ------------------------------------------------------------------------
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    check(f"USER {IMAGE_UID}:{IMAGE_UID}" in dockerfile, f"the Dockerfile's user is {IMAGE_UID}")
+    check("/healthz" in dockerfile.split("HEALTHCHECK", 1)[1].split("\n\n", 1)[0],
+          "the Dockerfile's HEALTHCHECK asks /healthz")
+
+    print(f"\n{len(failures)} failed" if failures else "\ndeploy/: all checks passed")
+    return min(len(failures), 100)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

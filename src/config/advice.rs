@@ -1,0 +1,78 @@
+//! Settings that are valid but probably not what was meant: the bridge starts, and says so once
+//! in its log. A refusal would be wrong for these: a proxy or a port mapping can make each of
+//! them right, and the bridge cannot see that.
+
+use std::net::{IpAddr, SocketAddr};
+
+/// `public_url` names this machine (a loopback host) but not the address the bridge listens on,
+/// so the URLs in job handles (`events_url`, `status_url`, `cancel_url`) and the jobs page's
+/// links lead nowhere. The usual cause: `--listen` or `BRIDGE_LISTEN` moved the listener and
+/// left `server.public_url` at its default. A `public_url` that names another host (a load
+/// balancer, a DNS name) is not judged: whatever is there may forward to this listener.
+pub fn public_url_mismatch(public_url: &str, listening: SocketAddr) -> Option<String> {
+    let url = url::Url::parse(public_url).ok()?;
+    let names_this_machine = match url.host()? {
+        url::Host::Domain(name) => name.eq_ignore_ascii_case("localhost"),
+        url::Host::Ipv4(ip) => ip.is_loopback(),
+        url::Host::Ipv6(ip) => ip.is_loopback(),
+    };
+    if !names_this_machine {
+        return None;
+    }
+    let port = url.port_or_known_default()?;
+    let reachable_by_loopback = match listening.ip() {
+        IpAddr::V4(ip) => ip.is_loopback() || ip.is_unspecified(),
+        IpAddr::V6(ip) => ip.is_loopback() || ip.is_unspecified(),
+    };
+    if port == listening.port() && reachable_by_loopback {
+        return None;
+    }
+    let host = url.host_str()?;
+    let suggested = if reachable_by_loopback {
+        format!("{}://{host}:{}", url.scheme(), listening.port())
+    } else {
+        format!("{}://{listening}", url.scheme())
+    };
+    Some(format!(
+        "server.public_url is {public_url} but the bridge listens on {listening}: job handles \
+         (events_url, status_url, cancel_url) and the jobs page point at public_url, which \
+         --listen and BRIDGE_LISTEN do not change. Set BRIDGE_PUBLIC_URL={suggested} (or \
+         server.public_url), unless a proxy or port mapping forwards {public_url} here"
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mismatch(public_url: &str, listening: &str) -> Option<String> {
+        public_url_mismatch(public_url, listening.parse().unwrap())
+    }
+
+    #[test]
+    fn a_listener_moved_away_from_a_loopback_public_url_is_named() {
+        let warning = mismatch("http://127.0.0.1:8080", "127.0.0.1:9090").unwrap();
+        assert!(
+            warning.contains("Set BRIDGE_PUBLIC_URL=http://127.0.0.1:9090"),
+            "{warning}"
+        );
+        assert!(mismatch("http://localhost:8080", "0.0.0.0:9000").is_some());
+        assert!(mismatch("http://[::1]:8080", "[::1]:8081").is_some());
+        // The default port of the scheme counts.
+        assert!(mismatch("http://localhost", "127.0.0.1:8080").is_some());
+        // Loopback cannot reach a listener on one other interface.
+        let warning = mismatch("http://127.0.0.1:8080", "192.0.2.7:8080").unwrap();
+        assert!(warning.contains("http://192.0.2.7:8080"), "{warning}");
+    }
+
+    #[test]
+    fn agreeing_or_unjudgeable_settings_say_nothing() {
+        assert_eq!(mismatch("http://127.0.0.1:8080", "127.0.0.1:8080"), None);
+        // The container default: all interfaces, reached as localhost on the same port.
+        assert_eq!(mismatch("http://localhost:8080", "0.0.0.0:8080"), None);
+        assert_eq!(mismatch("http://localhost:80", "[::]:80"), None);
+        // Another host: a load balancer or a proxy may forward to this listener.
+        assert_eq!(mismatch("https://bridge.example.com", "0.0.0.0:8080"), None);
+        assert_eq!(mismatch("http://10.0.0.5:8080", "127.0.0.1:9090"), None);
+    }
+}

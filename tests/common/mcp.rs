@@ -1,0 +1,290 @@
+//! Talking MCP to the bridge: rmcp's own client (which records the progress it receives on
+//! its requests), tool calls and their results, and a raw Streamable HTTP client for what no
+//! SDK would send.
+
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex},
+};
+
+use rmcp::{
+    ClientHandler, RoleClient, ServiceExt,
+    model::{CallToolRequestParams, CallToolResult, ProgressNotificationParam},
+    service::{NotificationContext, RunningService},
+    transport::{
+        StreamableHttpClientTransport, streamable_http_client::StreamableHttpClientTransportConfig,
+    },
+};
+use serde_json::{Value, json};
+
+use super::{
+    bridge::TestBridge,
+    wait::{eventually, within},
+};
+
+/// An MCP client that records the progress notifications it receives on its own requests.
+#[derive(Clone, Default)]
+pub struct ProgressRecorder {
+    seen: Arc<Mutex<Vec<ProgressNotificationParam>>>,
+}
+
+impl ProgressRecorder {
+    pub fn progress(&self) -> Vec<ProgressNotificationParam> {
+        self.seen.lock().unwrap().clone()
+    }
+}
+
+impl ClientHandler for ProgressRecorder {
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        self.seen.lock().unwrap().push(params);
+    }
+}
+
+pub type McpClient = RunningService<RoleClient, ProgressRecorder>;
+
+/// rmcp's own client, connected to the bridge's `/mcp` over Streamable HTTP.
+pub async fn connect(bridge: &TestBridge) -> McpClient {
+    connect_with(&bridge.mcp_url(), None, None).await
+}
+
+pub async fn connect_url(url: &str) -> McpClient {
+    connect_with(url, None, None).await
+}
+
+/// rmcp's client with `Authorization: Bearer <token>` on every request.
+pub async fn connect_with_token(bridge: &TestBridge, token: &str) -> McpClient {
+    connect_with(&bridge.mcp_url(), Some(token), None).await
+}
+
+/// A client whose every request carries `X-Correlation-Id: cid`.
+pub async fn connect_correlated(bridge: &TestBridge, cid: &str) -> McpClient {
+    connect_with(&bridge.mcp_url(), None, Some(cid)).await
+}
+
+/// rmcp's client on `url`, with a bearer token and a correlation header when given.
+pub async fn connect_with(url: &str, token: Option<&str>, correlation: Option<&str>) -> McpClient {
+    let mut config = StreamableHttpClientTransportConfig::with_uri(url);
+    if let Some(token) = token {
+        config = config.auth_header(token);
+    }
+    if let Some(cid) = correlation {
+        let mut headers = HashMap::new();
+        headers.insert(
+            http::HeaderName::from_static("x-correlation-id"),
+            http::HeaderValue::from_str(cid).expect("a header value"),
+        );
+        config = config.custom_headers(headers);
+    }
+    let transport = StreamableHttpClientTransport::from_config(config);
+    within(
+        "MCP initialize",
+        ProgressRecorder::default().serve(transport),
+    )
+    .await
+    .expect("MCP initialize")
+}
+
+pub fn args(value: Value) -> Option<rmcp::model::JsonObject> {
+    match value {
+        Value::Object(map) => Some(map),
+        Value::Null => None,
+        other => panic!("tool arguments must be an object, got {other}"),
+    }
+}
+
+/// `tools/call` parameters for `tool` with these arguments.
+pub fn call_params(tool: &str, arguments: Value) -> CallToolRequestParams {
+    let mut params = CallToolRequestParams::new(tool.to_string());
+    if let Some(arguments) = args(arguments) {
+        params = params.with_arguments(arguments);
+    }
+    params
+}
+
+/// Call a tool through the bridge and return its result (panics on a protocol error).
+pub async fn call(client: &McpClient, tool: &str, arguments: Value) -> CallToolResult {
+    within(
+        &format!("call {tool}"),
+        client.call_tool(call_params(tool, arguments)),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("call {tool} failed: {e}"))
+}
+
+/// Call a tool and return its answer as JSON (see [`structured`]): for the job tools'
+/// answers and the demo's `cancellations`.
+pub async fn call_json(client: &McpClient, tool: &str, arguments: Value) -> Value {
+    structured(&call(client, tool, arguments).await)
+}
+
+/// The structured content of a result, or its first text content parsed as JSON.
+pub fn structured(result: &CallToolResult) -> Value {
+    if let Some(value) = &result.structured_content {
+        return value.clone();
+    }
+    let text = first_text(result);
+    serde_json::from_str(&text).unwrap_or(Value::String(text))
+}
+
+pub fn first_text(result: &CallToolResult) -> String {
+    result
+        .content
+        .iter()
+        .find_map(|c| c.as_text())
+        .map(|t| t.text.clone())
+        .unwrap_or_default()
+}
+
+/// The progress values the client got on its own requests, once it has `n` of them, sorted.
+/// rmcp's client hands each notification to its handler in a task of its own, so the last ones
+/// may be handled after the answer, and in any order (the bridge sends them in order before
+/// the answer; the Python SDK's interop test and `bridge.rs`'s raw request check the order on
+/// the wire).
+pub async fn caller_progress(client: &McpClient, n: usize) -> Vec<f64> {
+    eventually("the caller's progress notifications", || async {
+        let mut seen: Vec<f64> = client
+            .service()
+            .progress()
+            .iter()
+            .map(|p| p.progress)
+            .collect();
+        seen.sort_by(f64::total_cmp);
+        (seen.len() >= n).then_some(seen)
+    })
+    .await
+}
+
+/// The cancels upstream `name` has seen, once it has seen `at_least` of them.
+pub async fn cancels_seen(client: &McpClient, upstream: &str, at_least: usize) -> Vec<Value> {
+    let tool = format!("{upstream}__cancellations");
+    eventually(&format!("{upstream} sees {at_least} cancel(s)"), || async {
+        let seen = call_json(client, &tool, json!({})).await;
+        let list = seen["cancelled"].as_array().cloned().unwrap_or_default();
+        (list.len() >= at_least).then_some(list)
+    })
+    .await
+}
+
+/// A raw MCP Streamable HTTP client for requests no SDK would send.
+pub struct RawMcp {
+    pub url: String,
+    pub token: Option<String>,
+    pub session: Option<String>,
+    client: reqwest::Client,
+}
+
+/// A raw answer: the status, the headers, the body, and the JSON-RPC messages in it (from a
+/// JSON body, or every `data:` of an SSE body, in order).
+#[derive(Debug)]
+pub struct RawAnswer {
+    pub status: u16,
+    pub headers: reqwest::header::HeaderMap,
+    pub body: String,
+    /// The answer to the request: a JSON body, or the first SSE message with an `id` or an
+    /// `error`.
+    pub message: Option<Value>,
+    pub messages: Vec<Value>,
+}
+
+impl RawAnswer {
+    /// An answer read from a plain (non-MCP) response.
+    pub fn plain(status: u16, body: String) -> Self {
+        Self {
+            status,
+            headers: Default::default(),
+            body,
+            message: None,
+            messages: Vec::new(),
+        }
+    }
+
+    pub fn rpc_error_code(&self) -> Option<i64> {
+        self.message.as_ref()?["error"]["code"].as_i64()
+    }
+}
+
+impl RawMcp {
+    pub fn new(url: &str, token: Option<&str>) -> Self {
+        Self {
+            url: url.into(),
+            token: token.map(str::to_string),
+            session: None,
+            client: reqwest::Client::new(),
+        }
+    }
+
+    /// A POST with the usual MCP headers, the session and the token (when set) and `extra`.
+    pub async fn post(&self, body: impl Into<reqwest::Body>, extra: &[(&str, &str)]) -> RawAnswer {
+        let mut request = self
+            .client
+            .post(&self.url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2025-06-18")
+            .body(body);
+        if let Some(token) = &self.token {
+            request = request.bearer_auth(token);
+        }
+        if let Some(session) = &self.session {
+            request = request.header("mcp-session-id", session);
+        }
+        for (name, value) in extra {
+            request = request.header(*name, *value);
+        }
+        let response = within("raw MCP POST", request.send()).await.expect("POST");
+        let status = response.status().as_u16();
+        let headers = response.headers().clone();
+        let body = within("raw MCP body", response.text())
+            .await
+            .unwrap_or_default();
+        let (message, messages) = match serde_json::from_str::<Value>(&body) {
+            Ok(message) => (Some(message.clone()), vec![message]),
+            Err(_) => {
+                let messages: Vec<Value> = body
+                    .lines()
+                    .filter_map(|l| l.strip_prefix("data:"))
+                    .filter_map(|d| serde_json::from_str(d.trim()).ok())
+                    .collect();
+                let answer = messages
+                    .iter()
+                    .find(|m| m.get("id").is_some() || m.get("error").is_some())
+                    .cloned();
+                (answer, messages)
+            }
+        };
+        RawAnswer {
+            status,
+            headers,
+            body,
+            message,
+            messages,
+        }
+    }
+
+    /// initialize + notifications/initialized; keeps the session ID.
+    pub async fn initialize(&mut self) -> RawAnswer {
+        let answer = self
+            .post(
+                r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#,
+                &[],
+            )
+            .await;
+        self.session = answer
+            .headers
+            .get("mcp-session-id")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
+        let done = self
+            .post(
+                r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+                &[],
+            )
+            .await;
+        assert_eq!(done.status, 202, "initialized: {}", done.body);
+        answer
+    }
+}
