@@ -6,11 +6,10 @@ use std::{net::SocketAddr, sync::Arc, time::Duration};
 use axum::{Router, serve::ListenerExt};
 use rmcp::transport::{
     StreamableHttpServerConfig, StreamableHttpService,
-    streamable_http_server::session::local::LocalSessionManager,
+    streamable_http_server::session::{SessionStore, local::LocalSessionManager},
 };
 use serde_json::json;
-use tokio::task::JoinHandle;
-use tokio_util::sync::CancellationToken;
+use tokio::net::TcpListener;
 
 use crate::{
     auth::JobTokens,
@@ -20,9 +19,11 @@ use crate::{
         self, ApiState, Readiness,
         admin::{AdminState, UpstreamsReport},
         auth::Guard,
+        surface::Surface,
     },
     jobs::Jobs,
     metrics::Metrics,
+    shutdown::{Shutdown, ShutdownGuard, Stage, TaskCount, Tasks},
     store::{MemoryStore, RedisOptions, RedisStore, Store, StoreError},
     upstream::{UpstreamLimits, UpstreamState, Upstreams},
 };
@@ -32,6 +33,14 @@ use crate::{
 const EXPIRY_INTERVAL: Duration = Duration::from_secs(10);
 /// How long the HTTP server may take to close its connections at shutdown.
 const HTTP_CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long cancelled jobs may take to end (their upstream told, their terminal event written).
+const JOBS_END_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long the upstreams may take to stop: a stdio child gets a few seconds to exit after its
+/// stdin closes, then SIGTERM, then SIGKILL (about 7 s at most).
+const UPSTREAMS_STOP_TIMEOUT: Duration = Duration::from_secs(15);
+/// How long the store may take to stop its upkeep (giving the lease up is one command) and to
+/// close its connections.
+const STORE_STOP_TIMEOUT: Duration = Duration::from_secs(10);
 
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
@@ -46,7 +55,8 @@ pub enum StartError {
     Store(#[from] StoreError),
 }
 
-/// A running bridge. Dropping it does not stop it; call [`RunningBridge::shutdown`].
+/// A running bridge. [`RunningBridge::shutdown`] stops it in order; dropping it only tells
+/// every task to stop, without draining jobs or waiting for anything.
 pub struct RunningBridge {
     pub addr: SocketAddr,
     /// The admin listener's address, when `server.admin_listen` is set.
@@ -55,11 +65,17 @@ pub struct RunningBridge {
     pub jobs: Jobs,
     pub store: Arc<dyn Store>,
     pub metrics: Arc<Metrics>,
-    http_shutdown: CancellationToken,
-    upstream_shutdown: CancellationToken,
-    /// Stops the store's background tasks (Redis connections, lease), last of all.
-    store_shutdown: CancellationToken,
-    server: JoinHandle<()>,
+    /// Owns every background task of the bridge.
+    shutdown: Shutdown,
+    _stop_on_drop: ShutdownGuard,
+}
+
+/// What the store, the upstreams and the jobs are, for the MCP service and the routes.
+struct Core {
+    store: Arc<dyn Store>,
+    metrics: Arc<Metrics>,
+    upstreams: Upstreams,
+    jobs: Jobs,
 }
 
 /// Ready when every upstream is connected and the bridge is not shutting down (so a load
@@ -122,16 +138,89 @@ fn bind(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
 /// that `server.public_url` must name).
 pub async fn start_with_listener(
     config: Config,
-    listener: tokio::net::TcpListener,
+    listener: TcpListener,
 ) -> Result<RunningBridge, StartError> {
+    let shutdown = Shutdown::new();
+    // Armed at once: a start that fails half-way stops what it had started.
+    let stop_on_drop = shutdown.drop_guard();
+    let (core, mcp_sessions) = start_core(&config, &shutdown)?;
+    let http = shutdown.tasks(Stage::Http);
+    let job_tokens = JobTokens::from_config(&config.auth);
+    let guard = Guard::new(&config, job_tokens.clone());
+    let mcp = mcp_service(&config, &core, job_tokens, mcp_sessions, &http);
+    let surface = routes(&config, &core, mcp, &guard, &http);
+    let (addr, admin_addr) = serve(&config, listener, surface, &http).await?;
+    http::surface::announce(&guard, &config);
+    tracing::info!(%addr, upstreams = config.upstreams.len(), store = ?config.store.backend, "bridge listening");
+    if let Some(admin) = admin_addr {
+        tracing::info!(%admin, "admin listener (/upstreams, /metrics) on its own address");
+    }
+    let Core {
+        store,
+        metrics,
+        upstreams,
+        jobs,
+    } = core;
+    Ok(RunningBridge {
+        addr,
+        admin_addr,
+        upstreams,
+        jobs,
+        store,
+        metrics,
+        shutdown,
+        _stop_on_drop: stop_on_drop,
+    })
+}
+
+/// The store, the upstreams and the jobs, started; and where MCP sessions are recorded, when
+/// the store keeps them.
+fn start_core(
+    config: &Config,
+    shutdown: &Shutdown,
+) -> Result<(Core, Option<McpSessions>), StartError> {
     let metrics = Arc::new(Metrics::new());
     // Names this process as the owner of the jobs it runs (cancel routing, owner-loss
     // detection): random, because a restarted process has lost its upstream calls and must
     // not inherit the old one's jobs.
     let replica = format!("replica-{:016x}", fastrand::u64(..));
-    let store_shutdown = CancellationToken::new();
-    // With Redis, MCP sessions are recorded there too, so any replica can serve a session.
-    let (store, mcp_sessions): (Arc<dyn Store>, _) = match config.store.backend {
+    let (store, mcp_sessions) = start_store(config, &replica, shutdown)?;
+    let upstreams = Upstreams::start(
+        &without_secret_env(&config.auth, &config.upstreams),
+        UpstreamLimits {
+            max_list_items: config.limits.max_upstream_list_items,
+            max_resource_read_bytes: config.limits.max_resource_read_bytes,
+        },
+        metrics.clone(),
+        shutdown.tasks(Stage::Upstreams),
+    );
+    let jobs = Jobs::new(
+        store.clone(),
+        config.jobs.clone(),
+        replica,
+        metrics.clone(),
+        shutdown.tasks(Stage::Jobs),
+    );
+    let core = Core {
+        store,
+        metrics,
+        upstreams,
+        jobs,
+    };
+    Ok((core, mcp_sessions))
+}
+
+/// Where rmcp records MCP sessions, when not only in this replica's memory.
+type McpSessions = Arc<dyn SessionStore>;
+
+/// The job store the config names, with its upkeep running, and (with Redis) the record of
+/// MCP sessions, kept there too so that any replica can serve a session.
+fn start_store(
+    config: &Config,
+    replica: &str,
+    shutdown: &Shutdown,
+) -> Result<(Arc<dyn Store>, Option<McpSessions>), StartError> {
+    let (store, sessions): (Arc<dyn Store>, _) = match config.store.backend {
         StoreBackend::Memory => (
             Arc::new(MemoryStore::new(
                 config.jobs.history,
@@ -140,158 +229,17 @@ pub async fn start_with_listener(
             None,
         ),
         StoreBackend::Redis => {
-            let redis = RedisStore::start(
-                redis_options(&config),
-                replica.clone(),
-                store_shutdown.clone(),
-            )?;
+            let redis = RedisStore::start(redis_options(config), replica.to_string(), shutdown)?;
             let sessions = redis.mcp_sessions();
             (Arc::new(redis), Some(sessions))
         }
     };
-    let upstream_shutdown = CancellationToken::new();
-    let upstreams = Upstreams::start(
-        &without_secret_env(&config.auth, &config.upstreams),
-        UpstreamLimits {
-            max_list_items: config.limits.max_upstream_list_items,
-            max_resource_read_bytes: config.limits.max_resource_read_bytes,
-        },
-        metrics.clone(),
-        upstream_shutdown.clone(),
-    );
-    let jobs = Jobs::new(store.clone(), config.jobs.clone(), replica, metrics.clone());
-    let job_tokens = JobTokens::from_config(&config.auth);
-    let guard = Guard::new(&config, job_tokens.clone());
-    let links = Links::new(&config.server.public_url, job_tokens);
-    let front = Front::new(
-        upstreams.clone(),
-        jobs.clone(),
-        config.jobs.clone(),
-        links,
-        config.server.correlation_header.clone(),
-        JobQuota::new(config.limits.max_jobs_per_token),
-        config.limits.max_resource_subscriptions,
-        metrics.clone(),
-    );
-
-    let http_shutdown = CancellationToken::new();
-    let mut mcp_config = http::origins::mcp_transport(
-        StreamableHttpServerConfig::default()
-            .with_cancellation_token(http_shutdown.child_token())
-            .with_sse_keep_alive(Some(Duration::from_secs(config.server.keep_alive_secs)))
-            // A request on the session-less revision (2026-07-28) is answered as plain JSON
-            // unless something streams before its answer (progress of a sync call, a
-            // subscription): SDKs cap one SSE event (the Python SDK at 1 MiB), not a JSON body.
-            // Sessions of older revisions are SSE either way (rmcp's legacy session mode).
-            .with_json_response(true),
-        &config.server,
-        config.limits.max_request_bytes,
-    );
-    mcp_config.session_store = mcp_sessions;
-    let mcp = StreamableHttpService::new(
-        move || Ok(front.clone()),
-        Arc::new(LocalSessionManager::default()),
-        mcp_config,
-    );
-    let api = http::router(ApiState {
-        store: store.clone(),
-        metrics: metrics.clone(),
-        readiness: Arc::new(BridgeReadiness {
-            upstreams: upstreams.clone(),
-            jobs: jobs.clone(),
-        }),
-        keep_alive: Duration::from_secs(config.server.keep_alive_secs),
-        shutdown: http_shutdown.clone(),
-        guard: guard.clone(),
-    });
-    let admin = http::admin::router(AdminState {
-        metrics: metrics.clone(),
-        upstreams: Arc::new(BridgeReadiness {
-            upstreams: upstreams.clone(),
-            jobs: jobs.clone(),
-        }),
-    });
-    let surface = http::surface::assemble(
-        Router::new().nest_service("/mcp", mcp),
-        api,
-        admin,
-        &guard,
-        config.limits.max_request_bytes,
-        config.server.admin_listen.is_some(),
-    );
-    let admin_listener = match config.server.admin_listen {
-        Some(addr) => Some(
-            tokio::net::TcpListener::bind(addr)
-                .await
-                .map_err(|source| StartError::Bind { addr, source })?,
-        ),
-        None => None,
-    };
-    http::surface::announce(&guard, &config);
-
-    let addr = listener.local_addr().map_err(|source| StartError::Bind {
-        addr: config.server.listen,
-        source,
-    })?;
-
-    let admin_addr = match &admin_listener {
-        Some(l) => Some(l.local_addr().map_err(|source| StartError::Bind {
-            addr: config.server.admin_listen.unwrap_or(addr),
-            source,
-        })?),
-        None => None,
-    };
-
     let sweep = Duration::from_millis(config.jobs.retention_secs.saturating_mul(500))
         .clamp(Duration::from_millis(200), EXPIRY_INTERVAL);
-    tokio::spawn(expire_jobs(store.clone(), sweep, http_shutdown.clone()));
-    // TCP_NODELAY on every connection: SSE frames and MCP answers are small writes that must
-    // leave at once. With Nagle's algorithm a frame written while the previous one is not yet
-    // acknowledged waits for the reader's delayed ACK, up to 40 ms (measured: progress p99
-    // 26.7 ms without it; see BENCHMARKS.md).
-    let listener = listener.tap_io(set_nodelay);
-    // `with_state(())` once, here, and `into_make_service` below: served as a plain `Router`,
-    // axum would rebuild its route tables for every accepted connection and keep that copy
-    // for the connection's life (about 6 KiB per open SSE stream, measured with massif).
-    let main_app = surface.main.with_state(());
-    let server = tokio::spawn({
-        let stop = http_shutdown.clone();
-        async move {
-            let serve = axum::serve(listener, main_app.into_make_service())
-                .with_graceful_shutdown(stop.clone().cancelled_owned());
-            let admin = async move {
-                let (Some(listener), Some(admin)) = (admin_listener, surface.admin) else {
-                    return Ok(());
-                };
-                axum::serve(
-                    listener.tap_io(set_nodelay),
-                    admin.with_state(()).into_make_service(),
-                )
-                .with_graceful_shutdown(stop.cancelled_owned())
-                .await
-            };
-            let (main, admin) = tokio::join!(serve, admin);
-            if let Err(e) = main.and(admin) {
-                tracing::error!(error = %e, "HTTP server failed");
-            }
-        }
-    });
-    tracing::info!(%addr, upstreams = config.upstreams.len(), store = ?config.store.backend, "bridge listening");
-    if let Some(admin) = admin_addr {
-        tracing::info!(%admin, "admin listener (/upstreams, /metrics) on its own address");
-    }
-    Ok(RunningBridge {
-        addr,
-        admin_addr,
-        upstreams,
-        jobs,
-        store,
-        metrics,
-        http_shutdown,
-        upstream_shutdown,
-        store_shutdown,
-        server,
-    })
+    shutdown
+        .tasks(Stage::Store)
+        .spawn_until_stopped(expire_jobs(store.clone(), sweep));
+    Ok((store, sessions))
 }
 
 /// What the Redis store needs from the config. Built here, in the wiring, so that the store
@@ -309,54 +257,194 @@ fn redis_options(config: &Config) -> RedisOptions {
     }
 }
 
+/// The MCP front door as an HTTP service: one [`Front`] for every session, whose sessions end
+/// when the HTTP side stops.
+fn mcp_service(
+    config: &Config,
+    core: &Core,
+    job_tokens: JobTokens,
+    sessions: Option<McpSessions>,
+    http: &Tasks,
+) -> StreamableHttpService<Front, LocalSessionManager> {
+    let front = Front::new(
+        core.upstreams.clone(),
+        core.jobs.clone(),
+        config.jobs.clone(),
+        Links::new(&config.server.public_url, job_tokens),
+        config.server.correlation_header.clone(),
+        JobQuota::new(config.limits.max_jobs_per_token),
+        config.limits.max_resource_subscriptions,
+        core.metrics.clone(),
+        http,
+    );
+    let mut mcp_config = http::origins::mcp_transport(
+        StreamableHttpServerConfig::default()
+            .with_cancellation_token(http.stopping().child_token())
+            .with_sse_keep_alive(Some(Duration::from_secs(config.server.keep_alive_secs)))
+            // A request on the session-less revision (2026-07-28) is answered as plain JSON
+            // unless something streams before its answer (progress of a sync call, a
+            // subscription): SDKs cap one SSE event (the Python SDK at 1 MiB), not a JSON body.
+            // Sessions of older revisions are SSE either way (rmcp's legacy session mode).
+            .with_json_response(true),
+        &config.server,
+        config.limits.max_request_bytes,
+    );
+    mcp_config.session_store = sessions;
+    StreamableHttpService::new(
+        move || Ok(front.clone()),
+        Arc::new(LocalSessionManager::default()),
+        mcp_config,
+    )
+}
+
+/// Every route: `/mcp`, the job API, and the admin routes (apart when they have a listener of
+/// their own).
+fn routes(
+    config: &Config,
+    core: &Core,
+    mcp: StreamableHttpService<Front, LocalSessionManager>,
+    guard: &Guard,
+    http: &Tasks,
+) -> Surface {
+    let readiness = || {
+        Arc::new(BridgeReadiness {
+            upstreams: core.upstreams.clone(),
+            jobs: core.jobs.clone(),
+        })
+    };
+    let api = http::router(ApiState {
+        store: core.store.clone(),
+        metrics: core.metrics.clone(),
+        readiness: readiness(),
+        keep_alive: Duration::from_secs(config.server.keep_alive_secs),
+        shutdown: http.stopping().clone(),
+        guard: guard.clone(),
+    });
+    let admin = http::admin::router(AdminState {
+        metrics: core.metrics.clone(),
+        upstreams: readiness(),
+    });
+    http::surface::assemble(
+        Router::new().nest_service("/mcp", mcp),
+        api,
+        admin,
+        guard,
+        config.limits.max_request_bytes,
+        config.server.admin_listen.is_some(),
+    )
+}
+
+/// Serve the routes on `listener` (and the admin routes on their own listener, bound here)
+/// until the HTTP side stops. Returns the addresses served.
+async fn serve(
+    config: &Config,
+    listener: TcpListener,
+    surface: Surface,
+    http: &Tasks,
+) -> Result<(SocketAddr, Option<SocketAddr>), StartError> {
+    let bind_error = |addr| move |source| StartError::Bind { addr, source };
+    let addr = listener
+        .local_addr()
+        .map_err(bind_error(config.server.listen))?;
+    let admin = match (config.server.admin_listen, surface.admin) {
+        (Some(at), Some(routes)) => {
+            let listener = TcpListener::bind(at).await.map_err(bind_error(at))?;
+            let bound = listener.local_addr().map_err(bind_error(at))?;
+            Some((listener, routes, bound))
+        }
+        _ => None,
+    };
+    spawn_server(http, listener, surface.main);
+    let admin_addr = admin.map(|(listener, routes, bound)| {
+        spawn_server(http, listener, routes);
+        bound
+    });
+    Ok((addr, admin_addr))
+}
+
+/// Serve `routes` on `listener` until the HTTP stage stops, then until the open connections
+/// have closed (SSE streams end on the same token).
+fn spawn_server(http: &Tasks, listener: TcpListener, routes: Router) {
+    // TCP_NODELAY on every connection: SSE frames and MCP answers are small writes that must
+    // leave at once. With Nagle's algorithm a frame written while the previous one is not yet
+    // acknowledged waits for the reader's delayed ACK, up to 40 ms (measured: progress p99
+    // 26.7 ms without it; see BENCHMARKS.md).
+    let listener = listener.tap_io(set_nodelay);
+    // `with_state(())` once, here, and `into_make_service` below: served as a plain `Router`,
+    // axum would rebuild its route tables for every accepted connection and keep that copy
+    // for the connection's life (about 6 KiB per open SSE stream, measured with massif).
+    let app = routes.with_state(());
+    let stop = http.stopping().clone();
+    http.spawn(async move {
+        let served = axum::serve(listener, app.into_make_service())
+            .with_graceful_shutdown(stop.cancelled_owned())
+            .await;
+        if let Err(e) = served {
+            tracing::error!(error = %e, "HTTP server failed");
+        }
+    });
+}
+
 fn set_nodelay(tcp: &mut tokio::net::TcpStream) {
     if let Err(error) = tcp.set_nodelay(true) {
         tracing::debug!(%error, "could not set TCP_NODELAY on a connection");
     }
 }
 
-async fn expire_jobs(store: Arc<dyn Store>, every: Duration, stop: CancellationToken) {
+/// Drop finished jobs past retention, `every` so often (until the store stage stops).
+async fn expire_jobs(store: Arc<dyn Store>, every: Duration) {
     let mut tick = tokio::time::interval(every);
     loop {
-        tokio::select! {
-            _ = tick.tick() => match store.expire().await {
-                Ok(0) => {}
-                Ok(n) => tracing::debug!(expired = n, "finished jobs past retention dropped"),
-                Err(e) => tracing::warn!(error = %e, "expiring jobs failed"),
-            },
-            _ = stop.cancelled() => return,
+        tick.tick().await;
+        match store.expire().await {
+            Ok(0) => {}
+            Ok(n) => tracing::debug!(expired = n, "finished jobs past retention dropped"),
+            Err(e) => tracing::warn!(error = %e, "expiring jobs failed"),
         }
     }
 }
 
 impl RunningBridge {
-    /// Stop in order: take no new calls, give running jobs `grace` to finish, cancel the rest
-    /// upstream (each gets its terminal event), close the HTTP side (SSE streams end after
-    /// their terminal events), then stop the upstreams (children exit).
+    /// The bridge's background tasks, counted (a view that outlives the bridge).
+    pub fn tasks(&self) -> TaskCount {
+        self.shutdown.count()
+    }
+
+    /// Stop in order, and return when every task of the bridge has ended: take no new calls,
+    /// give running jobs `grace` to finish, cancel the rest upstream (each gets its terminal
+    /// event), close the HTTP side (SSE streams end after their terminal events, MCP sessions
+    /// end), stop the upstreams (children exit), then stop the store (the lease is given up,
+    /// then its connections close). Each stage gets its tasks' end, or drops them past a bound.
     pub async fn shutdown(self, grace: Duration) {
         self.jobs.close();
-        let running = self.jobs.running_here();
-        if running > 0 {
-            tracing::info!(
-                running,
-                ?grace,
-                "waiting for running jobs before shutting down"
-            );
-            if !self.jobs.drained(grace).await {
-                self.jobs.cancel_all_local("the bridge is shutting down");
-                self.jobs.drained(Duration::from_secs(10)).await;
-            }
+        self.drain_jobs(grace).await;
+        let stages = [
+            (Stage::Jobs, JOBS_END_TIMEOUT),
+            (Stage::Http, HTTP_CLOSE_TIMEOUT),
+            (Stage::Upstreams, UPSTREAMS_STOP_TIMEOUT),
+            (Stage::Store, STORE_STOP_TIMEOUT),
+            (Stage::Connections, STORE_STOP_TIMEOUT),
+        ];
+        for (stage, within) in stages {
+            self.shutdown.stop(stage, within).await;
         }
-        self.http_shutdown.cancel();
-        if tokio::time::timeout(HTTP_CLOSE_TIMEOUT, self.server)
-            .await
-            .is_err()
-        {
-            tracing::warn!("HTTP connections did not close in time");
-        }
-        self.upstream_shutdown.cancel();
-        self.upstreams.stopped().await;
-        self.store_shutdown.cancel();
         tracing::info!("bridge stopped");
+    }
+
+    /// Give the jobs running here `grace` to finish, then cancel those left.
+    async fn drain_jobs(&self, grace: Duration) {
+        let running = self.jobs.running_here();
+        if running == 0 {
+            return;
+        }
+        tracing::info!(
+            running,
+            ?grace,
+            "waiting for running jobs before shutting down"
+        );
+        if !self.jobs.drained(grace).await {
+            self.jobs.cancel_all_local("the bridge is shutting down");
+            self.jobs.drained(JOBS_END_TIMEOUT).await;
+        }
     }
 }

@@ -191,6 +191,15 @@ impl fmt::Debug for Secret {
 pub(super) fn validate(
     auth: &mut AuthConfig,
     server: &ServerConfig,
+    err: impl Fn(&str, String) -> ConfigError + Copy,
+) -> Result<(), ConfigError> {
+    validate_secrets(auth, err)?;
+    validate_exposure(auth, server, err)
+}
+
+/// The MCP tokens (the environment's added) and the job secret: resolved, long enough, sendable.
+fn validate_secrets(
+    auth: &mut AuthConfig,
     err: impl Fn(&str, String) -> ConfigError,
 ) -> Result<(), ConfigError> {
     if std::env::var_os(TOKEN_ENV).is_some_and(|v| !v.is_empty()) {
@@ -237,6 +246,16 @@ pub(super) fn validate(
             ));
         }
     }
+    Ok(())
+}
+
+/// Who can reach the bridge: no open `/mcp` on a public address by accident, well-formed
+/// origins, and an admin listener of its own.
+fn validate_exposure(
+    auth: &AuthConfig,
+    server: &ServerConfig,
+    err: impl Fn(&str, String) -> ConfigError,
+) -> Result<(), ConfigError> {
     if auth.mcp_tokens.is_empty() && !auth.allow_open && !server.listen.ip().is_loopback() {
         return Err(err(
             "auth.mcp_tokens",

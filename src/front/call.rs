@@ -9,10 +9,15 @@ use std::{sync::Arc, time::Duration};
 use futures::FutureExt;
 use rmcp::{
     ErrorData, RoleServer,
-    model::{CallToolRequestParams, CallToolResult, ProgressNotificationParam, ProgressToken},
+    model::{
+        CallToolRequestParams, CallToolResult, JsonObject, ProgressNotificationParam, ProgressToken,
+    },
     service::RequestContext,
 };
-use tokio::{sync::mpsc, time::Instant};
+use tokio::{
+    sync::{OwnedSemaphorePermit, mpsc},
+    time::Instant,
+};
 
 use super::{
     Front, callers, catalog,
@@ -20,24 +25,28 @@ use super::{
     quota::caller,
 };
 use crate::{
-    config::CallMode,
-    jobs::{Finished, Intake, JobHandle, JobSpec, JobsError, Work, WorkOutcome},
+    config::{CallLimits, CallMode},
+    jobs::{Finished, Intake, JobHandle, JobSpec, JobsError, PendingJob, Work, WorkOutcome},
     model::{CorrelationId, FailureReason, JobFailure, JobId, ProgressUpdate, meta::MODE_META_KEY},
-    upstream::{CallOutcome, CallSink, UpstreamState},
+    upstream::{CallOutcome, CallSink, Upstream, UpstreamError, UpstreamState},
+    wait::sleep_until,
 };
 
 /// Progress updates buffered for a sync caller's own request stream. A caller that cannot
 /// keep up stops getting them there; the job channel still has every one.
 const MIRROR_CAPACITY: usize = 256;
 
+/// A waiting caller's share of a call's log messages: those at or above its level.
+#[allow(deprecated)]
+type CallerLogs = (LoggingLevel, mpsc::Sender<LoggingMessageNotificationParam>);
+
 /// Feeds an upstream call's notifications into its job, and its log messages also to a
-/// waiting caller that asked for logs (`logging/setLevel`, or a 2026-07-28 request's
-/// `_meta` logLevel), at or above the caller's level: the upstream connection is shared, so
-/// the level is applied here, per caller, and never sent upstream.
+/// waiting caller that gets logs (see `caller_log_level`), at or above the caller's level: the
+/// upstream connection is shared, so the level is applied here, per caller, and never sent
+/// upstream.
 struct JobSink {
     intake: Arc<Intake>,
-    #[allow(deprecated)]
-    caller_logs: Option<(LoggingLevel, mpsc::Sender<LoggingMessageNotificationParam>)>,
+    caller_logs: Option<CallerLogs>,
 }
 
 impl CallSink for JobSink {
@@ -106,13 +115,14 @@ fn requested_mode(
 /// output schema but did not return structured content"). So a per-call mode that may answer
 /// with a handle is refused for such a tool, before any job starts, with what to do instead.
 fn refuse_handle_for_output_schema(
-    tools: &[rmcp::model::Tool],
+    upstream: &Upstream,
     name: &str,
     tool: &str,
     configured: CallMode,
     requested: CallMode,
 ) -> Result<(), ErrorData> {
-    let has_schema = tools
+    let has_schema = upstream
+        .tools()
         .iter()
         .any(|t| t.name == tool && t.output_schema.is_some());
     if configured != CallMode::Sync || requested == CallMode::Sync || !has_schema {
@@ -131,6 +141,21 @@ fn refuse_handle_for_output_schema(
     ))
 }
 
+/// `work` with `permit` held until its outcome is in: the caller's quota place is given back
+/// when the upstream call ends, however it ends.
+fn holding(work: Work, permit: OwnedSemaphorePermit) -> Work {
+    Work {
+        outcome: work
+            .outcome
+            .map(move |outcome| {
+                drop(permit);
+                outcome
+            })
+            .boxed(),
+        cancel: work.cancel,
+    }
+}
+
 fn work_outcome(outcome: CallOutcome) -> WorkOutcome {
     match outcome {
         CallOutcome::Result(result) => WorkOutcome::Result(result),
@@ -141,35 +166,23 @@ fn work_outcome(outcome: CallOutcome) -> WorkOutcome {
     }
 }
 
+/// The answer to a `tools/call`. Parts of a call return `Err(answer)` when they end it early:
+/// a tool error the agent can act on, or a protocol error.
+type Answer = Result<CallToolResult, ErrorData>;
+
 impl Front {
+    /// Find the tool, take the caller's quota place, create the job, send the call upstream,
+    /// and answer as the call's mode says.
     pub(super) async fn call_upstream(
         &self,
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
-    ) -> Result<CallToolResult, ErrorData> {
+    ) -> Answer {
         let name = request.name.to_string();
-        let (upstream_name, tool) = catalog::split(&name).ok_or_else(|| unknown_tool(&name))?;
-        let upstream = self
-            .inner
-            .upstreams
-            .get(upstream_name)
-            .ok_or_else(|| unknown_tool(&name))?;
-        // A tool the operator hid (`expose.tools`) is refused exactly like an unknown one.
-        if !upstream.config().expose.tools.allows(tool) {
-            return Err(unknown_tool(&name));
-        }
-        if !upstream.tools().iter().any(|t| t.name == tool) {
-            if upstream.state() == UpstreamState::Ready {
-                return Err(unknown_tool(&name));
-            }
-            let status = upstream.status();
-            let why = status
-                .last_error
-                .unwrap_or_else(|| "not connected yet".into());
-            return Ok(error_result(format!(
-                "tool {name} is not available right now: upstream {upstream_name} is down ({why}); try again shortly"
-            )));
-        }
+        let (upstream, tool) = match self.find_tool(&name) {
+            Ok(found) => found,
+            Err(answer) => return answer,
+        };
         let correlation_id = self.correlation_id(&context)?;
         // Held by the job's work future: given back when the upstream call ends.
         let permit = match self.inner.quota.try_start(caller(&context)) {
@@ -179,40 +192,24 @@ impl Front {
         let configured = upstream.config().mode_for(tool, self.inner.config.mode);
         let mode = match requested_mode(&request, &context)? {
             Some(mode) => {
-                refuse_handle_for_output_schema(&upstream.tools(), &name, tool, configured, mode)?;
+                refuse_handle_for_output_schema(upstream, &name, tool, configured, mode)?;
                 mode
             }
             None => configured,
         };
-        let links = &self.inner.links;
-
-        let pending = self
-            .inner
-            .jobs
-            .create(JobSpec {
-                tool: name.clone(),
-                upstream: upstream_name.to_string(),
-                upstream_tool: tool.to_string(),
-                correlation_id,
-            })
-            .await;
-        let pending = match pending {
-            Ok(pending) => pending,
-            // The agent can act on these (wait, retry elsewhere): tell it as a tool error.
-            Err(e @ (JobsError::AtCapacity(_) | JobsError::ShuttingDown)) => {
-                return Ok(error_result(e.to_string()));
-            }
-            Err(e) => {
-                return Err(ErrorData::internal_error(
-                    format!("could not create a job: {e}"),
-                    None,
-                ));
-            }
+        let spec = JobSpec {
+            tool: name.clone(),
+            upstream: upstream.name().to_string(),
+            upstream_tool: tool.to_string(),
+            correlation_id,
         };
-        let id = pending.id();
-        let waits = matches!(mode, CallMode::Sync | CallMode::Auto);
+        let pending = match self.create_job(spec).await {
+            Ok(pending) => pending,
+            Err(answer) => return answer,
+        };
+        // Only a caller that waits has a request to put log messages on.
         let (caller_logs, logs) = match self.caller_log_level(&context) {
-            Some(level) if waits => {
+            Some(level) if mode != CallMode::Async => {
                 let (tx, rx) = mpsc::channel(MIRROR_CAPACITY);
                 (Some((level, tx)), Some(rx))
             }
@@ -222,32 +219,27 @@ impl Front {
             intake: pending.intake(),
             caller_logs,
         });
-        let call = match upstream.call(tool, request.arguments, sink).await {
-            Ok(call) => call,
-            Err(error) => {
-                let message = error.to_string();
-                pending
-                    .fail(JobFailure {
-                        reason: FailureReason::UpstreamUnavailable,
-                        message: message.clone(),
-                    })
-                    .await;
-                let mut result = error_result(message);
-                attach_job_meta(&mut result, links, id);
-                return Ok(result);
-            }
+        let work = match self.send(upstream, tool, request.arguments, sink).await {
+            Ok(work) => holding(work, permit),
+            Err(failure) => return self.not_sent(pending, failure).await,
         };
-        let (outcome, canceller) = call.split();
-        let work = Work {
-            outcome: outcome
-                .map(move |outcome| {
-                    drop(permit);
-                    work_outcome(outcome)
-                })
-                .boxed(),
-            cancel: Box::new(move |reason| async move { canceller.cancel(&reason).await }.boxed()),
-        };
+        let limits = upstream.config().limits_for(tool);
+        let answering = Answering { name, mode, logs };
+        self.run(pending, work, limits, answering, &context).await
+    }
 
+    /// Start the job and answer as `mode` says: at once with its handle (async), with its
+    /// result (sync), or with whichever comes first of the result and the budget (auto).
+    async fn run(
+        &self,
+        pending: PendingJob,
+        work: Work,
+        limits: CallLimits,
+        answering: Answering,
+        context: &RequestContext<RoleServer>,
+    ) -> Answer {
+        let Answering { name, mode, logs } = answering;
+        let id = pending.id();
         let caller_token = context.meta.get_progress_token();
         let (mirror, progress) = match (&caller_token, mode) {
             (Some(_), CallMode::Sync | CallMode::Auto) => {
@@ -256,8 +248,9 @@ impl Front {
             }
             _ => (None, None),
         };
-        let handle = pending.start(work, upstream.config().limits_for(tool), mirror);
+        let handle = pending.start(work, limits, mirror);
         tracing::info!(job = %id, tool = %name, %mode, "job started");
+        let links = &self.inner.links;
         let budget = match mode {
             CallMode::Async => return Ok(JobHandleBody::new(links, id, &name).into_result(links)),
             CallMode::Sync => None,
@@ -271,7 +264,80 @@ impl Front {
             caller_token,
             budget,
         };
-        self.answer_when_done(waiting, &context).await
+        self.answer_when_done(waiting, context).await
+    }
+
+    /// The upstream and tool behind `<upstream>__<tool>`. A tool that is missing while its
+    /// upstream is down gets a tool error saying so (the agent can try again), not "unknown".
+    fn find_tool<'n>(&self, name: &'n str) -> Result<(&Upstream, &'n str), Answer> {
+        let (upstream_name, tool) = catalog::split(name).ok_or_else(|| Err(unknown_tool(name)))?;
+        let upstream = self
+            .inner
+            .upstreams
+            .get(upstream_name)
+            .ok_or_else(|| Err(unknown_tool(name)))?;
+        // A tool the operator hid (`expose.tools`) is refused exactly like an unknown one.
+        if !upstream.config().expose.tools.allows(tool) {
+            return Err(Err(unknown_tool(name)));
+        }
+        if upstream.tools().iter().any(|t| t.name == tool) {
+            return Ok((upstream, tool));
+        }
+        if upstream.state() == UpstreamState::Ready {
+            return Err(Err(unknown_tool(name)));
+        }
+        let why = upstream
+            .status()
+            .last_error
+            .unwrap_or_else(|| "not connected yet".into());
+        Err(Ok(error_result(format!(
+            "tool {name} is not available right now: upstream {upstream_name} is down ({why}); try again shortly"
+        ))))
+    }
+
+    async fn create_job(&self, spec: JobSpec) -> Result<PendingJob, Answer> {
+        match self.inner.jobs.create(spec).await {
+            Ok(pending) => Ok(pending),
+            // The agent can act on these (wait, retry elsewhere): tell it as a tool error.
+            Err(e @ (JobsError::AtCapacity(_) | JobsError::ShuttingDown)) => {
+                Err(Ok(error_result(e.to_string())))
+            }
+            Err(e) => Err(Err(ErrorData::internal_error(
+                format!("could not create a job: {e}"),
+                None,
+            ))),
+        }
+    }
+
+    /// Send the call upstream, its notifications going to `sink`.
+    async fn send(
+        &self,
+        upstream: &Upstream,
+        tool: &str,
+        arguments: Option<JsonObject>,
+        sink: Arc<JobSink>,
+    ) -> Result<Work, UpstreamError> {
+        let (outcome, canceller) = upstream.call(tool, arguments, sink).await?.split();
+        Ok(Work {
+            outcome: outcome.map(work_outcome).boxed(),
+            cancel: Box::new(move |reason| async move { canceller.cancel(&reason).await }.boxed()),
+        })
+    }
+
+    /// The call never reached the upstream: the job ends failed, and the caller is told why,
+    /// with the job named so it can be looked up.
+    async fn not_sent(&self, pending: PendingJob, error: UpstreamError) -> Answer {
+        let id = pending.id();
+        let message = error.to_string();
+        pending
+            .fail(JobFailure {
+                reason: FailureReason::UpstreamUnavailable,
+                message: message.clone(),
+            })
+            .await;
+        let mut result = error_result(message);
+        attach_job_meta(&mut result, &self.inner.links, id);
+        Ok(result)
     }
 
     /// The lowest level of log message the caller gets on its request: the request's own
@@ -355,12 +421,21 @@ impl Front {
                     self.inner.jobs.cancel_local(waiting.handle.id, "the MCP client cancelled its request".into());
                     return Ok(error_result("cancelled by the client"));
                 }
-                _ = tokio::time::sleep_until(deadline.unwrap_or_else(Instant::now)), if deadline.is_some() => {
+                _ = sleep_until(deadline), if deadline.is_some() => {
                     return Ok(JobHandleBody::new(links, waiting.handle.id, &waiting.name).into_result(links));
                 }
             }
         }
     }
+}
+
+/// How a started call is to be answered: the tool's name as the agent called it, the mode,
+/// and the caller's share of the call's log messages (if it gets any).
+struct Answering {
+    name: String,
+    mode: CallMode,
+    #[allow(deprecated)]
+    logs: Option<mpsc::Receiver<LoggingMessageNotificationParam>>,
 }
 
 struct Waiting {

@@ -14,11 +14,13 @@
 use std::{
     collections::HashMap,
     sync::{
-        Arc, Mutex,
+        Arc,
         atomic::{AtomicU64, Ordering},
     },
     time::Duration,
 };
+
+use parking_lot::Mutex;
 
 use rmcp::{
     ErrorData, RoleServer,
@@ -30,6 +32,7 @@ use tokio::sync::{broadcast, watch};
 use super::{capabilities, resources};
 use crate::{
     metrics::Metrics,
+    shutdown::Tasks,
     upstream::{ListKind, ResourceUpdated, Upstreams},
 };
 
@@ -69,6 +72,8 @@ pub struct Callers {
     upstreams: Upstreams,
     max_subscriptions: usize,
     metrics: Arc<Metrics>,
+    /// Where a finished listen request's upstream subscriptions are given back.
+    tasks: Tasks,
 }
 
 /// Ends a listener's registration (and its upstream subscriptions) when its request ends.
@@ -78,8 +83,14 @@ pub struct ListenerGuard {
 }
 
 impl Callers {
-    pub fn new(upstreams: Upstreams, max_subscriptions: usize, metrics: Arc<Metrics>) -> Arc<Self> {
+    pub fn new(
+        upstreams: Upstreams,
+        max_subscriptions: usize,
+        metrics: Arc<Metrics>,
+        tasks: Tasks,
+    ) -> Arc<Self> {
         Arc::new(Self {
+            tasks,
             state: Mutex::new(State::default()),
             next_listener: AtomicU64::new(1),
             next_anonymous: AtomicU64::new(1),
@@ -89,8 +100,8 @@ impl Callers {
         })
     }
 
-    fn state(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    fn state(&self) -> parking_lot::MutexGuard<'_, State> {
+        self.state.lock()
     }
 
     /// A session finished its handshake. `session` is its `Mcp-Session-Id` (none outside HTTP).
@@ -418,9 +429,11 @@ impl Drop for ListenerGuard {
                 return;
             }
             let callers = self.callers.clone();
-            // Unsubscribing upstream is a request: it cannot run in `drop`. A short task of its
-            // own, ended by the request's answer (or its timeout).
-            tokio::spawn(async move { callers.release(followed).await });
+            // Unsubscribing upstream is a request: it cannot run in `drop`. A short task of
+            // the HTTP stage, ended by the answers (or their timeout) or the stage stopping.
+            self.callers
+                .tasks
+                .spawn_until_stopped(async move { callers.release(followed).await });
         }
     }
 }

@@ -41,6 +41,7 @@ use crate::{
     config::JobsConfig,
     jobs::Jobs,
     metrics::Metrics,
+    shutdown::Tasks,
     upstream::{RequestError, Upstreams},
 };
 use callers::Callers;
@@ -72,6 +73,8 @@ struct Inner {
 
 impl Front {
     /// `max_resource_subscriptions`: resource URIs one session or listen request may follow.
+    /// List changes and resource updates are fanned out to the callers by a task on `tasks`
+    /// (the HTTP stage: it stops with the sessions).
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         upstreams: Upstreams,
@@ -82,10 +85,15 @@ impl Front {
         quota: JobQuota,
         max_resource_subscriptions: usize,
         metrics: Arc<Metrics>,
+        tasks: &Tasks,
     ) -> Self {
-        let callers = Callers::new(upstreams.clone(), max_resource_subscriptions, metrics);
-        // Ends when the upstreams are gone (their change signals close).
-        tokio::spawn(callers.clone().run());
+        let callers = Callers::new(
+            upstreams.clone(),
+            max_resource_subscriptions,
+            metrics,
+            tasks.clone(),
+        );
+        tasks.spawn_until_stopped(callers.clone().run());
         Self {
             inner: Arc::new(Inner {
                 callers,

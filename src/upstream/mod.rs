@@ -8,23 +8,23 @@
 
 mod call;
 mod client;
+mod error;
 mod offer;
 mod requests;
 mod stdio;
 mod supervisor;
 mod tap;
 
-use std::{
-    collections::HashMap,
-    sync::{Arc, Mutex, RwLock},
-};
+use std::{collections::HashMap, sync::Arc};
+
+use parking_lot::{Mutex, MutexGuard, RwLock};
 
 use rmcp::{RoleClient, model::Tool, service::Peer};
 use serde::Serialize;
 use tokio::sync::{Notify, broadcast, watch};
-use tokio_util::sync::CancellationToken;
 
 pub use call::{CallCanceller, CallOutcome, UpstreamCall};
+pub use error::{SessionError, Unreachable, UpstreamError};
 pub use offer::ListKind;
 pub use requests::RequestError;
 pub use tap::CallSink;
@@ -32,6 +32,7 @@ pub use tap::CallSink;
 use crate::{
     config::{TransportKind, UpstreamConfig},
     metrics::Metrics,
+    shutdown::Tasks,
 };
 use offer::Offer;
 use supervisor::HANDSHAKE_TIMEOUT;
@@ -44,15 +45,6 @@ pub struct UpstreamLimits {
     pub max_list_items: usize,
     /// Largest `resources/read` result passed on (text and base64 blobs added up).
     pub max_resource_read_bytes: usize,
-}
-
-impl Default for UpstreamLimits {
-    fn default() -> Self {
-        Self {
-            max_list_items: 10_000,
-            max_resource_read_bytes: 16 * 1024 * 1024,
-        }
-    }
 }
 
 /// An upstream said one of its resources changed (`notifications/resources/updated`).
@@ -85,14 +77,6 @@ impl Signals {
     }
 }
 
-#[derive(Debug, thiserror::Error)]
-pub enum UpstreamError {
-    #[error("upstream {name} is not connected ({reason}); try again shortly")]
-    NotConnected { name: String, reason: String },
-    #[error("upstream {name} did not accept the call: {reason}")]
-    Send { name: String, reason: String },
-}
-
 /// All configured upstreams, in config order.
 #[derive(Clone)]
 pub struct Upstreams {
@@ -102,13 +86,14 @@ pub struct Upstreams {
 }
 
 impl Upstreams {
-    /// Start a supervisor per upstream. Returns at once: upstreams connect in the background,
-    /// and one that is down does not hold up the others or the bridge.
+    /// Start a supervisor per upstream, on `tasks` (it stops its connection when they stop).
+    /// Returns at once: upstreams connect in the background, and one that is down does not
+    /// hold up the others or the bridge.
     pub fn start(
         configs: &[UpstreamConfig],
         limits: UpstreamLimits,
         metrics: Arc<Metrics>,
-        shutdown: CancellationToken,
+        tasks: Tasks,
     ) -> Self {
         let changes = Arc::new(watch::Sender::new(0));
         let signals = Arc::new(Signals {
@@ -124,13 +109,13 @@ impl Upstreams {
                     config.clone(),
                     limits,
                     metrics.clone(),
-                    changes.clone(),
                     signals.clone(),
+                    tasks.clone(),
                 )
             })
             .collect();
         for upstream in &list {
-            tokio::spawn(upstream.clone().supervise(shutdown.clone()));
+            tasks.spawn(upstream.clone().supervise(tasks.stopping().clone()));
         }
         Self {
             list: Arc::new(list),
@@ -171,14 +156,6 @@ impl Upstreams {
     pub fn statuses(&self) -> Vec<UpstreamStatus> {
         self.list.iter().map(Upstream::status).collect()
     }
-
-    /// Wait until every supervisor has stopped its connection (after `shutdown` fired).
-    pub async fn stopped(&self) {
-        for upstream in self.list.iter() {
-            let mut state = upstream.inner.state.subscribe();
-            let _ = state.wait_for(|s| *s == UpstreamState::Stopped).await;
-        }
-    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -211,7 +188,7 @@ pub struct Upstream {
 struct Inner {
     config: UpstreamConfig,
     routes: Arc<CallRoutes>,
-    /// The current connection, if any. A std lock: read on every call, written on (re)connect,
+    /// The current connection, if any. A plain (`parking_lot`) lock: read on every call, written on (re)connect,
     /// never held across an `.await`.
     live: RwLock<Option<Live>>,
     details: Mutex<Details>,
@@ -219,13 +196,14 @@ struct Inner {
     tools_changed: Arc<Notify>,
     resources_changed: Arc<Notify>,
     prompts_changed: Arc<Notify>,
-    /// Shared by all upstreams: bumped when the tools on offer may have changed.
-    catalog_changed: Arc<watch::Sender<u64>>,
+    /// Shared by all upstreams: bumped when a list on offer may have changed.
     signals: Arc<Signals>,
     limits: UpstreamLimits,
     /// Resource URIs (the upstream's own) some caller follows, with how many callers do.
     subscriptions: Mutex<HashMap<String, usize>>,
     metrics: Arc<Metrics>,
+    /// Where a stdio child's helpers run (the supervisor's stage).
+    tasks: Tasks,
 }
 
 #[derive(Clone)]
@@ -240,7 +218,7 @@ struct Details {
     tools: Arc<Vec<Tool>>,
     offer: Offer,
     restarts: u64,
-    last_error: Option<String>,
+    last_error: Option<Arc<SessionError>>,
 }
 
 impl Upstream {
@@ -248,8 +226,8 @@ impl Upstream {
         config: UpstreamConfig,
         limits: UpstreamLimits,
         metrics: Arc<Metrics>,
-        catalog_changed: Arc<watch::Sender<u64>>,
         signals: Arc<Signals>,
+        tasks: Tasks,
     ) -> Self {
         let routes = CallRoutes::new(config.name.clone(), metrics.clone());
         Self {
@@ -262,11 +240,11 @@ impl Upstream {
                 tools_changed: Arc::new(Notify::new()),
                 resources_changed: Arc::new(Notify::new()),
                 prompts_changed: Arc::new(Notify::new()),
-                catalog_changed,
                 signals,
                 limits,
                 subscriptions: Mutex::new(HashMap::new()),
                 metrics,
+                tasks,
             }),
         }
     }
@@ -316,25 +294,21 @@ impl Upstream {
                 Vec::new()
             },
             restarts: details.restarts,
-            last_error: details.last_error.clone(),
+            last_error: details.last_error.as_ref().map(|e| e.to_string()),
             in_flight: self.inner.routes.in_flight(),
         }
     }
 
-    fn details(&self) -> std::sync::MutexGuard<'_, Details> {
-        self.inner.details.lock().unwrap_or_else(|p| p.into_inner())
+    fn details(&self) -> MutexGuard<'_, Details> {
+        self.inner.details.lock()
     }
 
     fn live(&self) -> Option<Live> {
-        self.inner
-            .live
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        self.inner.live.read().clone()
     }
 
     fn set_live(&self, live: Option<Live>) {
-        *self.inner.live.write().unwrap_or_else(|p| p.into_inner()) = live;
+        *self.inner.live.write() = live;
     }
 
     fn set_state(&self, state: UpstreamState) {
@@ -351,22 +325,20 @@ impl Upstream {
         }
     }
 
+    fn catalog_changed(&self) {
+        self.list_changed(ListKind::Tools);
+    }
+
     fn list_changed(&self, kind: ListKind) {
         self.inner.signals.bump(kind);
     }
 
-    fn catalog_changed(&self) {
-        self.inner
-            .catalog_changed
-            .send_modify(|version| *version += 1);
-    }
-
     fn not_connected(&self) -> UpstreamError {
         let reason = match (self.state(), self.details().last_error.clone()) {
-            (UpstreamState::Stopped, _) => "the bridge is shutting down".to_string(),
-            (_, Some(e)) => e,
-            (UpstreamState::Connecting, None) => "still connecting".to_string(),
-            _ => "connection lost".to_string(),
+            (UpstreamState::Stopped, _) => Unreachable::ShuttingDown,
+            (_, Some(e)) => Unreachable::Failed(e),
+            (UpstreamState::Connecting, None) => Unreachable::Connecting,
+            _ => Unreachable::Lost,
         };
         UpstreamError::NotConnected {
             name: self.name().to_string(),

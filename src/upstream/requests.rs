@@ -26,11 +26,12 @@ pub enum RequestError {
     /// The upstream answered with a JSON-RPC error: passed on to the caller as it is.
     #[error("{}", .0.message)]
     Upstream(ErrorData),
-    #[error("upstream {name} did not answer {method}: {reason}; try again shortly")]
+    #[error("upstream {name} did not answer {method}: {source}; try again shortly")]
     Failed {
         name: String,
         method: &'static str,
-        reason: String,
+        #[source]
+        source: ServiceError,
     },
     #[error(
         "upstream {name} did not answer {method} within {REQUEST_TIMEOUT:?}; try again, or ask its operator why it is slow"
@@ -170,11 +171,10 @@ impl Upstream {
         }
     }
 
-    fn subscriptions(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, usize>> {
-        self.inner
-            .subscriptions
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+    fn subscriptions(
+        &self,
+    ) -> parking_lot::MutexGuard<'_, std::collections::HashMap<String, usize>> {
+        self.inner.subscriptions.lock()
     }
 
     fn peer(&self) -> Result<rmcp::Peer<rmcp::RoleClient>, RequestError> {
@@ -192,10 +192,10 @@ impl Upstream {
         match tokio::time::timeout(REQUEST_TIMEOUT, request).await {
             Ok(Ok(answer)) => Ok(answer),
             Ok(Err(ServiceError::McpError(error))) => Err(RequestError::Upstream(error)),
-            Ok(Err(e)) => Err(RequestError::Failed {
+            Ok(Err(source)) => Err(RequestError::Failed {
                 name: self.name().to_string(),
                 method,
-                reason: e.to_string(),
+                source,
             }),
             Err(_) => Err(RequestError::Timeout {
                 name: self.name().to_string(),

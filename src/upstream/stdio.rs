@@ -13,7 +13,10 @@ use tokio::{
     sync::watch,
 };
 
-use crate::config::{SELF_COMMAND, UpstreamConfig};
+use crate::{
+    config::{SELF_COMMAND, UpstreamConfig},
+    shutdown::Tasks,
+};
 
 /// A running child: its pipes for the transport and a way to learn of and force its end.
 pub(super) struct ChildProcess {
@@ -27,7 +30,9 @@ pub(super) struct ChildProcess {
 /// Lines of the child's stderr longer than this are cut in the bridge's log.
 const MAX_STDERR_LINE: usize = 2000;
 
-pub(super) fn spawn(upstream: &UpstreamConfig) -> std::io::Result<ChildProcess> {
+/// The command for `upstream`, and the program it runs (for errors): piped stdio, the
+/// configured environment and directory, its own process group, and death with the bridge.
+fn command(upstream: &UpstreamConfig) -> std::io::Result<(Command, std::path::PathBuf)> {
     let configured = upstream.command.as_deref().unwrap_or_default();
     // The default config names this binary; run the very executable that is running now, so
     // `cargo run` needs nothing on PATH.
@@ -61,6 +66,14 @@ pub(super) fn spawn(upstream: &UpstreamConfig) -> std::io::Result<ChildProcess> 
             });
         }
     }
+    Ok((command, program))
+}
+
+/// Start the child. Two tasks on `tasks` follow it: one logs its stderr, one waits for its
+/// exit. Neither stops on the stage's token: they end when the child does, which the
+/// supervisor ensures at shutdown ([`stop`]), and the supervisor needs the exit status.
+pub(super) fn spawn(upstream: &UpstreamConfig, tasks: &Tasks) -> std::io::Result<ChildProcess> {
+    let (mut command, program) = command(upstream)?;
     let mut child = command.spawn().map_err(|e| {
         std::io::Error::new(e.kind(), format!("cannot start {}: {e}", program.display()))
     })?;
@@ -75,7 +88,7 @@ pub(super) fn spawn(upstream: &UpstreamConfig) -> std::io::Result<ChildProcess> 
         .ok_or_else(|| std::io::Error::other("child has no stdin"))?;
     if let Some(stderr) = child.stderr.take() {
         let name = upstream.name.clone();
-        tokio::spawn(async move {
+        tasks.spawn(async move {
             let mut lines = BufReader::new(stderr).lines();
             while let Ok(Some(mut line)) = lines.next_line().await {
                 if line.len() > MAX_STDERR_LINE {
@@ -88,7 +101,7 @@ pub(super) fn spawn(upstream: &UpstreamConfig) -> std::io::Result<ChildProcess> 
         });
     }
     let (exit_tx, exited) = watch::channel(None);
-    tokio::spawn(async move {
+    tasks.spawn(async move {
         let status = match child.wait().await {
             Ok(status) => format!("exited with {status}"),
             Err(e) => format!("could not be waited for: {e}"),

@@ -4,8 +4,10 @@
 
 use std::time::Duration;
 
-use mcp_progress_bridge::store::{RedisOptions, RedisStore, Store};
-use tokio_util::sync::CancellationToken;
+use mcp_progress_bridge::{
+    shutdown::{Shutdown, ShutdownGuard},
+    store::{RedisOptions, RedisStore, Store},
+};
 
 use super::{prereq::skip, wait::eventually};
 
@@ -115,20 +117,15 @@ impl Drop for RedisPrefix {
 pub struct StoreReplica {
     pub store: RedisStore,
     pub name: String,
-    stop: CancellationToken,
-}
-
-impl Drop for StoreReplica {
-    fn drop(&mut self) {
-        self.stop.cancel();
-    }
+    /// Stops the store's tasks when the replica is dropped.
+    _stop: ShutdownGuard,
 }
 
 /// Open the Redis store at `url` under `prefix` (history `history`, retention 60 s, lease
 /// 15 s) as a new replica, once it answers.
 pub async fn store_replica(url: &str, prefix: &str, history: usize) -> StoreReplica {
     let name = format!("replica-{:08x}", fastrand::u32(..));
-    let stop = CancellationToken::new();
+    let shutdown = Shutdown::new();
     let options = RedisOptions {
         url: url.to_string(),
         key_prefix: prefix.to_string(),
@@ -138,12 +135,16 @@ pub async fn store_replica(url: &str, prefix: &str, history: usize) -> StoreRepl
         outage_buffer: 100,
         command_timeout: Duration::from_secs(2),
     };
-    let store = RedisStore::start(options, name.clone(), stop.clone()).expect("store");
+    let store = RedisStore::start(options, name.clone(), &shutdown).expect("store");
     eventually("the store connects", || async {
         store.ping().await.is_ok()
     })
     .await;
-    StoreReplica { store, name, stop }
+    StoreReplica {
+        store,
+        name,
+        _stop: shutdown.drop_guard(),
+    }
 }
 
 /// A `redis-server` of the test's own, on a free port, with its data in a temporary

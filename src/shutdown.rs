@@ -1,0 +1,293 @@
+//! One owner for every background task of the bridge, and the order in which they stop.
+//!
+//! A task is never spawned bare: it goes through the [`Tasks`] handle of its [`Stage`], which
+//! tracks it (one `TaskTracker` per stage) and gives it the stage's token to stop on.
+//! [`Shutdown::stop`] ends one stage: it fires the token, waits until every task of the stage
+//! has ended, and past a bound drops the ones still running at their next poll. The app stops
+//! the stages one after the other ([`Stage::ALL`]), so that each stage's tasks can still use
+//! what the later ones run (a job's last event still reaches the store; the store gives up its
+//! lease before its connections close). As mini-redis pairs its purge task with a drop guard,
+//! a [`ShutdownGuard`] fires every token when the running bridge is dropped without an orderly
+//! shutdown: no task outlives its owner.
+//!
+//! Tasks that dependencies spawn for us are not in the trackers, but each ends with something
+//! that is:
+//! - axum serves each connection on a task of its own; the server future (tracked) waits for
+//!   them all under graceful shutdown.
+//! - rmcp runs each MCP session and some requests on tasks of its own; they stop on a child of
+//!   the HTTP stage's token, which rmcp is given. rmcp does not let us await them.
+//! - rmcp's client runs each upstream connection's service loop on its own task; the upstream
+//!   supervisor (tracked) awaits it (`RunningService::waiting`).
+//! - the redis crate drives each connection on its own task, which ends when the last handle
+//!   to the connection is dropped. The connection's push handler lives exactly as long as that
+//!   task, so it carries a [`Tasks::hold`] token: the stage waits for the socket to close.
+
+use std::{future::Future, time::Duration};
+
+use tokio_util::{
+    sync::CancellationToken,
+    task::{TaskTracker, task_tracker::TaskTrackerToken},
+};
+
+/// How long the tasks of a stage that overran its bound get to drop what they hold.
+const DROP_WAIT: Duration = Duration::from_secs(1);
+
+/// Groups of tasks that stop together, in the order they stop ([`Stage::ALL`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stage {
+    /// The job runners, and the routing of cancel requests to them.
+    Jobs,
+    /// The HTTP servers (MCP sessions and SSE streams stop on this stage's token too) and the
+    /// announcer of tool-list changes to MCP sessions.
+    Http,
+    /// The upstream supervisors, and the tasks that read a stdio child's stderr and wait for
+    /// its exit.
+    Upstreams,
+    /// The store's upkeep: the expiry sweep; with Redis, the subscription task and the lease
+    /// maintenance (which gives the lease up as it stops).
+    Store,
+    /// The store's connections (Redis), closed last.
+    Connections,
+}
+
+impl Stage {
+    /// Every stage, in the order the bridge stops them.
+    pub const ALL: [Stage; 5] = [
+        Stage::Jobs,
+        Stage::Http,
+        Stage::Upstreams,
+        Stage::Store,
+        Stage::Connections,
+    ];
+
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// Spawns and tracks the tasks of one stage. A cheap handle: clone it into whatever spawns.
+#[derive(Clone)]
+pub struct Tasks {
+    stage: Stage,
+    stop: CancellationToken,
+    /// Fired when the stage overran its bound: every task still running is dropped.
+    abort: CancellationToken,
+    tracker: TaskTracker,
+}
+
+impl Tasks {
+    fn new(stage: Stage) -> Self {
+        Self {
+            stage,
+            stop: CancellationToken::new(),
+            abort: CancellationToken::new(),
+            tracker: TaskTracker::new(),
+        }
+    }
+
+    /// Spawn a task that ends by itself: it watches [`Tasks::stopping`] to wind down (or, like
+    /// a job runner, ends with its work).
+    pub fn spawn<F>(&self, task: F)
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        let abort = self.abort.clone();
+        self.tracker.spawn(async move {
+            abort.run_until_cancelled_owned(task).await;
+        });
+    }
+
+    /// Spawn a task that has nothing to finish: it is dropped where it waits when the stage
+    /// stops.
+    pub fn spawn_until_stopped<F>(&self, task: F)
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        let stop = self.stop.clone();
+        self.spawn(async move {
+            stop.run_until_cancelled_owned(task).await;
+        });
+    }
+
+    /// Fires when the stage stops.
+    pub fn stopping(&self) -> &CancellationToken {
+        &self.stop
+    }
+
+    /// Counts as a task of this stage until dropped: for work a dependency runs on a task of
+    /// its own that the bridge cannot spawn (see the module doc).
+    pub fn hold(&self) -> TaskTrackerToken {
+        self.tracker.token()
+    }
+}
+
+/// The owner of every background task of the bridge. Cheap to clone; stopping is the app's.
+#[derive(Clone)]
+pub struct Shutdown {
+    stages: [Tasks; 5],
+}
+
+impl Default for Shutdown {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Shutdown {
+    pub fn new() -> Self {
+        Self {
+            stages: Stage::ALL.map(Tasks::new),
+        }
+    }
+
+    /// The handle that spawns the tasks of `stage`.
+    pub fn tasks(&self, stage: Stage) -> Tasks {
+        self.stages[stage.index()].clone()
+    }
+
+    /// Stop `stage` and return when all its tasks have ended: fire its token, and wait. Tasks
+    /// still running after `within` are dropped (with a warning: one of them did not stop on
+    /// its token).
+    pub async fn stop(&self, stage: Stage, within: Duration) {
+        let tasks = &self.stages[stage.index()];
+        tasks.stop.cancel();
+        tasks.tracker.close();
+        if tokio::time::timeout(within, tasks.tracker.wait())
+            .await
+            .is_ok()
+        {
+            return;
+        }
+        tracing::warn!(
+            stage = ?tasks.stage,
+            running = tasks.tracker.len(),
+            ?within,
+            "tasks did not stop in time; dropping them"
+        );
+        tasks.abort.cancel();
+        if tokio::time::timeout(DROP_WAIT, tasks.tracker.wait())
+            .await
+            .is_err()
+        {
+            tracing::error!(
+                stage = ?tasks.stage,
+                running = tasks.tracker.len(),
+                "tasks still running after they were dropped (a connection is still held)"
+            );
+        }
+    }
+
+    /// Fire every stage's token at once, with no order and no waiting (a bridge dropped
+    /// without [`Shutdown::stop`]ping its stages).
+    pub fn cancel(&self) {
+        for tasks in &self.stages {
+            tasks.stop.cancel();
+        }
+    }
+
+    /// Fires every token when dropped (see [`Shutdown::cancel`]).
+    pub fn drop_guard(&self) -> ShutdownGuard {
+        ShutdownGuard(self.clone())
+    }
+
+    /// How many tasks run, across all stages (for tests and diagnostics).
+    pub fn count(&self) -> TaskCount {
+        TaskCount {
+            trackers: self.stages.iter().map(|t| t.tracker.clone()).collect(),
+        }
+    }
+}
+
+/// See [`Shutdown::drop_guard`].
+pub struct ShutdownGuard(Shutdown);
+
+impl Drop for ShutdownGuard {
+    fn drop(&mut self) {
+        self.0.cancel();
+    }
+}
+
+/// A view of the bridge's tasks that outlives the bridge.
+#[derive(Clone)]
+pub struct TaskCount {
+    trackers: Vec<TaskTracker>,
+}
+
+impl TaskCount {
+    /// Tasks (and holds) that have not ended yet.
+    pub fn running(&self) -> usize {
+        self.trackers.iter().map(TaskTracker::len).sum()
+    }
+
+    /// Whether every stage has been stopped.
+    pub fn all_stopped(&self) -> bool {
+        self.trackers.iter().all(TaskTracker::is_closed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_stage_stops_when_its_tasks_end_and_only_then() {
+        let shutdown = Shutdown::new();
+        let jobs = shutdown.tasks(Stage::Jobs);
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        // Ends on its token, after finishing something.
+        jobs.spawn({
+            let stop = jobs.stopping().clone();
+            async move {
+                stop.cancelled().await;
+                let _ = rx.await;
+            }
+        });
+        jobs.spawn_until_stopped(std::future::pending());
+        let count = shutdown.count();
+        assert_eq!(count.running(), 2);
+        let stopping = tokio::spawn({
+            let shutdown = shutdown.clone();
+            async move { shutdown.stop(Stage::Jobs, Duration::from_secs(30)).await }
+        });
+        tokio::task::yield_now().await;
+        assert!(
+            !stopping.is_finished(),
+            "waits for the task that is finishing"
+        );
+        tx.send(()).unwrap();
+        stopping.await.unwrap();
+        assert_eq!(count.running(), 0);
+        assert!(!count.all_stopped(), "the other stages were not stopped");
+        assert!(
+            !shutdown.tasks(Stage::Http).stopping().is_cancelled(),
+            "stopping one stage leaves the others running"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_task_that_ignores_its_token_is_dropped_past_the_bound() {
+        let shutdown = Shutdown::new();
+        let held = shutdown.tasks(Stage::Http);
+        let (tx, mut rx) = tokio::sync::mpsc::channel::<()>(1);
+        held.spawn(async move {
+            let _tx = tx;
+            std::future::pending::<()>().await
+        });
+        shutdown.stop(Stage::Http, Duration::from_millis(50)).await;
+        assert_eq!(shutdown.count().running(), 0);
+        assert!(rx.recv().await.is_none(), "the task's future was dropped");
+    }
+
+    #[tokio::test]
+    async fn a_hold_counts_until_dropped_and_the_guard_fires_every_token() {
+        let shutdown = Shutdown::new();
+        let hold = shutdown.tasks(Stage::Connections).hold();
+        assert_eq!(shutdown.count().running(), 1);
+        drop(hold);
+        assert_eq!(shutdown.count().running(), 0);
+        drop(shutdown.drop_guard());
+        for stage in Stage::ALL {
+            assert!(shutdown.tasks(stage).stopping().is_cancelled(), "{stage:?}");
+        }
+    }
+}
