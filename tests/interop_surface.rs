@@ -59,7 +59,11 @@ fn peers() -> Option<Peers> {
 }
 
 fn script(name: &str) -> String {
-    repo_root().join("tests/interop").join(name).display().to_string()
+    repo_root()
+        .join("tests/interop")
+        .join(name)
+        .display()
+        .to_string()
 }
 
 fn fixture_server() -> String {
@@ -78,7 +82,10 @@ fn stdio_target(command: &str, args: &[&str]) -> String {
 
 async fn python_surface(peers: &Peers, target: &str, mode: &str) -> Value {
     let mut command = tokio::process::Command::new(&peers.python);
-    command.arg(script("surface_client.py")).arg(target).arg(mode);
+    command
+        .arg(script("surface_client.py"))
+        .arg(target)
+        .arg(mode);
     surface_of(command).await
 }
 
@@ -194,7 +201,8 @@ fn through_bridge(direct: &Value, name: &str, hidden: &Hidden) -> Value {
             .filter_map(|(k, v)| match k.strip_prefix("prompt ") {
                 Some(rest) => {
                     let prompt = rest.split(' ').next().unwrap();
-                    (!hidden.prompts.contains(&prompt)).then(|| (format!("prompt {name}__{rest}"), v.clone()))
+                    (!hidden.prompts.contains(&prompt))
+                        .then(|| (format!("prompt {name}__{rest}"), v.clone()))
                 }
                 None => Some((k.clone(), v.clone())),
             })
@@ -274,10 +282,16 @@ async fn compare_every_client(
         let seen = python_surface(peers, &bridge.mcp_url(), mode).await;
         let mut want = through_bridge(&direct, name, hidden);
         if mode == "2026-07-28" {
-            assert_eq!(seen["protocol"], "2026-07-28", "the bridge speaks 2026-07-28");
+            assert_eq!(
+                seen["protocol"], "2026-07-28",
+                "the bridge speaks 2026-07-28"
+            );
             want["resources_subscribe"] = handshake["resources_subscribe"].clone();
         } else {
-            assert_eq!(seen["protocol"], direct["protocol"], "{mode}: the same revision");
+            assert_eq!(
+                seen["protocol"], direct["protocol"],
+                "{mode}: the same revision"
+            );
         }
         assert_same_surface(
             &format!("Python SDK {mode} ({})", seen["protocol"]),
@@ -418,11 +432,13 @@ async fn a_hidden_tool_prompt_or_resource_is_refused_like_an_unknown_one() {
         "a hidden tool is refused exactly like an unknown one"
     );
 
-    let get = |name: &str| {
-        client.get_prompt(rmcp::model::GetPromptRequestParams::new(name.to_string()))
-    };
+    let get =
+        |name: &str| client.get_prompt(rmcp::model::GetPromptRequestParams::new(name.to_string()));
     let hidden = get("fixture__secret_prompt").await.unwrap_err().to_string();
-    let unknown = get("fixture__no_such_prompt").await.unwrap_err().to_string();
+    let unknown = get("fixture__no_such_prompt")
+        .await
+        .unwrap_err()
+        .to_string();
     assert_eq!(
         hidden.replace("secret_prompt", "X"),
         unknown.replace("no_such_prompt", "X")
@@ -436,7 +452,9 @@ async fn a_hidden_tool_prompt_or_resource_is_refused_like_an_unknown_one() {
         .unwrap_err()
         .to_string();
     assert!(spelled.contains("no upstream offers resource"), "{spelled}");
-    let shown = read("fixture://greeting").await.expect("a shown resource reads");
+    let shown = read("fixture://greeting")
+        .await
+        .expect("a shown resource reads");
     assert_eq!(shown.contents.len(), 1);
     client.cancel().await.ok();
     bridge.shutdown(Duration::from_secs(2)).await;
@@ -468,7 +486,10 @@ async fn uris_two_upstreams_share_are_rewritten_reversibly() {
             for content in read.as_array_mut().unwrap() {
                 content["uri"] = json!(rewritten);
             }
-            assert_eq!(seen["reads"][&rewritten], read, "{rewritten} reads the same");
+            assert_eq!(
+                seen["reads"][&rewritten], read,
+                "{rewritten} reads the same"
+            );
         }
         for template in direct["templates"].as_array().unwrap() {
             let t = template["uriTemplate"].as_str().unwrap();
@@ -507,10 +528,21 @@ async fn notifications_reach_clients_on_every_revision() {
         let url = bridge.mcp_url();
         scenario(
             &peers.python,
-            &[&events, "updated", &url, mode, uri, "everything__toggle-subscriber-updates"],
+            &[
+                &events,
+                "updated",
+                &url,
+                mode,
+                uri,
+                "everything__toggle-subscriber-updates",
+            ],
         )
         .await;
-        scenario(&peers.python, &[&events, "listchanged", &url, mode, "demo__crash"]).await;
+        scenario(
+            &peers.python,
+            &[&events, "listchanged", &url, mode, "demo__crash"],
+        )
+        .await;
         bridge.shutdown(Duration::from_secs(2)).await;
     }
     let bridge = start_bridge(only(vec![everything_stdio(&peers, "everything")])).await;
@@ -543,10 +575,29 @@ async fn output_schemas_log_levels_and_large_answers_with_the_sdks() {
     let url = bridge.mcp_url();
     let events = script("surface_events.py");
     for mode in PYTHON_MODES {
-        scenario(&peers.python, &[&events, "schema", &url, mode, "fixture__add", r#"{"a":1,"b":2}"#]).await;
-        scenario(&peers.python, &[&events, "logging", &url, mode, "fixture__chatty"]).await;
+        scenario(
+            &peers.python,
+            &[
+                &events,
+                "schema",
+                &url,
+                mode,
+                "fixture__add",
+                r#"{"a":1,"b":2}"#,
+            ],
+        )
+        .await;
+        scenario(
+            &peers.python,
+            &[&events, "logging", &url, mode, "fixture__chatty"],
+        )
+        .await;
     }
-    scenario(&peers.python, &[&events, "big", &url, "2026-07-28", "fixture__big_text", "5"]).await;
+    scenario(
+        &peers.python,
+        &[&events, "big", &url, "2026-07-28", "fixture__big_text", "5"],
+    )
+    .await;
     scenario(
         Path::new("node"),
         &[
@@ -567,7 +618,11 @@ async fn output_schemas_log_levels_and_large_answers_with_the_sdks() {
     let bridge = start_bridge(only(vec![fixture, everything_stdio(&peers, "everything")])).await;
     let url = bridge.mcp_url();
     for mode in PYTHON_MODES {
-        scenario(&peers.python, &[&events, "logging", &url, mode, "fixture__chatty"]).await;
+        scenario(
+            &peers.python,
+            &[&events, "logging", &url, mode, "fixture__chatty"],
+        )
+        .await;
     }
     bridge.shutdown(Duration::from_secs(2)).await;
 }

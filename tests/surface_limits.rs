@@ -11,9 +11,9 @@ use std::time::Duration;
 
 use common::*;
 use futures::StreamExt;
+use mcp_progress_bridge::config::{CallMode, UpstreamConfig};
 #[allow(deprecated)]
 use rmcp::model::{ReadResourceRequestParams, SubscribeRequestParams, UnsubscribeRequestParams};
-use mcp_progress_bridge::config::{CallMode, UpstreamConfig};
 use serde_json::{Value, json};
 
 fn fixture(python: &str) -> UpstreamConfig {
@@ -131,12 +131,19 @@ async fn an_upstream_list_longer_than_the_limit_is_cut_and_counted() {
     .await;
     let client = connect(&bridge).await;
     let tools = client.list_all_tools().await.unwrap();
-    assert_eq!(tools.len(), 2 + 3, "two of everything's tools, and the job tools");
+    assert_eq!(
+        tools.len(),
+        2 + 3,
+        "two of everything's tools, and the job tools"
+    );
     assert_eq!(client.list_all_resources().await.unwrap().len(), 2);
     assert_eq!(client.list_all_prompts().await.unwrap().len(), 2);
     let metrics = metrics_text(&bridge.base).await;
     // tools, resources, prompts (templates: server-everything lists exactly 2).
-    assert!(limit_hits(&metrics, "max_upstream_list_items") >= 3, "{metrics}");
+    assert!(
+        limit_hits(&metrics, "max_upstream_list_items") >= 3,
+        "{metrics}"
+    );
     client.cancel().await.ok();
     bridge.shutdown(Duration::from_secs(2)).await;
 }
@@ -182,15 +189,25 @@ async fn answers_are_plain_json_unless_progress_streams_first() {
         "POST tools/call",
         post_modern(
             &bridge,
-            modern(1, "tools/call", json!({"name": "demo__echo", "arguments": {"text": "hi"}})),
+            modern(
+                1,
+                "tools/call",
+                json!({"name": "demo__echo", "arguments": {"text": "hi"}}),
+            ),
         )
         .send(),
     )
     .await
     .unwrap();
-    let content_type = quick.headers()["content-type"].to_str().unwrap().to_string();
+    let content_type = quick.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .to_string();
     let body: Value = quick.json().await.unwrap();
-    assert_eq!(content_type, "application/json", "nothing streamed first: {body}");
+    assert_eq!(
+        content_type, "application/json",
+        "nothing streamed first: {body}"
+    );
     assert_eq!(body["result"]["content"][0]["text"], "hi");
 
     let slow = within(
@@ -209,7 +226,10 @@ async fn answers_are_plain_json_unless_progress_streams_first() {
     .unwrap();
     let content_type = slow.headers()["content-type"].to_str().unwrap().to_string();
     let text = within("the SSE answer", slow.text()).await.unwrap();
-    assert!(content_type.starts_with("text/event-stream"), "{content_type}");
+    assert!(
+        content_type.starts_with("text/event-stream"),
+        "{content_type}"
+    );
     let progress = text.matches("notifications/progress").count();
     assert_eq!(progress, 3, "progress streams before the answer: {text}");
     assert!(text.contains("counted to 3"), "{text}");
@@ -235,9 +255,12 @@ async fn a_listen_request_follows_at_most_max_resource_subscriptions() {
         "subscriptions/listen",
         json!({"notifications": {"toolsListChanged": true, "resourceSubscriptions": uris}}),
     );
-    let response = within("POST subscriptions/listen", post_modern(&bridge, body).send())
-        .await
-        .unwrap();
+    let response = within(
+        "POST subscriptions/listen",
+        post_modern(&bridge, body).send(),
+    )
+    .await
+    .unwrap();
     let mut stream = response.bytes_stream();
     let mut seen = String::new();
     let ack = within("the acknowledgment", async {

@@ -219,7 +219,10 @@ mod tests {
         }
         let t: T = toml::from_str("tools = [\"*\", \"!rm\"]").unwrap();
         assert!(t.tools.allows("ls") && !t.tools.allows("rm"));
-        let e = toml::from_str::<T>("tools = [\"[\"]").err().unwrap().to_string();
+        let e = toml::from_str::<T>("tools = [\"[\"]")
+            .err()
+            .unwrap()
+            .to_string();
         assert!(e.contains("not a valid glob"), "{e}");
     }
 }

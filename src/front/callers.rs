@@ -150,12 +150,12 @@ impl Callers {
             upstream: route.upstream.name().to_string(),
             uri: route.uri.clone(),
         };
-        if !route
+        let subscribable = route
             .upstream
             .capabilities()
             .and_then(|c| c.resources)
-            .is_some_and(|r| r.subscribe == Some(true))
-        {
+            .is_some_and(|r| r.subscribe == Some(true));
+        if !subscribable {
             return Err(ErrorData::invalid_params(
                 format!(
                     "upstream {} does not offer resource subscriptions, so {uri:?} cannot be \
@@ -247,7 +247,11 @@ impl Callers {
     /// Register a listen request; it is served until the returned guard drops.
     pub async fn add_listener(self: &Arc<Self>, sink: SubscriptionSink) -> ListenerGuard {
         let id = self.next_listener.fetch_add(1, Ordering::Relaxed);
-        let uris = sink.accepted().resource_subscriptions.clone().unwrap_or_default();
+        let uris = sink
+            .accepted()
+            .resource_subscriptions
+            .clone()
+            .unwrap_or_default();
         let mut subscriptions = HashMap::new();
         for uri in uris {
             let Ok(route) = resources::route(&self.upstreams, &uri) else {
@@ -263,12 +267,18 @@ impl Callers {
                         },
                     );
                 }
-                Err(e) => tracing::info!(%uri, error = %e, "a listened-to resource could not be subscribed upstream"),
+                Err(e) => {
+                    tracing::info!(%uri, error = %e, "a listened-to resource could not be subscribed upstream")
+                }
             }
         }
-        self.state()
-            .listeners
-            .insert(id, Listener { sink, subscriptions });
+        self.state().listeners.insert(
+            id,
+            Listener {
+                sink,
+                subscriptions,
+            },
+        );
         ListenerGuard {
             callers: self.clone(),
             id,

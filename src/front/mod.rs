@@ -25,9 +25,9 @@ use rmcp::{
     model::{
         CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult,
         GetPromptRequestParams, GetPromptResponse, Implementation, ListPromptsResult,
-        ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
-        PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ResultType,
-        ServerConfig, SubscriptionFilter,
+        ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+        ReadResourceRequestParams, ReadResourceResponse, ResultType, ServerConfig,
+        SubscriptionFilter,
     },
     service::{NotificationContext, RequestContext, SubscriptionContext},
 };
@@ -111,11 +111,11 @@ impl Front {
 impl ServerHandler for Front {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(capabilities::union(&self.inner.upstreams))
-        .with_server_info(Implementation::new(
-            "mcp-progress-bridge",
-            env!("CARGO_PKG_VERSION"),
-        ))
-        .with_instructions(INSTRUCTIONS)
+            .with_server_info(Implementation::new(
+                "mcp-progress-bridge",
+                env!("CARGO_PKG_VERSION"),
+            ))
+            .with_instructions(INSTRUCTIONS)
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
@@ -205,7 +205,9 @@ impl ServerHandler for Front {
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
         self.offered("resources/subscribe", |c| {
-            c.resources.as_ref().is_some_and(|r| r.subscribe == Some(true))
+            c.resources
+                .as_ref()
+                .is_some_and(|r| r.subscribe == Some(true))
         })?;
         let session = caller_session(&context).unwrap_or_default();
         self.inner.callers.subscribe(&session, &request.uri).await
@@ -218,7 +220,9 @@ impl ServerHandler for Front {
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
         self.offered("resources/unsubscribe", |c| {
-            c.resources.as_ref().is_some_and(|r| r.subscribe == Some(true))
+            c.resources
+                .as_ref()
+                .is_some_and(|r| r.subscribe == Some(true))
         })?;
         let session = caller_session(&context).unwrap_or_default();
         self.inner.callers.unsubscribe(&session, &request.uri).await

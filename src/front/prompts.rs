@@ -38,7 +38,10 @@ pub fn unknown(name: &str) -> ErrorData {
 
 /// The upstream and its own name for the prompt the agent calls `name`. A prompt the operator
 /// hid, or one the upstream does not list, is refused alike.
-pub fn route<'a>(upstreams: &'a Upstreams, name: &str) -> Result<(&'a Upstream, String), ErrorData> {
+pub fn route<'a>(
+    upstreams: &'a Upstreams,
+    name: &str,
+) -> Result<(&'a Upstream, String), ErrorData> {
     let (upstream_name, prompt) = catalog::split(name).ok_or_else(|| unknown(name))?;
     let upstream = upstreams.get(upstream_name).ok_or_else(|| unknown(name))?;
     if !exposed(upstream, prompt) || !upstream.prompts().iter().any(|p| p.name == prompt) {
@@ -48,10 +51,10 @@ pub fn route<'a>(upstreams: &'a Upstreams, name: &str) -> Result<(&'a Upstream, 
 }
 
 /// The upstream a completion goes to, with its reference rewritten to the upstream's terms.
-pub fn route_completion<'a>(
-    upstreams: &'a Upstreams,
+pub fn route_completion(
+    upstreams: &Upstreams,
     mut params: CompleteRequestParams,
-) -> Result<(&'a Upstream, CompleteRequestParams), ErrorData> {
+) -> Result<(&Upstream, CompleteRequestParams), ErrorData> {
     let upstream = match &mut params.r#ref {
         Reference::Prompt(prompt) => {
             let (upstream, own) = route(upstreams, &prompt.name)?;
@@ -70,10 +73,10 @@ pub fn route_completion<'a>(
             ));
         }
     };
-    if !upstream
+    let completes = upstream
         .capabilities()
-        .is_some_and(|c| c.completions.is_some())
-    {
+        .is_some_and(|c| c.completions.is_some());
+    if !completes {
         return Err(ErrorData::invalid_params(
             format!(
                 "upstream {} offers no completions; completion/complete works for the \

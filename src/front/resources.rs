@@ -72,7 +72,11 @@ pub fn list(upstreams: &Upstreams) -> Vec<Resource> {
             (u, items)
         })
         .collect();
-    let counts = count(per_upstream.iter().flat_map(|(_, r)| r.iter().map(|r| &r.uri)));
+    let counts = count(
+        per_upstream
+            .iter()
+            .flat_map(|(_, r)| r.iter().map(|r| &r.uri)),
+    );
     let mut out = Vec::new();
     for (upstream, items) in &per_upstream {
         for resource in items {
@@ -206,9 +210,7 @@ pub fn route_template<'a>(upstreams: &'a Upstreams, uri: &str) -> Result<Route<'
     }
     let owners: Vec<&Upstream> = upstreams
         .iter()
-        .filter(|u| {
-            exposed(u, uri) && u.resource_templates().iter().any(|t| t.uri_template == uri)
-        })
+        .filter(|u| exposed(u, uri) && u.resource_templates().iter().any(|t| t.uri_template == uri))
         .collect();
     match owners.as_slice() {
         [one] => Ok(Route {
@@ -315,7 +317,10 @@ mod tests {
         assert!(template_matches("x://{a}/{b}", "x://1/2"));
         assert!(!template_matches("x://{a}/{b}", "x://1"));
         assert!(template_matches("x://{a}-{b}.txt", "x://1-2-3.txt"));
-        assert!(template_matches("x://search{?q,lang}", "x://search?q=a&lang=b"));
+        assert!(template_matches(
+            "x://search{?q,lang}",
+            "x://search?q=a&lang=b"
+        ));
         assert!(template_matches("plain://exact", "plain://exact"));
         assert!(!template_matches("plain://exact", "plain://exactly"));
     }
@@ -325,6 +330,9 @@ mod tests {
         let template = "{a}".repeat(200);
         let uri = "a".repeat(MAX_TEMPLATE_MATCH_LEN);
         assert!(template_matches(&template, &uri));
-        assert!(!template_matches("x{a}", &"a".repeat(MAX_TEMPLATE_MATCH_LEN + 1)));
+        assert!(!template_matches(
+            "x{a}",
+            &"a".repeat(MAX_TEMPLATE_MATCH_LEN + 1)
+        ));
     }
 }

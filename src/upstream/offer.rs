@@ -57,7 +57,9 @@ where
     let mut cursor: Option<String> = None;
     // Empty pages with fresh cursors would never reach `cap`: the pages are bounded too.
     for _ in 0..=cap {
-        let params = cursor.clone().map(|c| PaginatedRequestParams::default().with_cursor(Some(c)));
+        let params = cursor
+            .clone()
+            .map(|c| PaginatedRequestParams::default().with_cursor(Some(c)));
         let (mut batch, next) = page(params).await?;
         if items.len() + batch.len() > cap {
             batch.truncate(cap - items.len());
@@ -66,9 +68,7 @@ where
         }
         items.extend(batch);
         match next {
-            Some(next) if Some(&next) != cursor.as_ref() && !next.is_empty() => {
-                cursor = Some(next)
-            }
+            Some(next) if Some(&next) != cursor.as_ref() && !next.is_empty() => cursor = Some(next),
             Some(next) if !next.is_empty() => return Ok((items, true)),
             _ => return Ok((items, false)),
         }
@@ -114,9 +114,7 @@ impl Upstream {
 
     /// List resources and templates again (the upstream said they changed, or it connected).
     pub(super) async fn refresh_resources(&self) {
-        let offers = self
-            .capabilities()
-            .is_some_and(|c| c.resources.is_some());
+        let offers = self.capabilities().is_some_and(|c| c.resources.is_some());
         let Some(live) = self.live() else { return };
         if !offers {
             let mut details = self.details();
@@ -208,10 +206,7 @@ impl Upstream {
 mod tests {
     use super::*;
 
-    async fn pages(
-        cap: usize,
-        pages: Vec<(Vec<u32>, Option<&'static str>)>,
-    ) -> (Vec<u32>, bool) {
+    async fn pages(cap: usize, pages: Vec<(Vec<u32>, Option<&'static str>)>) -> (Vec<u32>, bool) {
         let pages = std::sync::Mutex::new(pages.into_iter());
         list_bounded(cap, |_| {
             let next = pages.lock().unwrap().next().unwrap_or((vec![], None));

@@ -9,8 +9,8 @@ use rmcp::{
     ErrorData, ServiceError,
     model::{
         CompleteRequestParams, CompleteResult, GetPromptRequestParams, GetPromptResponse,
-        ReadResourceRequestParams, ReadResourceResponse, ResourceContents,
-        SubscribeRequestParams, UnsubscribeRequestParams,
+        ReadResourceRequestParams, ReadResourceResponse, ResourceContents, SubscribeRequestParams,
+        UnsubscribeRequestParams,
     },
 };
 
