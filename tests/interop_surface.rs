@@ -4,8 +4,9 @@
 //! getting each gives, completions, capabilities), with names namespaced.
 //!
 //! Clients: the Python SDK 2.x (tests/interop/surface_client.py) at every revision it speaks
-//! (2025-03-26, 2025-06-18, 2025-11-25 handshakes, and 2026-07-28), and the TypeScript SDK
-//! client (tests/interop/ts_surface_client.mjs, 2025-11-25). Upstreams: npm's server-everything
+//! (2025-03-26, 2025-06-18, 2025-11-25 handshakes, and 2026-07-28), the Python SDK 1.x
+//! (tests/interop/mcp1_client.py, 2025-03-26 and 2025-06-18; its schema check at 2025-11-25
+//! too), and the TypeScript SDK client (tests/interop/ts_surface_client.mjs, 2025-11-25). Upstreams: npm's server-everything
 //! over stdio and over Streamable HTTP, and a Python SDK server
 //! (tests/fixtures/python_surface_server.py) over stdio and HTTP. Scenarios that need more
 //! than a listing (notifications, log levels, output schemas, large answers) are in
@@ -37,23 +38,31 @@ const JOB_TOOLS: [&str; 3] = ["get_job_status", "wait_for_job", "cancel_job"];
 const NOT_PASSED_ON: [&str; 3] = ["tasks", "experimental", "extensions"];
 const LIMIT: Duration = Duration::from_secs(180);
 
+/// The handshake revisions the Python SDK 1.x is run at (mcp1_client.py's REVISION).
+const MCP1_REVISIONS: [&str; 2] = ["2025-03-26", "2025-06-18"];
+
 struct Peers {
     python: PathBuf,
+    /// A Python with the SDK 1.x.
+    python1: PathBuf,
     everything: PathBuf,
 }
 
 fn peers() -> Option<Peers> {
     let python = python_with_mcp();
+    let python1 = python_with_mcp1();
     let everything = server_everything();
     if !prerequisite(
-        python.is_some() && everything.is_some() && node().is_some(),
-        "a Python with the `mcp` package (BRIDGE_TEST_PYTHON or .venv), node, and \
-         tests/interop/node_modules (npm ci --prefix tests/interop)",
+        python.is_some() && python1.is_some() && everything.is_some() && node().is_some(),
+        "a Python with the `mcp` 2.x package (BRIDGE_TEST_PYTHON or .venv), one with `mcp` 1.x \
+         (BRIDGE_TEST_PYTHON_MCP1 or .venv-mcp1), node, and tests/interop/node_modules \
+         (npm ci --prefix tests/interop)",
     ) {
         return None;
     }
     Some(Peers {
         python: python?,
+        python1: python1?,
         everything: everything?,
     })
 }
@@ -86,6 +95,16 @@ async fn python_surface(peers: &Peers, target: &str, mode: &str) -> Value {
         .arg(script("surface_client.py"))
         .arg(target)
         .arg(mode);
+    surface_of(command).await
+}
+
+async fn mcp1_surface(peers: &Peers, target: &str, revision: &str) -> Value {
+    let mut command = tokio::process::Command::new(&peers.python1);
+    command
+        .arg(script("mcp1_client.py"))
+        .arg("surface")
+        .arg(target)
+        .arg(revision);
     surface_of(command).await
 }
 
@@ -296,6 +315,19 @@ async fn compare_every_client(
         assert_same_surface(
             &format!("Python SDK {mode} ({})", seen["protocol"]),
             &want,
+            &seen_through_bridge(&seen),
+        );
+    }
+    for revision in MCP1_REVISIONS {
+        let direct = mcp1_surface(peers, direct_target, revision).await;
+        let seen = mcp1_surface(peers, &bridge.mcp_url(), revision).await;
+        assert_eq!(
+            seen["protocol"], revision,
+            "the SDK 1.x negotiated {revision}"
+        );
+        assert_same_surface(
+            &format!("Python SDK 1.x {revision}"),
+            &through_bridge(&direct, name, hidden),
             &seen_through_bridge(&seen),
         );
     }
@@ -598,6 +630,21 @@ async fn output_schemas_log_levels_and_large_answers_with_the_sdks() {
         &[&events, "big", &url, "2026-07-28", "fixture__big_text", "5"],
     )
     .await;
+    let mcp1 = script("mcp1_client.py");
+    for revision in ["2025-03-26", "2025-06-18", "2025-11-25"] {
+        scenario(
+            &peers.python1,
+            &[
+                &mcp1,
+                "schema",
+                &url,
+                revision,
+                "fixture__add",
+                r#"{"a":1,"b":2}"#,
+            ],
+        )
+        .await;
+    }
     scenario(
         Path::new("node"),
         &[
