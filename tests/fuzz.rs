@@ -240,6 +240,7 @@ fn api() -> (axum::Router, JobId, String) {
                 upstream_tool: "echo".into(),
                 correlation_id: Some("turn-1".parse().unwrap()),
                 owner: "fuzz".into(),
+                principal: None,
             })
             .await
             .unwrap();

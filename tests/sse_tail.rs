@@ -158,6 +158,7 @@ async fn new_job(store: &Faulty) -> JobId {
             upstream_tool: "t".into(),
             correlation_id: None,
             owner: "test".into(),
+            principal: None,
         })
         .await
         .unwrap();

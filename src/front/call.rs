@@ -17,9 +17,9 @@ use tokio::{sync::mpsc, time::Instant};
 use super::{
     Front, catalog,
     handle::{JobHandleBody, attach_job_meta, error_result},
-    quota::caller,
 };
 use crate::{
+    auth::Identity,
     config::CallMode,
     jobs::{Finished, Intake, JobHandle, JobSpec, JobsError, Work, WorkOutcome},
     model::{CorrelationId, FailureReason, JobFailure, JobId, ProgressUpdate, meta::MODE_META_KEY},
@@ -102,8 +102,14 @@ impl Front {
         &self,
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
+        identity: &Identity,
     ) -> Result<CallToolResult, ErrorData> {
         let name = request.name.to_string();
+        // A tool the caller's policies do not allow is refused exactly like one that does
+        // not exist.
+        if !identity.may_use_tool(&name) {
+            return Err(unknown_tool(&name));
+        }
         let (upstream_name, tool) = catalog::split(&name).ok_or_else(|| unknown_tool(&name))?;
         let upstream = self
             .inner
@@ -124,7 +130,7 @@ impl Front {
         }
         let correlation_id = self.correlation_id(&context)?;
         // Held by the job's work future: given back when the upstream call ends.
-        let permit = match self.inner.quota.try_start(caller(&context)) {
+        let permit = match self.inner.quota.try_start(&identity.principal) {
             Ok(permit) => permit,
             Err(full) => return Ok(error_result(full.to_string())),
         };
@@ -142,6 +148,7 @@ impl Front {
                 upstream: upstream_name.to_string(),
                 upstream_tool: tool.to_string(),
                 correlation_id,
+                principal: identity.principal.clone(),
             })
             .await;
         let pending = match pending {
@@ -194,7 +201,9 @@ impl Front {
             _ => (None, None),
         };
         let handle = pending.start(work, upstream.config().limits_for(tool), mirror);
-        tracing::info!(job = %id, tool = %name, %mode, "job started");
+        // The principal goes to the operator's log (who started what), never into the job's
+        // JSON (see `model::Principal`).
+        tracing::info!(job = %id, tool = %name, %mode, principal = %identity.principal, "job started");
         let budget = match mode {
             CallMode::Async => return Ok(JobHandleBody::new(links, id, &name).into_result(links)),
             CallMode::Sync => None,

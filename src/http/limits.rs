@@ -17,7 +17,7 @@ use governor::{
     state::{InMemoryState, NotKeyed},
 };
 
-use crate::{auth::Caller, config::LimitsConfig};
+use crate::{config::LimitsConfig, model::Principal};
 
 /// What a refused stream is told: try again after this long.
 pub const SUBSCRIBER_RETRY_AFTER: Duration = Duration::from_secs(5);
@@ -101,12 +101,12 @@ impl Drop for SubscriberPermit {
 
 type Limiter = RateLimiter<NotKeyed, InMemoryState, DefaultClock>;
 
-/// Requests per minute on `/mcp`, one bucket per caller (GCRA: the whole minute's allowance
+/// Requests per minute on `/mcp`, one bucket per principal (GCRA: the whole minute's allowance
 /// may be spent at once, then it refills evenly).
 pub struct CallRates {
     quota: Quota,
     clock: DefaultClock,
-    limiters: DashMap<Caller, Arc<Limiter>>,
+    limiters: DashMap<Principal, Arc<Limiter>>,
 }
 
 impl CallRates {
@@ -120,10 +120,10 @@ impl CallRates {
     }
 
     /// `Err(wait)`: over the rate; the next request is allowed after `wait`.
-    pub fn check(&self, caller: Caller) -> Result<(), Duration> {
+    pub fn check(&self, caller: &Principal) -> Result<(), Duration> {
         let limiter = self
             .limiters
-            .entry(caller)
+            .entry(caller.clone())
             .or_insert_with(|| {
                 Arc::new(RateLimiter::direct_with_clock(
                     self.quota,
@@ -173,14 +173,15 @@ mod tests {
     #[test]
     fn call_rate_per_caller() {
         let r = CallRates::new(&limits(1, 1, 3));
+        let (a, b) = (Principal::token("a"), Principal::token("b"));
         for _ in 0..3 {
-            r.check(Caller::Token(0)).unwrap();
+            r.check(&a).unwrap();
         }
-        let wait = r.check(Caller::Token(0)).unwrap_err();
+        let wait = r.check(&a).unwrap_err();
         assert!(
             wait > Duration::ZERO && wait <= Duration::from_secs(20),
             "{wait:?}"
         );
-        r.check(Caller::Token(1)).unwrap();
+        r.check(&b).unwrap();
     }
 }

@@ -29,7 +29,7 @@ use crate::{
     metrics::Metrics,
     model::{
         Channel, CorrelationId, EventBody, FailureReason, JobFailure, JobId, JobSnapshot, NewJob,
-        ProgressUpdate,
+        Principal, ProgressUpdate,
     },
     shutdown::Tasks,
     store::{CancelAck, LiveItem, Store, StoreError},
@@ -56,6 +56,8 @@ pub struct JobSpec {
     pub upstream: String,
     pub upstream_tool: String,
     pub correlation_id: Option<CorrelationId>,
+    /// Who asked: the job is theirs (see `auth::ownership`).
+    pub principal: Principal,
 }
 
 /// The work a job runs: the outcome of the upstream call, and how to cancel it upstream.
@@ -201,6 +203,7 @@ impl Jobs {
                 upstream_tool: spec.upstream_tool,
                 correlation_id: spec.correlation_id,
                 owner: self.inner.replica.clone(),
+                principal: Some(spec.principal),
             })
             .await?;
         let running = Arc::new(Running {
