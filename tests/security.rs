@@ -16,7 +16,10 @@ const TOKEN: &str = "security-test-token-0123456789";
 const OTHER_TOKEN: &str = "second-security-token-0123456789";
 
 fn secured(c: &mut Config) {
-    c.auth.mcp_tokens = vec![Secret::literal(TOKEN), Secret::literal(OTHER_TOKEN)];
+    c.auth.mcp_tokens = vec![
+        Secret::literal(TOKEN).into(),
+        Secret::literal(OTHER_TOKEN).into(),
+    ];
     c.upstreams = vec![with_tool_mode(
         demo_stdio_upstream("demo"),
         "slow_count",

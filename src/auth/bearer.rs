@@ -32,12 +32,20 @@ impl StaticTokens {
     pub fn new(tokens: &[McpToken], rules: &AccessRules) -> Self {
         let entries = tokens
             .iter()
-            .map(|t| {
-                let claims = Claims {
-                    token_name: Some(t.name.clone()),
-                    ..Claims::default()
+            .enumerate()
+            .map(|(i, t)| {
+                // Validation names every entry; a config built in code may not have.
+                let name = match t.name.as_str() {
+                    "" => format!("token-{}", i + 1),
+                    name => name.to_string(),
                 };
-                let identity = rules.identity(Principal::token(&t.name), &claims);
+                let identity = rules.identity(
+                    Principal::token(&name),
+                    &Claims {
+                        token_name: Some(name),
+                        ..Claims::default()
+                    },
+                );
                 (digest(t.token.value().as_bytes()), Arc::new(identity))
             })
             .collect();
