@@ -10,7 +10,8 @@
 //! [`model`] is the vocabulary they all share (job IDs, statuses, events, snapshots, failure
 //! reasons, `_meta` keys, the wire form of events): a leaf that imports nothing of the bridge.
 //! [`config`] is the one typed configuration, imported by the others. [`shutdown`] owns every
-//! background task and stops them in order (a leaf too). No modules import each other,
+//! background task and stops them in order (a leaf too); [`wait`] is the one way to back off
+//! before a retry and to sleep until a deadline (a leaf). No modules import each other,
 //! directly or around a loop: `tests/architecture.rs` checks both.
 
 pub mod app;
@@ -26,3 +27,4 @@ pub mod model;
 pub mod shutdown;
 pub mod store;
 pub mod upstream;
+pub mod wait;

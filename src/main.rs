@@ -143,7 +143,7 @@ async fn main() -> ExitCode {
             refuse_serve_options(&outer, "demo-tools", true);
             match demo::serve_stdio().await {
                 Ok(()) => ExitCode::SUCCESS,
-                Err(e) => fail(&e),
+                Err(e) => fail(&anyhow::Error::from(e)),
             }
         }
         Command::Watch(args) => {
@@ -331,25 +331,11 @@ async fn run(config: Config) -> anyhow::Result<()> {
 /// default (1024) would cap the bridge at about a thousand watchers although the system
 /// allows far more. The hard limit is left alone; a failure only means the old limit stays.
 fn raise_open_file_limit() {
-    let mut limit = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit/setrlimit read and write a valid local struct.
-    let raised = unsafe {
-        libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0
-            && limit.rlim_cur < limit.rlim_max
-            && {
-                let old = limit.rlim_cur;
-                limit.rlim_cur = limit.rlim_max;
-                libc::setrlimit(libc::RLIMIT_NOFILE, &limit) == 0 && old < limit.rlim_cur
-            }
-    };
-    if raised {
-        tracing::debug!(
-            limit = limit.rlim_cur,
-            "open-file limit raised to the hard limit"
-        );
+    let before = rlimit::Resource::NOFILE.get().map(|(soft, _)| soft);
+    if let (Ok(before), Ok(limit)) = (before, rlimit::increase_nofile_limit(u64::MAX))
+        && limit > before
+    {
+        tracing::debug!(limit, "open-file limit raised to the hard limit");
     }
 }
 

@@ -124,20 +124,7 @@ async fn follow(
                 }
             }
             Err(SseError::InvalidStatusCode(status, response)) => {
-                let body = response.text().await.unwrap_or_default();
-                let detail = serde_json::from_str::<Value>(&body)
-                    .ok()
-                    .and_then(|v| v["error"]["message"].as_str().map(str::to_string))
-                    .unwrap_or(body);
-                let hint = match status.as_u16() {
-                    404 => "the job is unknown or expired, or the URL's token is wrong",
-                    400 => "the bridge refused the request",
-                    _ => "the bridge answered with an error",
-                };
-                return Err(CliError::Stream(format!(
-                    "{events_url}: HTTP {status}: {hint} ({})",
-                    detail.trim()
-                )));
+                return Err(refused(events_url, status, response).await);
             }
             Err(SseError::InvalidContentType(value, _)) => {
                 return Err(CliError::Stream(format!(
@@ -162,6 +149,29 @@ async fn follow(
     Err(CliError::Stream(format!(
         "the event stream at {events_url} closed without saying how the job ended"
     )))
+}
+
+/// The bridge answered the stream's request with an error status: say what it means, with
+/// the bridge's own message.
+async fn refused(
+    events_url: &str,
+    status: reqwest::StatusCode,
+    response: reqwest::Response,
+) -> CliError {
+    let body = response.text().await.unwrap_or_default();
+    let detail = serde_json::from_str::<Value>(&body)
+        .ok()
+        .and_then(|v| v["error"]["message"].as_str().map(str::to_string))
+        .unwrap_or(body);
+    let hint = match status.as_u16() {
+        404 => "the job is unknown or expired, or the URL's token is wrong",
+        400 => "the bridge refused the request",
+        _ => "the bridge answered with an error",
+    };
+    CliError::Stream(format!(
+        "{events_url}: HTTP {status}: {hint} ({})",
+        detail.trim()
+    ))
 }
 
 /// What `watch` knows about the job, folded from its events.
@@ -196,38 +206,11 @@ impl JobView {
         }
         match kind {
             "status" | "reset" => {
-                self.created_at = data["created_at"].as_u64();
-                self.history_end = data["seq"].as_u64();
-                self.shown = Shown {
-                    progress: data["progress"].as_f64(),
-                    total: data["total"].as_f64(),
-                    message: data["message"].as_str().map(str::to_string),
-                    eta_ms: data["eta_ms"].as_u64(),
-                };
-                if kind == "reset" {
-                    display
-                        .note("history no longer covers the gap: resumed from the current state");
-                }
-                display.snapshot(data["status"].as_str().unwrap_or("running"), &self.shown);
+                self.restart(kind == "reset", &data, display);
                 None
             }
             "progress" => {
-                let progress = data["progress"].as_f64();
-                let total = data["total"].as_f64();
-                self.shown.progress = progress;
-                self.shown.total = total;
-                if let Some(message) = data["message"].as_str() {
-                    self.shown.message = Some(message.to_string());
-                }
-                // A replayed step's ETA was the time left back then: on a finished job it would
-                // count down for a job that is over. Only live steps estimate.
-                let replayed = matches!((seq, self.history_end), (Some(s), Some(end)) if s <= end);
-                self.shown.eta_ms = if replayed {
-                    None
-                } else {
-                    eta(self.created_at, data["ts"].as_u64(), progress, total)
-                };
-                display.show(&self.shown);
+                self.progress(seq, &data, display);
                 None
             }
             "log" => {
@@ -253,6 +236,44 @@ impl JobView {
             "cancelled" => Some(Outcome::Cancelled(data)),
             _ => None,
         }
+    }
+}
+
+impl JobView {
+    /// A `status` (the stream's first event) or `reset` (history lost the gap): start over
+    /// from the snapshot it carries.
+    fn restart(&mut self, reset: bool, data: &Value, display: &Display) {
+        self.created_at = data["created_at"].as_u64();
+        self.history_end = data["seq"].as_u64();
+        self.shown = Shown {
+            progress: data["progress"].as_f64(),
+            total: data["total"].as_f64(),
+            message: data["message"].as_str().map(str::to_string),
+            eta_ms: data["eta_ms"].as_u64(),
+        };
+        if reset {
+            display.note("history no longer covers the gap: resumed from the current state");
+        }
+        display.snapshot(data["status"].as_str().unwrap_or("running"), &self.shown);
+    }
+
+    fn progress(&mut self, seq: Option<u64>, data: &Value, display: &Display) {
+        let progress = data["progress"].as_f64();
+        let total = data["total"].as_f64();
+        self.shown.progress = progress;
+        self.shown.total = total;
+        if let Some(message) = data["message"].as_str() {
+            self.shown.message = Some(message.to_string());
+        }
+        // A replayed step's ETA was the time left back then: on a finished job it would
+        // count down for a job that is over. Only live steps estimate.
+        let replayed = matches!((seq, self.history_end), (Some(s), Some(end)) if s <= end);
+        self.shown.eta_ms = if replayed {
+            None
+        } else {
+            eta(self.created_at, data["ts"].as_u64(), progress, total)
+        };
+        display.show(&self.shown);
     }
 }
 

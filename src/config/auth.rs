@@ -279,6 +279,41 @@ impl fmt::Debug for Secret {
 pub(super) fn validate(
     auth: &mut AuthConfig,
     server: &ServerConfig,
+    err: impl Fn(&str, String) -> ConfigError + Copy,
+) -> Result<(), ConfigError> {
+    validate_secrets(auth, err)?;
+    validate_exposure(auth, server, err)?;
+    validate_identities(auth, err)
+}
+
+/// JWT issuers, the admin and policy entries (whose names must exist), the resource URL.
+fn validate_identities(
+    auth: &AuthConfig,
+    err: impl Fn(&str, String) -> ConfigError,
+) -> Result<(), ConfigError> {
+    super::issuers::validate(&auth.issuers, &auth.jwt, &err)?;
+    let token_names: Vec<String> = auth.mcp_tokens.iter().map(|t| t.name.clone()).collect();
+    let issuers: Vec<&str> = auth.issuers.iter().map(|i| i.issuer.as_str()).collect();
+    super::access::validate(&auth.admin, &auth.policies, &token_names, &issuers, &err)?;
+    if let Some(resource) = &auth.resource {
+        let ok = url::Url::parse(resource)
+            .is_ok_and(|u| matches!(u.scheme(), "http" | "https") && u.fragment().is_none());
+        if !ok {
+            return Err(err(
+                "auth.resource",
+                format!(
+                    "{resource:?} is not an http(s) URL without a fragment; use the public URL \
+                     of /mcp, for example \"https://bridge.example.com/mcp\""
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The MCP tokens (the environment's added) and the job secret: resolved, long enough, sendable.
+fn validate_secrets(
+    auth: &mut AuthConfig,
     err: impl Fn(&str, String) -> ConfigError,
 ) -> Result<(), ConfigError> {
     if std::env::var_os(TOKEN_ENV).is_some_and(|v| !v.is_empty()) {
@@ -341,6 +376,16 @@ pub(super) fn validate(
             ));
         }
     }
+    Ok(())
+}
+
+/// Who can reach the bridge: no open `/mcp` on a public address by accident, well-formed
+/// origins, and an admin listener of its own.
+fn validate_exposure(
+    auth: &AuthConfig,
+    server: &ServerConfig,
+    err: impl Fn(&str, String) -> ConfigError,
+) -> Result<(), ConfigError> {
     if auth.mcp_tokens.is_empty()
         && auth.issuers.is_empty()
         && !auth.allow_open
@@ -357,23 +402,6 @@ pub(super) fn validate(
                 server.listen
             ),
         ));
-    }
-    super::issuers::validate(&auth.issuers, &auth.jwt, &err)?;
-    let token_names: Vec<String> = auth.mcp_tokens.iter().map(|t| t.name.clone()).collect();
-    let issuers: Vec<&str> = auth.issuers.iter().map(|i| i.issuer.as_str()).collect();
-    super::access::validate(&auth.admin, &auth.policies, &token_names, &issuers, &err)?;
-    if let Some(resource) = &auth.resource {
-        let ok = url::Url::parse(resource)
-            .is_ok_and(|u| matches!(u.scheme(), "http" | "https") && u.fragment().is_none());
-        if !ok {
-            return Err(err(
-                "auth.resource",
-                format!(
-                    "{resource:?} is not an http(s) URL without a fragment; use the public URL \
-                     of /mcp, for example \"https://bridge.example.com/mcp\""
-                ),
-            ));
-        }
     }
     for (i, origin) in server.allowed_origins.iter().enumerate() {
         check_origin(origin).map_err(|m| err(&format!("server.allowed_origins[{i}]"), m))?;

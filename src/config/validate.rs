@@ -2,7 +2,10 @@
 
 use std::{collections::HashSet, fmt, path::Path};
 
-use super::{Config, StoreBackend, StoreConfig, TransportKind, UpstreamConfig, auth, limits};
+use super::{
+    Config, JobsConfig, ServerConfig, StoreBackend, StoreConfig, TransportKind, UpstreamConfig,
+    auth, limits,
+};
 
 /// A config problem: which file, which key, what is wrong and (in the message) what to do.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -74,125 +77,150 @@ fn one_line(text: &str) -> String {
 }
 
 impl Config {
+    /// Check every section; the first problem found is the error. Sections that normalize a
+    /// value (a trailing `/`, a header name's case) write it back.
     pub(super) fn validate(&mut self) -> Result<(), ConfigError> {
         let file = self.source.clone();
         let err = |key: &str, message: String| ConfigError::new(&file, key, message);
-
-        let public_url = self.server.public_url.trim_end_matches('/').to_string();
-        match url::Url::parse(&public_url) {
-            Ok(u) if matches!(u.scheme(), "http" | "https") && u.query().is_none() => {}
-            Ok(_) => {
-                return Err(err(
-                    "server.public_url",
-                    format!("must be an http(s) URL without a query, got {public_url:?}"),
-                ));
-            }
-            Err(e) => {
-                return Err(err(
-                    "server.public_url",
-                    format!("invalid URL {public_url:?}: {e}"),
-                ));
-            }
-        }
-        self.server.public_url = public_url;
-
-        for (i, host) in self.server.allowed_hosts.iter().enumerate() {
-            if host.trim().is_empty() {
-                return Err(err(
-                    &format!("server.allowed_hosts[{i}]"),
-                    "empty host name; remove it (an empty list turns the check off)".into(),
-                ));
-            }
-        }
-        let header = self.server.correlation_header.to_ascii_lowercase();
-        if http::HeaderName::from_bytes(header.as_bytes()).is_err() {
-            return Err(err(
-                "server.correlation_header",
-                format!("not a valid HTTP header name: {header:?}"),
-            ));
-        }
-        self.server.correlation_header = header;
-        if self.server.keep_alive_secs == 0 || self.server.keep_alive_secs > 300 {
-            return Err(err(
-                "server.keep_alive_secs",
-                "must be between 1 and 300 (proxies cut idle streams after about 60 s)".into(),
-            ));
-        }
-
-        let jobs = &self.jobs;
-        if jobs.history == 0 || jobs.history > 1_000_000 {
-            return Err(err("jobs.history", "must be between 1 and 1000000".into()));
-        }
-        if jobs.retention_secs == 0 {
-            return Err(err(
-                "jobs.retention_secs",
-                "must be at least 1, or finished jobs could not be read at all".into(),
-            ));
-        }
-        if jobs.sync_budget_ms > 50_000 {
-            return Err(err(
-                "jobs.sync_budget_ms",
-                "must be at most 50000: agent platforms cut tool calls off after 60-100 s".into(),
-            ));
-        }
-        if jobs.min_progress_interval_ms > 60_000 {
-            return Err(err(
-                "jobs.min_progress_interval_ms",
-                "must be at most 60000".into(),
-            ));
-        }
-        if jobs.heartbeat_secs > 3600 {
-            return Err(err(
-                "jobs.heartbeat_secs",
-                "must be at most 3600 (0 turns heartbeats off)".into(),
-            ));
-        }
-        if jobs.max_jobs == 0 {
-            return Err(err(
-                "jobs.max_jobs",
-                "must be at least 1, or no call could run".into(),
-            ));
-        }
-        if jobs.shutdown_grace_secs > 3600 {
-            return Err(err(
-                "jobs.shutdown_grace_secs",
-                "must be at most 3600".into(),
-            ));
-        }
+        validate_server(&mut self.server, err)?;
+        validate_jobs(&self.jobs, err)?;
         auth::validate(&mut self.auth, &self.server, err)?;
         limits::validate(&self.limits, err)?;
-
         validate_store(&self.store).map_err(|(field, m)| err(&format!("store.{field}"), m))?;
+        validate_upstreams(&self.upstreams, err)
+    }
+}
 
-        let mut names = HashSet::new();
-        for (i, upstream) in self.upstreams.iter().enumerate() {
-            let at = |field: &str| format!("upstreams[{i}].{field}");
-            validate_name(&upstream.name).map_err(|m| err(&at("name"), m))?;
-            if !names.insert(upstream.name.clone()) {
+/// `[server]`: the public URL (its trailing `/` dropped), host names, the correlation header
+/// (lower-cased) and the keep-alive period.
+fn validate_server(
+    server: &mut ServerConfig,
+    err: impl Fn(&str, String) -> ConfigError,
+) -> Result<(), ConfigError> {
+    let public_url = server.public_url.trim_end_matches('/').to_string();
+    match url::Url::parse(&public_url) {
+        Ok(u) if matches!(u.scheme(), "http" | "https") && u.query().is_none() => {}
+        Ok(_) => {
+            return Err(err(
+                "server.public_url",
+                format!("must be an http(s) URL without a query, got {public_url:?}"),
+            ));
+        }
+        Err(e) => {
+            return Err(err(
+                "server.public_url",
+                format!("invalid URL {public_url:?}: {e}"),
+            ));
+        }
+    }
+    server.public_url = public_url;
+
+    for (i, host) in server.allowed_hosts.iter().enumerate() {
+        if host.trim().is_empty() {
+            return Err(err(
+                &format!("server.allowed_hosts[{i}]"),
+                "empty host name; remove it (an empty list turns the check off)".into(),
+            ));
+        }
+    }
+    let header = server.correlation_header.to_ascii_lowercase();
+    if http::HeaderName::from_bytes(header.as_bytes()).is_err() {
+        return Err(err(
+            "server.correlation_header",
+            format!("not a valid HTTP header name: {header:?}"),
+        ));
+    }
+    server.correlation_header = header;
+    if server.keep_alive_secs == 0 || server.keep_alive_secs > 300 {
+        return Err(err(
+            "server.keep_alive_secs",
+            "must be between 1 and 300 (proxies cut idle streams after about 60 s)".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// `[jobs]`: each bound with the reason it has.
+fn validate_jobs(
+    jobs: &JobsConfig,
+    err: impl Fn(&str, String) -> ConfigError,
+) -> Result<(), ConfigError> {
+    if jobs.history == 0 || jobs.history > 1_000_000 {
+        return Err(err("jobs.history", "must be between 1 and 1000000".into()));
+    }
+    if jobs.retention_secs == 0 {
+        return Err(err(
+            "jobs.retention_secs",
+            "must be at least 1, or finished jobs could not be read at all".into(),
+        ));
+    }
+    if jobs.sync_budget_ms > 50_000 {
+        return Err(err(
+            "jobs.sync_budget_ms",
+            "must be at most 50000: agent platforms cut tool calls off after 60-100 s".into(),
+        ));
+    }
+    if jobs.min_progress_interval_ms > 60_000 {
+        return Err(err(
+            "jobs.min_progress_interval_ms",
+            "must be at most 60000".into(),
+        ));
+    }
+    if jobs.heartbeat_secs > 3600 {
+        return Err(err(
+            "jobs.heartbeat_secs",
+            "must be at most 3600 (0 turns heartbeats off)".into(),
+        ));
+    }
+    if jobs.max_jobs == 0 {
+        return Err(err(
+            "jobs.max_jobs",
+            "must be at least 1, or no call could run".into(),
+        ));
+    }
+    if jobs.shutdown_grace_secs > 3600 {
+        return Err(err(
+            "jobs.shutdown_grace_secs",
+            "must be at most 3600".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// `[[upstreams]]`: unique valid names, a transport with the fields it needs (and none of the
+/// other's), and no zero time limit, for the upstream or any of its tools.
+fn validate_upstreams(
+    upstreams: &[UpstreamConfig],
+    err: impl Fn(&str, String) -> ConfigError,
+) -> Result<(), ConfigError> {
+    let mut names = HashSet::new();
+    for (i, upstream) in upstreams.iter().enumerate() {
+        let at = |field: &str| format!("upstreams[{i}].{field}");
+        validate_name(&upstream.name).map_err(|m| err(&at("name"), m))?;
+        if !names.insert(upstream.name.clone()) {
+            return Err(err(
+                &at("name"),
+                format!(
+                    "duplicate upstream name {:?}; names must be unique",
+                    upstream.name
+                ),
+            ));
+        }
+        validate_transport(upstream).map_err(|(field, m)| err(&at(field), m))?;
+        check_limits(upstream.timeout_secs, upstream.idle_timeout_secs)
+            .map_err(|(field, m)| err(&at(field), m))?;
+        for (tool, overrides) in &upstream.tools {
+            if tool.is_empty() {
                 return Err(err(
-                    &at("name"),
-                    format!(
-                        "duplicate upstream name {:?}; names must be unique",
-                        upstream.name
-                    ),
+                    &at("tools"),
+                    "a tool override has an empty name".into(),
                 ));
             }
-            validate_transport(upstream).map_err(|(field, m)| err(&at(field), m))?;
-            check_limits(upstream.timeout_secs, upstream.idle_timeout_secs)
-                .map_err(|(field, m)| err(&at(field), m))?;
-            for (tool, overrides) in &upstream.tools {
-                if tool.is_empty() {
-                    return Err(err(
-                        &at("tools"),
-                        "a tool override has an empty name".into(),
-                    ));
-                }
-                check_limits(overrides.timeout_secs, overrides.idle_timeout_secs)
-                    .map_err(|(field, m)| err(&at(&format!("tools.{tool}.{field}")), m))?;
-            }
+            check_limits(overrides.timeout_secs, overrides.idle_timeout_secs)
+                .map_err(|(field, m)| err(&at(&format!("tools.{tool}.{field}")), m))?;
         }
-        Ok(())
     }
+    Ok(())
 }
 
 /// Upstream names become tool-name prefixes (`<name>__<tool>`), so they must be short, plain
@@ -234,65 +262,72 @@ fn check_limits(timeout: Option<u64>, idle: Option<u64>) -> Result<(), (&'static
 
 fn validate_transport(upstream: &UpstreamConfig) -> Result<(), (&'static str, String)> {
     match upstream.transport {
-        TransportKind::Stdio => {
-            match upstream.command.as_deref().map(str::trim) {
-                None => return Err(("command", "a stdio upstream needs a command".into())),
-                Some("") => return Err(("command", "the command is empty".into())),
-                Some(_) => {}
-            }
-            if upstream.url.is_some() {
-                return Err((
-                    "url",
-                    "`url` is for http upstreams; this one is stdio".into(),
-                ));
-            }
-            if !upstream.headers.is_empty() {
-                return Err((
-                    "headers",
-                    "`headers` are for http upstreams; this one is stdio".into(),
-                ));
-            }
+        TransportKind::Stdio => validate_stdio(upstream),
+        TransportKind::Http => validate_http(upstream),
+    }
+}
+
+/// A stdio upstream: a command, and none of the http fields.
+fn validate_stdio(upstream: &UpstreamConfig) -> Result<(), (&'static str, String)> {
+    match upstream.command.as_deref().map(str::trim) {
+        None => return Err(("command", "a stdio upstream needs a command".into())),
+        Some("") => return Err(("command", "the command is empty".into())),
+        Some(_) => {}
+    }
+    if upstream.url.is_some() {
+        return Err((
+            "url",
+            "`url` is for http upstreams; this one is stdio".into(),
+        ));
+    }
+    if !upstream.headers.is_empty() {
+        return Err((
+            "headers",
+            "`headers` are for http upstreams; this one is stdio".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// An http upstream: an http(s) URL with a host, valid headers, and none of the stdio fields.
+fn validate_http(upstream: &UpstreamConfig) -> Result<(), (&'static str, String)> {
+    let Some(url) = upstream.url.as_deref() else {
+        return Err(("url", "an http upstream needs a url".into()));
+    };
+    match url::Url::parse(url) {
+        Ok(u) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => {}
+        Ok(u) => {
+            return Err((
+                "url",
+                format!(
+                    "must be an http(s) URL with a host, got scheme {:?}",
+                    u.scheme()
+                ),
+            ));
         }
-        TransportKind::Http => {
-            let Some(url) = upstream.url.as_deref() else {
-                return Err(("url", "an http upstream needs a url".into()));
-            };
-            match url::Url::parse(url) {
-                Ok(u) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => {}
-                Ok(u) => {
-                    return Err((
-                        "url",
-                        format!(
-                            "must be an http(s) URL with a host, got scheme {:?}",
-                            u.scheme()
-                        ),
-                    ));
-                }
-                Err(e) => return Err(("url", format!("invalid URL {url:?}: {e}"))),
-            }
-            if upstream.command.is_some() || !upstream.args.is_empty() {
-                return Err((
-                    "command",
-                    "`command`/`args` are for stdio upstreams; this one is http".into(),
-                ));
-            }
-            if !upstream.env.is_empty() || upstream.cwd.is_some() {
-                return Err((
-                    "env",
-                    "`env`/`cwd` are for stdio upstreams; this one is http".into(),
-                ));
-            }
-            for (name, value) in &upstream.headers {
-                if http::HeaderName::from_bytes(name.as_bytes()).is_err() {
-                    return Err(("headers", format!("{name:?} is not a valid header name")));
-                }
-                if http::HeaderValue::from_str(value).is_err() {
-                    return Err((
-                        "headers",
-                        format!("the value of {name:?} is not a valid header value"),
-                    ));
-                }
-            }
+        Err(e) => return Err(("url", format!("invalid URL {url:?}: {e}"))),
+    }
+    if upstream.command.is_some() || !upstream.args.is_empty() {
+        return Err((
+            "command",
+            "`command`/`args` are for stdio upstreams; this one is http".into(),
+        ));
+    }
+    if !upstream.env.is_empty() || upstream.cwd.is_some() {
+        return Err((
+            "env",
+            "`env`/`cwd` are for stdio upstreams; this one is http".into(),
+        ));
+    }
+    for (name, value) in &upstream.headers {
+        if http::HeaderName::from_bytes(name.as_bytes()).is_err() {
+            return Err(("headers", format!("{name:?} is not a valid header name")));
+        }
+        if http::HeaderValue::from_str(value).is_err() {
+            return Err((
+                "headers",
+                format!("the value of {name:?} is not a valid header value"),
+            ));
         }
     }
     Ok(())

@@ -4,7 +4,9 @@
 //! `notifications/cancelled`, and the only way to prove from outside that it
 //! arrived is to ask the upstream afterwards (the `cancellations` tool).
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 
 use rmcp::model::{NumberOrString, RequestId};
 use serde::{Deserialize, Serialize};
@@ -31,8 +33,9 @@ pub struct CancellationRecord {
 /// Every clone of a `DemoTools` shares it, and the HTTP server hands a clone to
 /// each session, so a call in one session can read what another recorded.
 ///
-/// A `std::sync::Mutex`, not a tokio one: it is held only to push or copy a
-/// small `Vec`, never across an `.await`.
+/// A plain (`parking_lot`) mutex, not a tokio one: it is held only to push or copy
+/// a small `Vec`, never across an `.await`. It does not poison: a panic elsewhere
+/// cannot leave a half-pushed `Vec`.
 #[derive(Debug, Clone, Default)]
 pub struct CancellationLog {
     records: Arc<Mutex<Vec<CancellationRecord>>>,
@@ -47,9 +50,7 @@ impl CancellationLog {
             NumberOrString::String(s) => serde_json::Value::from(s.as_ref()),
         };
         tracing::info!(tool, %request_id, at_step, "demo tool call cancelled");
-        // A panic elsewhere while holding the lock cannot leave a half-pushed
-        // Vec, so a poisoned lock is still safe to use.
-        let mut records = self.records.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut records = self.records.lock();
         if records.len() >= MAX_RECORDS {
             records.remove(0);
         }
@@ -62,9 +63,6 @@ impl CancellationLog {
 
     /// A copy of every record, oldest first.
     pub fn snapshot(&self) -> Vec<CancellationRecord> {
-        self.records
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+        self.records.lock().clone()
     }
 }

@@ -25,7 +25,7 @@ use rmcp::{
 };
 
 pub use cancellations::CancellationRecord;
-pub use serve::{http_router, serve_stdio};
+pub use serve::{StdioError, http_router, serve_stdio};
 
 /// The name the demo server gives in `initialize` (`serverInfo.name`).
 pub const SERVER_NAME: &str = "mcp-progress-bridge-demo";

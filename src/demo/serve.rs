@@ -13,19 +13,29 @@ use tokio_util::sync::CancellationToken;
 
 use super::DemoTools;
 
+/// Why the stdio demo server stopped early.
+#[derive(Debug, thiserror::Error)]
+pub enum StdioError {
+    #[error("the MCP handshake on stdin/stdout failed: {0}")]
+    Initialize(#[source] Box<rmcp::service::ServerInitializeError>),
+    #[error("the stdio session ended abnormally: {0}")]
+    Session(#[from] tokio::task::JoinError),
+}
+
 /// Serves [`DemoTools`] on stdin/stdout until stdin closes (the client is
 /// gone), then returns. This is `mcp-progress-bridge demo-tools`.
 ///
 /// Stdout carries the protocol, so the caller must send logs elsewhere: a
 /// `tracing_subscriber::fmt()` subscriber writes to stdout unless told
 /// `.with_writer(std::io::stderr)`, and one stray line breaks the client.
-pub async fn serve_stdio() -> anyhow::Result<()> {
+pub async fn serve_stdio() -> Result<(), StdioError> {
     // `stdio_pipes`, not `stdio`: when stdin is a pipe (it is, under a client)
     // it reads on the reactor instead of a blocking thread that could keep the
     // runtime from shutting down.
     let server = DemoTools::new()
         .serve(rmcp::transport::stdio_pipes())
-        .await?;
+        .await
+        .map_err(|e| StdioError::Initialize(Box::new(e)))?;
     let reason = server.waiting().await?;
     tracing::info!(?reason, "demo tools: stdio session ended");
     Ok(())

@@ -9,21 +9,28 @@ use std::{sync::Arc, time::Duration};
 use futures::FutureExt;
 use rmcp::{
     ErrorData, RoleServer,
-    model::{CallToolRequestParams, CallToolResult, ProgressNotificationParam, ProgressToken},
+    model::{
+        CallToolRequestParams, CallToolResult, JsonObject, ProgressNotificationParam, ProgressToken,
+    },
     service::RequestContext,
 };
-use tokio::{sync::mpsc, time::Instant};
+use tokio::{
+    sync::mpsc,
+    time::Instant,
+};
 
 use super::{
     Front, catalog,
     handle::{JobHandleBody, attach_job_meta, error_result},
+    quota::QuotaPermit,
 };
 use crate::{
     auth::Identity,
-    config::CallMode,
-    jobs::{Finished, Intake, JobHandle, JobSpec, JobsError, Work, WorkOutcome},
+    config::{CallLimits, CallMode},
+    jobs::{Finished, Intake, JobHandle, JobSpec, JobsError, PendingJob, Work, WorkOutcome},
     model::{CorrelationId, FailureReason, JobFailure, JobId, ProgressUpdate, meta::MODE_META_KEY},
-    upstream::{CallOutcome, CallSink, UpstreamState},
+    upstream::{CallOutcome, CallSink, Upstream, UpstreamError, UpstreamState},
+    wait::sleep_until,
 };
 
 /// Progress updates buffered for a sync caller's own request stream. A caller that cannot
@@ -87,6 +94,21 @@ fn requested_mode(
     Ok(Some(mode))
 }
 
+/// `work` with `permit` held until its outcome is in: the caller's quota place is given back
+/// when the upstream call ends, however it ends.
+fn holding(work: Work, permit: QuotaPermit) -> Work {
+    Work {
+        outcome: work
+            .outcome
+            .map(move |outcome| {
+                drop(permit);
+                outcome
+            })
+            .boxed(),
+        cancel: work.cancel,
+    }
+}
+
 fn work_outcome(outcome: CallOutcome) -> WorkOutcome {
     match outcome {
         CallOutcome::Result(result) => WorkOutcome::Result(result),
@@ -97,37 +119,29 @@ fn work_outcome(outcome: CallOutcome) -> WorkOutcome {
     }
 }
 
+/// The answer to a `tools/call`. Parts of a call return `Err(answer)` when they end it early:
+/// a tool error the agent can act on, or a protocol error.
+type Answer = Result<CallToolResult, ErrorData>;
+
 impl Front {
+    /// Find the tool, take the caller's quota place, create the job, send the call upstream,
+    /// and answer as the call's mode says.
     pub(super) async fn call_upstream(
         &self,
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
         identity: &Identity,
-    ) -> Result<CallToolResult, ErrorData> {
+    ) -> Answer {
         let name = request.name.to_string();
         // A tool the caller's policies do not allow is refused exactly like one that does
         // not exist.
         if !identity.may_use_tool(&name) {
             return Err(unknown_tool(&name));
         }
-        let (upstream_name, tool) = catalog::split(&name).ok_or_else(|| unknown_tool(&name))?;
-        let upstream = self
-            .inner
-            .upstreams
-            .get(upstream_name)
-            .ok_or_else(|| unknown_tool(&name))?;
-        if !upstream.tools().iter().any(|t| t.name == tool) {
-            if upstream.state() == UpstreamState::Ready {
-                return Err(unknown_tool(&name));
-            }
-            let status = upstream.status();
-            let why = status
-                .last_error
-                .unwrap_or_else(|| "not connected yet".into());
-            return Ok(error_result(format!(
-                "tool {name} is not available right now: upstream {upstream_name} is down ({why}); try again shortly"
-            )));
-        }
+        let (upstream, tool) = match self.find_tool(&name) {
+            Ok(found) => found,
+            Err(answer) => return answer,
+        };
         let correlation_id = self.correlation_id(&context)?;
         // Held by the job's work future: given back when the upstream call ends.
         let permit = match self.inner.quota.try_start(&identity.principal) {
@@ -138,60 +152,40 @@ impl Front {
             Some(mode) => mode,
             None => upstream.config().mode_for(tool, self.inner.config.mode),
         };
-        let links = &self.inner.links;
-
-        let pending = self
-            .inner
-            .jobs
-            .create(JobSpec {
-                tool: name.clone(),
-                upstream: upstream_name.to_string(),
-                upstream_tool: tool.to_string(),
-                correlation_id,
-                principal: identity.principal.clone(),
-            })
-            .await;
-        let pending = match pending {
+        let spec = JobSpec {
+            tool: name.clone(),
+            upstream: upstream.name().to_string(),
+            upstream_tool: tool.to_string(),
+            correlation_id,
+            principal: identity.principal.clone(),
+        };
+        let pending = match self.create_job(spec).await {
             Ok(pending) => pending,
-            // The agent can act on these (wait, retry elsewhere): tell it as a tool error.
-            Err(e @ (JobsError::AtCapacity(_) | JobsError::ShuttingDown)) => {
-                return Ok(error_result(e.to_string()));
-            }
-            Err(e) => {
-                return Err(ErrorData::internal_error(
-                    format!("could not create a job: {e}"),
-                    None,
-                ));
-            }
+            Err(answer) => return answer,
         };
-        let id = pending.id();
-        let sink = Arc::new(JobSink(pending.intake()));
-        let call = match upstream.call(tool, request.arguments, sink).await {
-            Ok(call) => call,
-            Err(error) => {
-                let message = error.to_string();
-                pending
-                    .fail(JobFailure {
-                        reason: FailureReason::UpstreamUnavailable,
-                        message: message.clone(),
-                    })
-                    .await;
-                let mut result = error_result(message);
-                attach_job_meta(&mut result, links, id);
-                return Ok(result);
-            }
+        // Who started what goes to the operator's log, never into the job's JSON (see
+        // `model::Principal`).
+        tracing::info!(job = %pending.id(), principal = %identity.principal, "job created");
+        let work = match self.send(upstream, tool, request.arguments, &pending).await {
+            Ok(work) => holding(work, permit),
+            Err(failure) => return self.not_sent(pending, failure).await,
         };
-        let (outcome, canceller) = call.split();
-        let work = Work {
-            outcome: outcome
-                .map(move |outcome| {
-                    drop(permit);
-                    work_outcome(outcome)
-                })
-                .boxed(),
-            cancel: Box::new(move |reason| async move { canceller.cancel(&reason).await }.boxed()),
-        };
+        let limits = upstream.config().limits_for(tool);
+        self.run(pending, work, limits, name, mode, &context).await
+    }
 
+    /// Start the job and answer as `mode` says: at once with its handle (async), with its
+    /// result (sync), or with whichever comes first of the result and the budget (auto).
+    async fn run(
+        &self,
+        pending: PendingJob,
+        work: Work,
+        limits: CallLimits,
+        name: String,
+        mode: CallMode,
+        context: &RequestContext<RoleServer>,
+    ) -> Answer {
+        let id = pending.id();
         let caller_token = context.meta.get_progress_token();
         let (mirror, progress) = match (&caller_token, mode) {
             (Some(_), CallMode::Sync | CallMode::Auto) => {
@@ -200,10 +194,9 @@ impl Front {
             }
             _ => (None, None),
         };
-        let handle = pending.start(work, upstream.config().limits_for(tool), mirror);
-        // The principal goes to the operator's log (who started what), never into the job's
-        // JSON (see `model::Principal`).
-        tracing::info!(job = %id, tool = %name, %mode, principal = %identity.principal, "job started");
+        let handle = pending.start(work, limits, mirror);
+        tracing::info!(job = %id, tool = %name, %mode, "job started");
+        let links = &self.inner.links;
         let budget = match mode {
             CallMode::Async => return Ok(JobHandleBody::new(links, id, &name).into_result(links)),
             CallMode::Sync => None,
@@ -216,7 +209,77 @@ impl Front {
             caller_token,
             budget,
         };
-        self.answer_when_done(waiting, &context).await
+        self.answer_when_done(waiting, context).await
+    }
+
+    /// The upstream and tool behind `<upstream>__<tool>`. A tool that is missing while its
+    /// upstream is down gets a tool error saying so (the agent can try again), not "unknown".
+    fn find_tool<'n>(&self, name: &'n str) -> Result<(&Upstream, &'n str), Answer> {
+        let (upstream_name, tool) = catalog::split(name).ok_or_else(|| Err(unknown_tool(name)))?;
+        let upstream = self
+            .inner
+            .upstreams
+            .get(upstream_name)
+            .ok_or_else(|| Err(unknown_tool(name)))?;
+        if upstream.tools().iter().any(|t| t.name == tool) {
+            return Ok((upstream, tool));
+        }
+        if upstream.state() == UpstreamState::Ready {
+            return Err(Err(unknown_tool(name)));
+        }
+        let why = upstream
+            .status()
+            .last_error
+            .unwrap_or_else(|| "not connected yet".into());
+        Err(Ok(error_result(format!(
+            "tool {name} is not available right now: upstream {upstream_name} is down ({why}); try again shortly"
+        ))))
+    }
+
+    async fn create_job(&self, spec: JobSpec) -> Result<PendingJob, Answer> {
+        match self.inner.jobs.create(spec).await {
+            Ok(pending) => Ok(pending),
+            // The agent can act on these (wait, retry elsewhere): tell it as a tool error.
+            Err(e @ (JobsError::AtCapacity(_) | JobsError::ShuttingDown)) => {
+                Err(Ok(error_result(e.to_string())))
+            }
+            Err(e) => Err(Err(ErrorData::internal_error(
+                format!("could not create a job: {e}"),
+                None,
+            ))),
+        }
+    }
+
+    /// Send the call upstream, its notifications going to the job's intake.
+    async fn send(
+        &self,
+        upstream: &Upstream,
+        tool: &str,
+        arguments: Option<JsonObject>,
+        pending: &PendingJob,
+    ) -> Result<Work, UpstreamError> {
+        let sink = Arc::new(JobSink(pending.intake()));
+        let (outcome, canceller) = upstream.call(tool, arguments, sink).await?.split();
+        Ok(Work {
+            outcome: outcome.map(work_outcome).boxed(),
+            cancel: Box::new(move |reason| async move { canceller.cancel(&reason).await }.boxed()),
+        })
+    }
+
+    /// The call never reached the upstream: the job ends failed, and the caller is told why,
+    /// with the job named so it can be looked up.
+    async fn not_sent(&self, pending: PendingJob, error: UpstreamError) -> Answer {
+        let id = pending.id();
+        let message = error.to_string();
+        pending
+            .fail(JobFailure {
+                reason: FailureReason::UpstreamUnavailable,
+                message: message.clone(),
+            })
+            .await;
+        let mut result = error_result(message);
+        attach_job_meta(&mut result, &self.inner.links, id);
+        Ok(result)
     }
 
     /// The correlation ID from the request's header, if any.
@@ -275,7 +338,7 @@ impl Front {
                     self.inner.jobs.cancel_local(waiting.handle.id, "the MCP client cancelled its request".into());
                     return Ok(error_result("cancelled by the client"));
                 }
-                _ = tokio::time::sleep_until(deadline.unwrap_or_else(Instant::now)), if deadline.is_some() => {
+                _ = sleep_until(deadline), if deadline.is_some() => {
                     return Ok(JobHandleBody::new(links, waiting.handle.id, &waiting.name).into_result(links));
                 }
             }

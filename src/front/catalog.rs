@@ -3,9 +3,13 @@
 
 use std::{borrow::Cow, sync::Arc};
 
-use rmcp::model::{JsonObject, Tool};
-use serde_json::json;
+use rmcp::{
+    handler::server::common::schema_for_input,
+    model::{JsonObject, Tool},
+};
+use schemars::JsonSchema;
 
+use super::job_tools::{JobArgs, WaitArgs};
 use crate::{auth::Identity, config::CallMode, upstream::Upstreams};
 
 /// Separates the upstream name from the tool name in the names the agent sees.
@@ -55,19 +59,12 @@ pub fn list(upstreams: &Upstreams, default_mode: CallMode, identity: &Identity) 
     tools
 }
 
-fn schema(value: serde_json::Value) -> Arc<JsonObject> {
-    match value {
-        serde_json::Value::Object(map) => Arc::new(map),
-        _ => Arc::new(JsonObject::new()),
-    }
-}
-
-fn job_id_property() -> serde_json::Value {
-    json!({
-        "type": "string",
-        "description": "The job_id from the job handle a tool call returned.",
-        "pattern": "^[0-9a-f]{32}$"
-    })
+/// The `inputSchema` of a job tool, derived from its argument struct (JSON Schema 2020-12, the
+/// wrapper's title and doc stripped, as rmcp does for its own tools).
+fn schema<T: JsonSchema + 'static>() -> Arc<JsonObject> {
+    // Only fails for a type that is not a JSON object: the argument structs are, and the
+    // test below builds every schema.
+    schema_for_input::<T>().expect("job tool arguments are a JSON object")
 }
 
 pub fn job_tools() -> Vec<Tool> {
@@ -77,11 +74,7 @@ pub fn job_tools() -> Vec<Tool> {
             "Get the current status of a job started by another tool: status (running, \
              completed, failed, cancelled), progress, total, the latest message, and the result \
              or error once it has ended. Returns at once.",
-            schema(json!({
-                "type": "object",
-                "properties": { "job_id": job_id_property() },
-                "required": ["job_id"]
-            })),
+            schema::<JobArgs>(),
         ),
         Tool::new(
             WAIT_FOR_JOB,
@@ -89,29 +82,13 @@ pub fn job_tools() -> Vec<Tool> {
              20, at most 50). Returns the tool's result as if it had been called directly once \
              the job has ended; if it is still running, returns its progress and asks you to \
              call wait_for_job again.",
-            schema(json!({
-                "type": "object",
-                "properties": {
-                    "job_id": job_id_property(),
-                    "timeout_seconds": {
-                        "type": "number",
-                        "description": "How long to wait, 0 to 50 seconds (default 20).",
-                        "minimum": 0,
-                        "maximum": 50
-                    }
-                },
-                "required": ["job_id"]
-            })),
+            schema::<WaitArgs>(),
         ),
         Tool::new(
             CANCEL_JOB,
             "Cancel a running job started by another tool. The tool server is told to stop; \
              the job ends as cancelled.",
-            schema(json!({
-                "type": "object",
-                "properties": { "job_id": job_id_property() },
-                "required": ["job_id"]
-            })),
+            schema::<JobArgs>(),
         ),
     ]
 }
@@ -119,6 +96,7 @@ pub fn job_tools() -> Vec<Tool> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::front::job_tools::{WAIT_DEFAULT_SECS, WAIT_MAX_SECS};
 
     #[test]
     fn splits_at_the_first_separator() {
@@ -127,5 +105,55 @@ mod tests {
         assert_eq!(split("demo"), None);
         assert_eq!(split("__x"), None);
         assert_eq!(split("x__"), None);
+    }
+
+    /// The job tools' schemas, derived from their argument structs. They say what the
+    /// hand-written ones said (descriptions, the job ID pattern, the timeout's bounds), plus,
+    /// on purpose: the JSON Schema dialect (`$schema`, 2020-12, as rmcp writes for every
+    /// tool), `additionalProperties: false` (unknown arguments were always refused), the
+    /// timeout's `default` (20) and its number `format`.
+    #[test]
+    fn job_tool_schemas_are_derived_with_descriptions_and_bounds() {
+        let job_id = serde_json::json!({
+            "type": "string",
+            "description": "The job_id from the job handle a tool call returned.",
+            "pattern": "^[0-9a-f]{32}$"
+        });
+        let dialect = "https://json-schema.org/draft/2020-12/schema";
+        let job_only = serde_json::json!({
+            "$schema": dialect,
+            "type": "object",
+            "additionalProperties": false,
+            "properties": { "job_id": job_id },
+            "required": ["job_id"]
+        });
+        let wait = serde_json::json!({
+            "$schema": dialect,
+            "type": "object",
+            "additionalProperties": false,
+            "properties": {
+                "job_id": job_id,
+                "timeout_seconds": {
+                    "type": "number",
+                    "format": "double",
+                    "description": "How long to wait, 0 to 50 seconds (default 20).",
+                    "minimum": 0,
+                    "maximum": 50,
+                    "default": 20
+                }
+            },
+            "required": ["job_id"]
+        });
+        let tools = job_tools();
+        let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+        assert_eq!(names, [GET_JOB_STATUS, WAIT_FOR_JOB, CANCEL_JOB]);
+        for (tool, want) in tools.iter().zip([&job_only, &wait, &job_only]) {
+            let got = serde_json::Value::Object((*tool.input_schema).clone());
+            assert_eq!(&got, want, "{}", tool.name);
+        }
+        // The advertised bounds are the enforced ones.
+        let timeout = &wait["properties"]["timeout_seconds"];
+        assert_eq!(timeout["maximum"].as_f64(), Some(WAIT_MAX_SECS));
+        assert_eq!(timeout["default"].as_f64(), Some(WAIT_DEFAULT_SECS));
     }
 }

@@ -10,6 +10,7 @@ use rmcp::{
     ErrorData,
     model::{CallToolResult, JsonObject},
 };
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 
@@ -25,21 +26,33 @@ use crate::{
 
 /// `wait_for_job` default and maximum: the answer must come well inside the 60-100 s after
 /// which agent platforms give up on a tool call.
-const WAIT_DEFAULT_SECS: f64 = 20.0;
-const WAIT_MAX_SECS: f64 = 50.0;
+pub(super) const WAIT_DEFAULT_SECS: f64 = 20.0;
+pub(super) const WAIT_MAX_SECS: f64 = 50.0;
 /// How long `cancel_job` waits to report the job's end rather than "requested".
 const CANCEL_CONFIRM: Duration = Duration::from_secs(5);
 
-#[derive(Deserialize)]
+/// The arguments of `get_job_status` and `cancel_job`; their `inputSchema` is derived from
+/// this (see `catalog::job_tools`), so the schema and the parser cannot disagree.
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct JobArgs {
+pub(super) struct JobArgs {
+    /// The job_id from the job handle a tool call returned.
+    #[schemars(regex(pattern = r"^[0-9a-f]{32}$"))]
     job_id: String,
 }
 
-#[derive(Deserialize)]
+/// The arguments of `wait_for_job`.
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct WaitArgs {
+pub(super) struct WaitArgs {
+    /// The job_id from the job handle a tool call returned.
+    #[schemars(regex(pattern = r"^[0-9a-f]{32}$"))]
     job_id: String,
+    /// How long to wait, 0 to 50 seconds (default 20).
+    // Advertised as a plain number, as before: `null` is accepted (it means the default) but
+    // not offered, since some model tool-callers handle a type list poorly.
+    #[serde(default)]
+    #[schemars(with = "f64", range(min = 0, max = 50), extend("default" = 20))]
     timeout_seconds: Option<f64>,
 }
 

@@ -10,7 +10,9 @@ pub mod handle;
 mod job_tools;
 mod quota;
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 
 use rmcp::{
     ErrorData, RoleServer, ServerHandler,
@@ -98,7 +100,7 @@ async fn announce_tool_changes(
         tokio::time::sleep(ANNOUNCE_DELAY).await;
         changes.mark_unchanged();
         let open: Vec<Peer<RoleServer>> = {
-            let mut peers = peers.lock().unwrap_or_else(|p| p.into_inner());
+            let mut peers = peers.lock();
             peers.retain(|p| !p.is_transport_closed());
             peers.clone()
         };
@@ -126,11 +128,7 @@ impl ServerHandler for Front {
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
-        self.inner
-            .peers
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(context.peer);
+        self.inner.peers.lock().push(context.peer);
     }
 
     /// The tools of this request's caller: the upstream tools its policies allow (all,

@@ -289,10 +289,13 @@ pub async fn job_guard(
     if !stream {
         return next.run(request).await;
     }
-    let permit = match guard
-        .subscribers
-        .try_open(format!("{}:{id}", scope.label()))
-    {
+    serve_stream(&guard, format!("{}:{id}", scope.label()), request, next).await
+}
+
+/// Serve an SSE route holding one of `channel`'s subscriber places for as long as the stream's
+/// body lives; with no place left, tell the client to come back later.
+async fn serve_stream(guard: &Guard, channel: String, request: Request, next: Next) -> Response {
+    let permit = match guard.subscribers.try_open(channel) {
         Ok(permit) => permit,
         Err(full) => {
             return retry_later(

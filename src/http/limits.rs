@@ -5,7 +5,7 @@ use std::{
     num::NonZeroU32,
     sync::{
         Arc,
-        atomic::{AtomicUsize, Ordering},
+        atomic::{AtomicU32, Ordering},
     },
     time::Duration,
 };
@@ -14,21 +14,26 @@ use dashmap::DashMap;
 use governor::{
     Quota, RateLimiter,
     clock::{Clock, DefaultClock},
-    state::{InMemoryState, NotKeyed},
+    middleware::NoOpMiddleware,
+    state::keyed::DashMapStateStore,
 };
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, TryAcquireError};
 
 use crate::{config::LimitsConfig, model::Principal};
 
 /// What a refused stream is told: try again after this long.
 pub const SUBSCRIBER_RETRY_AFTER: Duration = Duration::from_secs(5);
 
-/// Counts open SSE streams. A stream holds a [`SubscriberPermit`] for as long as it is open.
+/// Counts open SSE streams with two counted limits, both semaphores: the places of one
+/// channel, and the places of the whole bridge. A stream holds a [`SubscriberPermit`] (one
+/// place of each) for as long as it is open.
 pub struct Subscribers {
     per_channel: usize,
     total_max: usize,
-    total: AtomicUsize,
-    /// Open streams by channel key; entries go when their count drops to zero.
-    channels: DashMap<String, usize>,
+    total: Arc<Semaphore>,
+    /// The places of each channel that has open streams. An entry goes when the last stream
+    /// of its channel ends, so the map holds only channels being read.
+    channels: DashMap<String, Arc<Semaphore>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -46,7 +51,7 @@ impl Subscribers {
         Arc::new(Self {
             per_channel: limits.max_subscribers_per_channel,
             total_max: limits.max_subscribers,
-            total: AtomicUsize::new(0),
+            total: Arc::new(Semaphore::new(limits.max_subscribers)),
             channels: DashMap::new(),
         })
     }
@@ -56,84 +61,111 @@ impl Subscribers {
         self: &Arc<Self>,
         channel: String,
     ) -> Result<SubscriberPermit, SubscribersFull> {
-        let total_max = self.total_max;
-        self.total
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                (n < total_max).then_some(n + 1)
-            })
-            .map_err(|_| SubscribersFull::Total(total_max))?;
-        let mut count = self.channels.entry(channel.clone()).or_insert(0);
-        if *count >= self.per_channel {
-            drop(count);
-            self.total.fetch_sub(1, Ordering::AcqRel);
-            return Err(SubscribersFull::Channel(self.per_channel));
-        }
-        *count += 1;
-        drop(count);
+        let total = full_as(self.total.clone().try_acquire_owned(), || {
+            SubscribersFull::Total(self.total_max)
+        })?;
+        // Cloned out under the map's lock, so the entry cannot be removed while this stream
+        // is taking its place (see `SubscriberPermit::drop`).
+        let places = self
+            .channels
+            .entry(channel.clone())
+            .or_insert_with(|| Arc::new(Semaphore::new(self.per_channel)))
+            .clone();
+        // A full channel has streams holding its places: its entry stays.
+        let place = full_as(places.try_acquire_owned(), || {
+            SubscribersFull::Channel(self.per_channel)
+        })?;
         Ok(SubscriberPermit {
             subscribers: self.clone(),
             channel,
+            places: Some((place, total)),
         })
     }
 
     pub fn open(&self) -> usize {
-        self.total.load(Ordering::Acquire)
+        self.total_max - self.total.available_permits()
+    }
+
+    /// Remove `channel`'s entry if no stream holds or is taking one of its places: the map's
+    /// own reference is then the only one (a permit holds its semaphore too).
+    fn forget_if_unused(&self, channel: &str) {
+        self.channels
+            .remove_if(channel, |_, places| Arc::strong_count(places) == 1);
     }
 }
 
-/// One open stream's place; given back when dropped (the stream ended or the client left).
+/// A semaphore that has no place left is a full limit; it is never closed here.
+fn full_as(
+    taken: Result<OwnedSemaphorePermit, TryAcquireError>,
+    full: impl FnOnce() -> SubscribersFull,
+) -> Result<OwnedSemaphorePermit, SubscribersFull> {
+    taken.map_err(|_| full())
+}
+
+/// One open stream's places; given back when dropped (the stream ended or the client left).
 pub struct SubscriberPermit {
     subscribers: Arc<Subscribers>,
     channel: String,
+    /// The channel's place and the bridge-wide one; an `Option` only so `drop` can give them
+    /// back before it looks whether the channel's entry is still needed.
+    places: Option<(OwnedSemaphorePermit, OwnedSemaphorePermit)>,
 }
 
 impl Drop for SubscriberPermit {
     fn drop(&mut self) {
-        self.subscribers
-            .channels
-            .remove_if_mut(&self.channel, |_, count| {
-                *count = count.saturating_sub(1);
-                *count == 0
-            });
-        self.subscribers.total.fetch_sub(1, Ordering::AcqRel);
+        self.places = None;
+        self.subscribers.forget_if_unused(&self.channel);
     }
 }
 
-type Limiter = RateLimiter<NotKeyed, InMemoryState, DefaultClock>;
-
-/// Requests per minute on `/mcp`, one bucket per principal (GCRA: the whole minute's allowance
-/// may be spent at once, then it refills evenly).
-pub struct CallRates {
-    quota: Quota,
-    clock: DefaultClock,
-    limiters: DashMap<Principal, Arc<Limiter>>,
+/// Requests to `/mcp` per minute, one GCRA bucket per principal in governor's keyed limiter (the
+/// whole minute's allowance may be spent at once, then it refills evenly).
+pub struct CallRates<C: Clock = DefaultClock> {
+    limiter: RateLimiter<Principal, DashMapStateStore<Principal>, C, NoOpMiddleware<C::Instant>>,
+    clock: C,
+    checks: AtomicU32,
 }
+
+/// Every this many checks, the callers whose bucket has refilled completely are dropped from
+/// the limiter (a fresh bucket is what they would get anyway), so the map holds only callers
+/// seen within about a minute, plus at most this many new ones.
+const PRUNE_EVERY: u32 = 1024;
 
 impl CallRates {
     pub fn new(limits: &LimitsConfig) -> Arc<Self> {
+        Arc::new(Self::with_clock(limits, DefaultClock::default()))
+    }
+}
+
+impl<C: Clock + Clone> CallRates<C> {
+    fn with_clock(limits: &LimitsConfig, clock: C) -> Self {
         let per_minute = NonZeroU32::new(limits.calls_per_minute).unwrap_or(NonZeroU32::MIN);
-        Arc::new(Self {
-            quota: Quota::per_minute(per_minute),
-            clock: DefaultClock::default(),
-            limiters: DashMap::new(),
-        })
+        Self {
+            limiter: RateLimiter::dashmap_with_clock(Quota::per_minute(per_minute), clock.clone()),
+            clock,
+            checks: AtomicU32::new(0),
+        }
     }
 
     /// `Err(wait)`: over the rate; the next request is allowed after `wait`.
     pub fn check(&self, caller: &Principal) -> Result<(), Duration> {
-        let limiter = self
-            .limiters
-            .entry(caller.clone())
-            .or_insert_with(|| {
-                Arc::new(RateLimiter::direct_with_clock(
-                    self.quota,
-                    self.clock.clone(),
-                ))
-            })
-            .clone();
-        limiter
-            .check()
+        if self.checks.fetch_add(1, Ordering::Relaxed) % PRUNE_EVERY == PRUNE_EVERY - 1 {
+            self.prune();
+        }
+        self.limiter
+            .check_key(caller)
             .map_err(|not_until| not_until.wait_time_from(self.clock.now()))
+    }
+
+    fn prune(&self) {
+        self.limiter.retain_recent();
+        self.limiter.shrink_to_fit();
+    }
+
+    /// Callers the limiter holds state for.
+    #[cfg(test)]
+    fn callers(&self) -> usize {
+        self.limiter.len()
     }
 }
 
@@ -173,15 +205,54 @@ mod tests {
     #[test]
     fn call_rate_per_caller() {
         let r = CallRates::new(&limits(1, 1, 3));
-        let (a, b) = (Principal::token("a"), Principal::token("b"));
         for _ in 0..3 {
-            r.check(&a).unwrap();
+            r.check(&Principal::token("0")).unwrap();
         }
-        let wait = r.check(&a).unwrap_err();
+        let wait = r.check(&Principal::token("0")).unwrap_err();
         assert!(
             wait > Duration::ZERO && wait <= Duration::from_secs(20),
             "{wait:?}"
         );
-        r.check(&b).unwrap();
+        r.check(&Principal::token("1")).unwrap();
+    }
+
+    /// Callers whose bucket has refilled are forgotten, so many callers, each seen once, do
+    /// not grow the limiter without end; a caller still inside its minute keeps its state.
+    #[test]
+    fn callers_seen_long_ago_are_dropped() {
+        let clock = governor::clock::FakeRelativeClock::default();
+        let r = CallRates::with_clock(&limits(1, 1, 60), clock.clone());
+        for i in 0..900 {
+            r.check(&Principal::token(&i.to_string())).unwrap();
+        }
+        assert_eq!(r.callers(), 900);
+        clock.advance(Duration::from_secs(61));
+        for _ in 0..60 {
+            r.check(&Principal::token("5000")).unwrap();
+        }
+        r.check(&Principal::token("5000")).unwrap_err();
+        // Enough checks to reach the next pruning: only the busy caller is left.
+        let to_prune = PRUNE_EVERY as usize - 900 - 61;
+        assert_eq!(r.callers(), 901, "not pruned yet");
+        for _ in 0..to_prune {
+            let _ = r.check(&Principal::token("5000"));
+        }
+        assert_eq!(r.callers(), 1, "only the caller still inside its minute");
+        let wait = r.check(&Principal::token("5000")).unwrap_err();
+        assert!(wait > Duration::ZERO, "its state survived the pruning");
+    }
+
+    /// A channel's entry goes with its last stream; a refused stream leaves none behind.
+    #[test]
+    fn channel_entries_go_with_their_last_stream() {
+        let s = Subscribers::new(&limits(1, 10, 1));
+        let a = s.try_open("a".into()).unwrap();
+        assert!(s.try_open("a".into()).is_err());
+        assert_eq!(s.channels.len(), 1);
+        drop(a);
+        assert_eq!(s.channels.len(), 0);
+        assert_eq!(s.open(), 0);
+        let _b = s.try_open("b".into()).unwrap();
+        assert_eq!(s.channels.len(), 1);
     }
 }

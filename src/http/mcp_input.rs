@@ -75,85 +75,92 @@ impl IntoResponse for Rejection {
 
 /// `Err` for a message rmcp would not serve.
 pub fn check(bytes: &[u8]) -> Result<(), Rejection> {
-    let bad = |code, message: String| {
-        Err(Rejection {
-            id: Value::Null,
-            code,
-            message,
-        })
-    };
-    let value: Value = match serde_json::from_slice(bytes) {
-        Ok(value) => value,
-        Err(e) => {
-            return bad(
-                PARSE_ERROR,
-                format!("parse error: {e}; send one JSON-RPC message as UTF-8 JSON"),
-            );
-        }
-    };
-    let message = match value {
-        Value::Object(message) => message,
-        Value::Array(_) => {
-            return bad(
-                INVALID_REQUEST,
-                "JSON-RPC batches are not supported by MCP over HTTP: send one message per request"
-                    .into(),
-            );
-        }
-        _ => {
-            return bad(
-                INVALID_REQUEST,
-                "a JSON-RPC message must be a JSON object".into(),
-            );
-        }
-    };
-    if message.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
-        return bad(
-            INVALID_REQUEST,
-            "not a JSON-RPC 2.0 message: it needs \"jsonrpc\": \"2.0\"".into(),
-        );
-    }
+    let message = json_rpc_object(bytes)?;
     let id = message.get("id").cloned().unwrap_or(Value::Null);
     if message.contains_key("id") && !(id.is_string() || id.is_i64() || id.is_u64()) {
-        return bad(
+        return Err(rejected(
             INVALID_REQUEST,
-            "the id must be a string or an integer".into(),
-        );
+            "the id must be a string or an integer",
+        ));
     }
     let method = match message.get("method") {
         None => {
             if message.contains_key("result") || message.contains_key("error") {
                 return Ok(());
             }
-            return bad(
+            return Err(rejected(
                 INVALID_REQUEST,
-                "a JSON-RPC message needs a \"method\" (request, notification) or a \"result\" or \"error\" (response)".into(),
-            );
+                "a JSON-RPC message needs a \"method\" (request, notification) or a \"result\" or \"error\" (response)",
+            ));
         }
         Some(Value::String(method)) => method.as_str(),
-        Some(_) => return bad(INVALID_REQUEST, "the method must be a string".into()),
+        Some(_) => return Err(rejected(INVALID_REQUEST, "the method must be a string")),
     };
-    if method == "tools/call" {
-        let params = message.get("params");
-        let problem = match params {
-            Some(Value::Object(params)) => match (params.get("name"), params.get("arguments")) {
-                (Some(Value::String(_)), None | Some(Value::Null) | Some(Value::Object(_))) => None,
-                (Some(Value::String(_)), Some(_)) => Some(
-                    "tools/call: params.arguments must be a JSON object of the tool's arguments",
-                ),
-                _ => Some("tools/call: params.name must be the name of a tool (a string)"),
-            },
-            _ => Some("tools/call needs params: {\"name\": <tool>, \"arguments\": {…}}"),
-        };
-        if let Some(problem) = problem {
-            return Err(Rejection {
-                id,
-                code: INVALID_PARAMS,
-                message: problem.into(),
-            });
-        }
+    if method == "tools/call"
+        && let Some(problem) = tool_call_problem(message.get("params"))
+    {
+        return Err(Rejection {
+            id,
+            code: INVALID_PARAMS,
+            message: problem.into(),
+        });
     }
     Ok(())
+}
+
+/// A rejection before the message's own id is known (or valid).
+fn rejected(code: i64, message: impl Into<String>) -> Rejection {
+    Rejection {
+        id: Value::Null,
+        code,
+        message: message.into(),
+    }
+}
+
+/// The body as one JSON-RPC 2.0 message object.
+fn json_rpc_object(bytes: &[u8]) -> Result<serde_json::Map<String, Value>, Rejection> {
+    let value: Value = serde_json::from_slice(bytes).map_err(|e| {
+        rejected(
+            PARSE_ERROR,
+            format!("parse error: {e}; send one JSON-RPC message as UTF-8 JSON"),
+        )
+    })?;
+    let message = match value {
+        Value::Object(message) => message,
+        Value::Array(_) => {
+            return Err(rejected(
+                INVALID_REQUEST,
+                "JSON-RPC batches are not supported by MCP over HTTP: send one message per request",
+            ));
+        }
+        _ => {
+            return Err(rejected(
+                INVALID_REQUEST,
+                "a JSON-RPC message must be a JSON object",
+            ));
+        }
+    };
+    if message.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+        return Err(rejected(
+            INVALID_REQUEST,
+            "not a JSON-RPC 2.0 message: it needs \"jsonrpc\": \"2.0\"",
+        ));
+    }
+    Ok(message)
+}
+
+/// What is wrong with a `tools/call`'s params, if anything.
+fn tool_call_problem(params: Option<&Value>) -> Option<&'static str> {
+    match params {
+        Some(Value::Object(params)) => match (params.get("name"), params.get("arguments")) {
+            (Some(Value::String(_)), None | Some(Value::Null) | Some(Value::Object(_))) => None,
+            (Some(Value::String(_)), Some(_)) => {
+                Some("tools/call: params.arguments must be a JSON object of the tool's arguments")
+            }
+            _ => Some("tools/call: params.name must be the name of a tool (a string)"),
+        },
+        _ => Some("tools/call needs params: {\"name\": <tool>, \"arguments\": {…}}"),
+    }
 }
 
 #[cfg(test)]

@@ -45,15 +45,20 @@ use crate::{
     metrics::Metrics,
     model::{Channel, EventKind, JobId, Seq, wire::sse_frame},
     store::{ChannelSnapshot, LiveItem, LiveStream, Opened, Store, StoreError, StoredEvent},
+    wait::{Backoff, Pauses, sleep_until},
 };
 
 /// Sent first: how long a browser's EventSource waits before it reconnects.
 const RETRY_FRAME: &[u8] = b"retry: 2000\n\n";
 const KEEP_ALIVE_FRAME: &[u8] = b": keep-alive\n\n";
-/// First pause before reading history again after the store could not answer; it doubles up
-/// to the maximum.
-const CATCH_UP_RETRY_MIN: Duration = Duration::from_millis(200);
-const CATCH_UP_RETRY_MAX: Duration = Duration::from_secs(5);
+/// Pauses before reading history again after the store could not answer: short at first (a
+/// Redis failover takes a moment), at most 5 s (the reader waits no longer than that past the
+/// store's return). Jittered: all the readers of a job fail together and must not all come
+/// back in the same instant.
+const CATCH_UP: Backoff = Backoff {
+    first: Duration::from_millis(200),
+    cap: Duration::from_secs(5),
+};
 
 /// Open `channel` for a reader at `after` (its Last-Event-ID) and answer with the stream;
 /// `only`: the jobs of a correlation this caller may see, not all of them.
@@ -136,8 +141,10 @@ struct Tail {
     queue: VecDeque<Bytes>,
     /// The terminal event is queued (or the channel is gone): end after the queue.
     done: bool,
-    /// History could not be read for a catch-up: when to try again, and the pause before that.
-    retry: Option<(Instant, Duration)>,
+    /// History could not be read for a catch-up: when to try again.
+    retry_at: Option<Instant>,
+    /// The pauses between those tries (reset by a successful read).
+    retries: Pauses,
     keep_alive: Duration,
     /// When a keep-alive comment is due: `keep_alive` after the last frame. Sending a frame
     /// only moves this instant; the timer below is re-armed when it fires, so a busy stream
@@ -256,7 +263,8 @@ impl Tail {
             live,
             queue: VecDeque::from([Bytes::from_static(RETRY_FRAME)]),
             done: false,
-            retry: None,
+            retry_at: None,
+            retries: CATCH_UP.pauses(),
             keep_alive: state.keep_alive,
             idle_deadline: Instant::now() + state.keep_alive,
             idle: Box::pin(tokio::time::sleep(state.keep_alive)),
@@ -304,7 +312,7 @@ impl Tail {
             if self.done {
                 return None;
             }
-            let retry_at = self.retry.map(|(at, _)| at);
+            let retry_at = self.retry_at;
             // Biased: events already delivered (a job's terminal event, written before the
             // shutdown signal) go out before the stream closes for shutdown.
             let item = tokio::select! {
@@ -320,7 +328,7 @@ impl Tail {
                         self.idle.as_mut().reset(now + self.keep_alive);
                         // Idle: make sure no event went missing on its way here (see the
                         // module doc); while a retry is pending, that retry does it.
-                        if self.retry.is_none() {
+                        if self.retry_at.is_none() {
                             self.catch_up().await;
                         }
                         if self.queue.is_empty() && !self.done {
@@ -397,7 +405,7 @@ impl Tail {
     async fn catch_up(&mut self) {
         match self.store.replay(&self.channel, self.last).await {
             Ok(replay) if replay.covered => {
-                self.retry = None;
+                self.read_history();
                 for event in replay.events {
                     self.deliver(&event).await;
                 }
@@ -410,14 +418,16 @@ impl Tail {
     /// The store could not answer (Redis is reconnecting). The stream stays open, with its
     /// keep-alives, as through any outage: what the reader misses is in history, read later.
     fn retry_later(&mut self, error: &StoreError) {
-        let pause = match self.retry {
-            None => {
-                tracing::warn!(%error, "history unavailable for a reader that is behind; retrying");
-                CATCH_UP_RETRY_MIN
-            }
-            Some((_, pause)) => (pause * 2).min(CATCH_UP_RETRY_MAX),
-        };
-        self.retry = Some((Instant::now() + pause, pause));
+        if self.retry_at.is_none() {
+            tracing::warn!(%error, "history unavailable for a reader that is behind; retrying");
+        }
+        self.retry_at = Some(Instant::now() + self.retries.next_pause());
+    }
+
+    /// History answered: no retry pending, and the next outage starts from the first pause.
+    fn read_history(&mut self) {
+        self.retry_at = None;
+        self.retries.reset();
     }
 
     async fn reset(&mut self) {
@@ -430,7 +440,7 @@ impl Tail {
             }
             Err(error) => return self.retry_later(&error),
         };
-        self.retry = None;
+        self.read_history();
         let snapshot = self.visible(opened.snapshot);
         self.queue
             .push_back(snapshot_frame(EventKind::Reset, opened.head, &snapshot));
@@ -455,14 +465,6 @@ impl Tail {
         if let Some(event) = replay.events.last().filter(|e| e.is_terminal()) {
             self.queue.push_back(event.frame.clone());
         }
-    }
-}
-
-/// Sleep until `deadline`; a select branch guarded by `deadline.is_some()` never polls `None`.
-async fn sleep_until(deadline: Option<Instant>) {
-    match deadline {
-        Some(deadline) => tokio::time::sleep_until(deadline).await,
-        None => std::future::pending().await,
     }
 }
 

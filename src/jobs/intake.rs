@@ -3,11 +3,9 @@
 //! Called synchronously from the upstream connection's read path, so it only takes a short
 //! lock and wakes the job's runner, which does the (possibly slow) store writes.
 
-use std::{
-    collections::VecDeque,
-    sync::{Arc, Mutex},
-};
+use std::{collections::VecDeque, sync::Arc};
 
+use parking_lot::{Mutex, MutexGuard};
 use serde_json::Value;
 use tokio::sync::Notify;
 
@@ -48,8 +46,8 @@ impl Intake {
         })
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock()
     }
 
     fn dropped(&self, reason: &str) {

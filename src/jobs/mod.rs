@@ -10,16 +10,17 @@ mod runner;
 
 use std::{
     sync::{
-        Arc, Mutex,
-        atomic::{AtomicBool, AtomicUsize, Ordering},
+        Arc,
+        atomic::{AtomicBool, Ordering},
     },
     time::Duration,
 };
 
 use dashmap::DashMap;
 use futures::{StreamExt, future::BoxFuture};
+use parking_lot::Mutex;
 use rmcp::{ErrorData, model::CallToolResult};
-use tokio::sync::{Notify, mpsc, watch};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 pub use intake::{Intake, MAX_LOG_BYTES, MAX_MESSAGE_BYTES};
@@ -94,9 +95,9 @@ struct Inner {
     config: JobsConfig,
     replica: String,
     running: DashMap<JobId, Arc<Running>>,
-    /// Jobs counted against `max_jobs`: taken before a job is created, so two calls racing for
-    /// the last place cannot both get it.
-    live: AtomicUsize,
+    /// The places under `max_jobs`: one is taken before a job is created, so two calls racing
+    /// for the last place cannot both get it, and given back when the job is over.
+    places: Arc<Semaphore>,
     /// Set at shutdown: no new jobs.
     closed: AtomicBool,
     /// Woken whenever a job of this replica ends (shutdown waits for none to be left).
@@ -114,17 +115,13 @@ struct Running {
 
 impl Running {
     fn cancel(&self, reason: String) {
-        self.reason
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get_or_insert(reason);
+        self.reason.lock().get_or_insert(reason);
         self.cancel.cancel();
     }
 
     fn reason(&self) -> String {
         self.reason
             .lock()
-            .unwrap_or_else(|p| p.into_inner())
             .clone()
             .unwrap_or_else(|| "cancelled".into())
     }
@@ -140,13 +137,15 @@ impl Jobs {
         metrics: Arc<Metrics>,
         tasks: Tasks,
     ) -> Self {
+        // Past the semaphore's maximum (2^61) there is no practical difference: no limit.
+        let places = Arc::new(Semaphore::new(config.max_jobs.min(Semaphore::MAX_PERMITS)));
         let jobs = Self {
             inner: Arc::new(Inner {
                 store,
                 config,
                 replica,
                 running: DashMap::new(),
-                live: AtomicUsize::new(0),
+                places,
                 closed: AtomicBool::new(false),
                 ended: Notify::new(),
                 metrics,
@@ -163,6 +162,21 @@ impl Jobs {
 
     pub fn replica(&self) -> &str {
         &self.inner.replica
+    }
+
+    fn metrics(&self) -> &Arc<Metrics> {
+        &self.inner.metrics
+    }
+
+    fn pacing(&self) -> runner::Pacing {
+        runner::Pacing::from(&self.inner.config)
+    }
+
+    /// A job of this replica ended: forget it here, and wake a shutdown waiting for the last.
+    fn forget(&self, id: JobId) {
+        self.inner.metrics.jobs_running.dec();
+        self.inner.running.remove(&id);
+        self.inner.ended.notify_waiters();
     }
 
     /// Cancel requests arrive through the store (from this or any replica); the ones for jobs
@@ -187,12 +201,12 @@ impl Jobs {
         if self.is_closed() {
             return Err(JobsError::ShuttingDown);
         }
-        let max = self.inner.config.max_jobs;
-        if self.inner.live.fetch_add(1, Ordering::AcqRel) >= max {
-            self.inner.live.fetch_sub(1, Ordering::AcqRel);
-            return Err(JobsError::AtCapacity(max));
-        }
-        let place = Place(self.clone());
+        let place = self
+            .inner
+            .places
+            .clone()
+            .try_acquire_owned()
+            .map_err(|_| JobsError::AtCapacity(self.inner.config.max_jobs))?;
         let id = JobId::random();
         self.inner
             .store
@@ -316,19 +330,12 @@ impl Jobs {
     }
 }
 
-/// A job's place under `max_jobs`, given back when the job (or its failed creation) is over.
-struct Place(Jobs);
-
-impl Drop for Place {
-    fn drop(&mut self) {
-        self.0.inner.live.fetch_sub(1, Ordering::AcqRel);
-    }
-}
-
 /// A job that exists but whose work is not running yet.
 pub struct PendingJob {
     jobs: Jobs,
-    _place: Place,
+    /// The job's place under `max_jobs`, given back when the job (or its failed creation) is
+    /// over.
+    _place: OwnedSemaphorePermit,
     id: JobId,
     upstream: String,
     intake: Arc<Intake>,

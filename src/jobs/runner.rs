@@ -14,13 +14,36 @@ use tokio::{
 
 use super::{Finished, Intake, PendingJob, Running, Work, WorkOutcome, terminal_body};
 use crate::{
-    config::CallLimits,
+    config::{CallLimits, JobsConfig},
+    metrics::Metrics,
     model::{EventBody, FailureReason, Heartbeat, JobFailure, JobId, ProgressUpdate},
-    store::StoreError,
+    store::{Store, StoreError},
+    wait::sleep_until,
 };
+
+/// How a runner paces what it publishes (from `[jobs]`).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Pacing {
+    /// Progress closer together than this is coalesced (the newest held back, never lost).
+    pub coalesce: Duration,
+    /// A job that reports nothing for this long gets a heartbeat event (`None`: never).
+    pub heartbeat: Option<Duration>,
+}
+
+impl From<&JobsConfig> for Pacing {
+    fn from(config: &JobsConfig) -> Self {
+        Self {
+            coalesce: Duration::from_millis(config.min_progress_interval_ms),
+            heartbeat: (config.heartbeat_secs > 0)
+                .then(|| Duration::from_secs(config.heartbeat_secs)),
+        }
+    }
+}
 
 pub(super) struct Runner {
     pending: PendingJob,
+    store: Arc<dyn Store>,
+    metrics: Arc<Metrics>,
     limits: CallLimits,
     mirror: Option<mpsc::Sender<ProgressUpdate>>,
     done: watch::Sender<Option<Arc<Finished>>>,
@@ -45,12 +68,14 @@ impl Runner {
         mirror: Option<mpsc::Sender<ProgressUpdate>>,
         done: watch::Sender<Option<Arc<Finished>>>,
     ) -> Self {
-        let config = &pending.jobs.inner.config;
-        let coalesce = Duration::from_millis(config.min_progress_interval_ms);
-        let heartbeat =
-            (config.heartbeat_secs > 0).then(|| Duration::from_secs(config.heartbeat_secs));
+        let Pacing {
+            coalesce,
+            heartbeat,
+        } = pending.jobs.pacing();
         let now = Instant::now();
         Self {
+            store: pending.jobs.store().clone(),
+            metrics: pending.jobs.metrics().clone(),
             pending,
             limits,
             mirror,
@@ -144,14 +169,7 @@ impl Runner {
             elapsed_ms: millis(now - self.started),
             since_progress_ms: millis(now - self.last_report),
         };
-        if let Err(error) = self
-            .pending
-            .jobs
-            .inner
-            .store
-            .heartbeat(self.id(), beat)
-            .await
-        {
+        if let Err(error) = self.store.heartbeat(self.id(), beat).await {
             self.store_failed(&error);
         }
     }
@@ -179,10 +197,7 @@ impl Runner {
                         .is_some_and(|last| now < last + self.coalesce);
                     if too_soon {
                         if self.held.replace(update).is_some() {
-                            self.pending
-                                .jobs
-                                .inner
-                                .metrics
+                            self.metrics
                                 .progress_dropped
                                 .with_label_values(&["coalesced"])
                                 .inc();
@@ -215,9 +230,8 @@ impl Runner {
             // still goes to the job channel.
             self.mirror = None;
         }
-        let metrics = &self.pending.jobs.inner.metrics;
         if self.append(EventBody::Progress(update)).await {
-            metrics
+            self.metrics
                 .progress_events
                 .with_label_values(&[&self.pending.upstream])
                 .inc();
@@ -225,7 +239,7 @@ impl Runner {
     }
 
     async fn append(&self, body: EventBody) -> bool {
-        match self.pending.jobs.inner.store.append(self.id(), body).await {
+        match self.store.append(self.id(), body).await {
             Ok(seq) => seq.is_some(),
             Err(error) => {
                 self.store_failed(&error);
@@ -242,28 +256,16 @@ impl Runner {
     pub(super) async fn finish(self, finished: Finished) {
         let body = terminal_body(&finished);
         let status = body.kind().as_str();
-        if let Err(error) = self.pending.jobs.inner.store.append(self.id(), body).await {
+        if let Err(error) = self.store.append(self.id(), body).await {
             self.store_failed(&error);
         }
-        let inner = &self.pending.jobs.inner;
-        inner
-            .metrics
+        self.metrics
             .jobs_finished
             .with_label_values(&[&self.pending.upstream, status])
             .inc();
-        inner.metrics.jobs_running.dec();
-        inner.running.remove(&self.id());
-        inner.ended.notify_waiters();
+        self.pending.jobs.forget(self.id());
         tracing::debug!(job = %self.id(), status, "job ended");
         self.done.send_replace(Some(Arc::new(finished)));
-    }
-}
-
-/// Sleep until `deadline`; a select branch guarded by `deadline.is_some()` never polls `None`.
-async fn sleep_until(deadline: Option<Instant>) {
-    match deadline {
-        Some(deadline) => tokio::time::sleep_until(deadline).await,
-        None => std::future::pending().await,
     }
 }
 

@@ -11,7 +11,7 @@ use bytes::Bytes;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::{EventBody, FailureReason, Heartbeat, JobId, JobStatus, Seq};
+use super::{EventBody, FailureReason, Heartbeat, JobId, JobStatus, ProgressUpdate, Seq};
 
 /// `id: N\nevent: KIND\ndata: JSON\n\n`. Compact JSON never contains a raw newline, so one
 /// `data:` line is always enough.
@@ -29,27 +29,41 @@ pub fn sse_frame(seq: Seq, kind: &str, data: &[u8]) -> Bytes {
 
 /// The JSON `data` of a stored job event: `job_id`, `seq`, `ts` and the body's own fields.
 pub fn render_job_event(job_id: JobId, seq: Seq, ts: u64, body: &EventBody) -> Bytes {
-    #[derive(Serialize)]
-    struct Envelope<'a, B: Serialize> {
-        job_id: JobId,
-        seq: Seq,
-        ts: u64,
-        #[serde(flatten)]
-        body: &'a B,
-    }
-    #[derive(Serialize)]
-    struct Log<'a> {
+    Bytes::from(to_vec(&Envelope {
+        job_id,
+        seq,
+        ts,
+        body: BodyView::from(body),
+    }))
+}
+
+/// What every stored event's data starts with; the body's fields follow at the same level.
+#[derive(Serialize)]
+struct Envelope<'a> {
+    job_id: JobId,
+    seq: Seq,
+    ts: u64,
+    #[serde(flatten)]
+    body: BodyView<'a>,
+}
+
+/// An [`EventBody`] as the contract writes it. Untagged: the SSE `event:` line names the kind,
+/// and the terminal kinds carry `status` as a field of their own. Field order is the order on
+/// the wire (`every_event_shape_renders_the_same_bytes` pins the bytes).
+#[derive(Serialize)]
+#[serde(untagged)]
+enum BodyView<'a> {
+    Progress(&'a ProgressUpdate),
+    Log {
         level: &'a str,
         logger: &'a Option<String>,
         data: &'a Value,
-    }
-    #[derive(Serialize)]
-    struct Completed<'a> {
+    },
+    Completed {
         status: JobStatus,
         result: &'a Value,
-    }
-    #[derive(Serialize)]
-    struct Failed<'a> {
+    },
+    Failed {
         status: JobStatus,
         reason: &'a FailureReason,
         message: &'a str,
@@ -57,69 +71,47 @@ pub fn render_job_event(job_id: JobId, seq: Seq, ts: u64, body: &EventBody) -> B
         result: &'a Option<Value>,
         #[serde(skip_serializing_if = "Option::is_none")]
         rpc_error: &'a Option<Value>,
-    }
-    #[derive(Serialize)]
-    struct Cancelled<'a> {
+    },
+    Cancelled {
         status: JobStatus,
         reason: &'a str,
-    }
-    let bytes = match body {
-        EventBody::Progress(p) => to_vec(&Envelope {
-            job_id,
-            seq,
-            ts,
-            body: p,
-        }),
-        EventBody::Log {
-            level,
-            logger,
-            data,
-        } => to_vec(&Envelope {
-            job_id,
-            seq,
-            ts,
-            body: &Log {
+    },
+}
+
+impl<'a> From<&'a EventBody> for BodyView<'a> {
+    fn from(body: &'a EventBody) -> Self {
+        match body {
+            EventBody::Progress(update) => BodyView::Progress(update),
+            EventBody::Log {
+                level,
+                logger,
+                data,
+            } => BodyView::Log {
                 level,
                 logger,
                 data,
             },
-        }),
-        EventBody::Completed { result } => to_vec(&Envelope {
-            job_id,
-            seq,
-            ts,
-            body: &Completed {
+            EventBody::Completed { result } => BodyView::Completed {
                 status: JobStatus::Completed,
                 result,
             },
-        }),
-        EventBody::Failed {
-            failure,
-            result,
-            rpc_error,
-        } => to_vec(&Envelope {
-            job_id,
-            seq,
-            ts,
-            body: &Failed {
+            EventBody::Failed {
+                failure,
+                result,
+                rpc_error,
+            } => BodyView::Failed {
                 status: JobStatus::Failed,
                 reason: &failure.reason,
                 message: &failure.message,
                 result,
                 rpc_error,
             },
-        }),
-        EventBody::Cancelled { reason } => to_vec(&Envelope {
-            job_id,
-            seq,
-            ts,
-            body: &Cancelled {
+            EventBody::Cancelled { reason } => BodyView::Cancelled {
                 status: JobStatus::Cancelled,
                 reason,
             },
-        }),
-    };
-    Bytes::from(bytes)
+        }
+    }
 }
 
 /// The JSON `data` of a heartbeat.
@@ -153,7 +145,7 @@ pub(crate) fn to_vec<T: Serialize>(value: &T) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{JobFailure, ProgressUpdate};
+    use crate::model::JobFailure;
 
     #[test]
     fn progress_event_data_has_the_contract_fields() {
@@ -213,6 +205,78 @@ mod tests {
                 std::str::from_utf8(&render_job_event(id, 4, 99, &body)).unwrap(),
                 format!(r#"{{"job_id":"0123456789abcdef0123456789abcdef","seq":4,"ts":99,{tail}"#)
             );
+        }
+    }
+
+    /// Every event kind, in every shape its optional fields give it: the exact bytes the
+    /// contract's consumers have been reading (captured before the view type replaced the
+    /// per-kind structs). A change here is a change of the external contract.
+    fn every_event_shape() -> Vec<EventBody> {
+        use serde_json::json;
+        vec![
+            EventBody::Progress(ProgressUpdate {
+                progress: 3.0,
+                total: None,
+                message: None,
+            }),
+            EventBody::Progress(ProgressUpdate {
+                progress: 0.5,
+                total: Some(10.0),
+                message: Some("half \"a\" step\n".into()),
+            }),
+            EventBody::Log {
+                level: "warning".into(),
+                logger: None,
+                data: json!("disk almost full"),
+            },
+            EventBody::Log {
+                level: "info".into(),
+                logger: Some("db".into()),
+                data: json!({"rows": 3, "nested": [1, null]}),
+            },
+            EventBody::Completed {
+                result: json!({"content": [{"type": "text", "text": "done"}], "isError": false}),
+            },
+            EventBody::Failed {
+                failure: JobFailure::new(FailureReason::ToolError, "bad input"),
+                result: Some(json!({"content": [], "isError": true})),
+                rpc_error: None,
+            },
+            EventBody::Failed {
+                failure: JobFailure::new(FailureReason::UpstreamError, "upstream said no"),
+                result: None,
+                rpc_error: Some(json!({"code": -32602, "message": "no"})),
+            },
+            EventBody::Failed {
+                failure: JobFailure::new(FailureReason::UpstreamLost, "gone"),
+                result: None,
+                rpc_error: None,
+            },
+            EventBody::Cancelled {
+                reason: "cancelled by the client".into(),
+            },
+        ]
+    }
+
+    #[test]
+    fn every_event_shape_renders_the_same_bytes() {
+        let id: JobId = "0123456789abcdef0123456789abcdef".parse().unwrap();
+        let want = [
+            r#"{"job_id":"0123456789abcdef0123456789abcdef","seq":12,"ts":1700000000123,"progress":3.0,"total":null,"message":null}"#,
+            r#"{"job_id":"0123456789abcdef0123456789abcdef","seq":12,"ts":1700000000123,"progress":0.5,"total":10.0,"message":"half \"a\" step\n"}"#,
+            r#"{"job_id":"0123456789abcdef0123456789abcdef","seq":12,"ts":1700000000123,"level":"warning","logger":null,"data":"disk almost full"}"#,
+            r#"{"job_id":"0123456789abcdef0123456789abcdef","seq":12,"ts":1700000000123,"level":"info","logger":"db","data":{"nested":[1,null],"rows":3}}"#,
+            r#"{"job_id":"0123456789abcdef0123456789abcdef","seq":12,"ts":1700000000123,"status":"completed","result":{"content":[{"text":"done","type":"text"}],"isError":false}}"#,
+            r#"{"job_id":"0123456789abcdef0123456789abcdef","seq":12,"ts":1700000000123,"status":"failed","reason":"tool_error","message":"bad input","result":{"content":[],"isError":true}}"#,
+            r#"{"job_id":"0123456789abcdef0123456789abcdef","seq":12,"ts":1700000000123,"status":"failed","reason":"upstream_error","message":"upstream said no","rpc_error":{"code":-32602,"message":"no"}}"#,
+            r#"{"job_id":"0123456789abcdef0123456789abcdef","seq":12,"ts":1700000000123,"status":"failed","reason":"upstream_lost","message":"gone"}"#,
+            r#"{"job_id":"0123456789abcdef0123456789abcdef","seq":12,"ts":1700000000123,"status":"cancelled","reason":"cancelled by the client"}"#,
+        ];
+        let shapes = every_event_shape();
+        assert_eq!(shapes.len(), want.len());
+        for (body, want) in shapes.iter().zip(want) {
+            let data = render_job_event(id, 12, 1_700_000_000_123, body);
+            assert_eq!(std::str::from_utf8(&data).unwrap(), want);
         }
     }
 }

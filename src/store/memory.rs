@@ -1,6 +1,6 @@
 //! The embedded store: jobs, histories and live fan-out in this process's memory.
 //!
-//! Each channel (a job, or a correlation) is one [`Log`] behind a `std::sync::Mutex`. The lock
+//! Each channel (a job, or a correlation) is one [`Log`] behind a plain (`parking_lot`) mutex. The lock
 //! is held only for the few steps of an append or an open (assign the number, fold the
 //! snapshot, push to history, hand the event to the broadcast ring) and never across an
 //! `.await`, so a plain mutex is cheaper than an async one and keeps the steps atomic: a
@@ -12,15 +12,13 @@
 //! other readers: when it falls more than the ring's capacity behind, it is told it lagged and
 //! catches up from history (or gets a `reset` when history no longer reaches back).
 
-use std::{
-    collections::VecDeque,
-    sync::{Arc, Mutex, MutexGuard},
-};
+use std::{collections::VecDeque, sync::Arc};
 
 use async_trait::async_trait;
 use bytes::Bytes;
 use dashmap::DashMap;
 use futures::{StreamExt, stream::BoxStream};
+use parking_lot::{Mutex, MutexGuard};
 use tokio::sync::broadcast;
 use tokio_stream::wrappers::{BroadcastStream, errors::BroadcastStreamRecvError};
 
@@ -84,10 +82,10 @@ impl Log {
         })
     }
 
-    /// A panic while holding the lock cannot leave the state half-written in a way that
-    /// matters more than losing the job, so a poisoned lock is simply taken over.
+    /// The lock does not poison: a panic while holding it cannot leave the state half-written
+    /// in a way that matters more than losing the job, so the next caller simply takes it.
     fn lock(&self) -> MutexGuard<'_, LogState> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        self.state.lock()
     }
 }
 

@@ -28,12 +28,15 @@ pub use stored_event::StoredEvent;
 
 use crate::model::{Channel, EventBody, Heartbeat, JobId, JobSnapshot, NewJob, Seq};
 
+/// Why the store could not do what was asked. The message is whole (what happened and what
+/// to check); an engine's typed error behind it (the Redis link's state, the Redis error) is
+/// its `source()`, for logs now and for a client-facing message that hides internals later.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     #[error("a job with ID {0} already exists")]
     Duplicate(JobId),
     #[error("the job store is unavailable: {0}")]
-    Unavailable(String),
+    Unavailable(#[source] Box<dyn std::error::Error + Send + Sync>),
 }
 
 /// One item of a live subscription.

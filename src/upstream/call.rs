@@ -95,9 +95,9 @@ impl Upstream {
                 PeerRequestOptions::no_options(),
             )
             .await
-            .map_err(|e| UpstreamError::Send {
+            .map_err(|source| UpstreamError::Send {
                 name: self.name().to_string(),
-                reason: e.to_string(),
+                source,
             })?;
         Ok(UpstreamCall {
             upstream: self.name().to_string(),

@@ -8,17 +8,21 @@
 
 mod call;
 mod client;
+mod error;
 mod stdio;
 mod supervisor;
 mod tap;
 
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::Arc;
+
+use parking_lot::{Mutex, MutexGuard, RwLock};
 
 use rmcp::{RoleClient, model::Tool, service::Peer};
 use serde::Serialize;
 use tokio::sync::{Notify, watch};
 
 pub use call::{CallCanceller, CallOutcome, UpstreamCall};
+pub use error::{SessionError, Unreachable, UpstreamError};
 pub use tap::CallSink;
 
 use crate::{
@@ -27,14 +31,6 @@ use crate::{
     shutdown::Tasks,
 };
 use tap::CallRoutes;
-
-#[derive(Debug, thiserror::Error)]
-pub enum UpstreamError {
-    #[error("upstream {name} is not connected ({reason}); try again shortly")]
-    NotConnected { name: String, reason: String },
-    #[error("upstream {name} did not accept the call: {reason}")]
-    Send { name: String, reason: String },
-}
 
 /// All configured upstreams, in config order.
 #[derive(Clone)]
@@ -118,7 +114,7 @@ pub struct Upstream {
 struct Inner {
     config: UpstreamConfig,
     routes: Arc<CallRoutes>,
-    /// The current connection, if any. A std lock: read on every call, written on (re)connect,
+    /// The current connection, if any. A plain (`parking_lot`) lock: read on every call, written on (re)connect,
     /// never held across an `.await`.
     live: RwLock<Option<Live>>,
     details: Mutex<Details>,
@@ -142,7 +138,7 @@ struct Live {
 struct Details {
     tools: Arc<Vec<Tool>>,
     restarts: u64,
-    last_error: Option<String>,
+    last_error: Option<Arc<SessionError>>,
 }
 
 impl Upstream {
@@ -213,25 +209,21 @@ impl Upstream {
                 Vec::new()
             },
             restarts: details.restarts,
-            last_error: details.last_error.clone(),
+            last_error: details.last_error.as_ref().map(|e| e.to_string()),
             in_flight: self.inner.routes.in_flight(),
         }
     }
 
-    fn details(&self) -> std::sync::MutexGuard<'_, Details> {
-        self.inner.details.lock().unwrap_or_else(|p| p.into_inner())
+    fn details(&self) -> MutexGuard<'_, Details> {
+        self.inner.details.lock()
     }
 
     fn live(&self) -> Option<Live> {
-        self.inner
-            .live
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        self.inner.live.read().clone()
     }
 
     fn set_live(&self, live: Option<Live>) {
-        *self.inner.live.write().unwrap_or_else(|p| p.into_inner()) = live;
+        *self.inner.live.write() = live;
     }
 
     fn set_state(&self, state: UpstreamState) {
@@ -254,10 +246,10 @@ impl Upstream {
 
     fn not_connected(&self) -> UpstreamError {
         let reason = match (self.state(), self.details().last_error.clone()) {
-            (UpstreamState::Stopped, _) => "the bridge is shutting down".to_string(),
-            (_, Some(e)) => e,
-            (UpstreamState::Connecting, None) => "still connecting".to_string(),
-            _ => "connection lost".to_string(),
+            (UpstreamState::Stopped, _) => Unreachable::ShuttingDown,
+            (_, Some(e)) => Unreachable::Failed(e),
+            (UpstreamState::Connecting, None) => Unreachable::Connecting,
+            _ => Unreachable::Lost,
         };
         UpstreamError::NotConnected {
             name: self.name().to_string(),

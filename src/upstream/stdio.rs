@@ -30,10 +30,9 @@ pub(super) struct ChildProcess {
 /// Lines of the child's stderr longer than this are cut in the bridge's log.
 const MAX_STDERR_LINE: usize = 2000;
 
-/// Start the child. Two tasks on `tasks` follow it: one logs its stderr, one waits for its
-/// exit. Neither stops on the stage's token: they end when the child does, which the
-/// supervisor ensures at shutdown ([`stop`]), and the supervisor needs the exit status.
-pub(super) fn spawn(upstream: &UpstreamConfig, tasks: &Tasks) -> std::io::Result<ChildProcess> {
+/// The command for `upstream`, and the program it runs (for errors): piped stdio, the
+/// configured environment and directory, its own process group, and death with the bridge.
+fn command(upstream: &UpstreamConfig) -> std::io::Result<(Command, std::path::PathBuf)> {
     let configured = upstream.command.as_deref().unwrap_or_default();
     // The default config names this binary; run the very executable that is running now, so
     // `cargo run` needs nothing on PATH.
@@ -67,6 +66,14 @@ pub(super) fn spawn(upstream: &UpstreamConfig, tasks: &Tasks) -> std::io::Result
             });
         }
     }
+    Ok((command, program))
+}
+
+/// Start the child. Two tasks on `tasks` follow it: one logs its stderr, one waits for its
+/// exit. Neither stops on the stage's token: they end when the child does, which the
+/// supervisor ensures at shutdown ([`stop`]), and the supervisor needs the exit status.
+pub(super) fn spawn(upstream: &UpstreamConfig, tasks: &Tasks) -> std::io::Result<ChildProcess> {
+    let (mut command, program) = command(upstream)?;
     let mut child = command.spawn().map_err(|e| {
         std::io::Error::new(e.kind(), format!("cannot start {}: {e}", program.display()))
     })?;

@@ -14,12 +14,18 @@ use rmcp::{
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use super::{Live, Upstream, UpstreamState, client::UpstreamClient, stdio, tap::Tap};
-use crate::config::TransportKind;
+use super::{Live, SessionError, Upstream, UpstreamState, client::UpstreamClient, stdio, tap::Tap};
+use crate::{
+    config::TransportKind,
+    wait::{Backoff, sleep_until},
+};
 
-/// The first retry comes after this; each failure doubles it up to `BACKOFF_CAP`.
-const BACKOFF_BASE: Duration = Duration::from_millis(500);
-const BACKOFF_CAP: Duration = Duration::from_secs(30);
+/// Pauses between connection attempts: the first after half a second, doubling after each
+/// failure up to 30 s (an upstream that is down for long is still tried twice a minute).
+const RECONNECT: Backoff = Backoff {
+    first: Duration::from_millis(500),
+    cap: Duration::from_secs(30),
+};
 /// A connection that stayed up this long resets the backoff.
 const STABLE_AFTER: Duration = Duration::from_secs(60);
 /// Time allowed for the MCP handshake and for listing tools.
@@ -39,7 +45,7 @@ struct Session {
 
 impl Upstream {
     pub(super) async fn supervise(self, shutdown: CancellationToken) {
-        let mut failures: u32 = 0;
+        let mut pauses = RECONNECT.pauses();
         let mut first = true;
         loop {
             if shutdown.is_cancelled() {
@@ -66,87 +72,99 @@ impl Upstream {
                         break;
                     }
                     tracing::warn!(upstream = %self.name(), reason = %ended, "upstream connection ended; reconnecting");
-                    self.details().last_error = Some(ended);
+                    self.details().last_error = Some(Arc::new(SessionError::Ended(ended)));
                     if started.elapsed() >= STABLE_AFTER {
-                        failures = 0;
+                        pauses.reset();
                     }
                 }
                 Err(error) => {
                     tracing::warn!(upstream = %self.name(), %error, "upstream is down");
-                    self.details().last_error = Some(error);
+                    self.details().last_error = Some(Arc::new(error));
                 }
             }
             first = false;
             self.set_state(UpstreamState::Down);
-            let wait = backoff(failures);
-            failures = failures.saturating_add(1);
             tokio::select! {
-                _ = tokio::time::sleep(wait) => {}
+                _ = tokio::time::sleep(pauses.next_pause()) => {}
                 _ = shutdown.cancelled() => break,
             }
         }
         self.set_state(UpstreamState::Stopped);
     }
 
-    async fn connect(&self) -> Result<Session, String> {
-        let handler = UpstreamClient {
+    async fn connect(&self) -> Result<Session, SessionError> {
+        match self.inner.config.transport {
+            TransportKind::Stdio => self.connect_stdio().await,
+            TransportKind::Http => self.connect_http().await,
+        }
+    }
+
+    fn handler(&self) -> UpstreamClient {
+        UpstreamClient {
             tools_changed: self.inner.tools_changed.clone(),
-        };
+        }
+    }
+
+    /// Start the child and do the MCP handshake on its stdin/stdout; a child that fails the
+    /// handshake is stopped at once, and its exit status goes into the error.
+    async fn connect_stdio(&self) -> Result<Session, SessionError> {
+        let child =
+            stdio::spawn(&self.inner.config, &self.inner.tasks).map_err(SessionError::Spawn)?;
+        let transport = Tap::new(
+            AsyncRwTransport::new_client(child.stdout, child.stdin),
+            self.inner.routes.clone(),
+        );
+        let mut exited = child.exited;
+        match tokio::time::timeout(HANDSHAKE_TIMEOUT, self.handler().serve(transport)).await {
+            Ok(Ok(client)) => Ok(Session {
+                client,
+                child: Some((child.pid, exited)),
+            }),
+            failed => {
+                stdio::stop(child.pid, &mut exited, Duration::ZERO).await;
+                let status = exited.borrow().clone().unwrap_or_default();
+                Err(match failed {
+                    Ok(Err(e)) => SessionError::Initialize {
+                        status,
+                        source: Box::new(e),
+                    },
+                    _ => SessionError::InitializeTimeout(HANDSHAKE_TIMEOUT),
+                })
+            }
+        }
+    }
+
+    /// Connect to a Streamable HTTP upstream with its configured headers.
+    async fn connect_http(&self) -> Result<Session, SessionError> {
         let config = &self.inner.config;
-        let routes = self.inner.routes.clone();
-        let session = match config.transport {
-            TransportKind::Stdio => {
-                let child = stdio::spawn(config, &self.inner.tasks).map_err(|e| e.to_string())?;
-                let transport = Tap::new(
-                    AsyncRwTransport::new_client(child.stdout, child.stdin),
-                    routes,
-                );
-                let mut exited = child.exited;
-                match tokio::time::timeout(HANDSHAKE_TIMEOUT, handler.serve(transport)).await {
-                    Ok(Ok(client)) => Session {
-                        client,
-                        child: Some((child.pid, exited)),
-                    },
-                    failed => {
-                        stdio::stop(child.pid, &mut exited, Duration::ZERO).await;
-                        let status = exited.borrow().clone().unwrap_or_default();
-                        return Err(match failed {
-                            Ok(Err(e)) => format!("MCP initialize failed: {e} (process {status})"),
-                            _ => format!("MCP initialize timed out after {HANDSHAKE_TIMEOUT:?}"),
-                        });
-                    }
-                }
-            }
-            TransportKind::Http => {
-                let url = config.url.clone().unwrap_or_default();
-                let headers: HashMap<http::HeaderName, http::HeaderValue> = config
-                    .headers
-                    .iter()
-                    .filter_map(|(k, v)| Some((k.parse().ok()?, v.parse().ok()?)))
-                    .collect();
-                let transport_config = StreamableHttpClientTransportConfig::with_uri(url.clone())
-                    .custom_headers(headers)
-                    .reinit_on_expired_session(true)
-                    .max_concurrent_requests(HTTP_MAX_CONCURRENT);
-                let transport = Tap::new(
-                    StreamableHttpClientTransport::from_config(transport_config),
-                    routes,
-                );
-                match tokio::time::timeout(HANDSHAKE_TIMEOUT, handler.serve(transport)).await {
-                    Ok(Ok(client)) => Session {
-                        client,
-                        child: None,
-                    },
-                    Ok(Err(e)) => return Err(format!("cannot connect to {url}: {e}")),
-                    Err(_) => {
-                        return Err(format!(
-                            "connecting to {url} timed out after {HANDSHAKE_TIMEOUT:?}"
-                        ));
-                    }
-                }
-            }
-        };
-        Ok(session)
+        let url = config.url.clone().unwrap_or_default();
+        let headers: HashMap<http::HeaderName, http::HeaderValue> = config
+            .headers
+            .iter()
+            .filter_map(|(k, v)| Some((k.parse().ok()?, v.parse().ok()?)))
+            .collect();
+        let transport_config = StreamableHttpClientTransportConfig::with_uri(url.clone())
+            .custom_headers(headers)
+            .reinit_on_expired_session(true)
+            .max_concurrent_requests(HTTP_MAX_CONCURRENT);
+        let transport = Tap::new(
+            StreamableHttpClientTransport::from_config(transport_config),
+            self.inner.routes.clone(),
+        );
+        match tokio::time::timeout(HANDSHAKE_TIMEOUT, self.handler().serve(transport)).await {
+            Ok(Ok(client)) => Ok(Session {
+                client,
+                child: None,
+            }),
+            Ok(Err(e)) => Err(SessionError::Connect {
+                url,
+                source: Box::new(e),
+            }),
+            Err(_) => Err(SessionError::ConnectTimeout {
+                url,
+                timeout: HANDSHAKE_TIMEOUT,
+            }),
+        }
     }
 
     /// Serve one connected session until it ends or the bridge shuts down; returns why it
@@ -195,22 +213,7 @@ impl Upstream {
             }
         };
         self.set_live(None);
-        let reason = match child {
-            Some((pid, mut exited)) => {
-                let grace = if reason.is_some() {
-                    STDIO_GRACE
-                } else {
-                    Duration::from_secs(1)
-                };
-                stdio::stop(pid, &mut exited, grace).await;
-                let status = exited
-                    .borrow()
-                    .clone()
-                    .unwrap_or_else(|| "was killed".into());
-                reason.unwrap_or_else(|| format!("process {status}"))
-            }
-            None => reason.unwrap_or_else(|| "connection closed".to_string()),
-        };
+        let reason = stop_child(child, reason).await;
         let _ = closed_tx.send(Some(reason.clone()));
         reason
     }
@@ -231,6 +234,31 @@ impl Upstream {
     }
 }
 
+/// Stop a stdio child (if any) after its session ended, and say why the session ended:
+/// `reason` if the bridge ended it, otherwise how the child or connection went. A child that
+/// exited by itself gets a short grace; one the bridge stops gets [`STDIO_GRACE`].
+async fn stop_child(
+    child: Option<(u32, watch::Receiver<Option<String>>)>,
+    reason: Option<String>,
+) -> String {
+    match child {
+        Some((pid, mut exited)) => {
+            let grace = if reason.is_some() {
+                STDIO_GRACE
+            } else {
+                Duration::from_secs(1)
+            };
+            stdio::stop(pid, &mut exited, grace).await;
+            let status = exited
+                .borrow()
+                .clone()
+                .unwrap_or_else(|| "was killed".into());
+            reason.unwrap_or_else(|| format!("process {status}"))
+        }
+        None => reason.unwrap_or_else(|| "connection closed".to_string()),
+    }
+}
+
 /// How long a health-check ping may take before the upstream counts as gone.
 const PING_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -246,13 +274,6 @@ async fn ping(peer: &rmcp::Peer<RoleClient>) -> Result<(), String> {
     }
 }
 
-async fn sleep_until(deadline: Option<tokio::time::Instant>) {
-    match deadline {
-        Some(deadline) => tokio::time::sleep_until(deadline).await,
-        None => std::future::pending().await,
-    }
-}
-
 impl Upstream {
     fn health_check_interval(&self) -> Option<Duration> {
         let config = &self.inner.config;
@@ -260,28 +281,6 @@ impl Upstream {
             TransportKind::Http => (config.health_check_secs > 0)
                 .then(|| Duration::from_secs(config.health_check_secs)),
             TransportKind::Stdio => None,
-        }
-    }
-}
-
-/// Exponential backoff with ±50 % jitter, so replicas restarting together do not retry in
-/// lockstep.
-fn backoff(failures: u32) -> Duration {
-    let exp = BACKOFF_BASE.saturating_mul(1u32 << failures.min(16));
-    let capped = exp.min(BACKOFF_CAP);
-    capped.mul_f64(0.5 + fastrand::f64())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn backoff_grows_and_is_capped() {
-        for _ in 0..100 {
-            assert!(backoff(0) <= BACKOFF_BASE.mul_f64(1.5));
-            assert!(backoff(0) >= BACKOFF_BASE.mul_f64(0.5));
-            assert!(backoff(40) <= BACKOFF_CAP.mul_f64(1.5));
         }
     }
 }

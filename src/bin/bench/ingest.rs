@@ -28,6 +28,8 @@ struct Counters {
     dropped_otherwise: u64,
 }
 
+// Long, and left so for now: one scenario's steps in the order they run; split with
+// `fanout::measure` in the benchmark work.
 pub async fn run(ctx: &Ctx) -> Result<Vec<Row>, String> {
     let per_job: u64 = ctx.pick(50, 2_000);
     let rounds = ctx.pick(1, 3);

@@ -153,6 +153,8 @@ const SCENARIOS: [&str; 6] = [
     "fanout",
 ];
 
+// Long, and left so for now: the run's steps in order (arguments, prerequisites, each
+// scenario, the report); the benchmark work that splits `fanout::measure` takes this too.
 #[tokio::main]
 async fn main() -> ExitCode {
     let args = Args::parse();

@@ -4,12 +4,13 @@
 use std::{
     path::Path,
     sync::{
-        Arc, Mutex,
+        Arc,
         atomic::{AtomicU64, Ordering},
     },
     time::Duration,
 };
 
+use parking_lot::Mutex;
 use rmcp::{
     ClientHandler, RoleClient, ServiceExt,
     model::{CallToolRequestParams, CallToolResult, ProgressNotificationParam},
@@ -39,7 +40,7 @@ pub struct BenchClient {
 impl BenchClient {
     /// The latencies recorded since the last call (µs).
     pub fn take_samples(&self) -> Vec<u64> {
-        std::mem::take(&mut *self.samples.lock().unwrap_or_else(|p| p.into_inner()))
+        std::mem::take(&mut *self.samples.lock())
     }
 
     pub fn received(&self) -> u64 {
@@ -73,10 +74,7 @@ impl ClientHandler for BenchClient {
             .as_deref()
             .and_then(|m| sent_at_us(m.as_bytes()))
         {
-            self.samples
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .push(now.saturating_sub(sent));
+            self.samples.lock().push(now.saturating_sub(sent));
         }
         self.received.fetch_add(1, Ordering::Relaxed);
         self.changed.notify_waiters();

@@ -25,6 +25,8 @@ struct Target {
     failed: Option<String>,
 }
 
+// Long, and left so for now: one scenario's steps in the order they run; split with
+// `fanout::measure` in the benchmark work.
 pub async fn run(ctx: &Ctx) -> Result<Vec<Row>, String> {
     let bridge = proc::start_bridge(
         &ctx.bin,

@@ -105,20 +105,9 @@ pub fn cpu_us(pid: u32) -> u64 {
 /// Raise this process's open-file soft limit to its hard limit (children inherit it): the
 /// fan-out scenario holds 10,000 connections, on both sides.
 pub fn raise_fd_limit() -> u64 {
-    let mut limit = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit/setrlimit with a valid pointer to a local struct.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 && limit.rlim_cur < limit.rlim_max
-        {
-            limit.rlim_cur = limit.rlim_max;
-            libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
-        }
-        libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit);
-    }
-    limit.rlim_cur
+    rlimit::increase_nofile_limit(u64::MAX)
+        .or_else(|_| rlimit::Resource::NOFILE.get().map(|(soft, _)| soft))
+        .unwrap_or(0)
 }
 
 /// A helper process (a peer gateway) on a port, stopped on drop.

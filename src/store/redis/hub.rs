@@ -142,7 +142,7 @@ impl Hub {
             .get_or_try_init(|| async {
                 let (done, answer) = oneshot::channel();
                 let request = SubscribeRequest { channel, done };
-                let gone = || LinkError::Down("the bridge is shutting down".into());
+                let gone = || LinkError::down("the bridge is shutting down");
                 self.requests.send(request).await.map_err(|_| gone())?;
                 answer.await.map_err(|_| gone())?
             })
@@ -214,6 +214,8 @@ pub(super) struct HubTask {
 impl HubTask {
     /// `link` is the pub/sub connection; `cmd` the command connection, which readers need to
     /// catch up after a reconnect.
+    // One `select!` loop, kept whole: several arms end the task on `stop` from inside their
+    // own waits, which a helper would have to report back as a value to return on.
     pub(super) async fn run(
         mut self,
         hub: Arc<Hub>,
@@ -383,7 +385,10 @@ mod tests {
                 client.clone(),
                 "redis://test".into(),
                 Duration::from_secs(5),
-                Duration::from_millis(200),
+                crate::wait::Backoff {
+                    first: Duration::from_millis(100),
+                    cap: Duration::from_millis(200),
+                },
                 on_push,
             )
         };

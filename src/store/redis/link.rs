@@ -14,7 +14,7 @@
 
 use std::{
     sync::{
-        Arc, Mutex, RwLock, Weak,
+        Arc, Weak,
         atomic::{AtomicBool, AtomicU64, Ordering},
     },
     time::{Duration, Instant},
@@ -23,26 +23,37 @@ use std::{
 use ::redis::{
     AsyncConnectionConfig, Client, PushInfo, PushKind, RedisError, aio::MultiplexedConnection,
 };
+use parking_lot::{Mutex, RwLock};
 use tokio::sync::{Notify, watch};
 
-use crate::shutdown::Tasks;
+use crate::{shutdown::Tasks, wait::Backoff};
 
-/// First pause between reconnect attempts; it doubles up to the link's maximum.
-const BACKOFF_MIN: Duration = Duration::from_millis(100);
-
-/// Why a command did not get an answer.
-#[derive(Debug, Clone)]
+/// Why a command did not get an answer. The message is whole (it names Redis, the link, and
+/// what to check); the Redis error behind it, when there is one, is also its `source()`.
+#[derive(Debug, Clone, thiserror::Error)]
 pub(super) enum LinkError {
     /// Redis is unreachable (or did not answer in time): nothing is known to have happened.
-    Down(String),
+    #[error("{reason}")]
+    Down {
+        reason: String,
+        #[source]
+        cause: Option<RedisError>,
+    },
     /// Redis answered with an error.
-    Server(String),
+    #[error("Redis at {target} answered with an error: {cause}")]
+    Server {
+        target: String,
+        #[source]
+        cause: RedisError,
+    },
 }
 
-impl std::fmt::Display for LinkError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            LinkError::Down(m) | LinkError::Server(m) => f.write_str(m),
+impl LinkError {
+    /// Down, for a reason of the bridge's own (no Redis error behind it).
+    pub(super) fn down(reason: impl Into<String>) -> Self {
+        LinkError::Down {
+            reason: reason.into(),
+            cause: None,
         }
     }
 }
@@ -58,8 +69,9 @@ pub(super) struct Link {
     /// The URL without its password, for messages.
     target: String,
     timeout: Duration,
-    backoff_max: Duration,
-    /// The live connection and its generation. A `std` lock: held only to clone or swap the
+    /// Pauses between reconnect attempts.
+    reconnect: Backoff,
+    /// The live connection and its generation. A plain (`parking_lot`) lock: held only to clone or swap the
     /// handle, never across an `.await`.
     conn: RwLock<Option<(u64, MultiplexedConnection)>>,
     up: AtomicBool,
@@ -81,7 +93,7 @@ impl Link {
         client: Client,
         target: String,
         timeout: Duration,
-        backoff_max: Duration,
+        reconnect: Backoff,
         on_push: Option<PushHandler>,
     ) -> Arc<Self> {
         Arc::new(Self {
@@ -90,7 +102,7 @@ impl Link {
             client,
             target,
             timeout,
-            backoff_max,
+            reconnect,
             conn: RwLock::new(None),
             up: AtomicBool::new(false),
             generation: AtomicU64::new(0),
@@ -107,7 +119,7 @@ impl Link {
     }
 
     pub(super) fn up_for(&self) -> Option<Duration> {
-        let since = *self.up_since.lock().unwrap_or_else(|p| p.into_inner());
+        let since = *self.up_since.lock();
         since.filter(|_| self.is_up()).map(|s| s.elapsed())
     }
 
@@ -125,11 +137,7 @@ impl Link {
 
     /// Why the link is down, in words for `/readyz` and errors.
     pub(super) fn down_reason(&self) -> String {
-        let last = self
-            .last_error
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
+        let last = self.last_error.lock().clone();
         format!(
             "Redis at {} is unreachable ({} connection: {last}); the bridge keeps reconnecting, \
              check that Redis runs and store.redis_url is right",
@@ -137,16 +145,17 @@ impl Link {
         )
     }
 
+    /// The link is down: [`Link::down_reason`] as an error.
+    pub(super) fn down_error(&self) -> LinkError {
+        LinkError::down(self.down_reason())
+    }
+
     /// The connection, or at once the reason there is none.
     pub(super) fn get(&self) -> Result<(u64, MultiplexedConnection), LinkError> {
         if !self.is_up() {
-            return Err(LinkError::Down(self.down_reason()));
+            return Err(self.down_error());
         }
-        self.conn
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
-            .ok_or_else(|| LinkError::Down(self.down_reason()))
+        self.conn.read().clone().ok_or_else(|| self.down_error())
     }
 
     /// Run one request with the command timeout. A connection-level failure marks the link
@@ -161,23 +170,29 @@ impl Link {
             Ok(Ok(value)) => Ok(value),
             Ok(Err(error)) if is_connection_error(&error) => {
                 self.fail(generation, &error.to_string());
-                Err(LinkError::Down(self.down_reason()))
+                Err(LinkError::Down {
+                    reason: self.down_reason(),
+                    cause: Some(error),
+                })
             }
             // The connection is fine but Redis cannot serve yet (LOADING after a restart,
             // TRYAGAIN, MASTERDOWN): nothing happened, so callers treat it as an outage (an
             // owner holds the event and writes it later) instead of losing the write.
-            Ok(Err(error)) if is_transient(&error) => Err(LinkError::Down(format!(
-                "Redis at {} cannot serve yet ({error}); the bridge retries",
-                self.target
-            ))),
-            Ok(Err(error)) => Err(LinkError::Server(format!(
-                "Redis at {} answered with an error: {error}",
-                self.target
-            ))),
+            Ok(Err(error)) if is_transient(&error) => Err(LinkError::Down {
+                reason: format!(
+                    "Redis at {} cannot serve yet ({error}); the bridge retries",
+                    self.target
+                ),
+                cause: Some(error),
+            }),
+            Ok(Err(error)) => Err(LinkError::Server {
+                target: self.target.clone(),
+                cause: error,
+            }),
             Err(_) => {
                 let why = format!("no answer within {} ms", self.timeout.as_millis());
                 self.fail(generation, &why);
-                Err(LinkError::Down(self.down_reason()))
+                Err(self.down_error())
             }
         }
     }
@@ -187,11 +202,11 @@ impl Link {
         if self.generation.load(Ordering::Acquire) != generation {
             return;
         }
-        *self.last_error.lock().unwrap_or_else(|p| p.into_inner()) = why.to_string();
+        *self.last_error.lock() = why.to_string();
         if self.up.swap(false, Ordering::AcqRel) {
             tracing::warn!(link = self.role, target = %self.target, error = why, "lost the Redis connection; reconnecting");
-            *self.conn.write().unwrap_or_else(|p| p.into_inner()) = None;
-            *self.up_since.lock().unwrap_or_else(|p| p.into_inner()) = None;
+            *self.conn.write() = None;
+            *self.up_since.lock() = None;
         }
         self.broken.notify_one();
     }
@@ -206,7 +221,7 @@ impl Link {
 
     async fn keep_connected(self: &Arc<Self>, tasks: &Tasks) {
         let stop = tasks.stopping();
-        let mut delay = BACKOFF_MIN;
+        let mut pauses = self.reconnect.pauses();
         let mut reported = false;
         loop {
             if !self.is_up() {
@@ -216,20 +231,17 @@ impl Link {
                 };
                 match attempt {
                     Ok(()) => {
-                        delay = BACKOFF_MIN;
+                        pauses.reset();
                         reported = false;
                     }
                     Err(error) => {
-                        *self.last_error.lock().unwrap_or_else(|p| p.into_inner()) =
-                            error.to_string();
+                        *self.last_error.lock() = error.to_string();
                         if !reported {
                             tracing::warn!(link = self.role, target = %self.target, %error, "cannot connect to Redis; retrying with backoff");
                             reported = true;
                         }
-                        let pause = delay.mul_f64(0.5 + fastrand::f64() / 2.0);
-                        delay = (delay * 2).min(self.backoff_max);
                         tokio::select! {
-                            _ = tokio::time::sleep(pause) => continue,
+                            _ = tokio::time::sleep(pauses.next_pause()) => continue,
                             _ = stop.cancelled() => return,
                         }
                     }
@@ -246,11 +258,10 @@ impl Link {
     /// from now on, and once the last in-flight one returns its handle, the crate's task
     /// that drives the connection ends and closes the socket.
     fn close(&self) {
-        *self.last_error.lock().unwrap_or_else(|p| p.into_inner()) =
-            "the bridge is shutting down".into();
+        *self.last_error.lock() = "the bridge is shutting down".into();
         self.up.store(false, Ordering::Release);
-        *self.conn.write().unwrap_or_else(|p| p.into_inner()) = None;
-        *self.up_since.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        *self.conn.write() = None;
+        *self.up_since.lock() = None;
     }
 
     async fn connect(self: &Arc<Self>, tasks: &Tasks) -> Result<(), RedisError> {
@@ -285,8 +296,8 @@ impl Link {
             .exec_async(&mut conn)
             .await?;
         self.generation.store(generation, Ordering::Release);
-        *self.conn.write().unwrap_or_else(|p| p.into_inner()) = Some((generation, conn));
-        *self.up_since.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
+        *self.conn.write() = Some((generation, conn));
+        *self.up_since.lock() = Some(Instant::now());
         self.up.store(true, Ordering::Release);
         self.connected.send_modify(|n| *n += 1);
         tracing::info!(link = self.role, target = %self.target, name = %self.name, "connected to Redis");
@@ -322,6 +333,30 @@ mod tests {
             Ok(::redis::Value::ServerError(error)) => error.into(),
             other => panic!("not a server error: {other:?}"),
         }
+    }
+
+    /// A store error says everything in its message, and keeps the Redis error reachable as
+    /// a typed source (so a later client-facing message can hide it and logs still have it).
+    #[test]
+    fn a_redis_error_is_in_the_message_and_is_the_source() {
+        use std::error::Error as _;
+        let error: crate::store::StoreError = LinkError::Server {
+            target: "redis://cache:6379".into(),
+            cause: server_error("-WRONGTYPE Operation against a key holding the wrong kind\r\n"),
+        }
+        .into();
+        let text = error.to_string();
+        assert!(
+            text.starts_with(
+                "the job store is unavailable: Redis at redis://cache:6379 answered with an error: "
+            ) && text.contains("WRONGTYPE"),
+            "{text}"
+        );
+        let link = error.source().expect("the link error");
+        assert!(link.downcast_ref::<LinkError>().is_some());
+        let redis = link.source().expect("the Redis error");
+        assert!(redis.downcast_ref::<RedisError>().is_some());
+        assert!(LinkError::down("gone").source().is_none());
     }
 
     /// After a restart Redis accepts connections while it loads its data and answers

@@ -135,8 +135,8 @@ impl Inner {
                         );
                         break;
                     }
-                    Err(LinkError::Down(_)) => return,
-                    Err(LinkError::Server(error)) => {
+                    Err(LinkError::Down { .. }) => return,
+                    Err(error @ LinkError::Server { .. }) => {
                         // Not a connection problem: retrying would fail the same way.
                         tracing::error!(job = %job, %error, "a held event could not be written; dropping it");
                         owned.lock().held.pop_front();
@@ -221,35 +221,42 @@ impl Inner {
         }
     }
 
+    /// End `job` of the dead `replica` with `owner_lost`. `Some(true)`: ended now;
+    /// `Some(false)`: it was unknown or already ended; `None`: Redis failed (try again later).
+    async fn fail_orphan(&self, replica: &str, job: JobId) -> Option<bool> {
+        let body = EventBody::Failed {
+            failure: JobFailure {
+                reason: FailureReason::OwnerLost,
+                message: format!(
+                    "the bridge replica {replica} that ran this job stopped renewing \
+                     its lease (it crashed, or lost Redis); the upstream call is lost: \
+                     run the tool again"
+                ),
+            },
+            result: None,
+            rpc_error: None,
+        };
+        match self.append_foreign(job, body).await {
+            Ok(Some(seq)) => {
+                tracing::warn!(job = %job, %replica, seq, "job failed: its owner is gone");
+                Some(true)
+            }
+            Ok(None) => Some(false),
+            Err(error) => {
+                tracing::warn!(job = %job, %error, "could not end a dead replica's job");
+                None
+            }
+        }
+    }
+
     async fn end_jobs_of(&self, replica: &str, jobs: Vec<String>) {
         let running_key = self.keys.running(replica);
         for raw in &jobs {
             let failed = match raw.parse::<JobId>() {
-                Ok(job) => {
-                    let body = EventBody::Failed {
-                        failure: JobFailure {
-                            reason: FailureReason::OwnerLost,
-                            message: format!(
-                                "the bridge replica {replica} that ran this job stopped renewing \
-                                 its lease (it crashed, or lost Redis); the upstream call is lost: \
-                                 run the tool again"
-                            ),
-                        },
-                        result: None,
-                        rpc_error: None,
-                    };
-                    match self.append_foreign(job, body).await {
-                        Ok(Some(seq)) => {
-                            tracing::warn!(job = %job, %replica, seq, "job failed: its owner is gone");
-                            true
-                        }
-                        Ok(None) => false,
-                        Err(error) => {
-                            tracing::warn!(job = %job, %error, "could not end a dead replica's job");
-                            return;
-                        }
-                    }
-                }
+                Ok(job) => match self.fail_orphan(replica, job).await {
+                    Some(failed) => failed,
+                    None => return,
+                },
                 Err(_) => false,
             };
             if !failed {

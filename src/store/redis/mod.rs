@@ -51,6 +51,7 @@ use crate::model::{
     wire::{render_heartbeat, render_job_event},
 };
 use crate::shutdown::{Shutdown, Stage};
+use crate::wait::Backoff;
 
 /// Job IDs kept per correlation for its `status` snapshot (the newest ones).
 const MAX_CORRELATION_JOBS: usize = 1000;
@@ -100,8 +101,19 @@ enum Written {
 
 impl From<LinkError> for StoreError {
     fn from(e: LinkError) -> Self {
-        StoreError::Unavailable(e.to_string())
+        StoreError::Unavailable(Box::new(e))
     }
+}
+
+/// `store.redis_url` cannot be used (caught by config validation first; this is the engine's
+/// own word on it).
+#[derive(Debug, thiserror::Error)]
+#[error("store.redis_url {target:?}{what}: {cause}")]
+struct UnusableUrl {
+    target: String,
+    what: &'static str,
+    #[source]
+    cause: ::redis::RedisError,
 }
 
 impl RedisStore {
@@ -116,29 +128,22 @@ impl RedisStore {
         shutdown: &Shutdown,
     ) -> Result<Self, StoreError> {
         let target = redact_url(&options.url);
-        let info = options.url.as_str().into_connection_info().map_err(|e| {
-            StoreError::Unavailable(format!("store.redis_url {target:?} is not usable: {e}"))
-        })?;
-        // RESP3: pub/sub pushes on a connection that also answers commands (CLIENT SETNAME).
-        let settings = info
-            .redis_settings()
-            .clone()
-            .set_protocol(ProtocolVersion::RESP3);
-        let client = Client::open(info.set_redis_settings(settings))
-            .map_err(|e| StoreError::Unavailable(format!("store.redis_url {target:?}: {e}")))?;
+        let client = resp3_client(&options.url, &target)?;
         let keys = Keys::new(&options.key_prefix);
         let (hub, hub_task) = Hub::new(keys.control(&replica));
         // Reconnect at least every third of a lease, so a replica that lost Redis renews its
         // lease before the others may count it as dead.
-        let backoff_max =
-            (options.lease / 3).clamp(Duration::from_millis(200), Duration::from_secs(5));
+        let reconnect = Backoff {
+            first: Duration::from_millis(100),
+            cap: (options.lease / 3).clamp(Duration::from_millis(200), Duration::from_secs(5)),
+        };
         let cmd = Link::new(
             "cmd",
             keys.client_name(&replica, "cmd"),
             client.clone(),
             target.clone(),
             options.command_timeout,
-            backoff_max,
+            reconnect,
             None,
         );
         let dispatch = hub.clone();
@@ -148,7 +153,7 @@ impl RedisStore {
             client,
             target,
             options.command_timeout,
-            backoff_max,
+            reconnect,
             Some(Arc::new(move |push| dispatch.dispatch(push))),
         );
         let inner = Arc::new(Inner {
@@ -176,7 +181,47 @@ impl RedisStore {
     }
 }
 
+/// A client for `url` (shown as `target`, its password hidden) that speaks RESP3: pub/sub
+/// pushes on a connection that also answers commands (CLIENT SETNAME).
+fn resp3_client(url: &str, target: &str) -> Result<Client, StoreError> {
+    let unusable = |what, cause| {
+        StoreError::Unavailable(Box::new(UnusableUrl {
+            target: target.to_string(),
+            what,
+            cause,
+        }))
+    };
+    let info = url
+        .into_connection_info()
+        .map_err(|e| unusable(" is not usable", e))?;
+    let settings = info
+        .redis_settings()
+        .clone()
+        .set_protocol(ProtocolVersion::RESP3);
+    Client::open(info.set_redis_settings(settings)).map_err(|e| unusable("", e))
+}
+
 impl Inner {
+    /// A job's creation script may have run before Redis was lost with its answer. Hold a
+    /// failure for the job: written when Redis returns, it ends the job if it does exist.
+    fn hold_failed_start(&self, job: JobId, snapshot: JobSnapshot) {
+        let owned = Owned::new(snapshot);
+        {
+            let mut state = owned.lock();
+            let body = EventBody::Failed {
+                failure: JobFailure {
+                    reason: FailureReason::StoreUnavailable,
+                    message: "the bridge lost Redis while starting this job".into(),
+                },
+                result: None,
+                rpc_error: None,
+            };
+            let write = Inner::prepare(job, &mut state.snapshot, &body);
+            state.hold(write, self.outage_buffer);
+        }
+        self.owned.insert(job, owned);
+    }
+
     fn cancel_locally(&self, job_id: JobId, reason: &str) {
         let _ = self.hub.cancels().send(CancelRequest {
             job_id,
@@ -283,7 +328,7 @@ impl Inner {
                 self.cancel_locally(job, "the job was ended by another replica (owner lost)");
                 Ok(None)
             }
-            Err(LinkError::Down(reason)) => {
+            Err(LinkError::Down { reason, .. }) => {
                 tracing::debug!(job = %job, %reason, "Redis away: holding the event");
                 let seq = write.expect;
                 owned.lock().hold(write, self.outage_buffer);
@@ -502,7 +547,7 @@ impl Store for RedisStore {
         }
         let owned_here = job.owner == inner.replica;
         if !inner.cmd.is_up() {
-            return Err(StoreError::Unavailable(inner.cmd.down_reason()));
+            return Err(inner.cmd.down_error().into());
         }
         let created: Result<i64, LinkError> = inner
             .cmd
@@ -516,25 +561,9 @@ impl Store for RedisStore {
                 }
                 Ok(snapshot)
             }
-            Err(LinkError::Down(reason)) if owned_here => {
-                // The script may have run before the answer was lost. Hold a failure for
-                // the job: written when Redis returns, it ends the job if it does exist.
-                let owned = Owned::new(snapshot.clone());
-                {
-                    let mut state = owned.lock();
-                    let body = EventBody::Failed {
-                        failure: JobFailure {
-                            reason: FailureReason::StoreUnavailable,
-                            message: "the bridge lost Redis while starting this job".into(),
-                        },
-                        result: None,
-                        rpc_error: None,
-                    };
-                    let write = Inner::prepare(job.id, &mut state.snapshot, &body);
-                    state.hold(write, inner.outage_buffer);
-                }
-                inner.owned.insert(job.id, owned);
-                Err(StoreError::Unavailable(reason))
+            Err(error @ LinkError::Down { .. }) if owned_here => {
+                inner.hold_failed_start(job.id, snapshot);
+                Err(error.into())
             }
             Err(error) => Err(error.into()),
         }
@@ -674,7 +703,7 @@ impl Store for RedisStore {
         let inner = &self.inner;
         for link in [&inner.cmd, &inner.sub] {
             if !link.is_up() {
-                return Err(StoreError::Unavailable(link.down_reason()));
+                return Err(link.down_error().into());
             }
         }
         inner

@@ -13,10 +13,9 @@
 //! new ones queue behind them, so order never changes. If the job was ended elsewhere
 //! meanwhile (owner lost), the held events are discarded and the upstream call is cancelled.
 
-use std::{
-    collections::VecDeque,
-    sync::{Arc, Mutex, MutexGuard},
-};
+use std::{collections::VecDeque, sync::Arc};
+
+use parking_lot::{Mutex, MutexGuard};
 
 use super::codec::SplitData;
 use crate::model::{CorrelationId, EventKind, JobSnapshot, Seq};
@@ -64,9 +63,9 @@ impl Owned {
         })
     }
 
-    /// A `std` mutex: held for a fold or a queue operation, never across an `.await`.
+    /// A plain (`parking_lot`) mutex: held for a fold or a queue operation, never across an `.await`.
     pub(super) fn lock(&self) -> MutexGuard<'_, OwnedState> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        self.state.lock()
     }
 }
 

@@ -58,7 +58,7 @@ impl SessionStore for RedisSessions {
             // rmcp answers a store error with 500, which clients do not recover from; an
             // unknown session gets 404, and the client initializes again (here, where it works
             // without Redis). So while Redis is away, a session held elsewhere counts as unknown.
-            Err(LinkError::Down(reason)) => {
+            Err(LinkError::Down { reason, .. }) => {
                 tracing::debug!(%reason, "MCP session record unreadable: treating the session as unknown");
                 None
             }

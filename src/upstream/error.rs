@@ -1,0 +1,101 @@
+//! Why an upstream cannot take a call, or could not be reached. Each message is whole (it
+//! names the upstream and what to do); the typed error behind it (an I/O error starting a
+//! child, the MCP SDK's handshake or send error) is also its `source()`, so logs keep the
+//! detail when a client-facing message stops showing it.
+
+use std::{sync::Arc, time::Duration};
+
+use rmcp::service::{ClientInitializeError, ServiceError};
+
+#[derive(Debug, thiserror::Error)]
+pub enum UpstreamError {
+    #[error("upstream {name} is not connected ({reason}); try again shortly")]
+    NotConnected {
+        name: String,
+        #[source]
+        reason: Unreachable,
+    },
+    #[error("upstream {name} did not accept the call: {source}")]
+    Send {
+        name: String,
+        #[source]
+        source: ServiceError,
+    },
+}
+
+/// Why an upstream has no connection right now.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum Unreachable {
+    #[error("the bridge is shutting down")]
+    ShuttingDown,
+    #[error("still connecting")]
+    Connecting,
+    #[error("connection lost")]
+    Lost,
+    /// The last attempt failed, or the last session ended, for this reason.
+    #[error("{0}")]
+    Failed(#[source] Arc<SessionError>),
+}
+
+/// Why a session with an upstream could not be started, or why it ended.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    #[error("{0}")]
+    Spawn(#[source] std::io::Error),
+    #[error("MCP initialize failed: {source} (process {status})")]
+    Initialize {
+        status: String,
+        #[source]
+        source: Box<ClientInitializeError>,
+    },
+    #[error("MCP initialize timed out after {0:?}")]
+    InitializeTimeout(Duration),
+    #[error("cannot connect to {url}: {source}")]
+    Connect {
+        url: String,
+        #[source]
+        source: Box<ClientInitializeError>,
+    },
+    #[error("connecting to {url} timed out after {timeout:?}")]
+    ConnectTimeout { url: String, timeout: Duration },
+    /// A session that was up ended: the child exited, the connection closed, a health check
+    /// failed, or the bridge stopped it. The bridge's own account of it.
+    #[error("{0}")]
+    Ended(String),
+}
+
+#[cfg(test)]
+mod tests {
+    use std::error::Error as _;
+
+    use super::*;
+
+    #[test]
+    fn the_message_is_whole_and_the_cause_is_reachable() {
+        let spawn = std::io::Error::new(std::io::ErrorKind::NotFound, "no such file: mcp-x");
+        let error = UpstreamError::NotConnected {
+            name: "files".into(),
+            reason: Unreachable::Failed(Arc::new(SessionError::Spawn(spawn))),
+        };
+        assert_eq!(
+            error.to_string(),
+            "upstream files is not connected (no such file: mcp-x); try again shortly"
+        );
+        let io = error
+            .source()
+            .and_then(|unreachable| unreachable.source())
+            .and_then(|session| session.source())
+            .and_then(|io| io.downcast_ref::<std::io::Error>())
+            .expect("the I/O error is the source at the end of the chain");
+        assert_eq!(io.kind(), std::io::ErrorKind::NotFound);
+
+        let connecting = UpstreamError::NotConnected {
+            name: "files".into(),
+            reason: Unreachable::Connecting,
+        };
+        assert_eq!(
+            connecting.to_string(),
+            "upstream files is not connected (still connecting); try again shortly"
+        );
+    }
+}
