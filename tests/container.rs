@@ -8,6 +8,7 @@
 //! Without `BRIDGE_TEST_IMAGE` every test is skipped with the reason printed (a failure under
 //! `BRIDGE_TEST_STRICT=1`, as in `.ci/run`). podman must be configured as `.ci/image` leaves it.
 
+#[allow(dead_code)]
 mod common;
 
 use std::{
@@ -126,7 +127,7 @@ impl Container {
     async fn ready(&self) {
         let url = format!("{}/readyz", self.base);
         let ready = async {
-            while try_get_json(&url).await.map(|r| r.0) != Some(200) {
+            while status_of(&url).await != Some(200) {
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
         };
@@ -328,13 +329,13 @@ async fn runs_read_only_as_non_root_and_serves_a_tool_call_through_the_published
     )
     .await;
     assert_eq!(first_text(&echoed), "from the container");
-    let handle = start_job(
+    let handle = running_job(
         &client,
         "demo__slow_count",
         json!({ "to": 3, "delay_ms": 100 }),
     )
     .await;
-    let events_url = handle["events_url"].as_str().expect("events_url");
+    let events_url = handle.events_url.as_str();
     assert!(
         events_url.starts_with(&format!("{}/jobs/", container.base)),
         "job URLs name the published address (BRIDGE_PUBLIC_URL): {events_url}"
@@ -413,16 +414,11 @@ async fn config_comes_from_a_mounted_file_and_from_the_environment() {
         tools.iter().any(|t| t.name == "tools__slow_count"),
         "the upstream named in the mounted file"
     );
-    let handle = start_job(&client, "tools__echo", json!({ "text": "hi" })).await;
-    let id = handle["job_id"].as_str().expect("job_id");
+    let handle = running_job(&client, "tools__echo", json!({ "text": "hi" })).await;
+    let id = handle.job_id.as_str();
     // From the environment: the public URL, and the job secret (`env:` in the file), with
     // which anyone holding it can mint a job's URL.
-    assert!(
-        handle["events_url"]
-            .as_str()
-            .unwrap()
-            .starts_with(&container.base)
-    );
+    assert!(handle.events_url.starts_with(&container.base));
     let minted = JobTokens::new(JOB_SECRET.as_bytes()).job(id.parse().expect("a job ID"));
     let events = read_job_events(&format!(
         "{}/jobs/{id}/events?token={minted}",
@@ -521,15 +517,15 @@ async fn sigterm_through_tini_drains_running_jobs_within_the_grace_period() {
     let client = container.mcp_client().await;
 
     // One job that finishes within the grace period, one that never finishes by itself.
-    let finishing = start_job(
+    let finishing = running_job(
         &client,
         "tools__slow_count",
         json!({ "to": 4, "delay_ms": 300 }),
     )
     .await;
-    let hanging = start_job(&client, "tools__hang", json!({})).await;
-    let read = |handle: &serde_json::Value| {
-        let url = handle["events_url"].as_str().unwrap().to_string();
+    let hanging = running_job(&client, "tools__hang", json!({})).await;
+    let read = |handle: &JobHandle| {
+        let url = handle.events_url.clone();
         tokio::spawn(async move {
             let mut arrived = None;
             let events = read_sse(&url, None, |e| {
@@ -568,14 +564,9 @@ async fn sigterm_through_tini_drains_running_jobs_within_the_grace_period() {
     assert!(kill.status.success(), "podman kill");
 
     // While draining: not ready (a load balancer stops sending), new calls refused clearly.
-    within("/readyz turns 503", async {
-        while try_get_json(&format!("{}/readyz", container.base))
-            .await
-            .map(|r| r.0)
-            != Some(503)
-        {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+    let readyz = format!("{}/readyz", container.base);
+    eventually("/readyz turns 503", || async {
+        status_of(&readyz).await == Some(503)
     })
     .await;
     let refused = call(&client, "tools__echo", json!({ "text": "late" })).await;

@@ -12,6 +12,7 @@
 //! Without nginx, Caddy or curl (`apt-get install nginx caddy curl`) the tests are skipped, or
 //! fail under `BRIDGE_TEST_STRICT=1`.
 
+#[allow(dead_code)]
 mod common;
 
 use std::{
@@ -176,13 +177,13 @@ const DELAY_MS: u64 = 400;
 /// would see it.
 async fn measure_arrivals(mcp_url: &str) -> Arrivals {
     let client = connect_url(mcp_url).await;
-    let handle = start_job(
+    let handle = running_job(
         &client,
         "demo__slow_count",
         json!({ "to": STEPS, "delay_ms": DELAY_MS }),
     )
     .await;
-    let url = handle["events_url"].as_str().expect("events_url");
+    let url = handle.events_url.as_str();
     let mut curl = tokio::process::Command::new("curl")
         .args([
             "--silent",
@@ -319,13 +320,13 @@ async fn last_event_id_reconnects_through_nginx_replay_exactly_what_was_missed()
     let bridge = bridge_for_proxy_port(port).await;
     let _nginx = Nginx::start(port, &authority(&bridge), &shipped_config()).await;
     let client = connect_url(&format!("http://localhost:{port}/mcp")).await;
-    let handle = start_job(
+    let handle = running_job(
         &client,
         "demo__slow_count",
         json!({ "to": 6, "delay_ms": 150 }),
     )
     .await;
-    let url = handle["events_url"].as_str().unwrap().to_string();
+    let url = handle.events_url.clone();
     assert!(url.starts_with(&format!("http://localhost:{port}/jobs/")));
 
     // Read until the second progress event, then drop the connection.

@@ -13,6 +13,11 @@ pub async fn get_json(url: &str) -> (u16, Value) {
     (status, body)
 }
 
+/// The status of a GET, or `None` while nothing answers (a server still starting, or gone).
+pub async fn status_of(url: &str) -> Option<u16> {
+    reqwest::get(url).await.ok().map(|r| r.status().as_u16())
+}
+
 /// POST to a URL (no body) and return the status and JSON body.
 pub async fn post_json(url: &str) -> (u16, Value) {
     let response = within("POST", reqwest::Client::new().post(url).send())
