@@ -123,7 +123,12 @@ async fn a_valid_token_lists_and_calls_tools_and_the_metadata_says_where_to_get_
     let client = connect_with_token(&bridge, &token).await;
     let tools = client.list_all_tools().await.unwrap();
     let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
-    for name in ["demo__echo", "demo__slow_count", "get_job_status", "cancel_job"] {
+    for name in [
+        "demo__echo",
+        "demo__slow_count",
+        "get_job_status",
+        "cancel_job",
+    ] {
         assert!(names.contains(&name), "{name} in {names:?}");
     }
     let echoed = call(&client, "demo__echo", json!({"text": "hi"})).await;
@@ -132,10 +137,7 @@ async fn a_valid_token_lists_and_calls_tools_and_the_metadata_says_where_to_get_
     // No token: a challenge without an error, naming the metadata (RFC 6750, RFC 9728).
     let (status, challenge, _) = initialize(&bridge, None).await;
     assert_eq!(status, 401);
-    let metadata_url = format!(
-        "{}/.well-known/oauth-protected-resource/mcp",
-        bridge.base
-    );
+    let metadata_url = format!("{}/.well-known/oauth-protected-resource/mcp", bridge.base);
     assert_eq!(
         challenge,
         format!("Bearer realm=\"mcp-progress-bridge\", resource_metadata=\"{metadata_url}\"")
@@ -236,8 +238,11 @@ async fn every_kind_of_bad_token_is_refused_with_its_reason() {
         ),
         (
             "wrong_issuer",
-            idp.sign(claims(json!({"iss": "https://not-configured.example"})), json!({}))
-                .await,
+            idp.sign(
+                claims(json!({"iss": "https://not-configured.example"})),
+                json!({}),
+            )
+            .await,
         ),
         ("bad_signature", flipped),
         (
@@ -245,11 +250,18 @@ async fn every_kind_of_bad_token_is_refused_with_its_reason() {
             idp.sign(claims(json!({})), json!({"kid": "no-such-key"}))
                 .await,
         ),
-        ("missing_claim", idp.sign(claims(json!({"exp": null})), json!({})).await),
+        (
+            "missing_claim",
+            idp.sign(claims(json!({"exp": null})), json!({})).await,
+        ),
         ("malformed", "not.a.jwt".into()),
         (
             "algorithm",
-            compact(&json!({"alg": "none", "typ": "JWT"}), &claims(json!({})), b""),
+            compact(
+                &json!({"alg": "none", "typ": "JWT"}),
+                &claims(json!({})),
+                b"",
+            ),
         ),
         ("algorithm", confused),
         ("too_large", format!("{}.{}.x", "a".repeat(20_000), "b")),
@@ -296,12 +308,23 @@ async fn a_rotated_key_is_picked_up_and_unknown_keys_do_not_flood_the_issuer() {
 
     let kid = idp.rotate().await;
     let new = idp.token("team-a", &eager.mcp_url()).await;
-    let header: Value =
-        serde_json::from_slice(&URL_SAFE_NO_PAD.decode(new.split('.').next().unwrap()).unwrap())
-            .unwrap();
-    assert_eq!(header["kid"], kid.as_str(), "the provider signs with the new key");
+    let header: Value = serde_json::from_slice(
+        &URL_SAFE_NO_PAD
+            .decode(new.split('.').next().unwrap())
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        header["kid"],
+        kid.as_str(),
+        "the provider signs with the new key"
+    );
     assert_eq!(initialize(&eager, Some(&new)).await.0, 200, "the new key");
-    assert_eq!(initialize(&eager, Some(&old)).await.0, 200, "the old key is still published");
+    assert_eq!(
+        initialize(&eager, Some(&old)).await.0,
+        200,
+        "the old key is still published"
+    );
 
     // A flood of tokens with made-up key IDs: refused, and the issuer asked at most once.
     let fetched = idp.jwks_requests().await;
@@ -314,7 +337,10 @@ async fn a_rotated_key_is_picked_up_and_unknown_keys_do_not_flood_the_issuer() {
             .sign(claims, json!({"kid": format!("made-up-{i}")}))
             .await;
         let (status, _, body) = initialize(&guarded, Some(&token)).await;
-        assert_eq!((status, &body["error"]["reason"]), (401, &json!("unknown_kid")));
+        assert_eq!(
+            (status, &body["error"]["reason"]),
+            (401, &json!("unknown_kid"))
+        );
     }
     let flood = idp.jwks_requests().await - fetched;
     assert!(flood <= 1, "{flood} key fetches for 20 unknown key IDs");
@@ -339,16 +365,19 @@ async fn cached_keys_go_on_verifying_while_the_issuer_is_down() {
     let token = idp.token("team-a", &bridge.mcp_url()).await;
     assert_eq!(initialize(&bridge, Some(&token)).await.0, 200);
     idp.stop().await;
-    eventually("a key fetch has failed, every request meanwhile verified", || {
-        let bridge = &bridge;
-        let token = token.clone();
-        async move {
-            let (status, _, body) = initialize(bridge, Some(&token)).await;
-            assert_eq!(status, 200, "verified from the cache: {body}");
-            let text = metrics(bridge).await;
-            sample(&text, "bridge_jwks_fetches_total{outcome=\"error\"}") >= 1
-        }
-    })
+    eventually(
+        "a key fetch has failed, every request meanwhile verified",
+        || {
+            let bridge = &bridge;
+            let token = token.clone();
+            async move {
+                let (status, _, body) = initialize(bridge, Some(&token)).await;
+                assert_eq!(status, 200, "verified from the cache: {body}");
+                let text = metrics(bridge).await;
+                sample(&text, "bridge_jwks_fetches_total{outcome=\"error\"}") >= 1
+            }
+        },
+    )
     .await;
     let client = connect_with_token(&bridge, &token).await;
     assert_eq!(
@@ -388,7 +417,10 @@ async fn a_caller_sees_only_its_own_jobs_by_every_entry_point_and_an_admin_sees_
     // MCP job tools: B gets for A's job exactly what an unknown job gets.
     for (tool, args) in [
         ("get_job_status", json!({"job_id": id_a})),
-        ("wait_for_job", json!({"job_id": id_a, "timeout_seconds": 0})),
+        (
+            "wait_for_job",
+            json!({"job_id": id_a, "timeout_seconds": 0}),
+        ),
         ("cancel_job", json!({"job_id": id_a})),
     ] {
         let mut unknown_args = args.clone();
@@ -404,7 +436,10 @@ async fn a_caller_sees_only_its_own_jobs_by_every_entry_point_and_an_admin_sees_
     }
     let status = call_json(&a, "get_job_status", json!({"job_id": id_a})).await;
     assert_eq!(status["status"], "running", "B's cancel_job did nothing");
-    assert!(status.get("principal").is_none(), "no principal in the snapshot: {status}");
+    assert!(
+        status.get("principal").is_none(),
+        "no principal in the snapshot: {status}"
+    );
 
     // Job URLs with a bearer token: B gets 404 with the unknown job's body; A and the admin
     // get the job; the capability URL works for anyone who has it.
@@ -439,7 +474,10 @@ async fn a_caller_sees_only_its_own_jobs_by_every_entry_point_and_an_admin_sees_
         .unwrap();
     assert_eq!(cancel.status(), 404);
     assert_eq!(get(format!("/jobs/{id_a}"), token_a.clone()).await.0, 200);
-    assert_eq!(get(format!("/jobs/{id_a}"), token_admin.clone()).await.0, 200);
+    assert_eq!(
+        get(format!("/jobs/{id_a}"), token_admin.clone()).await.0,
+        200
+    );
     let (status, snapshot) = get_json(&job_a.status_url).await;
     assert_eq!((status, &snapshot["status"]), (200, &json!("running")));
 
@@ -485,7 +523,11 @@ async fn a_caller_sees_only_its_own_jobs_by_every_entry_point_and_an_admin_sees_
     let mut both = vec![id_a.to_string(), id_b.to_string()];
     both.sort();
     assert_eq!(jobs_in(&follow(None, 2).await), both, "the capability URL");
-    assert_eq!(jobs_in(&follow(Some(token_admin.clone()), 2).await), both, "the admin");
+    assert_eq!(
+        jobs_in(&follow(Some(token_admin.clone()), 2).await),
+        both,
+        "the admin"
+    );
 
     // The admin sees and cancels A's job.
     let seen = call_json(&admin, "get_job_status", json!({"job_id": id_a})).await;
@@ -529,8 +571,14 @@ async fn a_policy_hides_a_tool_from_one_caller_and_not_another() {
     let of_research = names(research.list_all_tools().await.unwrap());
     assert!(!of_team.contains(&"demo__echo".to_string()), "{of_team:?}");
     assert!(of_team.contains(&"demo__slow_count".to_string()));
-    assert!(!of_team.contains(&"demo__fail_after".to_string()), "no policy grants it");
-    assert!(of_research.contains(&"demo__echo".to_string()), "{of_research:?}");
+    assert!(
+        !of_team.contains(&"demo__fail_after".to_string()),
+        "no policy grants it"
+    );
+    assert!(
+        of_research.contains(&"demo__echo".to_string()),
+        "{of_research:?}"
+    );
     for job_tool in ["get_job_status", "wait_for_job", "cancel_job"] {
         assert!(of_team.contains(&job_tool.to_string()), "{job_tool}");
     }

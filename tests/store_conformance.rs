@@ -16,9 +16,7 @@ use std::sync::Arc;
 use common::*;
 use futures::StreamExt;
 use mcp_progress_bridge::{
-    model::{
-        Channel, EventBody, EventKind, JobId, JobStatus, NewJob, Principal, ProgressUpdate,
-    },
+    model::{Channel, EventBody, EventKind, JobId, JobStatus, NewJob, Principal, ProgressUpdate},
     store::{CancelAck, ChannelSnapshot, LiveItem, MemoryStore, Store, StoreError},
 };
 
@@ -377,12 +375,17 @@ async fn the_principal_is_kept_with_the_job_but_never_shown(backend: Backend) {
         .find(|e| e.kind == EventKind::JobStarted)
         .expect("job_started in the correlation's history");
     let text = String::from_utf8_lossy(&started.data);
-    assert!(!text.contains("user-0042"), "job_started shows the principal: {text}");
+    assert!(
+        !text.contains("user-0042"),
+        "job_started shows the principal: {text}"
+    );
     match r.b.request_cancel(job, "test".into()).await.unwrap() {
         CancelAck::Requested(s) => assert_eq!(s.principal.as_ref(), Some(&principal)),
         other => panic!("cancel answered {other:?}"),
     }
-    let finished = r.a.append(job, EventBody::Cancelled { reason: "x".into() }).await;
+    let finished =
+        r.a.append(job, EventBody::Cancelled { reason: "x".into() })
+            .await;
     assert!(finished.unwrap().is_some());
     let snapshot = r.b.snapshot(job).await.unwrap().expect("the job");
     assert_eq!(snapshot.status, JobStatus::Cancelled);

@@ -95,8 +95,14 @@ mod tests {
             &rules,
         );
         let who = |token: &str| t.find(token).map(|i| i.principal.to_string());
-        assert_eq!(who("first-token-0123456789").as_deref(), Some("token:first"));
-        assert_eq!(who("second-token-0123456789").as_deref(), Some("token:second"));
+        assert_eq!(
+            who("first-token-0123456789").as_deref(),
+            Some("token:first")
+        );
+        assert_eq!(
+            who("second-token-0123456789").as_deref(),
+            Some("token:second")
+        );
         assert_eq!(who("first-token-012345678"), None);
         assert_eq!(bearer_token(b"bearer  second-token "), Some("second-token"));
         for bad in [&b"Basic x"[..], b"x", b"Bearer ", b"\xff\xfe"] {

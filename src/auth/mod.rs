@@ -44,9 +44,8 @@ impl Authenticator {
         let rules = AccessRules::new(auth)?;
         let tokens = StaticTokens::new(&auth.mcp_tokens, &rules);
         let jwt = JwtVerifier::new(&auth.issuers, &auth.jwt, metrics.jwks_fetches.clone());
-        let open = (tokens.is_empty() && jwt.is_none()).then(|| {
-            Arc::new(rules.identity(Principal::anonymous(), &Claims::default()))
-        });
+        let open = (tokens.is_empty() && jwt.is_none())
+            .then(|| Arc::new(rules.identity(Principal::anonymous(), &Claims::default())));
         Ok(Self {
             rules,
             tokens,

@@ -38,7 +38,9 @@ impl AccessRules {
             for pattern in &policy.tools {
                 set.add(tool_glob(pattern).map_err(|source| PolicyError { index, source })?);
             }
-            let tools = set.build().map_err(|source| PolicyError { index, source })?;
+            let tools = set
+                .build()
+                .map_err(|source| PolicyError { index, source })?;
             policies.push(Policy {
                 everyone: policy.everyone,
                 callers: policy.callers(),
@@ -154,7 +156,10 @@ mod tests {
         let admin = rules.identity(Principal::jwt("i", "u3"), &jwt(&["Bridge.Admin"]));
         assert!(admin.admin && !admin.may_use_tool("demo__x"));
         let open = AccessRules::new(&AuthConfig::default()).unwrap();
-        assert!(open.identity(Principal::anonymous(), &Claims::default()).may_use_tool("x__y"));
+        assert!(
+            open.identity(Principal::anonymous(), &Claims::default())
+                .may_use_tool("x__y")
+        );
     }
 
     #[test]

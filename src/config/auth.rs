@@ -70,7 +70,9 @@ impl<'de> Deserialize<'de> for McpToken {
         impl<'de> serde::de::Visitor<'de> for Entry {
             type Value = McpToken;
             fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a token (\"env:NAME\", \"file:/path\" or a literal) or { name, token }")
+                f.write_str(
+                    "a token (\"env:NAME\", \"file:/path\" or a literal) or { name, token }",
+                )
             }
             fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<McpToken, E> {
                 Ok(Secret::from(v.to_string()).into())

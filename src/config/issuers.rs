@@ -192,8 +192,18 @@ pub(super) fn validate(
             1024,
             16 * 1024 * 1024,
         ),
-        ("auth.jwt.jwks_max_keys", limits.jwks_max_keys as u64, 1, 10_000),
-        ("auth.jwt.jwks_timeout_ms", limits.jwks_timeout_ms, 100, 120_000),
+        (
+            "auth.jwt.jwks_max_keys",
+            limits.jwks_max_keys as u64,
+            1,
+            10_000,
+        ),
+        (
+            "auth.jwt.jwks_timeout_ms",
+            limits.jwks_timeout_ms,
+            100,
+            120_000,
+        ),
         (
             "auth.jwt.jwks_refresh_min_secs",
             limits.jwks_refresh_min_secs,

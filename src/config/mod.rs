@@ -19,8 +19,8 @@ use std::{
 
 use serde::Deserialize;
 
-pub use advice::public_url_mismatch;
 pub use access::{Callers, PolicyConfig, tool_glob};
+pub use advice::public_url_mismatch;
 pub use auth::{AuthConfig, McpToken, Secret, without_secret_env};
 pub use issuers::{IssuerConfig, JWT_ALGORITHMS, JwtLimits};
 pub use limits::LimitsConfig;

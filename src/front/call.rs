@@ -14,10 +14,7 @@ use rmcp::{
     },
     service::RequestContext,
 };
-use tokio::{
-    sync::mpsc,
-    time::Instant,
-};
+use tokio::{sync::mpsc, time::Instant};
 
 use super::{
     Front, catalog,

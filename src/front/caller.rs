@@ -17,4 +17,3 @@ pub fn identity(context: &RequestContext<RoleServer>) -> Arc<Identity> {
         .cloned()
         .unwrap_or_else(|| Arc::new(Identity::anonymous(ToolAccess::Only(Vec::new()))))
 }
-

@@ -17,8 +17,7 @@ pub mod surface;
 use std::{sync::Arc, time::Duration};
 
 use axum::{
-    Json, Router,
-    Extension,
+    Extension, Json, Router,
     extract::{Path, Query, State},
     http::{HeaderMap, StatusCode},
     response::{IntoResponse, Response},

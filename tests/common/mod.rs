@@ -34,6 +34,6 @@ mod wait;
 // Every binary takes what it needs of these; the rest is unused there, not dead.
 #[allow(unused_imports)]
 pub use self::{
-    bridge::*, http::*, idp::*, job::*, mcp::*, prereq::*, process::BridgeProcess, proxy::*, redis::*,
-    sse::*, wait::*,
+    bridge::*, http::*, idp::*, job::*, mcp::*, prereq::*, process::BridgeProcess, proxy::*,
+    redis::*, sse::*, wait::*,
 };

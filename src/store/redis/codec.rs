@@ -30,7 +30,10 @@ pub(super) fn all_fields(snapshot: &JobSnapshot) -> Vec<(String, String)> {
         .map(|(k, v)| (k, v.to_string()))
         .collect();
     if let Some(principal) = &snapshot.principal {
-        fields.push((PRINCIPAL_FIELD.into(), Value::from(principal.as_str()).to_string()));
+        fields.push((
+            PRINCIPAL_FIELD.into(),
+            Value::from(principal.as_str()).to_string(),
+        ));
     }
     fields
 }
