@@ -257,39 +257,64 @@ pub async fn job_guard(
         )
         .into_response();
     };
-    let guard = &state.guard;
-    let capability = !guard.require_job_tokens
-        || query
-            .token
-            .as_deref()
-            .is_some_and(|token| guard.job_tokens.verify(scope, &id, token));
-    let access = if capability {
-        JobAccess::Capability
-    } else if guard.authn.is_open() || Guard::authorization(request.headers()).is_none() {
-        // An open `/mcp` has no credentials to show: only capability tokens open job URLs.
+    let Some(access) = job_access(
+        &state,
+        scope,
+        &id,
+        query.token.as_deref(),
+        request.headers(),
+    )
+    .await
+    else {
         return ApiError::NotFound.into_response();
-    } else {
-        match guard.authenticate(request.headers()).await {
-            Ok(identity) => JobAccess::Caller(identity),
-            Err(_) => return ApiError::NotFound.into_response(),
-        }
     };
-    if let (JobAccess::Caller(identity), Some(job)) = (&access, id.parse::<JobId>().ok())
-        && scope != TokenScope::Correlation
-    {
-        match state.store.snapshot(job).await {
-            Ok(Some(snapshot)) if may_access(identity, &snapshot) => {}
-            Ok(_) => return ApiError::NotFound.into_response(),
-            Err(e) => return ApiError::from(e).into_response(),
+    // Streams are counted per channel; a correlation read with a credential is that caller's
+    // own channel, so another caller cannot fill its places.
+    let channel = match (&access, scope) {
+        (JobAccess::Caller(identity), TokenScope::Correlation) => {
+            format!("{}:{id}:{}", scope.label(), identity.principal)
         }
-    }
+        _ => format!("{}:{id}", scope.label()),
+    };
     let mut request = request;
     request.headers_mut().remove(header::AUTHORIZATION);
     request.extensions_mut().insert(access);
     if !stream {
         return next.run(request).await;
     }
-    serve_stream(&guard, format!("{}:{id}", scope.label()), request, next).await
+    serve_stream(&state.guard, channel, request, next).await
+}
+
+/// How a job or correlation URL is opened, or `None` (404): its capability token (or none
+/// needed), else the request's credential, for a job only if the caller may see it
+/// (`auth::may_access`). A store that cannot answer counts as no access: the reader retries.
+async fn job_access(
+    state: &ApiState,
+    scope: TokenScope,
+    id: &str,
+    token: Option<&str>,
+    headers: &HeaderMap,
+) -> Option<JobAccess> {
+    let guard = &state.guard;
+    let capability = !guard.require_job_tokens
+        || token.is_some_and(|token| guard.job_tokens.verify(scope, id, token));
+    if capability {
+        return Some(JobAccess::Capability);
+    }
+    // An open `/mcp` has no credentials to show: only capability tokens open job URLs.
+    if guard.authn.is_open() || Guard::authorization(headers).is_none() {
+        return None;
+    }
+    let identity = guard.authenticate(headers).await.ok()?;
+    if scope != TokenScope::Correlation
+        && let Ok(job) = id.parse::<JobId>()
+    {
+        let snapshot = state.store.snapshot(job).await.ok().flatten()?;
+        if !may_access(&identity, &snapshot) {
+            return None;
+        }
+    }
+    Some(JobAccess::Caller(identity))
 }
 
 /// Serve an SSE route holding one of `channel`'s subscriber places for as long as the stream's
