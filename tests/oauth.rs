@@ -632,3 +632,70 @@ async fn the_python_sdk_gets_a_token_through_the_metadata_and_calls_tools() {
     bridge.shutdown(Duration::from_secs(1)).await;
     idp.stop().await;
 }
+
+/// The `[auth]` settings of this issue, refused at load with the key and what to do; the
+/// token forms accepted, and named.
+#[test]
+fn auth_config_names_tokens_and_refuses_unsafe_issuers_and_dangling_names() {
+    use mcp_progress_bridge::config::Overrides;
+    let load = |text: &str| {
+        Config::from_toml(
+            text,
+            std::path::Path::new("auth.toml"),
+            &Overrides::default(),
+        )
+    };
+    let tokens = "mcp_tokens = [\"plain-token-0123456789\", { name = \"ci\", token = \"named-token-0123456789\" }]";
+    let config = load(&format!("[auth]\n{tokens}\n")).expect("both token forms load");
+    let names: Vec<&str> = config
+        .auth
+        .mcp_tokens
+        .iter()
+        .map(|t| t.name.as_str())
+        .collect();
+    assert_eq!(names, ["token-1", "ci"]);
+    let issuer = |extra: &str| {
+        format!(
+            "[auth]\n{tokens}\n[[auth.issuers]]\nissuer = \"https://idp.example/\"\naudiences = [\"api://b\"]\n{extra}\n"
+        )
+    };
+    assert!(load(&issuer("")).is_ok());
+    for (text, key, says) in [
+        (issuer("algorithms = [\"HS256\"]"), "auth.issuers[0].algorithms", "symmetric"),
+        (issuer("algorithms = [\"none\"]"), "auth.issuers[0].algorithms", "unsigned"),
+        (
+            issuer("jwks_url = \"http://keys.example/jwks\""),
+            "auth.issuers[0].jwks_url",
+            "https://",
+        ),
+        (
+            issuer("audiences = []").replace("audiences = [\"api://b\"]\n", ""),
+            "auth.issuers[0].audiences",
+            "aud",
+        ),
+        (
+            format!("[auth]\n{tokens}\n[auth.admin]\ntokens = [\"nobody\"]\n"),
+            "auth.admin.tokens",
+            "token-1",
+        ),
+        (
+            format!("[auth]\n{tokens}\n[[auth.policies]]\ntools = [\"demo__*\"]\n"),
+            "auth.policies[0]",
+            "everyone = true",
+        ),
+        (
+            format!("[auth]\n{tokens}\n[[auth.policies]]\neveryone = true\ntools = [\"demo__[\"]\n"),
+            "auth.policies[0].tools",
+            "demo__[",
+        ),
+        (
+            "[auth]\nmcp_tokens = [{ name = \"x\", token = \"a-token-0123456789abc\" }, { name = \"x\", token = \"b-token-0123456789abc\" }]\n".into(),
+            "auth.mcp_tokens[1].name",
+            "two tokens",
+        ),
+    ] {
+        let error = load(&text).expect_err(&text);
+        assert_eq!(error.key, key, "{text}");
+        assert!(error.message.contains(says), "{key}: {}", error.message);
+    }
+}
