@@ -16,6 +16,11 @@ pub struct Metrics {
     pub sse_subscribers: IntGauge,
     pub upstream_up: IntGaugeVec,
     pub upstream_restarts: IntCounterVec,
+    /// Refused credentials on `/mcp`, job URLs and admin routes, by reason (the labels of
+    /// `auth::Rejection`: `missing`, `expired`, `bad_signature`, …).
+    pub auth_rejections: IntCounterVec,
+    /// Fetches of issuers' signing keys, by outcome (`ok`, `error`).
+    pub jwks_fetches: IntCounterVec,
 }
 
 impl Metrics {
@@ -60,6 +65,16 @@ impl Metrics {
             "Times an upstream connection was re-established after it went down",
             &["upstream"],
         );
+        let auth_rejections = counter(
+            "bridge_auth_rejections_total",
+            "Bearer credentials refused, by reason",
+            &["reason"],
+        );
+        let jwks_fetches = counter(
+            "bridge_jwks_fetches_total",
+            "Fetches of JWT issuers' signing keys, by outcome",
+            &["outcome"],
+        );
         let jobs_running = IntGauge::new("bridge_jobs_running", "Jobs running in this replica")
             .expect("valid metric");
         registry
@@ -95,6 +110,8 @@ impl Metrics {
             sse_subscribers,
             upstream_up,
             upstream_restarts,
+            auth_rejections,
+            jwks_fetches,
         }
     }
 
