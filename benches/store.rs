@@ -25,6 +25,7 @@ fn new_job() -> NewJob {
         upstream_tool: "bench_progress".into(),
         correlation_id: None,
         owner: "bench".into(),
+        principal: None,
     }
 }
 

@@ -53,6 +53,8 @@ pub enum StartError {
     },
     #[error("cannot set up the job store: {0}")]
     Store(#[from] StoreError),
+    #[error("cannot set up authorization: {0}")]
+    Auth(#[from] crate::auth::PolicyError),
 }
 
 /// A running bridge. [`RunningBridge::shutdown`] stops it in order; dropping it only tells
@@ -146,7 +148,7 @@ pub async fn start_with_listener(
     let (core, mcp_sessions) = start_core(&config, &shutdown)?;
     let http = shutdown.tasks(Stage::Http);
     let job_tokens = JobTokens::from_config(&config.auth);
-    let guard = Guard::new(&config, job_tokens.clone());
+    let guard = Guard::new(&config, job_tokens.clone(), &core.metrics)?;
     let mcp = mcp_service(&config, &core, job_tokens, mcp_sessions, &http);
     let surface = routes(&config, &core, mcp, &guard, &http);
     let (addr, admin_addr) = serve(&config, listener, surface, &http).await?;

@@ -18,6 +18,11 @@ pub struct Metrics {
     pub upstream_restarts: IntCounterVec,
     /// A bound on what an upstream or a client controls was hit, by `[limits]` key.
     pub limit_hits: IntCounterVec,
+    /// Refused credentials on `/mcp`, job URLs and admin routes, by reason (the labels of
+    /// `auth::Rejection`: `missing`, `expired`, `bad_signature`, …).
+    pub auth_rejections: IntCounterVec,
+    /// Fetches of issuers' signing keys, by outcome (`ok`, `error`).
+    pub jwks_fetches: IntCounterVec,
 }
 
 impl Metrics {
@@ -67,6 +72,16 @@ impl Metrics {
             "Times a bound on what an upstream or a client controls was hit, by [limits] key",
             &["limit"],
         );
+        let auth_rejections = counter(
+            "bridge_auth_rejections_total",
+            "Bearer credentials refused, by reason",
+            &["reason"],
+        );
+        let jwks_fetches = counter(
+            "bridge_jwks_fetches_total",
+            "Fetches of JWT issuers' signing keys, by outcome",
+            &["outcome"],
+        );
         let jobs_running = IntGauge::new("bridge_jobs_running", "Jobs running in this replica")
             .expect("valid metric");
         registry
@@ -103,6 +118,8 @@ impl Metrics {
             upstream_up,
             upstream_restarts,
             limit_hits,
+            auth_rejections,
+            jwks_fetches,
         }
     }
 

@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 const TOKEN: &str = "bad-input-test-token-0123456789";
 
 fn secured(config: &mut Config) {
-    config.auth.mcp_tokens = vec![Secret::literal(TOKEN)];
+    config.auth.mcp_tokens = vec![Secret::literal(TOKEN).into()];
 }
 
 /// One row: what is sent to /mcp, and what must come back.

@@ -10,7 +10,7 @@ use std::{path::Path, sync::Arc, time::Duration};
 
 use axum::{body::Body, http::Request};
 use mcp_progress_bridge::{
-    auth::{JobTokens, McpTokens, TokenScope},
+    auth::{Authenticator, JobTokens, TokenScope},
     config::{Config, Overrides, Secret},
     front::{Links, handle::JobHandleBody},
     http::{self, ApiState, Readiness, auth::Guard, mcp_input},
@@ -93,8 +93,9 @@ proptest! {
         match Config::from_toml(&text, Path::new("fuzz.toml"), &Overrides::default()) {
             Ok(config) => {
                 // A config that loads is one the bridge can run: its secrets are resolved.
-                for token in &config.auth.mcp_tokens {
-                    prop_assert!(token.value().len() >= 16);
+                for entry in &config.auth.mcp_tokens {
+                    prop_assert!(entry.token.value().len() >= 16);
+                    prop_assert!(!entry.name.is_empty());
                 }
             }
             Err(error) => {
@@ -160,8 +161,10 @@ proptest! {
 
     #[test]
     fn bearer_check_admits_only_configured_tokens(header in prop::collection::vec(any::<u8>(), 0..80)) {
-        let tokens = McpTokens::new(&[Secret::literal("the-one-and-only-token-0123")]);
-        let admitted = tokens.admits(Some(&header));
+        let mut config = Config::default_for_tests();
+        config.auth.mcp_tokens = vec![Secret::literal("the-one-and-only-token-0123").into()];
+        let authn = Authenticator::new(&config, &Metrics::new()).unwrap();
+        let admitted = futures::executor::block_on(authn.authenticate(Some(&header))).is_ok();
         let expected = std::str::from_utf8(&header)
             .ok()
             .map(str::trim)
@@ -240,6 +243,7 @@ fn api() -> (axum::Router, JobId, String) {
                 upstream_tool: "echo".into(),
                 correlation_id: Some("turn-1".parse().unwrap()),
                 owner: "fuzz".into(),
+                principal: None,
             })
             .await
             .unwrap();
@@ -256,13 +260,14 @@ fn api() -> (axum::Router, JobId, String) {
         config.auth.job_secret = Some(Secret::literal(SECRET));
         let tokens = JobTokens::new(SECRET.as_bytes());
         let token = tokens.job(id);
+        let metrics = Arc::new(Metrics::new());
         let router = http::router(ApiState {
             store,
-            metrics: Arc::new(Metrics::new()),
+            guard: Guard::new(&config, tokens, &metrics).unwrap(),
+            metrics,
             readiness: Arc::new(AlwaysReady),
             keep_alive: Duration::from_secs(15),
             shutdown: Default::default(),
-            guard: Guard::new(&config, tokens),
         });
         (router, id, token)
     })

@@ -23,6 +23,7 @@ fn new_job(owner: &str) -> NewJob {
         upstream_tool: "t".into(),
         correlation_id: None,
         owner: owner.into(),
+        principal: None,
     }
 }
 

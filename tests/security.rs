@@ -16,7 +16,10 @@ const TOKEN: &str = "security-test-token-0123456789";
 const OTHER_TOKEN: &str = "second-security-token-0123456789";
 
 fn secured(c: &mut Config) {
-    c.auth.mcp_tokens = vec![Secret::literal(TOKEN), Secret::literal(OTHER_TOKEN)];
+    c.auth.mcp_tokens = vec![
+        Secret::literal(TOKEN).into(),
+        Secret::literal(OTHER_TOKEN).into(),
+    ];
     c.upstreams = vec![with_tool_mode(
         demo_stdio_upstream("demo"),
         "slow_count",
@@ -143,15 +146,24 @@ async fn a_job_token_opens_its_own_job_read_only_and_nothing_else() {
     ] {
         assert_eq!(post_json(&url).await.0, 404, "{url}");
     }
-    // The MCP bearer token opens and cancels any job.
+    // The bearer token that started a job opens it; another caller's token gets the answer an
+    // unknown job gets (the jobs are token-1's).
     let http = reqwest::Client::new();
     let snapshot = http
+        .get(format!("{base}/jobs/{b_id}"))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(snapshot.status(), 200);
+    let other = http
         .get(format!("{base}/jobs/{b_id}"))
         .bearer_auth(OTHER_TOKEN)
         .send()
         .await
         .unwrap();
-    assert_eq!(snapshot.status(), 200);
+    assert_eq!(other.status(), 404);
+    assert_eq!(other.json::<Value>().await.unwrap(), unknown);
     // B's own cancel URL cancels it.
     assert_eq!(post_json(&b.cancel_url).await.0, 202);
     let events = read_job_events(&b.events_url).await;

@@ -134,13 +134,14 @@ impl Readiness for AlwaysReady {
 async fn serve(store: Arc<Faulty>, keep_alive: Duration) -> String {
     let mut config = Config::default_for_tests();
     config.auth.job_secret = Some(Secret::literal(TEST_JOB_SECRET));
+    let metrics = Arc::new(Metrics::new());
     let router = http::router(ApiState {
         store,
-        metrics: Arc::new(Metrics::new()),
+        guard: Guard::new(&config, job_tokens(), &metrics).unwrap(),
+        metrics,
         readiness: Arc::new(AlwaysReady),
         keep_alive,
         shutdown: Default::default(),
-        guard: Guard::new(&config, job_tokens()),
     });
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
@@ -158,6 +159,7 @@ async fn new_job(store: &Faulty) -> JobId {
             upstream_tool: "t".into(),
             correlation_id: None,
             owner: "test".into(),
+            principal: None,
         })
         .await
         .unwrap();

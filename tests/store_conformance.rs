@@ -16,7 +16,7 @@ use std::sync::Arc;
 use common::*;
 use futures::StreamExt;
 use mcp_progress_bridge::{
-    model::{Channel, EventBody, EventKind, JobId, JobStatus, NewJob, ProgressUpdate},
+    model::{Channel, EventBody, EventKind, JobId, JobStatus, NewJob, Principal, ProgressUpdate},
     store::{CancelAck, ChannelSnapshot, LiveItem, MemoryStore, Store, StoreError},
 };
 
@@ -99,6 +99,7 @@ conformance!(
     live_events_reach_a_subscriber_on_another_replica_in_order,
     a_cancel_asked_on_any_replica_reaches_the_owner,
     a_correlation_channel_numbers_its_own_events_across_replicas,
+    the_principal_is_kept_with_the_job_but_never_shown,
 );
 
 fn new_job(owner: &str, correlation: Option<&str>) -> NewJob {
@@ -109,6 +110,7 @@ fn new_job(owner: &str, correlation: Option<&str>) -> NewJob {
         upstream_tool: "t".into(),
         correlation_id: correlation.map(|c| c.parse().unwrap()),
         owner: owner.into(),
+        principal: None,
     }
 }
 
@@ -332,4 +334,60 @@ async fn a_correlation_channel_numbers_its_own_events_across_replicas(backend: B
         jobs.iter().map(|j| j.job_id).collect::<Vec<_>>(),
         vec![x, y]
     );
+}
+
+/// The owner check needs the job's principal from any replica, through every read (snapshot,
+/// a channel's snapshot, a correlation's jobs, a cancel's answer), and it stays there as the
+/// job changes; but no JSON a reader gets (the `job_started` event) names it.
+async fn the_principal_is_kept_with_the_job_but_never_shown(backend: Backend) {
+    let Some(r) = backend.replicas("principal", 100).await else {
+        return;
+    };
+    let principal = Principal::jwt("https://idp.example/tenant/v2.0", "user-0042");
+    let job =
+        r.a.create_job(NewJob {
+            principal: Some(principal.clone()),
+            ..new_job(&r.a_name, Some("turn-principal"))
+        })
+        .await
+        .unwrap()
+        .job_id;
+    r.a.append(job, progress(1.0)).await.unwrap();
+    let snapshot = r.b.snapshot(job).await.unwrap().expect("the job");
+    assert_eq!(snapshot.principal.as_ref(), Some(&principal));
+    let opened = r.b.open(&Channel::Job(job), None).await.unwrap().unwrap();
+    match opened.snapshot {
+        ChannelSnapshot::Job(s) => assert_eq!(s.principal.as_ref(), Some(&principal)),
+        other => panic!("a job channel gave {other:?}"),
+    }
+    let correlation = Channel::Correlation("turn-principal".parse().unwrap());
+    let opened = r.b.open(&correlation, Some(0)).await.unwrap().unwrap();
+    match &opened.snapshot {
+        ChannelSnapshot::Correlation(jobs) => {
+            assert_eq!(jobs.len(), 1);
+            assert_eq!(jobs[0].principal.as_ref(), Some(&principal));
+        }
+        other => panic!("a correlation channel gave {other:?}"),
+    }
+    let started = opened
+        .backlog
+        .iter()
+        .find(|e| e.kind == EventKind::JobStarted)
+        .expect("job_started in the correlation's history");
+    let text = String::from_utf8_lossy(&started.data);
+    assert!(
+        !text.contains("user-0042"),
+        "job_started shows the principal: {text}"
+    );
+    match r.b.request_cancel(job, "test".into()).await.unwrap() {
+        CancelAck::Requested(s) => assert_eq!(s.principal.as_ref(), Some(&principal)),
+        other => panic!("cancel answered {other:?}"),
+    }
+    let finished =
+        r.a.append(job, EventBody::Cancelled { reason: "x".into() })
+            .await;
+    assert!(finished.unwrap().is_some());
+    let snapshot = r.b.snapshot(job).await.unwrap().expect("the job");
+    assert_eq!(snapshot.status, JobStatus::Cancelled);
+    assert_eq!(snapshot.principal.as_ref(), Some(&principal));
 }

@@ -1,43 +1,26 @@
-//! The bearer tokens of `/mcp`.
+//! The static bearer tokens of `/mcp` (`auth.mcp_tokens`), each with its name.
 //!
 //! Tokens are compared as SHA-256 digests with a constant-time equality, against every
 //! configured token (no early exit), so neither the content nor the position of a match shows
 //! in the response time.
 
+use std::sync::Arc;
+
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-use crate::config::Secret;
+use super::{AccessRules, Claims, Identity};
+use crate::{config::McpToken, model::Principal};
 
-/// Who made an MCP request: the index of the token it presented, or anyone when `/mcp` is
-/// open. Limits (running jobs, call rate) are kept per caller. Never holds the token itself.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Caller {
-    Token(usize),
-    Open,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub enum BearerError {
-    #[error(
-        "this endpoint needs `Authorization: Bearer <token>` with one of the bridge's auth.mcp_tokens"
-    )]
-    Missing,
-    #[error(
-        "the bearer token is not one of the bridge's auth.mcp_tokens; check the token the client sends"
-    )]
-    Invalid,
-}
-
-/// The configured `/mcp` tokens, as digests.
+/// The configured tokens, as digests, each with the identity it opens.
 #[derive(Clone, Default)]
-pub struct McpTokens {
-    digests: Vec<[u8; 32]>,
+pub struct StaticTokens {
+    entries: Vec<([u8; 32], Arc<Identity>)>,
 }
 
-impl std::fmt::Debug for McpTokens {
+impl std::fmt::Debug for StaticTokens {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "McpTokens({} configured)", self.digests.len())
+        write!(f, "StaticTokens({} configured)", self.entries.len())
     }
 }
 
@@ -45,49 +28,44 @@ fn digest(token: &[u8]) -> [u8; 32] {
     Sha256::digest(token).into()
 }
 
-impl McpTokens {
-    pub fn new(tokens: &[Secret]) -> Self {
-        Self {
-            digests: tokens
-                .iter()
-                .map(|t| digest(t.value().as_bytes()))
-                .collect(),
-        }
+impl StaticTokens {
+    pub fn new(tokens: &[McpToken], rules: &AccessRules) -> Self {
+        let entries = tokens
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                // Validation names every entry; a config built in code may not have.
+                let name = match t.name.as_str() {
+                    "" => format!("token-{}", i + 1),
+                    name => name.to_string(),
+                };
+                let identity = rules.identity(
+                    Principal::token(&name),
+                    &Claims {
+                        token_name: Some(name),
+                        ..Claims::default()
+                    },
+                );
+                (digest(t.token.value().as_bytes()), Arc::new(identity))
+            })
+            .collect();
+        Self { entries }
     }
 
-    /// No tokens configured: `/mcp` is open.
-    pub fn is_open(&self) -> bool {
-        self.digests.is_empty()
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
     }
 
-    /// Which configured token this is, if any.
-    pub fn find(&self, token: &str) -> Option<usize> {
+    /// The identity of this token, if it is one of the configured ones.
+    pub fn find(&self, token: &str) -> Option<Arc<Identity>> {
         let presented = digest(token.as_bytes());
         let mut found = None;
-        for (i, known) in self.digests.iter().enumerate() {
+        for (known, identity) in &self.entries {
             if bool::from(known.ct_eq(&presented)) {
-                found = Some(i);
+                found = Some(identity.clone());
             }
         }
         found
-    }
-
-    /// The caller of a request with this `Authorization` header value (`None`: no header).
-    /// When no tokens are configured everyone is [`Caller::Open`], whatever they send.
-    pub fn check(&self, authorization: Option<&[u8]>) -> Result<Caller, BearerError> {
-        if self.is_open() {
-            return Ok(Caller::Open);
-        }
-        let token =
-            bearer_token(authorization.ok_or(BearerError::Missing)?).ok_or(BearerError::Invalid)?;
-        self.find(token)
-            .map(Caller::Token)
-            .ok_or(BearerError::Invalid)
-    }
-
-    /// A valid token was presented (never true when none are configured).
-    pub fn admits(&self, authorization: Option<&[u8]>) -> bool {
-        !self.is_open() && matches!(self.check(authorization), Ok(Caller::Token(_)))
     }
 }
 
@@ -104,36 +82,31 @@ pub fn bearer_token(value: &[u8]) -> Option<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn tokens() -> McpTokens {
-        McpTokens::new(&[
-            Secret::literal("first-token-0123456789"),
-            Secret::literal("second-token-0123456789"),
-        ])
-    }
+    use crate::config::{AuthConfig, Secret};
 
     #[test]
-    fn finds_the_token_and_rejects_others() {
-        let t = tokens();
+    fn finds_the_token_by_name_and_rejects_others() {
+        let rules = AccessRules::new(&AuthConfig::default()).unwrap();
+        let t = StaticTokens::new(
+            &[
+                McpToken::named("first", Secret::literal("first-token-0123456789")),
+                McpToken::named("second", Secret::literal("second-token-0123456789")),
+            ],
+            &rules,
+        );
+        let who = |token: &str| t.find(token).map(|i| i.principal.to_string());
         assert_eq!(
-            t.check(Some(b"Bearer first-token-0123456789")),
-            Ok(Caller::Token(0))
+            who("first-token-0123456789").as_deref(),
+            Some("token:first")
         );
         assert_eq!(
-            t.check(Some(b"bearer  second-token-0123456789 ")),
-            Ok(Caller::Token(1))
+            who("second-token-0123456789").as_deref(),
+            Some("token:second")
         );
-        assert_eq!(t.check(None), Err(BearerError::Missing));
-        for bad in [
-            &b"Bearer first-token-012345678"[..],
-            b"Basic first-token-0123456789",
-            b"first-token-0123456789",
-            b"Bearer ",
-            b"\xff\xfe",
-        ] {
-            assert_eq!(t.check(Some(bad)), Err(BearerError::Invalid), "{bad:?}");
+        assert_eq!(who("first-token-012345678"), None);
+        assert_eq!(bearer_token(b"bearer  second-token "), Some("second-token"));
+        for bad in [&b"Basic x"[..], b"x", b"Bearer ", b"\xff\xfe"] {
+            assert_eq!(bearer_token(bad), None, "{bad:?}");
         }
-        assert!(!McpTokens::default().admits(Some(b"Bearer x")));
-        assert_eq!(McpTokens::default().check(None), Ok(Caller::Open));
     }
 }

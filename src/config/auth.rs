@@ -1,4 +1,5 @@
-//! `[auth]`: who may call tools on `/mcp`, and the secret that signs job URLs. Also the
+//! `[auth]`: who may call tools on `/mcp` (named static tokens; JWT issuers in `issuers.rs`;
+//! admin and tool policies in `access.rs`), and the secret that signs job URLs. Also the
 //! validation of the security keys of `[server]` (`allowed_origins`, `cors_origins`,
 //! `admin_listen`), so that everything about access is checked in one place.
 //!
@@ -8,9 +9,13 @@
 
 use std::{fmt, path::PathBuf, sync::Arc};
 
-use serde::Deserialize;
+use serde::{Deserialize, Deserializer};
 
-use super::{ConfigError, ServerConfig};
+use super::{
+    ConfigError, ServerConfig,
+    access::{Callers, PolicyConfig},
+    issuers::{IssuerConfig, JwtLimits},
+};
 
 /// An environment variable that, when set, adds one more `/mcp` token (for containers, where
 /// the config file is baked into the image).
@@ -20,16 +25,93 @@ pub const TOKEN_ENV: &str = "BRIDGE_MCP_TOKEN";
 pub const MIN_TOKEN_LEN: usize = 16;
 /// Shortest `auth.job_secret` accepted: HMAC-SHA256 keys should carry 256 bits.
 pub const MIN_JOB_SECRET_LEN: usize = 32;
+/// Longest name of a static token.
+pub const MAX_TOKEN_NAME_LEN: usize = 64;
+
+/// One `auth.mcp_tokens` entry: a secret alone (`"env:TOKEN"`, named `token-<position>`
+/// from 1), or `{ name = "ci", token = "env:CI_TOKEN" }`. The name is the caller's principal
+/// (`token:<name>`): it owns the jobs it starts, and `auth.admin` and `auth.policies` name it.
+#[derive(Debug, Clone)]
+pub struct McpToken {
+    /// Set for every entry once the config is validated.
+    pub name: String,
+    pub token: Secret,
+}
+
+impl From<Secret> for McpToken {
+    /// An entry without a name; validation names it after its position.
+    fn from(token: Secret) -> Self {
+        Self {
+            name: String::new(),
+            token,
+        }
+    }
+}
+
+impl McpToken {
+    pub fn named(name: &str, token: Secret) -> Self {
+        Self {
+            name: name.into(),
+            token,
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NamedToken {
+    name: String,
+    token: Secret,
+}
+
+impl<'de> Deserialize<'de> for McpToken {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Entry;
+        impl<'de> serde::de::Visitor<'de> for Entry {
+            type Value = McpToken;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str(
+                    "a token (\"env:NAME\", \"file:/path\" or a literal) or { name, token }",
+                )
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<McpToken, E> {
+                Ok(Secret::from(v.to_string()).into())
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<McpToken, A::Error> {
+                let named =
+                    NamedToken::deserialize(serde::de::value::MapAccessDeserializer::new(map))?;
+                Ok(McpToken::named(&named.name, named.token))
+            }
+        }
+        d.deserialize_any(Entry)
+    }
+}
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct AuthConfig {
-    /// Bearer tokens accepted on `/mcp` (and on `/upstreams`, `/metrics`, and as a master key
-    /// for job URLs). Empty: `/mcp` is open, which the bridge allows only on a loopback
-    /// address unless `allow_open` is set.
-    pub mcp_tokens: Vec<Secret>,
-    /// Let the bridge listen on a non-loopback address with no `mcp_tokens` (something in
-    /// front of it authenticates).
+    /// Static bearer tokens accepted on `/mcp` (and on `/upstreams`, `/metrics`, and on job
+    /// URLs for the token's own jobs). With no tokens and no `issuers`, `/mcp` is open, which
+    /// the bridge allows only on a loopback address unless `allow_open` is set.
+    pub mcp_tokens: Vec<McpToken>,
+    /// Issuers whose JWT access tokens `/mcp` accepts (OAuth 2.1 resource server).
+    pub issuers: Vec<IssuerConfig>,
+    /// Bounds on JWTs and on fetching issuers' keys.
+    pub jwt: JwtLimits,
+    /// Callers who see and cancel every job, not only their own.
+    pub admin: Callers,
+    /// Which upstream tools each caller may list and call. None: every caller, every tool.
+    /// Otherwise a caller gets the tools of every policy it matches, and no other.
+    pub policies: Vec<PolicyConfig>,
+    /// The resource identifier in the Protected Resource Metadata (RFC 9728) and the
+    /// audience MCP clients ask tokens for. Unset: `server.public_url` + `/mcp`.
+    pub resource: Option<String>,
+    /// `scopes_supported` in the Protected Resource Metadata.
+    pub scopes_supported: Vec<String>,
+    /// `authorization_servers` in the Protected Resource Metadata. Unset: every issuer.
+    pub authorization_servers: Vec<String>,
+    /// Let the bridge listen on a non-loopback address with no credentials configured
+    /// (something in front of it authenticates).
     pub allow_open: bool,
     /// The HMAC key of job and correlation tokens. Unset: a random key per process (tokens do
     /// not survive a restart, and replicas cannot read each other's tokens).
@@ -43,6 +125,13 @@ impl Default for AuthConfig {
     fn default() -> Self {
         Self {
             mcp_tokens: Vec::new(),
+            issuers: Vec::new(),
+            jwt: JwtLimits::default(),
+            admin: Callers::default(),
+            policies: Vec::new(),
+            resource: None,
+            scopes_supported: Vec::new(),
+            authorization_servers: Vec::new(),
             allow_open: false,
             job_secret: None,
             require_job_tokens: true,
@@ -56,6 +145,7 @@ impl AuthConfig {
     pub fn secret_env_names(&self) -> Vec<String> {
         self.mcp_tokens
             .iter()
+            .map(|t| &t.token)
             .chain(&self.job_secret)
             .filter_map(Secret::env_name)
             .map(str::to_string)
@@ -194,7 +284,33 @@ pub(super) fn validate(
     err: impl Fn(&str, String) -> ConfigError + Copy,
 ) -> Result<(), ConfigError> {
     validate_secrets(auth, err)?;
-    validate_exposure(auth, server, err)
+    validate_exposure(auth, server, err)?;
+    validate_identities(auth, err)
+}
+
+/// JWT issuers, the admin and policy entries (whose names must exist), the resource URL.
+fn validate_identities(
+    auth: &AuthConfig,
+    err: impl Fn(&str, String) -> ConfigError,
+) -> Result<(), ConfigError> {
+    super::issuers::validate(&auth.issuers, &auth.jwt, &err)?;
+    let token_names: Vec<String> = auth.mcp_tokens.iter().map(|t| t.name.clone()).collect();
+    let issuers: Vec<&str> = auth.issuers.iter().map(|i| i.issuer.as_str()).collect();
+    super::access::validate(&auth.admin, &auth.policies, &token_names, &issuers, &err)?;
+    if let Some(resource) = &auth.resource {
+        let ok = url::Url::parse(resource)
+            .is_ok_and(|u| matches!(u.scheme(), "http" | "https") && u.fragment().is_none());
+        if !ok {
+            return Err(err(
+                "auth.resource",
+                format!(
+                    "{resource:?} is not an http(s) URL without a fragment; use the public URL \
+                     of /mcp, for example \"https://bridge.example.com/mcp\""
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The MCP tokens (the environment's added) and the job secret: resolved, long enough, sendable.
@@ -204,10 +320,26 @@ fn validate_secrets(
 ) -> Result<(), ConfigError> {
     if std::env::var_os(TOKEN_ENV).is_some_and(|v| !v.is_empty()) {
         auth.mcp_tokens
-            .push(Secret::from(format!("env:{TOKEN_ENV}")));
+            .push(Secret::from(format!("env:{TOKEN_ENV}")).into());
     }
-    for (i, token) in auth.mcp_tokens.iter_mut().enumerate() {
+    let mut names = std::collections::HashSet::new();
+    for (i, entry) in auth.mcp_tokens.iter_mut().enumerate() {
         let key = format!("auth.mcp_tokens[{i}]");
+        if entry.name.is_empty() {
+            entry.name = format!("token-{}", i + 1);
+        }
+        check_token_name(&entry.name).map_err(|m| err(&format!("{key}.name"), m))?;
+        if !names.insert(entry.name.clone()) {
+            return Err(err(
+                &format!("{key}.name"),
+                format!(
+                    "{:?} names two tokens; give each its own name (it is the owner of the jobs \
+                     the token starts)",
+                    entry.name
+                ),
+            ));
+        }
+        let token = &mut entry.token;
         token.resolve().map_err(|m| err(&key, m))?;
         let value = token.value();
         if value.len() < MIN_TOKEN_LEN {
@@ -256,14 +388,19 @@ fn validate_exposure(
     server: &ServerConfig,
     err: impl Fn(&str, String) -> ConfigError,
 ) -> Result<(), ConfigError> {
-    if auth.mcp_tokens.is_empty() && !auth.allow_open && !server.listen.ip().is_loopback() {
+    if auth.mcp_tokens.is_empty()
+        && auth.issuers.is_empty()
+        && !auth.allow_open
+        && !server.listen.ip().is_loopback()
+    {
         return Err(err(
             "auth.mcp_tokens",
             format!(
                 "none configured, and server.listen is {}, not a loopback address: anyone who \
                  can reach it could call every tool. Set auth.mcp_tokens (for example \
-                 [\"env:MY_TOKEN_VARIABLE\"]) or the environment variable {TOKEN_ENV}, or set \
-                 auth.allow_open = true if something in front of the bridge authenticates",
+                 [\"env:MY_TOKEN_VARIABLE\"]) or the environment variable {TOKEN_ENV}, or \
+                 auth.issuers, or set auth.allow_open = true if something in front of the \
+                 bridge authenticates",
                 server.listen
             ),
         ));
@@ -292,6 +429,22 @@ fn validate_exposure(
         ));
     }
     Ok(())
+}
+
+/// A token name: it appears in principals, logs and the config's own references.
+fn check_token_name(name: &str) -> Result<(), String> {
+    let ok = !name.is_empty()
+        && name.len() <= MAX_TOKEN_NAME_LEN
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "{name:?}: a token name is 1 to {MAX_TOKEN_NAME_LEN} letters, digits and . _ -"
+        ))
+    }
 }
 
 /// An origin as a browser sends it: `scheme://host[:port]` (a port of `*` matches any), the

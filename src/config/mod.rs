@@ -2,9 +2,11 @@
 //! flags. Every default lives in this module; every validation error names the file and the
 //! key, so a bad deployment fails at start with one line that says what to fix.
 
+mod access;
 mod advice;
 mod auth;
 mod glob;
+mod issuers;
 mod limits;
 mod redact;
 mod validate;
@@ -18,9 +20,11 @@ use std::{
 
 use serde::Deserialize;
 
+pub use access::{Callers, PolicyConfig, tool_glob};
 pub use advice::public_url_mismatch;
-pub use auth::{AuthConfig, Secret, without_secret_env};
+pub use auth::{AuthConfig, McpToken, Secret, without_secret_env};
 pub use glob::{GlobError, GlobList};
+pub use issuers::{IssuerConfig, JWT_ALGORITHMS, JwtLimits};
 pub use limits::LimitsConfig;
 pub use redact::redact_url;
 pub use validate::ConfigError;

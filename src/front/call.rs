@@ -14,17 +14,15 @@ use rmcp::{
     },
     service::RequestContext,
 };
-use tokio::{
-    sync::{OwnedSemaphorePermit, mpsc},
-    time::Instant,
-};
+use tokio::{sync::mpsc, time::Instant};
 
 use super::{
     Front, callers, catalog,
     handle::{JobHandleBody, attach_job_meta, error_result},
-    quota::caller,
+    quota::QuotaPermit,
 };
 use crate::{
+    auth::Identity,
     config::{CallLimits, CallMode},
     jobs::{Finished, Intake, JobHandle, JobSpec, JobsError, PendingJob, Work, WorkOutcome},
     model::{CorrelationId, FailureReason, JobFailure, JobId, ProgressUpdate, meta::MODE_META_KEY},
@@ -143,7 +141,7 @@ fn refuse_handle_for_output_schema(
 
 /// `work` with `permit` held until its outcome is in: the caller's quota place is given back
 /// when the upstream call ends, however it ends.
-fn holding(work: Work, permit: OwnedSemaphorePermit) -> Work {
+fn holding(work: Work, permit: QuotaPermit) -> Work {
     Work {
         outcome: work
             .outcome
@@ -177,15 +175,21 @@ impl Front {
         &self,
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
+        identity: &Identity,
     ) -> Answer {
         let name = request.name.to_string();
+        // A tool the caller's policies do not allow is refused exactly like one that does
+        // not exist.
+        if !identity.may_use_tool(&name) {
+            return Err(unknown_tool(&name));
+        }
         let (upstream, tool) = match self.find_tool(&name) {
             Ok(found) => found,
             Err(answer) => return answer,
         };
         let correlation_id = self.correlation_id(&context)?;
         // Held by the job's work future: given back when the upstream call ends.
-        let permit = match self.inner.quota.try_start(caller(&context)) {
+        let permit = match self.inner.quota.try_start(&identity.principal) {
             Ok(permit) => permit,
             Err(full) => return Ok(error_result(full.to_string())),
         };
@@ -202,11 +206,15 @@ impl Front {
             upstream: upstream.name().to_string(),
             upstream_tool: tool.to_string(),
             correlation_id,
+            principal: identity.principal.clone(),
         };
         let pending = match self.create_job(spec).await {
             Ok(pending) => pending,
             Err(answer) => return answer,
         };
+        // Who started what goes to the operator's log, never into the job's JSON (see
+        // `model::Principal`).
+        tracing::info!(job = %pending.id(), principal = %identity.principal, "job created");
         // Only a caller that waits has a request to put log messages on.
         let (caller_logs, logs) = match self.caller_log_level(&context) {
             Some(level) if mode != CallMode::Async => {

@@ -10,7 +10,7 @@ use rmcp::{
 use schemars::JsonSchema;
 
 use super::job_tools::{JobArgs, WaitArgs};
-use crate::{config::CallMode, upstream::Upstreams};
+use crate::{auth::Identity, config::CallMode, upstream::Upstreams};
 
 /// Separates the upstream name from the tool name in the names the agent sees.
 pub const SEPARATOR: &str = "__";
@@ -28,8 +28,10 @@ pub fn split(name: &str) -> Option<(&str, &str)> {
         .filter(|(u, t)| !u.is_empty() && !t.is_empty())
 }
 
-/// All tools, upstream tools first (in config order), then the job tools.
-pub fn list(upstreams: &Upstreams, default_mode: CallMode) -> Vec<Tool> {
+/// The tools `identity` may use, upstream tools first (in config order), then the job tools
+/// (every caller has those). A tool its policies do not allow is absent, as if it did not
+/// exist; calling it gets the unknown-tool error.
+pub fn list(upstreams: &Upstreams, default_mode: CallMode, identity: &Identity) -> Vec<Tool> {
     let mut tools = Vec::new();
     for upstream in upstreams.iter() {
         for tool in upstream.tools().iter() {
@@ -39,6 +41,9 @@ pub fn list(upstreams: &Upstreams, default_mode: CallMode) -> Vec<Tool> {
             let name = format!("{}{SEPARATOR}{}", upstream.name(), tool.name);
             if name.len() > MAX_TOOL_NAME {
                 tracing::warn!(tool = %name, "tool name longer than 128 characters: not listed");
+                continue;
+            }
+            if !identity.may_use_tool(&name) {
                 continue;
             }
             let mode = upstream.config().mode_for(&tool.name, default_mode);

@@ -19,6 +19,7 @@ use super::{
     handle::{attach_job_meta, error_result, json_result},
 };
 use crate::{
+    auth::{Identity, may_access},
     model::{JobId, JobSnapshot, JobStatus},
     store::CancelAck,
 };
@@ -84,12 +85,27 @@ fn store_error(e: impl std::fmt::Display) -> ErrorData {
 }
 
 impl Front {
-    pub(super) async fn get_job_status(&self, args: Option<JsonObject>) -> ToolAnswer {
+    /// The job's snapshot if `identity` may see it (`auth::may_access`); `None` for a job that
+    /// does not exist and for another caller's alike.
+    async fn visible_job(
+        &self,
+        id: JobId,
+        identity: &Identity,
+    ) -> Result<Option<JobSnapshot>, ErrorData> {
+        let snapshot = self.inner.jobs.snapshot(id).await.map_err(store_error)?;
+        Ok(snapshot.filter(|s| may_access(identity, s)))
+    }
+
+    pub(super) async fn get_job_status(
+        &self,
+        args: Option<JsonObject>,
+        identity: &Identity,
+    ) -> ToolAnswer {
         let id = match parse_args::<JobArgs>(args).and_then(|a| parse_job_id(&a.job_id)) {
             Ok(id) => id,
             Err(result) => return Ok(result),
         };
-        match self.inner.jobs.snapshot(id).await.map_err(store_error)? {
+        match self.visible_job(id, identity).await? {
             Some(snapshot) => Ok(json_result(
                 serde_json::to_value(&snapshot).unwrap_or_default(),
             )),
@@ -97,7 +113,11 @@ impl Front {
         }
     }
 
-    pub(super) async fn wait_for_job(&self, args: Option<JsonObject>) -> ToolAnswer {
+    pub(super) async fn wait_for_job(
+        &self,
+        args: Option<JsonObject>,
+        identity: &Identity,
+    ) -> ToolAnswer {
         let (id, timeout) = match parse_args::<WaitArgs>(args).and_then(|a| {
             let id = parse_job_id(&a.job_id)?;
             let secs = a.timeout_seconds.unwrap_or(WAIT_DEFAULT_SECS);
@@ -111,6 +131,9 @@ impl Front {
             Ok(v) => v,
             Err(result) => return Ok(result),
         };
+        if self.visible_job(id, identity).await?.is_none() {
+            return Ok(unknown_job(id));
+        }
         let Some(snapshot) = self
             .inner
             .jobs
@@ -137,11 +160,18 @@ impl Front {
         })))
     }
 
-    pub(super) async fn cancel_job(&self, args: Option<JsonObject>) -> ToolAnswer {
+    pub(super) async fn cancel_job(
+        &self,
+        args: Option<JsonObject>,
+        identity: &Identity,
+    ) -> ToolAnswer {
         let id = match parse_args::<JobArgs>(args).and_then(|a| parse_job_id(&a.job_id)) {
             Ok(id) => id,
             Err(result) => return Ok(result),
         };
+        if self.visible_job(id, identity).await?.is_none() {
+            return Ok(unknown_job(id));
+        }
         let jobs = &self.inner.jobs;
         match jobs
             .cancel(id, "cancelled by the agent (cancel_job)".into())

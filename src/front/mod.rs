@@ -5,6 +5,7 @@
 //! for a handler per session; the factory hands out clones of the same cheap handle).
 
 mod call;
+mod caller;
 mod callers;
 mod capabilities;
 mod catalog;
@@ -67,7 +68,7 @@ struct Inner {
     links: Links,
     /// Lower-case name of the header that carries the correlation ID.
     correlation_header: String,
-    /// Running jobs per MCP caller.
+    /// Running jobs per principal.
     quota: JobQuota,
 }
 
@@ -126,14 +127,20 @@ impl ServerHandler for Front {
         self.inner.callers.add_session(session, context.peer).await;
     }
 
+    /// The tools of this request's caller: the upstream tools its policies allow (all,
+    /// without policies), and the job tools. Per request, not per session: a session's later
+    /// requests may carry another token, and `tools/list_changed` makes every session ask
+    /// again.
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
+        let identity = caller::identity(&context);
         Ok(ListToolsResult::with_all_items(catalog::list(
             &self.inner.upstreams,
             self.inner.config.mode,
+            &identity,
         )))
     }
 
@@ -142,11 +149,12 @@ impl ServerHandler for Front {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        let identity = caller::identity(&context);
         let mut result = match request.name.as_ref() {
-            GET_JOB_STATUS => self.get_job_status(request.arguments).await?,
-            WAIT_FOR_JOB => self.wait_for_job(request.arguments).await?,
-            CANCEL_JOB => self.cancel_job(request.arguments).await?,
-            _ => self.call_upstream(request, context).await?,
+            GET_JOB_STATUS => self.get_job_status(request.arguments, &identity).await?,
+            WAIT_FOR_JOB => self.wait_for_job(request.arguments, &identity).await?,
+            CANCEL_JOB => self.cancel_job(request.arguments, &identity).await?,
+            _ => self.call_upstream(request, context, &identity).await?,
         };
         // An upstream on an older revision sends no `resultType`; a 2026-07-28 client requires
         // it. rmcp strips it again for clients on older revisions.

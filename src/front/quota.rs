@@ -1,60 +1,88 @@
-//! Running jobs per MCP caller (`limits.max_jobs_per_token`): one token cannot fill the bridge
+//! Running jobs per principal (`limits.max_jobs_per_token`): one caller cannot fill the bridge
 //! with jobs and starve the others.
 //!
 //! A permit is taken when a job is created and travels with the job's work future, so it is
 //! given back when the upstream call ends, however it ends (answer, error, cancel, shutdown).
+//! Principals come and go (every end user of an OAuth client is one), so a principal's entry
+//! is dropped when its last permit comes back: the map holds only principals with running jobs.
 
 use std::sync::Arc;
 
 use dashmap::DashMap;
-use rmcp::{RoleServer, service::RequestContext};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use crate::auth::Caller;
+use crate::model::Principal;
 
 #[derive(Debug, thiserror::Error)]
 #[error(
-    "too many running jobs: this client already has {0} (limits.max_jobs_per_token); wait for \
+    "too many running jobs: this caller already has {0} (limits.max_jobs_per_token); wait for \
      one to finish (wait_for_job) or cancel one (cancel_job), then call again"
 )]
 pub struct QuotaFull(usize);
 
+#[derive(Clone)]
 pub struct JobQuota {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
     max: usize,
-    /// One semaphore per caller. Callers are the configured tokens (or the one open caller),
-    /// so the map stays small.
-    running: DashMap<Caller, Arc<Semaphore>>,
+    /// One semaphore per principal with running jobs.
+    running: DashMap<Principal, Arc<Semaphore>>,
+}
+
+/// One running job's place in its principal's quota.
+pub struct QuotaPermit {
+    permit: Option<OwnedSemaphorePermit>,
+    quota: Arc<Inner>,
+    principal: Principal,
+}
+
+impl Drop for QuotaPermit {
+    fn drop(&mut self) {
+        self.permit = None;
+        // Gone when no permit holds the semaphore and none is being taken (a taker holds a
+        // clone of the `Arc` while it takes one, so the count is above 1 then).
+        self.quota
+            .running
+            .remove_if(&self.principal, |_, s| Arc::strong_count(s) == 1);
+    }
 }
 
 impl JobQuota {
     pub fn new(max: usize) -> Self {
         Self {
-            max,
-            running: DashMap::new(),
+            inner: Arc::new(Inner {
+                max,
+                running: DashMap::new(),
+            }),
         }
     }
 
-    pub fn try_start(&self, caller: Caller) -> Result<OwnedSemaphorePermit, QuotaFull> {
+    pub fn try_start(&self, principal: &Principal) -> Result<QuotaPermit, QuotaFull> {
         let semaphore = self
+            .inner
             .running
-            .entry(caller)
-            .or_insert_with(|| Arc::new(Semaphore::new(self.max)))
+            .entry(principal.clone())
+            .or_insert_with(|| Arc::new(Semaphore::new(self.inner.max)))
             .clone();
-        semaphore
-            .try_acquire_owned()
-            .map_err(|_| QuotaFull(self.max))
+        let permit = semaphore.try_acquire_owned();
+        let permit = QuotaPermit {
+            permit: permit.ok(),
+            quota: self.inner.clone(),
+            principal: principal.clone(),
+        };
+        if permit.permit.is_none() {
+            // Dropping it removes the entry if nothing else holds it.
+            return Err(QuotaFull(self.inner.max));
+        }
+        Ok(permit)
     }
-}
 
-/// The caller the HTTP layer recorded for this MCP request (see `http::auth`). A request that
-/// did not come through it (none in the bridge) counts as the open caller.
-pub fn caller(context: &RequestContext<RoleServer>) -> Caller {
-    context
-        .extensions
-        .get::<http::request::Parts>()
-        .and_then(|parts| parts.extensions.get::<Caller>())
-        .copied()
-        .unwrap_or(Caller::Open)
+    #[cfg(test)]
+    fn principals(&self) -> usize {
+        self.inner.running.len()
+    }
 }
 
 #[cfg(test)]
@@ -62,13 +90,23 @@ mod tests {
     use super::*;
 
     #[test]
-    fn permits_per_caller_come_back_when_dropped() {
+    fn permits_per_principal_come_back_and_idle_principals_are_forgotten() {
         let quota = JobQuota::new(2);
-        let a1 = quota.try_start(Caller::Token(0)).unwrap();
-        let _a2 = quota.try_start(Caller::Token(0)).unwrap();
-        assert!(quota.try_start(Caller::Token(0)).is_err());
-        assert!(quota.try_start(Caller::Token(1)).is_ok(), "another caller");
+        let a = Principal::token("a");
+        let a1 = quota.try_start(&a).unwrap();
+        let a2 = quota.try_start(&a).unwrap();
+        assert!(quota.try_start(&a).is_err());
+        let b1 = quota
+            .try_start(&Principal::jwt("https://i/", "b"))
+            .expect("another principal");
+        assert_eq!(quota.principals(), 2);
         drop(a1);
-        assert!(quota.try_start(Caller::Token(0)).is_ok());
+        let a3 = quota.try_start(&a).unwrap();
+        drop((a2, a3, b1));
+        assert_eq!(quota.principals(), 0, "no running job, no entry");
+        for i in 0..100 {
+            drop(quota.try_start(&Principal::jwt("https://i/", &i.to_string())));
+        }
+        assert_eq!(quota.principals(), 0);
     }
 }

@@ -1,14 +1,21 @@
 //! Who may use which endpoint, checked before any handler runs.
 //!
-//! - `/mcp`: a configured bearer token (`auth.mcp_tokens`), else 401 with `WWW-Authenticate`;
-//!   then the caller's request rate (429). The verified caller travels on in the request's
-//!   extensions (for per-caller job limits); the `Authorization` header does not.
+//! - `/mcp`: a credential (a named static token of `auth.mcp_tokens`, or a JWT of one of
+//!   `auth.issuers`), else 401 with `WWW-Authenticate` (its `error_description` says why, and
+//!   `resource_metadata` where to get a token, when issuers are configured) and the
+//!   `bridge_auth_rejections_total{reason}` metric; then the caller's request rate (429). The
+//!   verified [`Identity`] travels on in the request's extensions (job ownership, tool
+//!   policies, per-principal limits); the `Authorization` header does not.
 //! - Job and correlation URLs: the capability token of that one job or correlation
-//!   (`?token=`), or an MCP bearer token. A missing or wrong token answers exactly like an
-//!   unknown job (404), so nobody can probe which IDs exist. Event streams then take a
-//!   subscriber place (503 with `Retry-After` when full).
-//! - Operational endpoints (`/upstreams`, `/metrics`): a bearer token, unless they are served
-//!   on the separate admin listener.
+//!   (`?token=`), which opens it whoever started it; or a credential, which opens only the
+//!   caller's own jobs (`auth::may_access`; an admin's, all). A missing or wrong token, and
+//!   another caller's job, answer exactly like an unknown job (404), so nobody can probe which
+//!   IDs exist. A correlation stream opened with a credential shows the caller's own jobs
+//!   only (see `sse`). Event streams then take a subscriber place (503 with `Retry-After`).
+//! - Operational endpoints (`/upstreams`, `/metrics`): a static token or an admin, unless they
+//!   are served on the separate admin listener.
+//! - `/.well-known/oauth-protected-resource[/mcp]`: the Protected Resource Metadata (RFC 9728),
+//!   open to all, when issuers are configured.
 
 use std::{collections::HashMap, sync::Arc, time::Duration};
 
@@ -21,43 +28,71 @@ use axum::{
     response::{IntoResponse, Response},
 };
 use futures::StreamExt;
+use prometheus::IntCounterVec;
 use serde::Deserialize;
 use serde_json::json;
 
 use super::{
-    ApiError,
+    ApiError, ApiState,
     limits::{CallRates, SUBSCRIBER_RETRY_AFTER, Subscribers},
 };
 use crate::{
-    auth::{BearerError, JobTokens, McpTokens, TokenScope},
+    auth::{
+        Authenticator, Identity, JobTokens, PolicyError, ProtectedResource, Rejection, TokenScope,
+        may_access,
+    },
     config::Config,
+    metrics::Metrics,
+    model::JobId,
 };
 
 /// The realm named in `WWW-Authenticate`.
 const REALM: &str = "mcp-progress-bridge";
+/// What a request refused because the issuer's keys cannot be fetched is told.
+const KEYS_RETRY_AFTER: Duration = Duration::from_secs(5);
 
 /// Everything the access checks need; a cheap handle.
 #[derive(Clone)]
 pub struct Guard {
-    pub mcp_tokens: Arc<McpTokens>,
+    pub authn: Arc<Authenticator>,
+    /// The Protected Resource Metadata, when issuers are configured.
+    pub resource: Option<Arc<ProtectedResource>>,
     pub job_tokens: JobTokens,
     pub require_job_tokens: bool,
     pub rates: Arc<CallRates>,
     pub subscribers: Arc<Subscribers>,
     /// CORS for the job routes (`server.cors_origins`); none by default.
     pub cors: Option<tower_http::cors::CorsLayer>,
+    /// `bridge_auth_rejections_total{reason}`.
+    rejections: IntCounterVec,
+}
+
+/// How a job or correlation URL was opened.
+#[derive(Debug, Clone)]
+pub enum JobAccess {
+    /// A capability token, or no token needed (`auth.require_job_tokens = false`): the URL's
+    /// job or correlation whoever started it.
+    Capability,
+    /// A credential: the caller's own jobs only (an admin's, all).
+    Caller(Arc<Identity>),
 }
 
 impl Guard {
-    pub fn new(config: &Config, job_tokens: JobTokens) -> Self {
-        Self {
-            mcp_tokens: Arc::new(McpTokens::new(&config.auth.mcp_tokens)),
+    pub fn new(
+        config: &Config,
+        job_tokens: JobTokens,
+        metrics: &Metrics,
+    ) -> Result<Self, PolicyError> {
+        Ok(Self {
+            authn: Arc::new(Authenticator::new(config, metrics)?),
+            resource: ProtectedResource::from_config(config).map(Arc::new),
             job_tokens,
             require_job_tokens: config.auth.require_job_tokens,
             rates: CallRates::new(&config.limits),
             subscribers: Subscribers::new(&config.limits),
             cors: super::origins::cors(&config.server),
-        }
+            rejections: metrics.auth_rejections.clone(),
+        })
     }
 
     fn authorization(headers: &HeaderMap) -> Option<&[u8]> {
@@ -65,22 +100,54 @@ impl Guard {
             .get(header::AUTHORIZATION)
             .map(HeaderValue::as_bytes)
     }
-}
 
-/// 401 with the challenge a client needs (RFC 6750).
-fn unauthorized(error: BearerError) -> Response {
-    let challenge = match error {
-        BearerError::Missing => format!("Bearer realm=\"{REALM}\""),
-        BearerError::Invalid => format!("Bearer realm=\"{REALM}\", error=\"invalid_token\""),
-    };
-    let body = json!({ "error": { "code": "unauthorized", "message": error.to_string() } });
-    let mut response = (StatusCode::UNAUTHORIZED, Json(body)).into_response();
-    if let Ok(value) = HeaderValue::from_str(&challenge) {
-        response
-            .headers_mut()
-            .insert(header::WWW_AUTHENTICATE, value);
+    /// The caller of a request, counting a refusal by its reason.
+    async fn authenticate(&self, headers: &HeaderMap) -> Result<Arc<Identity>, Rejection> {
+        let result = self.authn.authenticate(Self::authorization(headers)).await;
+        if let Err(rejection) = &result {
+            self.rejections
+                .with_label_values(&[rejection.label()])
+                .inc();
+        }
+        result
     }
-    response
+
+    /// 401 with the challenge a client needs (RFC 6750, and RFC 9728's `resource_metadata`);
+    /// 503 when the fault is the issuer's keys, not the token.
+    fn refuse(&self, rejection: Rejection) -> Response {
+        if rejection.is_unavailable() {
+            return retry_later(
+                StatusCode::SERVICE_UNAVAILABLE,
+                rejection.label(),
+                rejection.to_string(),
+                KEYS_RETRY_AFTER,
+            );
+        }
+        let mut challenge = format!("Bearer realm=\"{REALM}\"");
+        if let Some(resource) = &self.resource {
+            challenge.push_str(&format!(
+                ", resource_metadata=\"{}\"",
+                resource.metadata_url
+            ));
+        }
+        if !rejection.is_missing() {
+            challenge.push_str(&format!(
+                ", error=\"invalid_token\", error_description=\"{rejection}\""
+            ));
+        }
+        let body = json!({ "error": {
+            "code": "unauthorized",
+            "reason": rejection.label(),
+            "message": rejection.to_string(),
+        } });
+        let mut response = (StatusCode::UNAUTHORIZED, Json(body)).into_response();
+        if let Ok(value) = HeaderValue::from_str(&challenge) {
+            response
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, value);
+        }
+        response
+    }
 }
 
 /// A refusal that says when to come back.
@@ -94,37 +161,57 @@ fn retry_later(status: StatusCode, code: &str, message: String, after: Duration)
     response
 }
 
-/// In front of `/mcp`: bearer token, then rate.
+/// In front of `/mcp`: credential, then rate.
 pub async fn mcp_guard(State(guard): State<Guard>, mut request: Request, next: Next) -> Response {
-    let caller = match guard
-        .mcp_tokens
-        .check(Guard::authorization(request.headers()))
-    {
-        Ok(caller) => caller,
-        Err(error) => return unauthorized(error),
+    let identity = match guard.authenticate(request.headers()).await {
+        Ok(identity) => identity,
+        Err(rejection) => return guard.refuse(rejection),
     };
-    if let Err(wait) = guard.rates.check(caller) {
+    if let Err(wait) = guard.rates.check(&identity.principal) {
         return retry_later(
             StatusCode::TOO_MANY_REQUESTS,
             "rate_limited",
-            "too many requests for this token (limits.calls_per_minute); slow down and retry after the time in Retry-After".into(),
+            "too many requests for this caller (limits.calls_per_minute); slow down and retry after the time in Retry-After".into(),
             wait,
         );
     }
     // The token has done its job: nothing downstream (handlers, logs, upstreams) sees it.
     request.headers_mut().remove(header::AUTHORIZATION);
-    request.extensions_mut().insert(caller);
+    request.extensions_mut().insert(identity);
     next.run(request).await
 }
 
-/// In front of `/upstreams` and `/metrics` on the main listener.
+/// In front of `/upstreams` and `/metrics` on the main listener: a static token (the
+/// operator's kind of credential) or an admin; with `/mcp` open, anyone.
 pub async fn admin_guard(State(guard): State<Guard>, request: Request, next: Next) -> Response {
-    match guard
-        .mcp_tokens
-        .check(Guard::authorization(request.headers()))
-    {
-        Ok(_) => next.run(request).await,
-        Err(error) => unauthorized(error),
+    match guard.authenticate(request.headers()).await {
+        Ok(identity)
+            if identity.admin
+                || identity.principal.token_name().is_some()
+                || guard.authn.is_open() =>
+        {
+            next.run(request).await
+        }
+        Ok(_) => ApiError::Forbidden(
+            "these operational endpoints need a static token of auth.mcp_tokens or an admin \
+             (auth.admin); a caller's own token does not open them"
+                .into(),
+        )
+        .into_response(),
+        Err(rejection) => guard.refuse(rejection),
+    }
+}
+
+/// `GET /.well-known/oauth-protected-resource[/mcp]`: the metadata (RFC 9728). Public: it is
+/// how a client without a token learns where to get one; any origin may read it.
+pub async fn protected_resource(State(guard): State<Guard>) -> Response {
+    match &guard.resource {
+        Some(resource) => (
+            [(header::ACCESS_CONTROL_ALLOW_ORIGIN, "*")],
+            Json(resource.document.clone()),
+        )
+            .into_response(),
+        None => ApiError::NotFound.into_response(),
     }
 }
 
@@ -146,9 +233,10 @@ fn scope_of(route: &str) -> Option<(TokenScope, &'static str, bool)> {
 }
 
 /// In front of the job and correlation routes (a route layer: it runs after routing, so it
-/// knows which route and which ID).
+/// knows which route and which ID). Records how the URL was opened ([`JobAccess`]) for the
+/// handler.
 pub async fn job_guard(
-    State(guard): State<Guard>,
+    State(state): State<ApiState>,
     route: Option<MatchedPath>,
     path: Result<Path<HashMap<String, String>>, axum::extract::rejection::PathRejection>,
     query: Result<Query<TokenQuery>, axum::extract::rejection::QueryRejection>,
@@ -169,21 +257,64 @@ pub async fn job_guard(
         )
         .into_response();
     };
-    let allowed = !guard.require_job_tokens
-        || guard
-            .mcp_tokens
-            .admits(Guard::authorization(request.headers()))
-        || query
-            .token
-            .as_deref()
-            .is_some_and(|token| guard.job_tokens.verify(scope, &id, token));
-    if !allowed {
+    let Some(access) = job_access(
+        &state,
+        scope,
+        &id,
+        query.token.as_deref(),
+        request.headers(),
+    )
+    .await
+    else {
         return ApiError::NotFound.into_response();
-    }
+    };
+    // Streams are counted per channel; a correlation read with a credential is that caller's
+    // own channel, so another caller cannot fill its places.
+    let channel = match (&access, scope) {
+        (JobAccess::Caller(identity), TokenScope::Correlation) => {
+            format!("{}:{id}:{}", scope.label(), identity.principal)
+        }
+        _ => format!("{}:{id}", scope.label()),
+    };
+    let mut request = request;
+    request.headers_mut().remove(header::AUTHORIZATION);
+    request.extensions_mut().insert(access);
     if !stream {
         return next.run(request).await;
     }
-    serve_stream(&guard, format!("{}:{id}", scope.label()), request, next).await
+    serve_stream(&state.guard, channel, request, next).await
+}
+
+/// How a job or correlation URL is opened, or `None` (404): its capability token (or none
+/// needed), else the request's credential, for a job only if the caller may see it
+/// (`auth::may_access`). A store that cannot answer counts as no access: the reader retries.
+async fn job_access(
+    state: &ApiState,
+    scope: TokenScope,
+    id: &str,
+    token: Option<&str>,
+    headers: &HeaderMap,
+) -> Option<JobAccess> {
+    let guard = &state.guard;
+    let capability = !guard.require_job_tokens
+        || token.is_some_and(|token| guard.job_tokens.verify(scope, id, token));
+    if capability {
+        return Some(JobAccess::Capability);
+    }
+    // An open `/mcp` has no credentials to show: only capability tokens open job URLs.
+    if guard.authn.is_open() || Guard::authorization(headers).is_none() {
+        return None;
+    }
+    let identity = guard.authenticate(headers).await.ok()?;
+    if scope != TokenScope::Correlation
+        && let Ok(job) = id.parse::<JobId>()
+    {
+        let snapshot = state.store.snapshot(job).await.ok().flatten()?;
+        if !may_access(&identity, &snapshot) {
+            return None;
+        }
+    }
+    Some(JobAccess::Caller(identity))
 }
 
 /// Serve an SSE route holding one of `channel`'s subscriber places for as long as the stream's

@@ -21,6 +21,9 @@ pub enum ApiError {
     NotFound,
     #[error("{0}")]
     BadRequest(String),
+    /// A valid credential that does not open this endpoint.
+    #[error("{0}")]
+    Forbidden(String),
     #[error("the job store is unavailable: {0}")]
     Unavailable(String),
 }
@@ -30,6 +33,7 @@ impl ApiError {
         match self {
             ApiError::NotFound => "not_found",
             ApiError::BadRequest(_) => "bad_request",
+            ApiError::Forbidden(_) => "forbidden",
             ApiError::Unavailable(_) => "unavailable",
         }
     }
@@ -38,6 +42,7 @@ impl ApiError {
         match self {
             ApiError::NotFound => StatusCode::NOT_FOUND,
             ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
+            ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
             ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
         }
     }

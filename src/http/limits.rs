@@ -19,7 +19,7 @@ use governor::{
 };
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, TryAcquireError};
 
-use crate::{auth::Caller, config::LimitsConfig};
+use crate::{config::LimitsConfig, model::Principal};
 
 /// What a refused stream is told: try again after this long.
 pub const SUBSCRIBER_RETRY_AFTER: Duration = Duration::from_secs(5);
@@ -118,10 +118,10 @@ impl Drop for SubscriberPermit {
     }
 }
 
-/// Requests to `/mcp` per minute, one GCRA bucket per caller in governor's keyed limiter (the
+/// Requests to `/mcp` per minute, one GCRA bucket per principal in governor's keyed limiter (the
 /// whole minute's allowance may be spent at once, then it refills evenly).
 pub struct CallRates<C: Clock = DefaultClock> {
-    limiter: RateLimiter<Caller, DashMapStateStore<Caller>, C, NoOpMiddleware<C::Instant>>,
+    limiter: RateLimiter<Principal, DashMapStateStore<Principal>, C, NoOpMiddleware<C::Instant>>,
     clock: C,
     checks: AtomicU32,
 }
@@ -148,12 +148,12 @@ impl<C: Clock + Clone> CallRates<C> {
     }
 
     /// `Err(wait)`: over the rate; the next request is allowed after `wait`.
-    pub fn check(&self, caller: Caller) -> Result<(), Duration> {
+    pub fn check(&self, caller: &Principal) -> Result<(), Duration> {
         if self.checks.fetch_add(1, Ordering::Relaxed) % PRUNE_EVERY == PRUNE_EVERY - 1 {
             self.prune();
         }
         self.limiter
-            .check_key(&caller)
+            .check_key(caller)
             .map_err(|not_until| not_until.wait_time_from(self.clock.now()))
     }
 
@@ -206,14 +206,14 @@ mod tests {
     fn call_rate_per_caller() {
         let r = CallRates::new(&limits(1, 1, 3));
         for _ in 0..3 {
-            r.check(Caller::Token(0)).unwrap();
+            r.check(&Principal::token("0")).unwrap();
         }
-        let wait = r.check(Caller::Token(0)).unwrap_err();
+        let wait = r.check(&Principal::token("0")).unwrap_err();
         assert!(
             wait > Duration::ZERO && wait <= Duration::from_secs(20),
             "{wait:?}"
         );
-        r.check(Caller::Token(1)).unwrap();
+        r.check(&Principal::token("1")).unwrap();
     }
 
     /// Callers whose bucket has refilled are forgotten, so many callers, each seen once, do
@@ -223,22 +223,22 @@ mod tests {
         let clock = governor::clock::FakeRelativeClock::default();
         let r = CallRates::with_clock(&limits(1, 1, 60), clock.clone());
         for i in 0..900 {
-            r.check(Caller::Token(i)).unwrap();
+            r.check(&Principal::token(&i.to_string())).unwrap();
         }
         assert_eq!(r.callers(), 900);
         clock.advance(Duration::from_secs(61));
         for _ in 0..60 {
-            r.check(Caller::Token(5000)).unwrap();
+            r.check(&Principal::token("5000")).unwrap();
         }
-        r.check(Caller::Token(5000)).unwrap_err();
+        r.check(&Principal::token("5000")).unwrap_err();
         // Enough checks to reach the next pruning: only the busy caller is left.
         let to_prune = PRUNE_EVERY as usize - 900 - 61;
         assert_eq!(r.callers(), 901, "not pruned yet");
         for _ in 0..to_prune {
-            let _ = r.check(Caller::Token(5000));
+            let _ = r.check(&Principal::token("5000"));
         }
         assert_eq!(r.callers(), 1, "only the caller still inside its minute");
-        let wait = r.check(Caller::Token(5000)).unwrap_err();
+        let wait = r.check(&Principal::token("5000")).unwrap_err();
         assert!(wait > Duration::ZERO, "its state survived the pruning");
     }
 

@@ -17,7 +17,7 @@ pub mod surface;
 use std::{sync::Arc, time::Duration};
 
 use axum::{
-    Json, Router,
+    Extension, Json, Router,
     extract::{Path, Query, State},
     http::{HeaderMap, StatusCode},
     response::{IntoResponse, Response},
@@ -62,16 +62,27 @@ pub fn router(state: ApiState) -> Router {
         .route("/jobs/{id}/cancel", post(job_cancel))
         .route("/correlations/{cid}/events", get(correlation_events))
         .route_layer(axum::middleware::from_fn_with_state(
-            state.guard.clone(),
+            state.clone(),
             auth::job_guard,
         ));
     if let Some(cors) = state.guard.cors.clone() {
         jobs = jobs.layer(cors);
     }
+    let metadata = Router::new()
+        .route(
+            crate::auth::resource::METADATA_PATH,
+            get(auth::protected_resource),
+        )
+        .route(
+            crate::auth::resource::METADATA_PATH_MCP,
+            get(auth::protected_resource),
+        )
+        .with_state(state.guard.clone());
     jobs.route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .merge(page::router())
         .with_state(state)
+        .merge(metadata)
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -130,18 +141,25 @@ async fn job_events(
 ) -> Result<Response, ApiError> {
     let id = job_id(&id)?;
     let after = last_event_id(&headers, &query)?;
-    sse::respond(&state, Channel::Job(id), after).await
+    sse::respond(&state, Channel::Job(id), after, None).await
 }
 
+/// A correlation's stream. Opened with a credential, it shows the caller's own jobs of that
+/// correlation only: another caller's jobs with the same correlation ID are not there.
 async fn correlation_events(
     State(state): State<ApiState>,
     Path(cid): Path<String>,
     headers: HeaderMap,
     Query(query): Query<StreamQuery>,
+    access: Option<Extension<auth::JobAccess>>,
 ) -> Result<Response, ApiError> {
     let cid: CorrelationId = cid.parse().map_err(|_| ApiError::NotFound)?;
     let after = last_event_id(&headers, &query)?;
-    sse::respond(&state, Channel::Correlation(cid), after).await
+    let only = match access {
+        Some(Extension(auth::JobAccess::Caller(identity))) => Some(identity),
+        _ => None,
+    };
+    sse::respond(&state, Channel::Correlation(cid), after, only).await
 }
 
 async fn job_cancel(

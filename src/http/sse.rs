@@ -13,8 +13,20 @@
 //! history; and a stream that has been idle for a keep-alive interval looks at history once
 //! before the keep-alive comment. A live event that never arrived (the last one of a job, above
 //! all, which no later event would reveal) is then delivered late instead of never.
+//!
+//! A correlation stream opened with a caller's credential shows that caller's jobs only
+//! ([`JobFilter`]): the correlation ID is the caller's own, and another caller's jobs with the
+//! same ID are passed over (their events, heartbeats, and entries in `status`/`reset`). The
+//! reader's position moves past a passed-over event like past a sent one, so resuming works
+//! the same; the `id:`s it sees then have gaps.
 
-use std::{collections::VecDeque, convert::Infallible, pin::Pin, sync::Arc, time::Duration};
+use std::{
+    collections::{HashMap, VecDeque},
+    convert::Infallible,
+    pin::Pin,
+    sync::Arc,
+    time::Duration,
+};
 
 use axum::{
     body::Body,
@@ -29,8 +41,9 @@ use tokio_util::sync::WaitForCancellationFutureOwned;
 
 use super::{ApiError, ApiState};
 use crate::{
+    auth::{Identity, may_access},
     metrics::Metrics,
-    model::{Channel, EventKind, Seq, wire::sse_frame},
+    model::{Channel, EventKind, JobId, Seq, wire::sse_frame},
     store::{ChannelSnapshot, LiveItem, LiveStream, Opened, Store, StoreError, StoredEvent},
     wait::{Backoff, Pauses, sleep_until},
 };
@@ -47,11 +60,13 @@ const CATCH_UP: Backoff = Backoff {
     cap: Duration::from_secs(5),
 };
 
-/// Open `channel` for a reader at `after` (its Last-Event-ID) and answer with the stream.
+/// Open `channel` for a reader at `after` (its Last-Event-ID) and answer with the stream;
+/// `only`: the jobs of a correlation this caller may see, not all of them.
 pub async fn respond(
     state: &ApiState,
     channel: Channel,
     after: Option<Seq>,
+    only: Option<Arc<Identity>>,
 ) -> Result<Response, ApiError> {
     // A correlation stream has no snapshot to start from: a fresh reader replays it whole.
     let after = match channel {
@@ -74,7 +89,15 @@ pub async fn respond(
             opened.head
         )));
     }
-    let tail = Tail::start(state, channel, if fresh { None } else { after }, opened).await;
+    let filter = only.map(JobFilter::new);
+    let tail = Tail::start(
+        state,
+        channel,
+        if fresh { None } else { after },
+        opened,
+        filter,
+    )
+    .await;
     let stream = futures::stream::unfold(tail, |mut tail| async move {
         let frame = tail.next_frame().await?;
         Some((Ok::<Bytes, Infallible>(frame), tail))
@@ -132,11 +155,99 @@ struct Tail {
     /// life: waiting on the shared token itself would take its lock on every event of every
     /// stream (to register, and to poll).
     shutdown: Pin<Box<WaitForCancellationFutureOwned>>,
+    /// The jobs this reader may see, when it is not all of them.
+    filter: Option<JobFilter>,
     _guard: SubscriberGuard,
 }
 
+/// Most jobs a [`JobFilter`] remembers its decision on; past it, it forgets them all and
+/// decides again as their events come (one snapshot read each).
+const FILTER_MEMORY: usize = 4096;
+
+/// Which jobs of a correlation one reader may see (`auth::may_access`), decided once per job.
+struct JobFilter {
+    identity: Arc<Identity>,
+    decided: HashMap<JobId, bool>,
+}
+
+impl JobFilter {
+    fn new(identity: Arc<Identity>) -> Self {
+        Self {
+            identity,
+            decided: HashMap::new(),
+        }
+    }
+
+    fn remember(&mut self, job: JobId, visible: bool) {
+        if self.decided.len() >= FILTER_MEMORY {
+            self.decided.clear();
+        }
+        self.decided.insert(job, visible);
+    }
+
+    /// The snapshots of a `status` or `reset` frame that this reader may see.
+    fn snapshot(&mut self, snapshot: ChannelSnapshot) -> ChannelSnapshot {
+        match snapshot {
+            ChannelSnapshot::Correlation(jobs) => ChannelSnapshot::Correlation(
+                jobs.into_iter()
+                    .filter(|job| {
+                        let visible = may_access(&self.identity, job);
+                        self.remember(job.job_id, visible);
+                        visible
+                    })
+                    .collect(),
+            ),
+            job => job,
+        }
+    }
+
+    /// Whether this reader may see `event`, by its job (every correlation event names one
+    /// first in its data). A job whose snapshot cannot be read (expired, or the store is
+    /// reconnecting) is not shown.
+    async fn admits(&mut self, store: &dyn Store, event: &StoredEvent) -> bool {
+        let Some(job) = event_job(&event.data) else {
+            return false;
+        };
+        if let Some(&visible) = self.decided.get(&job) {
+            return visible;
+        }
+        let visible = match store.snapshot(job).await {
+            Ok(Some(snapshot)) => may_access(&self.identity, &snapshot),
+            Ok(None) => false,
+            Err(error) => {
+                tracing::warn!(%error, job = %job, "cannot tell whose job an event is; not shown to this reader");
+                return false;
+            }
+        };
+        self.remember(job, visible);
+        visible
+    }
+}
+
+/// The job an event's data names: it starts with `{"job_id":"<id>"` (job events, heartbeats
+/// and `job_started` snapshots alike); anything else is read whole.
+fn event_job(data: &[u8]) -> Option<JobId> {
+    const HEAD: &[u8] = b"{\"job_id\":\"";
+    if let Some(rest) = data.strip_prefix(HEAD)
+        && let Some(id) = rest.get(..32)
+    {
+        return std::str::from_utf8(id).ok()?.parse().ok();
+    }
+    #[derive(serde::Deserialize)]
+    struct Named {
+        job_id: JobId,
+    }
+    serde_json::from_slice::<Named>(data).ok().map(|n| n.job_id)
+}
+
 impl Tail {
-    async fn start(state: &ApiState, channel: Channel, after: Option<Seq>, opened: Opened) -> Self {
+    async fn start(
+        state: &ApiState,
+        channel: Channel,
+        after: Option<Seq>,
+        opened: Opened,
+        filter: Option<JobFilter>,
+    ) -> Self {
         let Opened {
             head,
             snapshot,
@@ -158,8 +269,10 @@ impl Tail {
             idle_deadline: Instant::now() + state.keep_alive,
             idle: Box::pin(tokio::time::sleep(state.keep_alive)),
             shutdown: Box::pin(state.shutdown.child_token().cancelled_owned()),
+            filter,
             _guard: SubscriberGuard::new(state.metrics.clone()),
         };
+        let snapshot = tail.visible(snapshot);
         match after {
             None => {
                 // The status event sits just before the replayed history, so a reader that
@@ -169,7 +282,7 @@ impl Tail {
                     .push_back(snapshot_frame(EventKind::Status, base, &snapshot));
                 tail.last = base;
                 for event in backlog {
-                    tail.send(&event);
+                    tail.deliver(&event).await;
                 }
             }
             Some(_) if !covered => {
@@ -179,7 +292,7 @@ impl Tail {
             Some(after) => {
                 tail.last = after;
                 for event in backlog {
-                    tail.send(&event);
+                    tail.deliver(&event).await;
                 }
             }
         }
@@ -237,16 +350,44 @@ impl Tail {
                     if event.seq > self.last {
                         self.catch_up().await;
                     }
-                    if event.seq <= self.last && !self.done {
+                    if event.seq <= self.last && !self.done && self.admits(&event).await {
                         self.queue.push_back(event.frame.clone())
                     }
                 }
                 Some(LiveItem::Event(event)) if event.seq <= self.last => {}
-                Some(LiveItem::Event(event)) if event.seq == self.last + 1 => self.send(&event),
+                Some(LiveItem::Event(event)) if event.seq == self.last + 1 => {
+                    self.deliver(&event).await
+                }
                 Some(LiveItem::Event(_)) | Some(LiveItem::Lagged) => self.catch_up().await,
                 // The channel is gone (expired): nothing more will come.
                 None => self.done = true,
             }
+        }
+    }
+
+    /// Whether this reader may see `event` (always, without a filter).
+    async fn admits(&mut self, event: &StoredEvent) -> bool {
+        match &mut self.filter {
+            Some(filter) => filter.admits(&*self.store, event).await,
+            None => true,
+        }
+    }
+
+    /// Send `event`, or pass over it when this reader may not see it: either way the reader's
+    /// position moves past it.
+    async fn deliver(&mut self, event: &StoredEvent) {
+        if self.admits(event).await {
+            self.send(event);
+        } else {
+            self.last = event.seq;
+        }
+    }
+
+    /// The part of a channel snapshot this reader may see.
+    fn visible(&mut self, snapshot: ChannelSnapshot) -> ChannelSnapshot {
+        match &mut self.filter {
+            Some(filter) => filter.snapshot(snapshot),
+            None => snapshot,
         }
     }
 
@@ -266,7 +407,7 @@ impl Tail {
             Ok(replay) if replay.covered => {
                 self.read_history();
                 for event in replay.events {
-                    self.send(&event);
+                    self.deliver(&event).await;
                 }
             }
             Ok(_) => self.reset().await,
@@ -300,11 +441,9 @@ impl Tail {
             Err(error) => return self.retry_later(&error),
         };
         self.read_history();
-        self.queue.push_back(snapshot_frame(
-            EventKind::Reset,
-            opened.head,
-            &opened.snapshot,
-        ));
+        let snapshot = self.visible(opened.snapshot);
+        self.queue
+            .push_back(snapshot_frame(EventKind::Reset, opened.head, &snapshot));
         self.last = opened.head;
         if opened.ended {
             self.send_terminal().await;

@@ -52,11 +52,19 @@ pub fn assemble(
 
 /// Say at start what is open: loudly, when `/mcp` takes anyone.
 pub fn announce(guard: &auth::Guard, config: &crate::config::Config) {
-    if guard.mcp_tokens.is_open() {
+    if guard.authn.is_open() {
         tracing::warn!(
             listen = %config.server.listen,
-            "/mcp IS OPEN: no auth.mcp_tokens are configured, so anyone who can reach this \
-             address can call every tool. Set auth.mcp_tokens before exposing the bridge"
+            "/mcp IS OPEN: no auth.mcp_tokens or auth.issuers are configured, so anyone who \
+             can reach this address can call every tool. Set one before exposing the bridge"
+        );
+    }
+    if let Some(resource) = &guard.resource {
+        tracing::info!(
+            resource = %resource.resource,
+            metadata = %resource.metadata_url,
+            issuers = config.auth.issuers.len(),
+            "JWT access tokens accepted on /mcp; Protected Resource Metadata served"
         );
     }
     if guard.job_tokens.is_random() {

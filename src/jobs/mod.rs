@@ -30,7 +30,7 @@ use crate::{
     metrics::Metrics,
     model::{
         Channel, CorrelationId, EventBody, FailureReason, JobFailure, JobId, JobSnapshot, NewJob,
-        ProgressUpdate,
+        Principal, ProgressUpdate,
     },
     shutdown::Tasks,
     store::{CancelAck, LiveItem, Store, StoreError},
@@ -57,6 +57,8 @@ pub struct JobSpec {
     pub upstream: String,
     pub upstream_tool: String,
     pub correlation_id: Option<CorrelationId>,
+    /// Who asked: the job is theirs (see `auth::ownership`).
+    pub principal: Principal,
 }
 
 /// The work a job runs: the outcome of the upstream call, and how to cancel it upstream.
@@ -215,6 +217,7 @@ impl Jobs {
                 upstream_tool: spec.upstream_tool,
                 correlation_id: spec.correlation_id,
                 owner: self.inner.replica.clone(),
+                principal: Some(spec.principal),
             })
             .await?;
         let running = Arc::new(Running {

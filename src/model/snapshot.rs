@@ -3,7 +3,9 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::{CorrelationId, EventBody, FailureReason, JobFailure, JobId, JobStatus, Seq};
+use super::{
+    CorrelationId, EventBody, FailureReason, JobFailure, JobId, JobStatus, Principal, Seq,
+};
 
 /// What a new job is, before it has events.
 #[derive(Debug, Clone)]
@@ -16,6 +18,9 @@ pub struct NewJob {
     pub correlation_id: Option<CorrelationId>,
     /// The replica that runs the upstream call (cancel routing, owner-loss detection).
     pub owner: String,
+    /// Who started it (the MCP request's principal): only they, an admin, or a capability
+    /// URL may see it.
+    pub principal: Option<Principal>,
 }
 
 /// A job's state as of event `seq`. Timestamps are Unix epoch milliseconds.
@@ -42,6 +47,12 @@ pub struct JobSnapshot {
     pub result: Option<Value>,
     pub error: Option<JobFailure>,
     pub owner: String,
+    /// Who started the job. Never serialized: it may be personal data, and the snapshot JSON
+    /// is what every reader of the job sees (see [`Principal`]). Stores keep it beside the
+    /// snapshot; `None` for a job recorded before principals existed (only an admin or a
+    /// capability URL opens it).
+    #[serde(skip)]
+    pub principal: Option<Principal>,
 }
 
 impl JobSnapshot {
@@ -65,6 +76,7 @@ impl JobSnapshot {
             result: None,
             error: None,
             owner: job.owner.clone(),
+            principal: job.principal.clone(),
         }
     }
 
@@ -143,6 +155,7 @@ mod tests {
             upstream_tool: "x".into(),
             correlation_id: None,
             owner: "r1".into(),
+            principal: Some(Principal::token("t")),
         };
         let mut s = JobSnapshot::new(&job, 0);
         s.apply(
@@ -171,7 +184,8 @@ mod tests {
     }
 
     /// The exact JSON of a snapshot (`GET /jobs/{id}`, the Redis hash fields), as it was while
-    /// `status` and `error.reason` were strings; and it reads back to the same value.
+    /// `status` and `error.reason` were strings; and it reads back to the same value. The
+    /// principal is not in it (it may be personal data), so it reads back as `None`.
     #[test]
     fn snapshot_json_is_unchanged_by_the_enums_and_round_trips() {
         let job = NewJob {
@@ -181,6 +195,7 @@ mod tests {
             upstream_tool: "x".into(),
             correlation_id: None,
             owner: "r1".into(),
+            principal: Some(Principal::token("t")),
         };
         let mut s = JobSnapshot::new(&job, 10);
         s.apply(
@@ -195,7 +210,15 @@ mod tests {
             text,
             r#"{"job_id":"0123456789abcdef0123456789abcdef","tool":"demo__x","upstream":"demo","upstream_tool":"x","status":"cancelled","progress":null,"total":null,"message":null,"seq":1,"created_at":10,"updated_at":20,"finished_at":20,"last_progress_at":null,"eta_ms":null,"correlation_id":null,"result":null,"error":{"reason":"cancelled","message":"asked"},"owner":"r1"}"#
         );
-        assert_eq!(serde_json::from_str::<JobSnapshot>(&text).unwrap(), s);
+        assert!(!text.contains("token:t"));
+        let read = serde_json::from_str::<JobSnapshot>(&text).unwrap();
+        assert_eq!(
+            read,
+            JobSnapshot {
+                principal: None,
+                ..s
+            }
+        );
     }
 
     /// A snapshot whose failure reason this version does not know still reads, and keeps it.

@@ -460,6 +460,7 @@ mod tests {
             upstream_tool: "t".into(),
             correlation_id: None,
             owner: "test".into(),
+            principal: None,
         }
     }
 

@@ -126,7 +126,17 @@ pub async fn start_config(config: Config) -> TestBridge {
 /// With `BRIDGE_TEST_STORE=redis` (a second pass in `.ci/run`), a memory-store config runs on
 /// the test Redis instead, under a fresh key prefix: the whole end-to-end suite then checks
 /// that both stores behave alike.
-pub async fn start_config_at(mut config: Config, public_url: Option<String>) -> TestBridge {
+pub async fn start_config_at(config: Config, public_url: Option<String>) -> TestBridge {
+    start_config_then(config, public_url, |_| {}).await
+}
+
+/// [`start_config_at`], with `finish` given the config once its address is known (for
+/// settings that name the bridge's own URL, such as the audience of its tokens).
+pub async fn start_config_then(
+    mut config: Config,
+    public_url: Option<String>,
+    finish: impl FnOnce(&mut Config),
+) -> TestBridge {
     let on_test_redis = std::env::var("BRIDGE_TEST_STORE").is_ok_and(|v| v == "redis")
         && config.store.backend == StoreBackend::Memory;
     let mut redis_prefix = None;
@@ -149,6 +159,7 @@ pub async fn start_config_at(mut config: Config, public_url: Option<String>) -> 
     if config.auth.job_secret.is_none() {
         config.auth.job_secret = Some(Secret::literal(TEST_JOB_SECRET));
     }
+    finish(&mut config);
     let bridge = app::start_with_listener(config, listener)
         .await
         .expect("bridge starts");

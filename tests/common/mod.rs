@@ -9,6 +9,7 @@
 //! - `http`: plain HTTP (JSON, metrics, a raw request line);
 //! - `proxy`: a proxy that cuts connections on demand;
 //! - `redis`: the test Redis, per-test key prefixes, a private `redis-server`;
+//! - `idp`: a real OpenID Connect provider (npm `oidc-provider`) that issues JWT access tokens;
 //! - `prereq`: prerequisites outside Rust (Python, node, Chromium) and running them.
 //!
 //! The modules are private and their items re-exported, so `use common::*` brings the helpers
@@ -20,6 +21,7 @@
 
 mod bridge;
 mod http;
+mod idp;
 mod job;
 mod mcp;
 mod prereq;
@@ -32,6 +34,6 @@ mod wait;
 // Every binary takes what it needs of these; the rest is unused there, not dead.
 #[allow(unused_imports)]
 pub use self::{
-    bridge::*, http::*, job::*, mcp::*, prereq::*, process::BridgeProcess, proxy::*, redis::*,
-    sse::*, wait::*,
+    bridge::*, http::*, idp::*, job::*, mcp::*, prereq::*, process::BridgeProcess, proxy::*,
+    redis::*, sse::*, wait::*,
 };

@@ -19,12 +19,23 @@ pub(super) fn snapshot_fields(snapshot: &JobSnapshot) -> Map<String, Value> {
     }
 }
 
-/// All fields, for a new job.
+/// The bookkeeping field that holds the job's principal (JSON text). Not a snapshot field:
+/// the snapshot JSON never shows it (see `model::Principal`), but the owner check needs it.
+const PRINCIPAL_FIELD: &str = "_principal";
+
+/// All fields, for a new job: the snapshot's, and its principal's.
 pub(super) fn all_fields(snapshot: &JobSnapshot) -> Vec<(String, String)> {
-    snapshot_fields(snapshot)
+    let mut fields: Vec<(String, String)> = snapshot_fields(snapshot)
         .into_iter()
         .map(|(k, v)| (k, v.to_string()))
-        .collect()
+        .collect();
+    if let Some(principal) = &snapshot.principal {
+        fields.push((
+            PRINCIPAL_FIELD.into(),
+            Value::from(principal.as_str()).to_string(),
+        ));
+    }
+    fields
 }
 
 /// The fields that differ between two states of a snapshot, except `seq`, which the append
@@ -55,8 +66,14 @@ pub(super) fn snapshot_from_fields(fields: &[(String, Vec<u8>)]) -> Option<JobSn
         json.extend_from_slice(value);
     }
     json.push(b'}');
-    match serde_json::from_slice(&json) {
-        Ok(snapshot) => Some(snapshot),
+    match serde_json::from_slice::<JobSnapshot>(&json) {
+        Ok(mut snapshot) => {
+            snapshot.principal = fields
+                .iter()
+                .find(|(k, _)| k == PRINCIPAL_FIELD)
+                .and_then(|(_, v)| serde_json::from_slice(v).ok());
+            Some(snapshot)
+        }
         Err(error) => {
             tracing::error!(%error, "a job snapshot in Redis does not parse; treating the job as unknown");
             None
@@ -176,6 +193,7 @@ mod tests {
                 upstream_tool: "t".into(),
                 correlation_id: Some("c-1".parse().unwrap()),
                 owner: "r".into(),
+                principal: Some(crate::model::Principal::jwt("https://idp.example/", "u-1")),
             },
             10,
         );

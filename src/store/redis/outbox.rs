@@ -140,6 +140,7 @@ mod tests {
                 upstream_tool: "t".into(),
                 correlation_id: None,
                 owner: "r".into(),
+                principal: None,
             },
             0,
         );

@@ -1,0 +1,130 @@
+//! `[auth.admin]` and `[[auth.policies]]`: who sees every job, and which upstream tools each
+//! caller may list and call. Both name callers the same way ([`Callers`]).
+
+use serde::Deserialize;
+
+use super::ConfigError;
+
+/// Which callers an entry applies to: any of the lists matching is enough.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Callers {
+    /// Names of static tokens (`auth.mcp_tokens` entries; plain ones are `token-1`, …).
+    pub tokens: Vec<String>,
+    /// JWT subjects (the issuer's `subject_claim`: `sub`, or `oid` for Entra ID).
+    pub subjects: Vec<String>,
+    /// Values of the issuer's `role_claims` (Entra ID app roles in `roles`, group IDs in
+    /// `groups`).
+    pub roles: Vec<String>,
+    /// OAuth scopes in the token's `scp` or `scope` claim.
+    pub scopes: Vec<String>,
+    /// JWT matches (`subjects`, `roles`, `scopes`) count only for tokens of this issuer; unset:
+    /// of any configured issuer.
+    pub issuer: Option<String>,
+}
+
+impl Callers {
+    pub fn is_empty(&self) -> bool {
+        self.tokens.is_empty()
+            && self.subjects.is_empty()
+            && self.roles.is_empty()
+            && self.scopes.is_empty()
+    }
+}
+
+/// One `[[auth.policies]]` entry: the callers it matches may list and call the upstream tools
+/// whose names (`<upstream>__<tool>`) match one of `tools`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PolicyConfig {
+    /// Every authenticated caller (instead of naming them).
+    #[serde(default)]
+    pub everyone: bool,
+    #[serde(default)]
+    pub tokens: Vec<String>,
+    #[serde(default)]
+    pub subjects: Vec<String>,
+    #[serde(default)]
+    pub roles: Vec<String>,
+    #[serde(default)]
+    pub scopes: Vec<String>,
+    pub issuer: Option<String>,
+    /// Glob patterns of tool names: `*` any run of characters, `?` one, `[ab]` a class.
+    pub tools: Vec<String>,
+}
+
+impl PolicyConfig {
+    pub fn callers(&self) -> Callers {
+        Callers {
+            tokens: self.tokens.clone(),
+            subjects: self.subjects.clone(),
+            roles: self.roles.clone(),
+            scopes: self.scopes.clone(),
+            issuer: self.issuer.clone(),
+        }
+    }
+}
+
+/// A tool-name glob as the policies use it (no path separators in tool names, so `*` crosses
+/// everything).
+pub fn tool_glob(pattern: &str) -> Result<globset::Glob, globset::Error> {
+    globset::GlobBuilder::new(pattern)
+        .literal_separator(false)
+        .backslash_escape(true)
+        .build()
+}
+
+pub(super) fn validate(
+    admin: &Callers,
+    policies: &[PolicyConfig],
+    token_names: &[String],
+    issuers: &[&str],
+    err: &impl Fn(&str, String) -> ConfigError,
+) -> Result<(), ConfigError> {
+    let check = |key: &str, callers: &Callers| -> Result<(), ConfigError> {
+        for name in &callers.tokens {
+            if !token_names.contains(name) {
+                return Err(err(
+                    &format!("{key}.tokens"),
+                    format!(
+                        "no auth.mcp_tokens entry is named {name:?} (the names are {token_names:?}; \
+                         a plain entry is named token-<its position from 1>)"
+                    ),
+                ));
+            }
+        }
+        if let Some(issuer) = &callers.issuer
+            && !issuers.contains(&issuer.as_str())
+        {
+            return Err(err(
+                &format!("{key}.issuer"),
+                format!("{issuer:?} is not one of the auth.issuers; copy its `issuer` exactly"),
+            ));
+        }
+        Ok(())
+    };
+    check("auth.admin", admin)?;
+    for (i, policy) in policies.iter().enumerate() {
+        let key = format!("auth.policies[{i}]");
+        let callers = policy.callers();
+        check(&key, &callers)?;
+        if callers.is_empty() && !policy.everyone {
+            return Err(err(
+                &key,
+                "names no caller: set tokens, subjects, roles or scopes (or everyone = true)"
+                    .into(),
+            ));
+        }
+        if policy.tools.is_empty() {
+            return Err(err(
+                &format!("{key}.tools"),
+                "list the tools (globs such as \"demo__*\") these callers may use".into(),
+            ));
+        }
+        for pattern in &policy.tools {
+            tool_glob(pattern)
+                .map_err(|e| err(&format!("{key}.tools"), format!("{pattern:?}: {e}")))?;
+        }
+    }
+    Ok(())
+}
