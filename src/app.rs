@@ -25,7 +25,7 @@ use crate::{
     metrics::Metrics,
     shutdown::{Shutdown, ShutdownGuard, Stage, TaskCount, Tasks},
     store::{MemoryStore, RedisOptions, RedisStore, Store, StoreError},
-    upstream::{UpstreamState, Upstreams},
+    upstream::{UpstreamLimits, UpstreamState, Upstreams},
 };
 
 /// How often finished jobs past retention are dropped, at most: a short retention is swept
@@ -189,6 +189,10 @@ fn start_core(
     let (store, mcp_sessions) = start_store(config, &replica, shutdown)?;
     let upstreams = Upstreams::start(
         &without_secret_env(&config.auth, &config.upstreams),
+        UpstreamLimits {
+            max_list_items: config.limits.max_upstream_list_items,
+            max_resource_read_bytes: config.limits.max_resource_read_bytes,
+        },
         metrics.clone(),
         shutdown.tasks(Stage::Upstreams),
     );
@@ -271,12 +275,19 @@ fn mcp_service(
         Links::new(&config.server.public_url, job_tokens),
         config.server.correlation_header.clone(),
         JobQuota::new(config.limits.max_jobs_per_token),
+        config.limits.max_resource_subscriptions,
+        core.metrics.clone(),
         http,
     );
     let mut mcp_config = http::origins::mcp_transport(
         StreamableHttpServerConfig::default()
             .with_cancellation_token(http.stopping().child_token())
-            .with_sse_keep_alive(Some(Duration::from_secs(config.server.keep_alive_secs))),
+            .with_sse_keep_alive(Some(Duration::from_secs(config.server.keep_alive_secs)))
+            // A request on the session-less revision (2026-07-28) is answered as plain JSON
+            // unless something streams before its answer (progress of a sync call, a
+            // subscription): SDKs cap one SSE event (the Python SDK at 1 MiB), not a JSON body.
+            // Sessions of older revisions are SSE either way (rmcp's legacy session mode).
+            .with_json_response(true),
         &config.server,
         config.limits.max_request_bytes,
     );

@@ -16,6 +16,8 @@ pub struct Metrics {
     pub sse_subscribers: IntGauge,
     pub upstream_up: IntGaugeVec,
     pub upstream_restarts: IntCounterVec,
+    /// A bound on what an upstream or a client controls was hit, by `[limits]` key.
+    pub limit_hits: IntCounterVec,
     /// Refused credentials on `/mcp`, job URLs and admin routes, by reason (the labels of
     /// `auth::Rejection`: `missing`, `expired`, `bad_signature`, …).
     pub auth_rejections: IntCounterVec,
@@ -65,6 +67,11 @@ impl Metrics {
             "Times an upstream connection was re-established after it went down",
             &["upstream"],
         );
+        let limit_hits = counter(
+            "bridge_limit_hits_total",
+            "Times a bound on what an upstream or a client controls was hit, by [limits] key",
+            &["limit"],
+        );
         let auth_rejections = counter(
             "bridge_auth_rejections_total",
             "Bearer credentials refused, by reason",
@@ -110,6 +117,7 @@ impl Metrics {
             sse_subscribers,
             upstream_up,
             upstream_restarts,
+            limit_hits,
             auth_rejections,
             jwks_fetches,
         }

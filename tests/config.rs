@@ -45,6 +45,17 @@ fn bad_configs_exit_2_naming_the_file_and_key() {
             "upstreams[1].name",
         ),
         (
+            "bad expose glob",
+            "[[upstreams]]\nname = \"e\"\ntransport = \"stdio\"\ncommand = \"x\"\n\
+             expose = { tools = [\"*\", \"![bad\"] }\n",
+            "upstreams[0].expose.tools",
+        ),
+        (
+            "bad surface limit",
+            "[limits]\nmax_resource_subscriptions = 0\n",
+            "limits.max_resource_subscriptions",
+        ),
+        (
             "bad url",
             "[[upstreams]]\nname = \"r\"\ntransport = \"http\"\nurl = \"not a url\"\n",
             "upstreams[0].url",

@@ -20,6 +20,15 @@ pub struct LimitsConfig {
     pub max_subscribers_per_channel: usize,
     /// Open SSE streams in total (503 with `Retry-After` past it).
     pub max_subscribers: usize,
+    /// Items kept of one list (tools, resources, resource templates, prompts) of one upstream;
+    /// the rest is not offered (logged, counted in `bridge_limit_hits_total`).
+    pub max_upstream_list_items: usize,
+    /// Largest `resources/read` result passed on, in bytes (text and base64 blobs added up);
+    /// a larger one gets an error that names this key.
+    pub max_resource_read_bytes: usize,
+    /// Resource URIs one MCP session (or one `subscriptions/listen` request) may follow at
+    /// once; `resources/subscribe` past it gets an error.
+    pub max_resource_subscriptions: usize,
 }
 
 impl Default for LimitsConfig {
@@ -30,6 +39,9 @@ impl Default for LimitsConfig {
             calls_per_minute: 3000,
             max_subscribers_per_channel: 64,
             max_subscribers: 4096,
+            max_upstream_list_items: 10_000,
+            max_resource_read_bytes: 16 * 1024 * 1024,
+            max_resource_subscriptions: 256,
         }
     }
 }
@@ -38,7 +50,7 @@ pub(super) fn validate(
     limits: &LimitsConfig,
     err: impl Fn(&str, String) -> ConfigError,
 ) -> Result<(), ConfigError> {
-    let checks: [(&str, u64, u64, u64); 5] = [
+    let checks: [(&str, u64, u64, u64); 8] = [
         (
             "limits.max_request_bytes",
             limits.max_request_bytes as u64,
@@ -68,6 +80,24 @@ pub(super) fn validate(
             limits.max_subscribers as u64,
             1,
             10_000_000,
+        ),
+        (
+            "limits.max_upstream_list_items",
+            limits.max_upstream_list_items as u64,
+            1,
+            1_000_000,
+        ),
+        (
+            "limits.max_resource_read_bytes",
+            limits.max_resource_read_bytes as u64,
+            1024,
+            1024 * 1024 * 1024,
+        ),
+        (
+            "limits.max_resource_subscriptions",
+            limits.max_resource_subscriptions as u64,
+            1,
+            1_000_000,
         ),
     ];
     for (key, value, min, max) in checks {

@@ -5,6 +5,7 @@
 mod access;
 mod advice;
 mod auth;
+mod glob;
 mod issuers;
 mod limits;
 mod redact;
@@ -22,6 +23,7 @@ use serde::Deserialize;
 pub use access::{Callers, PolicyConfig, tool_glob};
 pub use advice::public_url_mismatch;
 pub use auth::{AuthConfig, McpToken, Secret, without_secret_env};
+pub use glob::{GlobError, GlobList};
 pub use issuers::{IssuerConfig, JWT_ALGORITHMS, JwtLimits};
 pub use limits::LimitsConfig;
 pub use redact::redact_url;
@@ -237,6 +239,22 @@ pub struct UpstreamConfig {
     /// Per-tool overrides, keyed by the upstream's own tool name.
     #[serde(default)]
     pub tools: BTreeMap<String, ToolConfig>,
+    /// Which of this upstream's tools, resources and prompts the bridge shows (allow/deny
+    /// globs, see `GlobList`); everything by default.
+    #[serde(default)]
+    pub expose: Expose,
+}
+
+/// `[[upstreams]] expose = { tools = [...], resources = [...], prompts = [...] }`: allow/deny
+/// lists of globs over the upstream's own names (tool and prompt names; resource URIs and
+/// template URIs). What a list hides is neither listed nor callable: a hidden tool, prompt or
+/// resource is refused exactly like an unknown one. A list left out shows everything.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Expose {
+    pub tools: GlobList,
+    pub resources: GlobList,
+    pub prompts: GlobList,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -275,6 +293,7 @@ impl UpstreamConfig {
             idle_timeout_secs: None,
             health_check_secs: default_health_check_secs(),
             tools: BTreeMap::new(),
+            expose: Expose::default(),
         }
     }
 

@@ -3,7 +3,7 @@
 
 // MCP logging is deprecated (SEP-2577) but servers still send it; the bridge relays it.
 #[allow(deprecated)]
-use rmcp::model::LoggingMessageNotificationParam;
+use rmcp::model::{LoggingLevel, LoggingMessageNotificationParam};
 use std::{sync::Arc, time::Duration};
 
 use futures::FutureExt;
@@ -17,7 +17,7 @@ use rmcp::{
 use tokio::{sync::mpsc, time::Instant};
 
 use super::{
-    Front, catalog,
+    Front, callers, catalog,
     handle::{JobHandleBody, attach_job_meta, error_result},
     quota::QuotaPermit,
 };
@@ -34,12 +34,22 @@ use crate::{
 /// keep up stops getting them there; the job channel still has every one.
 const MIRROR_CAPACITY: usize = 256;
 
-/// Feeds an upstream call's notifications into its job.
-struct JobSink(Arc<Intake>);
+/// A waiting caller's share of a call's log messages: those at or above its level.
+#[allow(deprecated)]
+type CallerLogs = (LoggingLevel, mpsc::Sender<LoggingMessageNotificationParam>);
+
+/// Feeds an upstream call's notifications into its job, and its log messages also to a
+/// waiting caller that gets logs (see `caller_log_level`), at or above the caller's level: the
+/// upstream connection is shared, so the level is applied here, per caller, and never sent
+/// upstream.
+struct JobSink {
+    intake: Arc<Intake>,
+    caller_logs: Option<CallerLogs>,
+}
 
 impl CallSink for JobSink {
     fn progress(&self, p: &ProgressNotificationParam) {
-        self.0.progress(p.progress, p.total, p.message.clone());
+        self.intake.progress(p.progress, p.total, p.message.clone());
     }
 
     #[allow(deprecated)]
@@ -48,7 +58,13 @@ impl CallSink for JobSink {
             .ok()
             .and_then(|v| v.as_str().map(str::to_string))
             .unwrap_or_else(|| "info".into());
-        self.0.log(level, m.logger.clone(), m.data.clone());
+        self.intake.log(level, m.logger.clone(), m.data.clone());
+        if let Some((threshold, tx)) = &self.caller_logs
+            && callers::passes(m.level, *threshold)
+        {
+            // A caller that cannot keep up misses log lines on its request; the job has them.
+            let _ = tx.try_send(m.clone());
+        }
     }
 }
 
@@ -89,6 +105,38 @@ fn requested_mode(
         }
     };
     Ok(Some(mode))
+}
+
+/// A tool configured `sync` is listed with its output schema (see `catalog::list`), and every
+/// SDK validates a result against it: a job handle would be rejected ("structured content does
+/// not match the tool's output schema"), and a handle without structured content too ("has an
+/// output schema but did not return structured content"). So a per-call mode that may answer
+/// with a handle is refused for such a tool, before any job starts, with what to do instead.
+fn refuse_handle_for_output_schema(
+    upstream: &Upstream,
+    name: &str,
+    tool: &str,
+    configured: CallMode,
+    requested: CallMode,
+) -> Result<(), ErrorData> {
+    let has_schema = upstream
+        .tools()
+        .iter()
+        .any(|t| t.name == tool && t.output_schema.is_some());
+    if configured != CallMode::Sync || requested == CallMode::Sync || !has_schema {
+        return Ok(());
+    }
+    Err(ErrorData::invalid_params(
+        format!(
+            "tool {name} has an output schema and is configured mode = \"sync\", so it always \
+             answers with its own result: _meta[\"{MODE_META_KEY}\"] = \"{requested}\" would \
+             answer with a job handle, which does not match that schema. Leave \
+             _meta[\"{MODE_META_KEY}\"] out (or set it to \"sync\"); to get job handles for this \
+             tool, configure it with mode = \"async\" or \"auto\" (it is then listed without \
+             its output schema)"
+        ),
+        None,
+    ))
 }
 
 /// `work` with `permit` held until its outcome is in: the caller's quota place is given back
@@ -145,9 +193,13 @@ impl Front {
             Ok(permit) => permit,
             Err(full) => return Ok(error_result(full.to_string())),
         };
+        let configured = upstream.config().mode_for(tool, self.inner.config.mode);
         let mode = match requested_mode(&request, &context)? {
-            Some(mode) => mode,
-            None => upstream.config().mode_for(tool, self.inner.config.mode),
+            Some(mode) => {
+                refuse_handle_for_output_schema(upstream, &name, tool, configured, mode)?;
+                mode
+            }
+            None => configured,
         };
         let spec = JobSpec {
             tool: name.clone(),
@@ -163,12 +215,25 @@ impl Front {
         // Who started what goes to the operator's log, never into the job's JSON (see
         // `model::Principal`).
         tracing::info!(job = %pending.id(), principal = %identity.principal, "job created");
-        let work = match self.send(upstream, tool, request.arguments, &pending).await {
+        // Only a caller that waits has a request to put log messages on.
+        let (caller_logs, logs) = match self.caller_log_level(&context) {
+            Some(level) if mode != CallMode::Async => {
+                let (tx, rx) = mpsc::channel(MIRROR_CAPACITY);
+                (Some((level, tx)), Some(rx))
+            }
+            _ => (None, None),
+        };
+        let sink = Arc::new(JobSink {
+            intake: pending.intake(),
+            caller_logs,
+        });
+        let work = match self.send(upstream, tool, request.arguments, sink).await {
             Ok(work) => holding(work, permit),
             Err(failure) => return self.not_sent(pending, failure).await,
         };
         let limits = upstream.config().limits_for(tool);
-        self.run(pending, work, limits, name, mode, &context).await
+        let answering = Answering { name, mode, logs };
+        self.run(pending, work, limits, answering, &context).await
     }
 
     /// Start the job and answer as `mode` says: at once with its handle (async), with its
@@ -178,10 +243,10 @@ impl Front {
         pending: PendingJob,
         work: Work,
         limits: CallLimits,
-        name: String,
-        mode: CallMode,
+        answering: Answering,
         context: &RequestContext<RoleServer>,
     ) -> Answer {
+        let Answering { name, mode, logs } = answering;
         let id = pending.id();
         let caller_token = context.meta.get_progress_token();
         let (mirror, progress) = match (&caller_token, mode) {
@@ -203,6 +268,7 @@ impl Front {
             handle,
             name,
             progress,
+            logs,
             caller_token,
             budget,
         };
@@ -218,6 +284,10 @@ impl Front {
             .upstreams
             .get(upstream_name)
             .ok_or_else(|| Err(unknown_tool(name)))?;
+        // A tool the operator hid (`expose.tools`) is refused exactly like an unknown one.
+        if !upstream.config().expose.tools.allows(tool) {
+            return Err(Err(unknown_tool(name)));
+        }
         if upstream.tools().iter().any(|t| t.name == tool) {
             return Ok((upstream, tool));
         }
@@ -247,15 +317,14 @@ impl Front {
         }
     }
 
-    /// Send the call upstream, its notifications going to the job's intake.
+    /// Send the call upstream, its notifications going to `sink`.
     async fn send(
         &self,
         upstream: &Upstream,
         tool: &str,
         arguments: Option<JsonObject>,
-        pending: &PendingJob,
+        sink: Arc<JobSink>,
     ) -> Result<Work, UpstreamError> {
-        let sink = Arc::new(JobSink(pending.intake()));
         let (outcome, canceller) = upstream.call(tool, arguments, sink).await?.split();
         Ok(Work {
             outcome: outcome.map(work_outcome).boxed(),
@@ -277,6 +346,24 @@ impl Front {
         let mut result = error_result(message);
         attach_job_meta(&mut result, &self.inner.links, id);
         Ok(result)
+    }
+
+    /// The lowest level of log message the caller gets on its request: the request's own
+    /// (2026-07-28 `_meta` logLevel, the only opt-in on that revision), else its session's
+    /// (`logging/setLevel`), else, for a session that set none, every message, as a direct
+    /// connection to the upstream would get them. None: no log messages on the request.
+    #[allow(deprecated)]
+    fn caller_log_level(&self, context: &RequestContext<RoleServer>) -> Option<LoggingLevel> {
+        if let Some(level) = context.meta.log_level() {
+            return Some(level);
+        }
+        let session = super::caller_session(context)?;
+        Some(
+            self.inner
+                .callers
+                .level(&session)
+                .unwrap_or(LoggingLevel::Debug),
+        )
     }
 
     /// The correlation ID from the request's header, if any.
@@ -324,10 +411,17 @@ impl Front {
                     Some(update) => waiting.forward(context, update).await,
                     None => waiting.progress = None,
                 },
+                log = recv(&mut waiting.logs), if waiting.logs.is_some() => match log {
+                    Some(log) => forward_log(context, log).await,
+                    None => waiting.logs = None,
+                },
                 finished = waiting.handle.finished() => {
                     // Progress queued before the end still belongs before the answer.
                     while let Some(update) = waiting.progress.as_mut().and_then(|rx| rx.try_recv().ok()) {
                         waiting.forward(context, update).await;
+                    }
+                    while let Some(log) = waiting.logs.as_mut().and_then(|rx| rx.try_recv().ok()) {
+                        forward_log(context, log).await;
                     }
                     return answer(&finished, links, waiting.handle.id);
                 }
@@ -343,10 +437,21 @@ impl Front {
     }
 }
 
+/// How a started call is to be answered: the tool's name as the agent called it, the mode,
+/// and the caller's share of the call's log messages (if it gets any).
+struct Answering {
+    name: String,
+    mode: CallMode,
+    #[allow(deprecated)]
+    logs: Option<mpsc::Receiver<LoggingMessageNotificationParam>>,
+}
+
 struct Waiting {
     handle: JobHandle,
     name: String,
     progress: Option<mpsc::Receiver<ProgressUpdate>>,
+    #[allow(deprecated)]
+    logs: Option<mpsc::Receiver<LoggingMessageNotificationParam>>,
     caller_token: Option<ProgressToken>,
     budget: Option<Duration>,
 }
@@ -365,7 +470,14 @@ impl Waiting {
     }
 }
 
-async fn recv(rx: &mut Option<mpsc::Receiver<ProgressUpdate>>) -> Option<ProgressUpdate> {
+#[allow(deprecated)]
+async fn forward_log(context: &RequestContext<RoleServer>, log: LoggingMessageNotificationParam) {
+    if let Err(e) = context.peer.notify_logging_message(log).await {
+        tracing::debug!(error = %e, "a log message did not reach the MCP client");
+    }
+}
+
+async fn recv<T>(rx: &mut Option<mpsc::Receiver<T>>) -> Option<T> {
     match rx {
         Some(rx) => rx.recv().await,
         None => std::future::pending().await,

@@ -35,6 +35,9 @@ pub fn list(upstreams: &Upstreams, default_mode: CallMode, identity: &Identity) 
     let mut tools = Vec::new();
     for upstream in upstreams.iter() {
         for tool in upstream.tools().iter() {
+            if !upstream.config().expose.tools.allows(&tool.name) {
+                continue;
+            }
             let name = format!("{}{SEPARATOR}{}", upstream.name(), tool.name);
             if name.len() > MAX_TOOL_NAME {
                 tracing::warn!(tool = %name, "tool name longer than 128 characters: not listed");

@@ -1,34 +1,51 @@
-//! The MCP server the agent talks to: the tool catalog, the call modes, the job tools.
+//! The MCP server the agent talks to: the tool catalog, the call modes, the job tools, and
+//! the resources, prompts and completions of every upstream (namespaced, routed to the owner).
 //!
 //! One [`Front`] value serves every MCP session (rmcp's Streamable HTTP service asks a factory
 //! for a handler per session; the factory hands out clones of the same cheap handle).
 
 mod call;
 mod caller;
+mod callers;
+mod capabilities;
 mod catalog;
 pub mod handle;
 mod job_tools;
+mod prompts;
 mod quota;
+mod resources;
 
 use std::sync::Arc;
 
-use parking_lot::Mutex;
-
+// MCP logging and resources/subscribe are deprecated for 2026-07-28 but served to clients on
+// the revisions that have them.
+#[allow(deprecated)]
+use rmcp::model::{SetLevelRequestParams, SubscribeRequestParams, UnsubscribeRequestParams};
 use rmcp::{
     ErrorData, RoleServer, ServerHandler,
     model::{
-        CallToolRequestParams, CallToolResponse, Implementation, ListToolsResult,
-        PaginatedRequestParams, ResultType, ServerCapabilities, ServerConfig,
+        CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult,
+        GetPromptRequestParams, GetPromptResponse, Implementation, ListPromptsResult,
+        ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+        ReadResourceRequestParams, ReadResourceResponse, ResultType, ServerConfig,
+        SubscriptionFilter,
     },
-    service::{NotificationContext, Peer, RequestContext},
+    service::{NotificationContext, RequestContext, SubscriptionContext},
 };
-use tokio::sync::watch;
 
 pub use catalog::{CANCEL_JOB, GET_JOB_STATUS, SEPARATOR, WAIT_FOR_JOB};
 pub use handle::Links;
 pub use quota::JobQuota;
+pub use resources::URI_PREFIX;
 
-use crate::{config::JobsConfig, jobs::Jobs, shutdown::Tasks, upstream::Upstreams};
+use crate::{
+    config::JobsConfig,
+    jobs::Jobs,
+    metrics::Metrics,
+    shutdown::Tasks,
+    upstream::{RequestError, Upstreams},
+};
+use callers::Callers;
 
 /// What the agent is told about this server at initialize.
 const INSTRUCTIONS: &str = "Tools named <server>__<tool> run on the tool servers behind this \
@@ -42,9 +59,9 @@ pub struct Front {
 }
 
 struct Inner {
-    /// MCP sessions to tell when the tool list changes (an upstream came or went, or changed
-    /// its tools). Closed ones are dropped when the next change goes out.
-    peers: Arc<Mutex<Vec<Peer<RoleServer>>>>,
+    /// MCP sessions and listen requests: told when a list changes (an upstream came or went,
+    /// or changed a list) or a followed resource is updated.
+    callers: Arc<Callers>,
     upstreams: Upstreams,
     jobs: Jobs,
     config: JobsConfig,
@@ -56,8 +73,10 @@ struct Inner {
 }
 
 impl Front {
-    /// Tool-list changes are announced to the MCP sessions by a task on `tasks` (the HTTP
-    /// stage: it stops with the sessions).
+    /// `max_resource_subscriptions`: resource URIs one session or listen request may follow.
+    /// List changes and resource updates are fanned out to the callers by a task on `tasks`
+    /// (the HTTP stage: it stops with the sessions).
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         upstreams: Upstreams,
         jobs: Jobs,
@@ -65,16 +84,20 @@ impl Front {
         links: Links,
         correlation_header: String,
         quota: JobQuota,
+        max_resource_subscriptions: usize,
+        metrics: Arc<Metrics>,
         tasks: &Tasks,
     ) -> Self {
-        let peers = Arc::new(Mutex::new(Vec::new()));
-        tasks.spawn_until_stopped(announce_tool_changes(
-            upstreams.tool_changes(),
-            peers.clone(),
-        ));
+        let callers = Callers::new(
+            upstreams.clone(),
+            max_resource_subscriptions,
+            metrics,
+            tasks.clone(),
+        );
+        tasks.spawn_until_stopped(callers.clone().run());
         Self {
             inner: Arc::new(Inner {
-                peers,
+                callers,
                 upstreams,
                 jobs,
                 config,
@@ -86,49 +109,22 @@ impl Front {
     }
 }
 
-/// Changes come in bursts (an upstream restarting goes down, comes up and lists its tools), so
-/// they are gathered for a moment and announced once.
-const ANNOUNCE_DELAY: std::time::Duration = std::time::Duration::from_millis(200);
-
-/// Send `notifications/tools/list_changed` to every open session whenever the catalog may have
-/// changed. Ends when the upstreams are gone or the HTTP side stops.
-async fn announce_tool_changes(
-    mut changes: watch::Receiver<u64>,
-    peers: Arc<Mutex<Vec<Peer<RoleServer>>>>,
-) {
-    while changes.changed().await.is_ok() {
-        tokio::time::sleep(ANNOUNCE_DELAY).await;
-        changes.mark_unchanged();
-        let open: Vec<Peer<RoleServer>> = {
-            let mut peers = peers.lock();
-            peers.retain(|p| !p.is_transport_closed());
-            peers.clone()
-        };
-        for peer in open {
-            if let Err(e) = peer.notify_tool_list_changed().await {
-                tracing::debug!(error = %e, "tools/list_changed did not reach a session");
-            }
-        }
-    }
-}
-
 impl ServerHandler for Front {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(
-            ServerCapabilities::builder()
-                .enable_tools()
-                .enable_tool_list_changed()
-                .build(),
-        )
-        .with_server_info(Implementation::new(
-            "mcp-progress-bridge",
-            env!("CARGO_PKG_VERSION"),
-        ))
-        .with_instructions(INSTRUCTIONS)
+        ServerConfig::new(capabilities::union(&self.inner.upstreams))
+            .with_server_info(Implementation::new(
+                "mcp-progress-bridge",
+                env!("CARGO_PKG_VERSION"),
+            ))
+            .with_instructions(INSTRUCTIONS)
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
-        self.inner.peers.lock().push(context.peer);
+        let session = context
+            .extensions
+            .get::<http::request::Parts>()
+            .and_then(session_id);
+        self.inner.callers.add_session(session, context.peer).await;
     }
 
     /// The tools of this request's caller: the upstream tools its policies allow (all,
@@ -164,5 +160,215 @@ impl ServerHandler for Front {
         // it. rmcp strips it again for clients on older revisions.
         result.result_type.get_or_insert(ResultType::COMPLETE);
         Ok(result.into())
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        self.offered("resources/list", |c| c.resources.is_some())?;
+        Ok(ListResourcesResult::with_all_items(resources::list(
+            &self.inner.upstreams,
+        )))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        self.offered("resources/templates/list", |c| c.resources.is_some())?;
+        Ok(ListResourceTemplatesResult::with_all_items(
+            resources::list_templates(&self.inner.upstreams),
+        ))
+    }
+
+    async fn read_resource(
+        &self,
+        mut request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        self.offered("resources/read", |c| c.resources.is_some())?;
+        let route = resources::route(&self.inner.upstreams, &request.uri)?;
+        request.uri = route.uri.clone();
+        let answer = route
+            .upstream
+            .read_resource(request)
+            .await
+            .map_err(|e| upstream_error(e, "resources/read"))?;
+        let mut answer = resources::answer(&route, answer);
+        if let ReadResourceResponse::Complete(result) = &mut answer {
+            // As for tool results: an upstream on an older revision sends no `resultType`,
+            // a 2026-07-28 client requires it; rmcp strips it again for older clients.
+            result.result_type.get_or_insert(ResultType::COMPLETE);
+        }
+        Ok(answer)
+    }
+
+    #[allow(deprecated)]
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.offered("resources/subscribe", |c| {
+            c.resources
+                .as_ref()
+                .is_some_and(|r| r.subscribe == Some(true))
+        })?;
+        let session = caller_session(&context).unwrap_or_default();
+        self.inner.callers.subscribe(&session, &request.uri).await
+    }
+
+    #[allow(deprecated)]
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.offered("resources/unsubscribe", |c| {
+            c.resources
+                .as_ref()
+                .is_some_and(|r| r.subscribe == Some(true))
+        })?;
+        let session = caller_session(&context).unwrap_or_default();
+        self.inner.callers.unsubscribe(&session, &request.uri).await
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        self.offered("prompts/list", |c| c.prompts.is_some())?;
+        Ok(ListPromptsResult::with_all_items(prompts::list(
+            &self.inner.upstreams,
+        )))
+    }
+
+    async fn get_prompt(
+        &self,
+        mut request: GetPromptRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        self.offered("prompts/get", |c| c.prompts.is_some())?;
+        let (upstream, name) = prompts::route(&self.inner.upstreams, &request.name)?;
+        request.name = name;
+        let mut answer = upstream
+            .get_prompt(request)
+            .await
+            .map_err(|e| upstream_error(e, "prompts/get"))?;
+        if let GetPromptResponse::Complete(result) = &mut answer {
+            result.result_type.get_or_insert(ResultType::COMPLETE);
+        }
+        Ok(answer)
+    }
+
+    async fn complete(
+        &self,
+        request: CompleteRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, ErrorData> {
+        self.offered("completion/complete", |c| c.completions.is_some())?;
+        let (upstream, request) = prompts::route_completion(&self.inner.upstreams, request)?;
+        let mut answer = upstream
+            .complete(request)
+            .await
+            .map_err(|e| upstream_error(e, "completion/complete"))?;
+        answer.result_type.get_or_insert(ResultType::COMPLETE);
+        Ok(answer)
+    }
+
+    /// The level applies to this session's view only: the upstream connections are shared,
+    /// so the bridge filters what it passes on (see `call.rs`) and leaves upstreams alone.
+    #[allow(deprecated)]
+    async fn set_level(
+        &self,
+        request: SetLevelRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.offered("logging/setLevel", |c| c.logging.is_some())?;
+        let session = caller_session(&context).unwrap_or_default();
+        self.inner.callers.set_level(&session, request.level)
+    }
+
+    /// 2026-07-28 `subscriptions/listen`: every list's `list_changed` the bridge advertises,
+    /// and updates of the resources asked for that lead to an upstream with subscriptions
+    /// (at most `limits.max_resource_subscriptions`).
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        let mut accepted = SubscriptionFilter::builder()
+            .tools_list_changed()
+            .prompts_list_changed()
+            .resources_list_changed()
+            .build();
+        if let Some(uris) = &requested.resource_subscriptions {
+            let followable = self.inner.callers.followable(uris);
+            if !followable.is_empty() {
+                accepted.resource_subscriptions = Some(followable);
+            }
+        }
+        Some(accepted)
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
+        let _registered = self
+            .inner
+            .callers
+            .add_listener(context.sink().clone())
+            .await;
+        context.cancelled().await;
+        Ok(())
+    }
+}
+
+impl Front {
+    /// Refuse a method no upstream offers, as a server without that capability would.
+    fn offered(
+        &self,
+        method: &str,
+        offers: impl Fn(&rmcp::model::ServerCapabilities) -> bool,
+    ) -> Result<(), ErrorData> {
+        if offers(&capabilities::union(&self.inner.upstreams)) {
+            return Ok(());
+        }
+        Err(ErrorData::new(
+            rmcp::model::ErrorCode::METHOD_NOT_FOUND,
+            format!("Method not found: {method} (no upstream of this bridge offers it)"),
+            None,
+        ))
+    }
+}
+
+/// The `Mcp-Session-Id` of a request's HTTP parts.
+fn session_id(parts: &http::request::Parts) -> Option<String> {
+    parts
+        .headers
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string)
+}
+
+/// The caller's MCP session, if it has one (handshake revisions over HTTP).
+fn caller_session(context: &RequestContext<RoleServer>) -> Option<String> {
+    context
+        .extensions
+        .get::<http::request::Parts>()
+        .and_then(session_id)
+}
+
+/// An upstream's failure as the agent sees it: its own JSON-RPC errors unchanged, the bridge's
+/// (not connected, timed out, too large) as internal errors that say what happened.
+fn upstream_error(error: RequestError, method: &str) -> ErrorData {
+    match error {
+        RequestError::Upstream(error) => error,
+        RequestError::TooLarge { .. } => ErrorData::invalid_request(error.to_string(), None),
+        other => {
+            tracing::info!(%method, error = %other, "a routed request failed");
+            ErrorData::internal_error(other.to_string(), None)
+        }
     }
 }

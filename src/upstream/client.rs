@@ -5,22 +5,49 @@ use std::sync::Arc;
 
 use rmcp::{
     ClientHandler,
-    model::{ClientCapabilities, ClientConfig, Implementation},
+    model::{ClientCapabilities, ClientConfig, Implementation, ResourceUpdatedNotificationParam},
     service::{NotificationContext, RoleClient},
 };
-use tokio::sync::Notify;
+use tokio::sync::{Notify, broadcast};
+
+use super::ResourceUpdated;
 
 /// Progress and log notifications never get here in time to matter (the transport tap routes
-/// them first); this handler only watches for a changed tool list. Server-initiated requests
-/// (sampling, elicitation, roots) get rmcp's defaults: the bridge has no user to ask.
+/// them first); this handler watches for changed lists and updated resources. Server-initiated
+/// requests (sampling, elicitation, roots) get rmcp's defaults: the bridge has no user to ask.
 #[derive(Clone)]
 pub(super) struct UpstreamClient {
+    pub upstream: String,
     pub tools_changed: Arc<Notify>,
+    pub resources_changed: Arc<Notify>,
+    pub prompts_changed: Arc<Notify>,
+    /// Shared by all upstreams; the front fans each update out to the callers subscribed.
+    pub resource_updates: broadcast::Sender<ResourceUpdated>,
 }
 
 impl ClientHandler for UpstreamClient {
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
         self.tools_changed.notify_one();
+    }
+
+    async fn on_resource_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.resources_changed.notify_one();
+    }
+
+    async fn on_prompt_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.prompts_changed.notify_one();
+    }
+
+    async fn on_resource_updated(
+        &self,
+        params: ResourceUpdatedNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        // No receiver (no front yet, or shutting down) is not an error worth a line.
+        let _ = self.resource_updates.send(ResourceUpdated {
+            upstream: self.upstream.clone(),
+            uri: params.uri,
+        });
     }
 
     fn get_info(&self) -> ClientConfig {

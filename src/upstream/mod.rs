@@ -9,20 +9,24 @@
 mod call;
 mod client;
 mod error;
+mod offer;
+mod requests;
 mod stdio;
 mod supervisor;
 mod tap;
 
-use std::sync::Arc;
+use std::{collections::HashMap, sync::Arc};
 
 use parking_lot::{Mutex, MutexGuard, RwLock};
 
 use rmcp::{RoleClient, model::Tool, service::Peer};
 use serde::Serialize;
-use tokio::sync::{Notify, watch};
+use tokio::sync::{Notify, broadcast, watch};
 
 pub use call::{CallCanceller, CallOutcome, UpstreamCall};
 pub use error::{SessionError, Unreachable, UpstreamError};
+pub use offer::ListKind;
+pub use requests::RequestError;
 pub use tap::CallSink;
 
 use crate::{
@@ -30,28 +34,82 @@ use crate::{
     metrics::Metrics,
     shutdown::Tasks,
 };
+use offer::Offer;
+use supervisor::HANDSHAKE_TIMEOUT;
 use tap::CallRoutes;
+
+/// Bounds on what an upstream sends (from `[limits]`).
+#[derive(Debug, Clone, Copy)]
+pub struct UpstreamLimits {
+    /// Items kept of one list (tools, resources, templates, prompts) of one upstream.
+    pub max_list_items: usize,
+    /// Largest `resources/read` result passed on (text and base64 blobs added up).
+    pub max_resource_read_bytes: usize,
+}
+
+/// An upstream said one of its resources changed (`notifications/resources/updated`).
+#[derive(Debug, Clone)]
+pub struct ResourceUpdated {
+    pub upstream: String,
+    /// The upstream's own URI.
+    pub uri: String,
+}
+
+/// Updates buffered for the front; one that falls behind this far loses the oldest.
+const RESOURCE_UPDATES_CAPACITY: usize = 1024;
+
+/// Signals shared by all upstreams: a list on offer may have changed, a resource was updated.
+struct Signals {
+    tools: Arc<watch::Sender<u64>>,
+    resources: watch::Sender<u64>,
+    prompts: watch::Sender<u64>,
+    resource_updates: broadcast::Sender<ResourceUpdated>,
+}
+
+impl Signals {
+    fn bump(&self, kind: ListKind) {
+        let sender = match kind {
+            ListKind::Tools => &*self.tools,
+            ListKind::Resources => &self.resources,
+            ListKind::Prompts => &self.prompts,
+        };
+        sender.send_modify(|version| *version += 1);
+    }
+}
 
 /// All configured upstreams, in config order.
 #[derive(Clone)]
 pub struct Upstreams {
     list: Arc<Vec<Upstream>>,
     changes: Arc<watch::Sender<u64>>,
+    signals: Arc<Signals>,
 }
 
 impl Upstreams {
     /// Start a supervisor per upstream, on `tasks` (it stops its connection when they stop).
     /// Returns at once: upstreams connect in the background, and one that is down does not
     /// hold up the others or the bridge.
-    pub fn start(configs: &[UpstreamConfig], metrics: Arc<Metrics>, tasks: Tasks) -> Self {
+    pub fn start(
+        configs: &[UpstreamConfig],
+        limits: UpstreamLimits,
+        metrics: Arc<Metrics>,
+        tasks: Tasks,
+    ) -> Self {
         let changes = Arc::new(watch::Sender::new(0));
+        let signals = Arc::new(Signals {
+            tools: changes.clone(),
+            resources: watch::Sender::new(0),
+            prompts: watch::Sender::new(0),
+            resource_updates: broadcast::Sender::new(RESOURCE_UPDATES_CAPACITY),
+        });
         let list: Vec<Upstream> = configs
             .iter()
             .map(|config| {
                 Upstream::new(
                     config.clone(),
+                    limits,
                     metrics.clone(),
-                    changes.clone(),
+                    signals.clone(),
                     tasks.clone(),
                 )
             })
@@ -62,7 +120,23 @@ impl Upstreams {
         Self {
             list: Arc::new(list),
             changes,
+            signals,
         }
+    }
+
+    /// Changes whenever one kind of list on offer may have changed (as [`Self::tool_changes`]
+    /// for tools).
+    pub fn list_changes(&self, kind: ListKind) -> watch::Receiver<u64> {
+        match kind {
+            ListKind::Tools => self.changes.subscribe(),
+            ListKind::Resources => self.signals.resources.subscribe(),
+            ListKind::Prompts => self.signals.prompts.subscribe(),
+        }
+    }
+
+    /// Every `notifications/resources/updated` of every upstream, from now on.
+    pub fn resource_updates(&self) -> broadcast::Receiver<ResourceUpdated> {
+        self.signals.resource_updates.subscribe()
     }
 
     /// Changes whenever the set of tools on offer may have changed: an upstream's list was
@@ -120,8 +194,13 @@ struct Inner {
     details: Mutex<Details>,
     state: watch::Sender<UpstreamState>,
     tools_changed: Arc<Notify>,
-    /// Shared by all upstreams: bumped when the tools on offer may have changed.
-    catalog_changed: Arc<watch::Sender<u64>>,
+    resources_changed: Arc<Notify>,
+    prompts_changed: Arc<Notify>,
+    /// Shared by all upstreams: bumped when a list on offer may have changed.
+    signals: Arc<Signals>,
+    limits: UpstreamLimits,
+    /// Resource URIs (the upstream's own) some caller follows, with how many callers do.
+    subscriptions: Mutex<HashMap<String, usize>>,
     metrics: Arc<Metrics>,
     /// Where a stdio child's helpers run (the supervisor's stage).
     tasks: Tasks,
@@ -137,6 +216,7 @@ struct Live {
 #[derive(Default)]
 struct Details {
     tools: Arc<Vec<Tool>>,
+    offer: Offer,
     restarts: u64,
     last_error: Option<Arc<SessionError>>,
 }
@@ -144,8 +224,9 @@ struct Details {
 impl Upstream {
     fn new(
         config: UpstreamConfig,
+        limits: UpstreamLimits,
         metrics: Arc<Metrics>,
-        catalog_changed: Arc<watch::Sender<u64>>,
+        signals: Arc<Signals>,
         tasks: Tasks,
     ) -> Self {
         let routes = CallRoutes::new(config.name.clone(), metrics.clone());
@@ -157,7 +238,11 @@ impl Upstream {
                 details: Mutex::new(Details::default()),
                 state: watch::Sender::new(UpstreamState::Connecting),
                 tools_changed: Arc::new(Notify::new()),
-                catalog_changed,
+                resources_changed: Arc::new(Notify::new()),
+                prompts_changed: Arc::new(Notify::new()),
+                signals,
+                limits,
+                subscriptions: Mutex::new(HashMap::new()),
                 metrics,
                 tasks,
             }),
@@ -235,13 +320,17 @@ impl Upstream {
         let was = self.inner.state.send_replace(state);
         if (was == UpstreamState::Ready) != (state == UpstreamState::Ready) {
             self.catalog_changed();
+            self.list_changed(ListKind::Resources);
+            self.list_changed(ListKind::Prompts);
         }
     }
 
     fn catalog_changed(&self) {
-        self.inner
-            .catalog_changed
-            .send_modify(|version| *version += 1);
+        self.list_changed(ListKind::Tools);
+    }
+
+    fn list_changed(&self, kind: ListKind) {
+        self.inner.signals.bump(kind);
     }
 
     fn not_connected(&self) -> UpstreamError {

@@ -14,7 +14,10 @@ use rmcp::{
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use super::{Live, SessionError, Upstream, UpstreamState, client::UpstreamClient, stdio, tap::Tap};
+use super::{
+    Live, SessionError, Upstream, UpstreamState, client::UpstreamClient, offer::list_bounded,
+    stdio, tap::Tap,
+};
 use crate::{
     config::TransportKind,
     wait::{Backoff, sleep_until},
@@ -29,7 +32,7 @@ const RECONNECT: Backoff = Backoff {
 /// A connection that stayed up this long resets the backoff.
 const STABLE_AFTER: Duration = Duration::from_secs(60);
 /// Time allowed for the MCP handshake and for listing tools.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(30);
+pub(super) const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(30);
 /// Calls in flight on one HTTP upstream connection at once.
 const HTTP_MAX_CONCURRENT: usize = 4096;
 /// How long a stdio child may take to exit after its stdin closes at shutdown.
@@ -101,7 +104,11 @@ impl Upstream {
 
     fn handler(&self) -> UpstreamClient {
         UpstreamClient {
+            upstream: self.name().to_string(),
             tools_changed: self.inner.tools_changed.clone(),
+            resources_changed: self.inner.resources_changed.clone(),
+            prompts_changed: self.inner.prompts_changed.clone(),
+            resource_updates: self.inner.signals.resource_updates.clone(),
         }
     }
 
@@ -179,7 +186,11 @@ impl Upstream {
             peer: peer.clone(),
             closed,
         }));
+        self.learn_capabilities(&peer);
         self.refresh_tools().await;
+        self.refresh_resources().await;
+        self.refresh_prompts().await;
+        self.resubscribe().await;
         self.details().last_error = None;
         self.set_state(UpstreamState::Ready);
         tracing::info!(upstream = %self.name(), tools = self.tools().len(), "upstream ready");
@@ -195,6 +206,8 @@ impl Upstream {
             tokio::select! {
                 _ = &mut waiting => break None,
                 _ = self.inner.tools_changed.notified() => self.refresh_tools().await,
+                _ = self.inner.resources_changed.notified() => self.refresh_resources().await,
+                _ = self.inner.prompts_changed.notified() => self.refresh_prompts().await,
                 _ = sleep_until(next_check), if next_check.is_some() => {
                     if let Err(error) = ping(&peer).await {
                         self.set_live(None);
@@ -220,16 +233,17 @@ impl Upstream {
 
     async fn refresh_tools(&self) {
         let Some(live) = self.live() else { return };
-        match tokio::time::timeout(HANDSHAKE_TIMEOUT, live.peer.list_all_tools()).await {
-            Ok(Ok(tools)) => {
-                tracing::debug!(upstream = %self.name(), count = tools.len(), "tools listed");
-                self.details().tools = Arc::new(tools);
-                self.catalog_changed();
+        let peer = live.peer.clone();
+        let tools = list_bounded(self.inner.limits.max_list_items, |p| {
+            let peer = peer.clone();
+            async move {
+                let r = peer.list_tools(p).await?;
+                Ok((r.tools, r.next_cursor))
             }
-            Ok(Err(e)) => {
-                tracing::warn!(upstream = %self.name(), error = %e, "listing tools failed")
-            }
-            Err(_) => tracing::warn!(upstream = %self.name(), "listing tools timed out"),
+        });
+        if let Some(tools) = self.listed("tools", tools).await {
+            self.details().tools = Arc::new(tools);
+            self.catalog_changed();
         }
     }
 }

@@ -117,3 +117,27 @@ pub async fn run_to_end(
     );
     output
 }
+
+/// The entry point of npm's `@modelcontextprotocol/server-everything` (installed by `.ci/run`
+/// into tests/interop/node_modules), if it and node are there.
+pub fn server_everything() -> Option<PathBuf> {
+    let entry = repo_root()
+        .join("tests/interop/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    (node().is_some() && entry.exists()).then_some(entry)
+}
+
+/// The Python interpreter of a venv with the MCP Python SDK 1.x (`BRIDGE_TEST_PYTHON_MCP1`, or
+/// the repository's `.venv-mcp1`; `.ci/run` makes it from tests/interop/requirements-mcp1.txt).
+pub fn python_with_mcp1() -> Option<PathBuf> {
+    let candidate = std::env::var_os("BRIDGE_TEST_PYTHON_MCP1")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo_root().join(".venv-mcp1/bin/python"));
+    let ok = std::process::Command::new(&candidate)
+        .args([
+            "-c",
+            "import importlib.metadata as m, sys; sys.exit(m.version('mcp').split('.')[0] != '1')",
+        ])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    ok.then_some(candidate)
+}

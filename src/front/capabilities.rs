@@ -1,0 +1,43 @@
+//! What the bridge advertises at `initialize` and `server/discover`: its own tools (always,
+//! with `listChanged`: the catalog changes as upstreams come and go), and the union of what its
+//! upstreams offer besides. An upstream's capabilities are kept from its last `initialize` while
+//! it is down, so a restart does not make a capability flicker; `listChanged` is advertised for
+//! every list, because the bridge's lists change whenever an upstream comes or goes.
+
+use rmcp::model::{
+    JsonObject, PromptsCapability, ResourcesCapability, ServerCapabilities, ToolsCapability,
+};
+
+use crate::upstream::Upstreams;
+
+pub fn union(upstreams: &Upstreams) -> ServerCapabilities {
+    let mut capabilities = ServerCapabilities::default();
+    let mut tools = ToolsCapability::default();
+    tools.list_changed = Some(true);
+    capabilities.tools = Some(tools);
+    for offered in upstreams.iter().filter_map(|u| u.capabilities()) {
+        if let Some(offered) = offered.resources {
+            let resources = capabilities
+                .resources
+                .get_or_insert_with(ResourcesCapability::default);
+            resources.list_changed = Some(true);
+            if offered.subscribe == Some(true) {
+                resources.subscribe = Some(true);
+            }
+        }
+        if offered.prompts.is_some() {
+            capabilities
+                .prompts
+                .get_or_insert_with(PromptsCapability::default)
+                .list_changed = Some(true);
+        }
+        if offered.completions.is_some() {
+            capabilities.completions.get_or_insert_with(JsonObject::new);
+        }
+        #[allow(deprecated)]
+        if offered.logging.is_some() {
+            capabilities.logging.get_or_insert_with(JsonObject::new);
+        }
+    }
+    capabilities
+}

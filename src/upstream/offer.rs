@@ -1,0 +1,236 @@
+//! What an upstream offers besides tools: its capabilities (from its `initialize` answer), its
+//! resources, resource templates and prompts. Listed when it connects and again whenever it
+//! says a list changed; every list is bounded (`limits.max_upstream_list_items`), because an
+//! upstream that pages forever or lists millions of items must not take the bridge's memory.
+
+use std::{future::Future, sync::Arc};
+
+use rmcp::{
+    RoleClient, ServiceError,
+    model::{PaginatedRequestParams, Prompt, Resource, ResourceTemplate, ServerCapabilities},
+    service::Peer,
+};
+
+use super::{HANDSHAKE_TIMEOUT, Upstream, UpstreamState};
+
+/// The lists an upstream can change with a `notifications/*/list_changed`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ListKind {
+    Tools,
+    Resources,
+    Prompts,
+}
+
+impl ListKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ListKind::Tools => "tools",
+            ListKind::Resources => "resources",
+            ListKind::Prompts => "prompts",
+        }
+    }
+}
+
+/// An upstream's lists besides tools, as last listed.
+#[derive(Default)]
+pub(super) struct Offer {
+    /// What the upstream said it offers at its last `initialize`; kept while it is down, so
+    /// what the bridge advertises does not flap with one upstream's restarts.
+    pub capabilities: Option<ServerCapabilities>,
+    pub resources: Arc<Vec<Resource>>,
+    pub templates: Arc<Vec<ResourceTemplate>>,
+    pub prompts: Arc<Vec<Prompt>>,
+}
+
+/// Page through a list with `page(cursor)`, keeping at most `cap` items. Returns the items and
+/// whether the upstream had more (the rest is dropped, the caller counts it). A cursor that
+/// comes back unchanged ends the listing too: a broken upstream must not loop the bridge.
+pub(super) async fn list_bounded<T, F, Fut>(
+    cap: usize,
+    mut page: F,
+) -> Result<(Vec<T>, bool), ServiceError>
+where
+    F: FnMut(Option<PaginatedRequestParams>) -> Fut,
+    Fut: Future<Output = Result<(Vec<T>, Option<String>), ServiceError>>,
+{
+    let mut items = Vec::new();
+    let mut cursor: Option<String> = None;
+    // Empty pages with fresh cursors would never reach `cap`: the pages are bounded too.
+    for _ in 0..=cap {
+        let params = cursor
+            .clone()
+            .map(|c| PaginatedRequestParams::default().with_cursor(Some(c)));
+        let (mut batch, next) = page(params).await?;
+        if items.len() + batch.len() > cap {
+            batch.truncate(cap - items.len());
+            items.extend(batch);
+            return Ok((items, true));
+        }
+        items.extend(batch);
+        match next {
+            Some(next) if Some(&next) != cursor.as_ref() && !next.is_empty() => cursor = Some(next),
+            Some(next) if !next.is_empty() => return Ok((items, true)),
+            _ => return Ok((items, false)),
+        }
+    }
+    Ok((items, true))
+}
+
+impl Upstream {
+    /// The capabilities the upstream announced at its last `initialize`, if it ever connected.
+    pub fn capabilities(&self) -> Option<ServerCapabilities> {
+        self.details().offer.capabilities.clone()
+    }
+
+    /// The resources as last listed; empty while the upstream is not connected.
+    pub fn resources(&self) -> Arc<Vec<Resource>> {
+        if self.state() != UpstreamState::Ready {
+            return Arc::default();
+        }
+        self.details().offer.resources.clone()
+    }
+
+    /// The resource templates as last listed; empty while the upstream is not connected.
+    pub fn resource_templates(&self) -> Arc<Vec<ResourceTemplate>> {
+        if self.state() != UpstreamState::Ready {
+            return Arc::default();
+        }
+        self.details().offer.templates.clone()
+    }
+
+    /// The prompts as last listed; empty while the upstream is not connected.
+    pub fn prompts(&self) -> Arc<Vec<Prompt>> {
+        if self.state() != UpstreamState::Ready {
+            return Arc::default();
+        }
+        self.details().offer.prompts.clone()
+    }
+
+    /// Note what the upstream offers, from its `initialize` answer.
+    pub(super) fn learn_capabilities(&self, peer: &Peer<RoleClient>) {
+        let capabilities = peer.peer_info().map(|info| info.capabilities.clone());
+        self.details().offer.capabilities = capabilities;
+    }
+
+    /// List resources and templates again (the upstream said they changed, or it connected).
+    pub(super) async fn refresh_resources(&self) {
+        let offers = self.capabilities().is_some_and(|c| c.resources.is_some());
+        let Some(live) = self.live() else { return };
+        if !offers {
+            let mut details = self.details();
+            details.offer.resources = Arc::default();
+            details.offer.templates = Arc::default();
+            return;
+        }
+        let cap = self.inner.limits.max_list_items;
+        let peer = live.peer.clone();
+        let resources = list_bounded(cap, |p| {
+            let peer = peer.clone();
+            async move {
+                let r = peer.list_resources(p).await?;
+                Ok((r.resources, r.next_cursor))
+            }
+        });
+        if let Some(resources) = self.listed("resources", resources).await {
+            self.details().offer.resources = Arc::new(resources);
+        }
+        let templates = list_bounded(cap, |p| {
+            let peer = peer.clone();
+            async move {
+                let r = peer.list_resource_templates(p).await?;
+                Ok((r.resource_templates, r.next_cursor))
+            }
+        });
+        if let Some(templates) = self.listed("resource templates", templates).await {
+            self.details().offer.templates = Arc::new(templates);
+        }
+        self.list_changed(ListKind::Resources);
+    }
+
+    /// List prompts again (the upstream said they changed, or it connected).
+    pub(super) async fn refresh_prompts(&self) {
+        let offers = self.capabilities().is_some_and(|c| c.prompts.is_some());
+        let Some(live) = self.live() else { return };
+        if !offers {
+            self.details().offer.prompts = Arc::default();
+            return;
+        }
+        let peer = live.peer.clone();
+        let prompts = list_bounded(self.inner.limits.max_list_items, |p| {
+            let peer = peer.clone();
+            async move {
+                let r = peer.list_prompts(p).await?;
+                Ok((r.prompts, r.next_cursor))
+            }
+        });
+        if let Some(prompts) = self.listed("prompts", prompts).await {
+            self.details().offer.prompts = Arc::new(prompts);
+        }
+        self.list_changed(ListKind::Prompts);
+    }
+
+    /// Await one bounded listing: the items, or `None` (logged) when it failed or timed out.
+    /// A list cut at the limit is counted and logged, and its first items are kept.
+    pub(super) async fn listed<T>(
+        &self,
+        what: &str,
+        listing: impl Future<Output = Result<(Vec<T>, bool), ServiceError>>,
+    ) -> Option<Vec<T>> {
+        match tokio::time::timeout(HANDSHAKE_TIMEOUT, listing).await {
+            Ok(Ok((items, truncated))) => {
+                if truncated {
+                    self.inner
+                        .metrics
+                        .limit_hits
+                        .with_label_values(&["max_upstream_list_items"])
+                        .inc();
+                    tracing::warn!(upstream = %self.name(), list = what, kept = items.len(),
+                        "the upstream lists more than limits.max_upstream_list_items: the rest is not offered; raise the limit if they are wanted");
+                }
+                tracing::debug!(upstream = %self.name(), list = what, count = items.len(), "listed");
+                Some(items)
+            }
+            Ok(Err(e)) => {
+                tracing::warn!(upstream = %self.name(), list = what, error = %e, "listing failed");
+                None
+            }
+            Err(_) => {
+                tracing::warn!(upstream = %self.name(), list = what, "listing timed out");
+                None
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn pages(cap: usize, pages: Vec<(Vec<u32>, Option<&'static str>)>) -> (Vec<u32>, bool) {
+        let pages = std::sync::Mutex::new(pages.into_iter());
+        list_bounded(cap, |_| {
+            let next = pages.lock().unwrap().next().unwrap_or((vec![], None));
+            async move { Ok((next.0, next.1.map(str::to_string))) }
+        })
+        .await
+        .unwrap()
+    }
+
+    #[tokio::test]
+    async fn pages_are_followed_and_cut_at_the_cap() {
+        let all = pages(10, vec![(vec![1, 2], Some("a")), (vec![3], None)]).await;
+        assert_eq!(all, (vec![1, 2, 3], false));
+        let cut = pages(2, vec![(vec![1], Some("a")), (vec![2, 3], Some("b"))]).await;
+        assert_eq!(cut, (vec![1, 2], true));
+    }
+
+    #[tokio::test]
+    async fn a_repeated_cursor_ends_the_listing() {
+        let looped = pages(
+            100,
+            vec![(vec![1], Some("a")), (vec![2], Some("a")), (vec![3], None)],
+        )
+        .await;
+        assert_eq!(looped, (vec![1, 2], true));
+    }
+}
