@@ -149,8 +149,12 @@ pub async fn start_with_listener(
     let http = shutdown.tasks(Stage::Http);
     let job_tokens = JobTokens::from_config(&config.auth);
     let guard = Guard::new(&config, job_tokens.clone(), &core.metrics)?;
-    let mcp = mcp_service(&config, &core, job_tokens, mcp_sessions, &http);
-    let surface = routes(&config, &core, mcp, &guard, &http);
+    let lookup = http::sessions::SessionLookup {
+        local: Arc::new(LocalSessionManager::default()),
+        shared: mcp_sessions,
+    };
+    let mcp = mcp_service(&config, &core, job_tokens, &lookup, &http);
+    let surface = routes(&config, &core, mcp, &guard, lookup, &http);
     let (addr, admin_addr) = serve(&config, listener, surface, &http).await?;
     http::surface::announce(&guard, &config);
     tracing::info!(%addr, upstreams = config.upstreams.len(), store = ?config.store.backend, "bridge listening");
@@ -265,7 +269,7 @@ fn mcp_service(
     config: &Config,
     core: &Core,
     job_tokens: JobTokens,
-    sessions: Option<McpSessions>,
+    sessions: &http::sessions::SessionLookup,
     http: &Tasks,
 ) -> StreamableHttpService<Front, LocalSessionManager> {
     let front = Front::new(
@@ -291,10 +295,10 @@ fn mcp_service(
         &config.server,
         config.limits.max_request_bytes,
     );
-    mcp_config.session_store = sessions;
+    mcp_config.session_store = sessions.shared.clone();
     StreamableHttpService::new(
         move || Ok(front.clone()),
-        Arc::new(LocalSessionManager::default()),
+        sessions.local.clone(),
         mcp_config,
     )
 }
@@ -306,6 +310,7 @@ fn routes(
     core: &Core,
     mcp: StreamableHttpService<Front, LocalSessionManager>,
     guard: &Guard,
+    sessions: http::sessions::SessionLookup,
     http: &Tasks,
 ) -> Surface {
     let readiness = || {
@@ -331,6 +336,7 @@ fn routes(
         api,
         admin,
         guard,
+        sessions,
         config.limits.max_request_bytes,
         config.server.admin_listen.is_some(),
     )

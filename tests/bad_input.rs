@@ -187,6 +187,20 @@ async fn every_bad_mcp_message_gets_a_clear_client_error_and_the_bridge_keeps_se
             "id",
         ),
         case(
+            "id above 2^63-1",
+            r#"{"jsonrpc":"2.0","id":9223372036854775808,"method":"tools/list"}"#,
+            400,
+            Some(-32600),
+            "too large",
+        ),
+        case(
+            "id of 2^64-1",
+            r#"{"jsonrpc":"2.0","id":18446744073709551615,"method":"tools/list"}"#,
+            400,
+            Some(-32600),
+            "too large",
+        ),
+        case(
             "method of the wrong type",
             r#"{"jsonrpc":"2.0","id":1,"method":["tools/list"]}"#,
             400,
@@ -205,7 +219,7 @@ async fn every_bad_mcp_message_gets_a_clear_client_error_and_the_bridge_keeps_se
             r#"{"jsonrpc":"2.0","id":6,"method":"nope/nothing"}"#,
             200,
             Some(-32601),
-            "nope/nothing",
+            "Method not found: nope/nothing",
         ),
         case(
             "unknown tool",
@@ -350,6 +364,30 @@ async fn every_bad_mcp_message_gets_a_clear_client_error_and_the_bridge_keeps_se
     bridge.shutdown(Duration::from_secs(1)).await;
 }
 
+/// `DELETE /mcp` ends a live session with 200 (what the MCP SDK clients expect); a closed or
+/// unknown session, deleted or used, gets 404.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_a_session_answers_200_then_404() {
+    let bridge = secured_bridge().await;
+    let mut raw = RawMcp::new(&bridge.mcp_url(), Some(TOKEN));
+    let init = raw.initialize().await;
+    assert_eq!(init.status, 200, "{}", init.body);
+    let (status, body) = raw.delete().await;
+    assert_eq!(status, 200, "a live session: {body}");
+    let (status, body) = raw.delete().await;
+    assert_eq!(status, 404, "deleted again: {body}");
+    let list = raw
+        .post(r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#, &[])
+        .await;
+    assert_eq!(list.status, 404, "used after DELETE: {}", list.body);
+    let mut unknown = RawMcp::new(&bridge.mcp_url(), Some(TOKEN));
+    unknown.session = Some("no-such-session".into());
+    let (status, body) = unknown.delete().await;
+    assert_eq!(status, 404, "an unknown session: {body}");
+    still_serves(&bridge).await;
+    bridge.shutdown(Duration::from_secs(1)).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_bad_job_api_request_gets_a_client_error_and_the_bridge_keeps_serving() {
     let bridge = secured_bridge().await;
@@ -480,8 +518,19 @@ async fn every_bad_job_api_request_gets_a_client_error_and_the_bridge_keeps_serv
     for (name, request, expected) in job_cases {
         let response = within(name, request.send()).await.expect(name);
         let status = response.status().as_u16();
+        let json = response
+            .headers()
+            .get("content-type")
+            .is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
         let body = response.text().await.unwrap_or_default();
         failures.check_eq(status, expected, &format!("{name}: status"), &body);
+        // The API's own refusals are its JSON error body, never a framework's plain text.
+        if status == 400 {
+            let parsed: Value = serde_json::from_str(&body).unwrap_or_default();
+            failures.check(json && parsed["error"]["code"].is_string(), || {
+                format!("{name}: a JSON error body, got: {body}")
+            });
+        }
     }
     failures.assert_none("the job API table");
     still_serves(&bridge).await;

@@ -25,10 +25,10 @@ use rmcp::{
     ErrorData, RoleServer, ServerHandler,
     model::{
         CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult,
-        GetPromptRequestParams, GetPromptResponse, Implementation, ListPromptsResult,
-        ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
-        ReadResourceRequestParams, ReadResourceResponse, ResultType, ServerConfig,
-        SubscriptionFilter,
+        CustomRequest, CustomResult, GetPromptRequestParams, GetPromptResponse, Implementation,
+        ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
+        PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ResultType,
+        ServerConfig, SubscriptionFilter,
     },
     service::{NotificationContext, RequestContext, SubscriptionContext},
 };
@@ -312,6 +312,21 @@ impl ServerHandler for Front {
             }
         }
         Some(accepted)
+    }
+
+    /// A method the bridge does not know: -32601 naming it, as JSON-RPC words it (rmcp's
+    /// default names only the method). The name is the client's: at most 100 characters.
+    async fn on_custom_request(
+        &self,
+        request: CustomRequest,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CustomResult, ErrorData> {
+        let method: String = request.method.chars().take(100).collect();
+        Err(ErrorData::new(
+            rmcp::model::ErrorCode::METHOD_NOT_FOUND,
+            format!("Method not found: {method}"),
+            None,
+        ))
     }
 
     async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {

@@ -6,7 +6,8 @@
 //! - body larger than `limits.max_request_bytes` → 413
 //! - not JSON, invalid UTF-8, nested deeper than serde_json's 128 levels → 400, -32700
 //! - a batch (array), not an object, no `"jsonrpc": "2.0"`, an `id` that is neither a string
-//!   nor an integer, a `method` that is not a string → 400, -32600
+//!   nor an integer of 64 signed bits (rmcp's `i64`: one between 2⁶³ and 2⁶⁴−1 would get its
+//!   plain-text 415), a `method` that is not a string → 400, -32600
 //! - `tools/call` whose `params.name` is not a string or whose `params.arguments` is not an
 //!   object → 400, -32602 (with the request's id)
 //!
@@ -77,11 +78,13 @@ impl IntoResponse for Rejection {
 pub fn check(bytes: &[u8]) -> Result<(), Rejection> {
     let message = json_rpc_object(bytes)?;
     let id = message.get("id").cloned().unwrap_or(Value::Null);
-    if message.contains_key("id") && !(id.is_string() || id.is_i64() || id.is_u64()) {
-        return Err(rejected(
-            INVALID_REQUEST,
-            "the id must be a string or an integer",
-        ));
+    if message.contains_key("id") && !(id.is_string() || id.is_i64()) {
+        let why = if id.is_u64() {
+            "the id is too large: an integer id must fit in 64 signed bits (at most 2^63-1); use a smaller one or a string"
+        } else {
+            "the id must be a string or an integer"
+        };
+        return Err(rejected(INVALID_REQUEST, why));
     }
     let method = match message.get("method") {
         None => {
@@ -181,6 +184,8 @@ mod tests {
             r#"{"jsonrpc":"2.0","id":"a","method":"tools/call","params":{"name":"x"}}"#,
             r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"x","arguments":{}}}"#,
             r#"{"jsonrpc":"2.0","id":2,"result":{}}"#,
+            r#"{"jsonrpc":"2.0","id":9223372036854775807,"method":"tools/list"}"#,
+            r#"{"jsonrpc":"2.0","id":-9223372036854775808,"method":"tools/list"}"#,
         ] {
             assert_eq!(status(ok), None, "{ok}");
         }
@@ -192,6 +197,8 @@ mod tests {
             r#"{"id":1,"method":"x"}"#,
             r#"{"jsonrpc":"2.0","id":{},"method":"x"}"#,
             r#"{"jsonrpc":"2.0","id":1.5,"method":"x"}"#,
+            r#"{"jsonrpc":"2.0","id":9223372036854775808,"method":"x"}"#,
+            r#"{"jsonrpc":"2.0","id":18446744073709551615,"method":"x"}"#,
             r#"{"jsonrpc":"2.0","id":1,"method":7}"#,
             r#"{"jsonrpc":"2.0","id":1}"#,
             r#"{"jsonrpc":"2.0","id":1,"method":"tools/call"}"#,

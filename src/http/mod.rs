@@ -11,6 +11,7 @@ pub mod limits;
 pub mod mcp_input;
 pub mod origins;
 mod page;
+pub mod sessions;
 mod sse;
 pub mod surface;
 
@@ -90,6 +91,18 @@ struct StreamQuery {
     last_event_id: Option<String>,
 }
 
+/// The query of a stream route, or the API's JSON 400 (axum's own rejection is plain text).
+type StreamQueryResult = Result<Query<StreamQuery>, axum::extract::rejection::QueryRejection>;
+
+fn stream_query(query: StreamQueryResult) -> Result<StreamQuery, ApiError> {
+    query.map(|Query(q)| q).map_err(|_| {
+        ApiError::BadRequest(
+            "the query string is malformed: use ?token=...&last_event_id=... with each at most once"
+                .into(),
+        )
+    })
+}
+
 /// A job ID from the path. Anything that is not one this bridge could have made answers like
 /// an unknown job.
 fn job_id(raw: &str) -> Result<JobId, ApiError> {
@@ -137,10 +150,10 @@ async fn job_events(
     State(state): State<ApiState>,
     Path(id): Path<String>,
     headers: HeaderMap,
-    Query(query): Query<StreamQuery>,
+    query: StreamQueryResult,
 ) -> Result<Response, ApiError> {
     let id = job_id(&id)?;
-    let after = last_event_id(&headers, &query)?;
+    let after = last_event_id(&headers, &stream_query(query)?)?;
     sse::respond(&state, Channel::Job(id), after, None).await
 }
 
@@ -150,11 +163,11 @@ async fn correlation_events(
     State(state): State<ApiState>,
     Path(cid): Path<String>,
     headers: HeaderMap,
-    Query(query): Query<StreamQuery>,
+    query: StreamQueryResult,
     access: Option<Extension<auth::JobAccess>>,
 ) -> Result<Response, ApiError> {
     let cid: CorrelationId = cid.parse().map_err(|_| ApiError::NotFound)?;
-    let after = last_event_id(&headers, &query)?;
+    let after = last_event_id(&headers, &stream_query(query)?)?;
     let only = match access {
         Some(Extension(auth::JobAccess::Caller(identity))) => Some(identity),
         _ => None,

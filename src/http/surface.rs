@@ -5,7 +5,7 @@
 
 use axum::{Router, middleware};
 
-use super::{access_log, auth, mcp_input, origins};
+use super::{access_log, auth, mcp_input, origins, sessions};
 
 /// The routers to serve: the main one, and the admin one when it has a listener of its own.
 pub struct Surface {
@@ -20,13 +20,18 @@ pub fn assemble(
     api: Router,
     admin: Router,
     guard: &auth::Guard,
+    sessions: sessions::SessionLookup,
     max_request_bytes: usize,
     admin_apart: bool,
 ) -> Surface {
-    // The last route layer added runs first: the token, then the message, then rmcp (whose
-    // Host and Origin refusals get a hint on the way out).
+    // The last route layer added runs first: the token, then the message, then the session,
+    // then rmcp (whose Host and Origin refusals get a hint on the way out).
     let mcp = mcp
         .route_layer(middleware::from_fn(origins::explain_forbidden))
+        .route_layer(middleware::from_fn_with_state(
+            sessions,
+            sessions::end_session,
+        ))
         .route_layer(middleware::from_fn(move |request, next| {
             mcp_input::check_mcp_post(max_request_bytes, request, next)
         }))

@@ -265,6 +265,28 @@ impl RawMcp {
         }
     }
 
+    /// `DELETE` of the session (with the token, when set): the status and the body.
+    pub async fn delete(&self) -> (u16, String) {
+        let mut request = self
+            .client
+            .delete(&self.url)
+            .header("mcp-protocol-version", "2025-06-18");
+        if let Some(token) = &self.token {
+            request = request.bearer_auth(token);
+        }
+        if let Some(session) = &self.session {
+            request = request.header("mcp-session-id", session);
+        }
+        let response = within("raw MCP DELETE", request.send())
+            .await
+            .expect("DELETE");
+        let status = response.status().as_u16();
+        let body = within("raw MCP DELETE body", response.text())
+            .await
+            .unwrap_or_default();
+        (status, body)
+    }
+
     /// initialize + notifications/initialized; keeps the session ID.
     pub async fn initialize(&mut self) -> RawAnswer {
         let answer = self
