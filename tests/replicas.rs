@@ -238,6 +238,39 @@ async fn killing_the_owner_fails_its_jobs_on_another_replica_within_the_lease() 
     assert_eq!(snapshot["error"]["reason"], "owner_lost");
 }
 
+/// The message of the job API's JSON error body (the whole body when it has none).
+fn api_message(body: &Value) -> String {
+    body["error"]["message"]
+        .as_str()
+        .map_or_else(|| body.to_string(), str::to_string)
+}
+
+/// `shown` (what a client got while Redis at `port` was down) says the store is unreachable and
+/// names neither Redis's address nor the OS error, and does not repeat itself.
+fn assert_no_internals(what: &str, shown: &str, port: u16) {
+    assert!(
+        shown.contains("job store is unreachable"),
+        "{what}: {shown}"
+    );
+    for internal in [
+        port.to_string().as_str(),
+        "redis://",
+        "127.0.0.1",
+        "os error",
+        "refused",
+    ] {
+        assert!(
+            !shown.to_lowercase().contains(internal),
+            "{what} shows {internal:?}: {shown}"
+        );
+    }
+    assert_eq!(
+        shown.matches("unreachable").count() + shown.matches("unavailable").count(),
+        1,
+        "{what} says it once: {shown}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_restarted_under_a_running_job_loses_no_event() {
     let Some(mut redis) = PrivateRedis::start("replicas::redis_restart").await else {
@@ -287,6 +320,8 @@ async fn redis_restarted_under_a_running_job_loses_no_event() {
     let started = Instant::now();
     let (status, body) = get_json(&job_status_url(&b.base(), &job_id)).await;
     assert_eq!(status, 503, "{body}");
+    // Clients are told what to do, never where Redis is or what the OS said: the log says.
+    assert_no_internals("the job API's 503", &api_message(&body), redis.port);
     let on_b = connect_url(&b.mcp_url()).await;
     let error = within(
         "a call while Redis is down",
@@ -294,7 +329,18 @@ async fn redis_restarted_under_a_running_job_loses_no_event() {
     )
     .await
     .expect_err("no job can start without the store");
-    assert!(error.to_string().contains("Redis"), "{error}");
+    assert_no_internals("the MCP error", &error.to_string(), redis.port);
+    let logged = b.log();
+    for what in [
+        "the job API could not reach the job store",
+        "a call could not create its job",
+    ] {
+        let line = logged.lines().find(|l| l.contains(what));
+        assert!(
+            line.is_some_and(|l| l.contains(&redis.port.to_string())),
+            "the log has the detail ({what}): {logged}"
+        );
+    }
     assert!(
         started.elapsed() < Duration::from_secs(3),
         "failed fast: {:?}",
@@ -472,11 +518,12 @@ async fn a_bridge_starts_without_redis_and_says_why_it_is_not_ready() {
     )
     .await
     .expect_err("no job without the store");
-    assert!(error.to_string().contains(&url), "{error}");
+    assert_no_internals("the MCP error", &error.to_string(), port);
     assert!(started.elapsed() < Duration::from_secs(1), "fails fast");
     let (status, body): (u16, Value) =
         get_json(&job_status_url(&bridge.base, &"0".repeat(32))).await;
     assert_eq!(status, 503, "{body}");
+    assert_no_internals("the job API's 503", &api_message(&body), port);
     bridge.shutdown(Duration::from_secs(1)).await;
 }
 

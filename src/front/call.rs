@@ -310,10 +310,13 @@ impl Front {
             Err(e @ (JobsError::AtCapacity(_) | JobsError::ShuttingDown)) => {
                 Err(Ok(error_result(e.to_string())))
             }
-            Err(e) => Err(Err(ErrorData::internal_error(
-                format!("could not create a job: {e}"),
-                None,
-            ))),
+            Err(e) => {
+                tracing::warn!(error = %e, "a call could not create its job");
+                Err(Err(ErrorData::internal_error(
+                    format!("could not create a job: {}", e.public_message()),
+                    None,
+                )))
+            }
         }
     }
 

@@ -20,6 +20,7 @@ use super::{
 };
 use crate::{
     auth::{Identity, may_access},
+    jobs::JobsError,
     model::{JobId, JobSnapshot, JobStatus},
     store::CancelAck,
 };
@@ -80,8 +81,10 @@ fn unknown_job(id: JobId) -> CallToolResult {
 /// `Ok(Err(result))` is a tool error for the agent; `Err` a protocol error.
 type ToolAnswer = Result<CallToolResult, ErrorData>;
 
-fn store_error(e: impl std::fmt::Display) -> ErrorData {
-    ErrorData::internal_error(format!("the job store failed: {e}"), None)
+/// The agent gets a clean message; the log gets the detail (the Redis address, the OS error).
+fn store_error(e: JobsError) -> ErrorData {
+    tracing::warn!(error = %e, "a job tool could not reach the job store");
+    ErrorData::internal_error(e.public_message(), None)
 }
 
 impl Front {

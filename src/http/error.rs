@@ -24,8 +24,9 @@ pub enum ApiError {
     /// A valid credential that does not open this endpoint.
     #[error("{0}")]
     Forbidden(String),
-    #[error("the job store is unavailable: {0}")]
-    Unavailable(String),
+    /// The store cannot answer: a message without internals (see `From<StoreError>`).
+    #[error("{0}")]
+    Unavailable(&'static str),
 }
 
 impl ApiError {
@@ -48,15 +49,27 @@ impl ApiError {
     }
 }
 
+/// The client gets a clean message; the log gets the detail (the Redis address, the OS error).
 impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
-        ApiError::Unavailable(e.to_string())
+        tracing::warn!(error = %e, "the job API could not reach the job store");
+        ApiError::Unavailable(e.public_message())
     }
 }
+
+/// How long a client is asked to wait when the store cannot answer.
+const UNAVAILABLE_RETRY_AFTER_SECS: u32 = 5;
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let body = json!({ "error": { "code": self.code(), "message": self.to_string() } });
-        (self.status(), Json(body)).into_response()
+        let mut response = (self.status(), Json(body)).into_response();
+        if matches!(self, ApiError::Unavailable(_)) {
+            response.headers_mut().insert(
+                axum::http::header::RETRY_AFTER,
+                UNAVAILABLE_RETRY_AFTER_SECS.into(),
+            );
+        }
+        response
     }
 }

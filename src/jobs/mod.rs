@@ -50,6 +50,17 @@ pub enum JobsError {
     ShuttingDown,
 }
 
+impl JobsError {
+    /// What a caller may be told: the store's faults without their internals (the whole error
+    /// is for the log).
+    pub fn public_message(&self) -> String {
+        match self {
+            JobsError::Store(e) => e.public_message().to_string(),
+            other => other.to_string(),
+        }
+    }
+}
+
 /// What the caller asked for.
 #[derive(Debug, Clone)]
 pub struct JobSpec {

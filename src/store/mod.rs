@@ -29,14 +29,30 @@ pub use stored_event::StoredEvent;
 use crate::model::{Channel, EventBody, Heartbeat, JobId, JobSnapshot, NewJob, Seq};
 
 /// Why the store could not do what was asked. The message is whole (what happened and what
-/// to check); an engine's typed error behind it (the Redis link's state, the Redis error) is
-/// its `source()`, for logs now and for a client-facing message that hides internals later.
+/// to check), for the log: it may name the Redis address and the OS error. A client is told
+/// [`StoreError::public_message`] instead.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     #[error("a job with ID {0} already exists")]
     Duplicate(JobId),
     #[error("the job store is unavailable: {0}")]
     Unavailable(#[source] Box<dyn std::error::Error + Send + Sync>),
+}
+
+impl StoreError {
+    /// What a client may be told: what to do, and no internals (addresses, credentials in
+    /// URLs, OS errors); whoever answers logs the whole error.
+    pub fn public_message(&self) -> &'static str {
+        match self {
+            StoreError::Duplicate(_) => {
+                "the bridge made a job ID that already exists (this should not happen); try again"
+            }
+            StoreError::Unavailable(_) => {
+                "the job store is unreachable and the bridge is reconnecting; try again in a few \
+                 seconds (the bridge's log has the reason)"
+            }
+        }
+    }
 }
 
 /// One item of a live subscription.
