@@ -112,8 +112,9 @@ fn init_logging(json: bool, client: bool) {
     // Logs go to stderr: for `demo-tools`, stdout is the MCP protocol stream.
     // Colour only for a person at a terminal: a demo child's stderr is read by the bridge.
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    // Each line at most `access_log::MAX_LOG_LINE_BYTES`: what a line quotes may be a client's.
     let layer = tracing_subscriber::fmt::layer()
-        .with_writer(std::io::stderr)
+        .with_writer(access_log::CappedLines { json })
         .with_ansi(ansi);
     let registry = tracing_subscriber::registry();
     if json {

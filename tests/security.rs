@@ -723,3 +723,54 @@ async fn tokens_from_env_and_file_work_and_no_token_ever_reaches_the_log() {
         assert!(!log.contains(&secret), "{what} is in the log:\n{log}");
     }
 }
+
+/// Clients cannot fill the disk through the log: twenty 1 MB notifications of every kind and a
+/// call naming a 1 MB tool, sent to a bridge process, write a few KiB of log, with
+/// `RUST_LOG=warn` (it is obeyed) and with `RUST_LOG=info` (rmcp's "received notification",
+/// which quotes each one whole at info, is capped; a line quoting a client is cut).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_cannot_fill_the_disk_through_the_log() {
+    let big = "x".repeat(1_000_000);
+    for level in ["warn", "info"] {
+        let bridge = spawn_bridge(&demo_upstream_toml("{}"), &[("RUST_LOG", level)]).await;
+        let mut raw = RawMcp::new(&bridge.mcp_url(), None);
+        assert_eq!(raw.initialize().await.status, 200);
+        let before = bridge.log().len();
+        let kinds = [
+            "notifications/progress",
+            "notifications/cancelled",
+            "notifications/message",
+            "notifications/no_such_thing",
+        ];
+        for (i, kind) in kinds.iter().cycle().take(20).enumerate() {
+            let body = json!({"jsonrpc": "2.0", "method": kind, "params": {
+                "progressToken": i, "progress": 1, "message": big, "requestId": i,
+                "reason": big, "level": "info", "data": big}});
+            let answer = raw.post(body.to_string(), &[]).await;
+            assert!(answer.status < 500, "{kind}: {}", answer.status);
+        }
+        let call = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+                          "params": {"name": big, "arguments": {}}});
+        let answer = raw.post(call.to_string(), &[]).await;
+        assert_eq!(
+            answer.rpc_error_code(),
+            Some(-32602),
+            "{:.200}",
+            answer.body
+        );
+        // Messages of a session are handled in order: once this is answered, the ones before
+        // have been (and logged, if they were going to be).
+        let list = raw
+            .post(r#"{"jsonrpc":"2.0","id":8,"method":"tools/list"}"#, &[])
+            .await;
+        assert_eq!(list.status, 200, "{:.200}", list.body);
+        let log = bridge.log();
+        let written = log.len() - before;
+        assert!(
+            written < 64 * 1024,
+            "RUST_LOG={level}: {written} bytes of log for 21 MB sent: {:.2000}",
+            &log[before..]
+        );
+        bridge.stop().await;
+    }
+}
