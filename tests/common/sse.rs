@@ -87,6 +87,10 @@ pub async fn read_sse_request_within(
                     }
                 }
                 Err(reqwest_eventsource::Error::StreamEnded) => break,
+                Err(reqwest_eventsource::Error::InvalidStatusCode(status, response)) => {
+                    let body = response.text().await.unwrap_or_default();
+                    panic!("SSE stream failed: {status}: {body}")
+                }
                 Err(e) => panic!("SSE stream failed: {e}"),
             }
         }
