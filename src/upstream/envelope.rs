@@ -74,7 +74,9 @@ impl Envelope {
                 self.id_byte(byte);
             }
             if self.in_string {
-                if self.in_key && !(byte == b'"' && !self.escaped) {
+                // A key's bytes, up to its closing quote (an escaped quote is one of them).
+                let closing = byte == b'"' && !self.escaped;
+                if self.in_key && !closing {
                     self.key_byte(byte);
                 }
                 self.string_byte(byte);
