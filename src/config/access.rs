@@ -6,7 +6,7 @@ use serde::Deserialize;
 use super::ConfigError;
 
 /// Which callers an entry applies to: any of the lists matching is enough.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct Callers {
     /// Names of static tokens (`auth.mcp_tokens` entries; plain ones are `token-1`, …).
@@ -34,7 +34,7 @@ impl Callers {
 
 /// One `[[auth.policies]]` entry: the callers it matches may list and call the upstream tools
 /// whose names (`<upstream>__<tool>`) match one of `tools`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PolicyConfig {
     /// Every authenticated caller (instead of naming them).

@@ -57,6 +57,27 @@ impl McpToken {
     }
 }
 
+/// The schema the configuration reference is checked against (tests/config_reference.rs): a
+/// token is a leaf key there, written either way.
+impl schemars::JsonSchema for McpToken {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "McpToken".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "anyOf": [
+                { "type": "string" },
+                {
+                    "type": "object",
+                    "properties": { "name": { "type": "string" }, "token": { "type": "string" } },
+                    "required": ["name", "token"]
+                }
+            ]
+        })
+    }
+}
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct NamedToken {
@@ -87,7 +108,7 @@ impl<'de> Deserialize<'de> for McpToken {
     }
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct AuthConfig {
     /// Static bearer tokens accepted on `/mcp` (and on `/upstreams`, `/metrics`, and on job
@@ -179,6 +200,17 @@ pub struct Secret {
     origin: Origin,
     /// The value, once resolved (literals at once; env and files at validation).
     value: Option<Arc<str>>,
+}
+
+/// Written as a string (`"literal"`, `"env:NAME"`, `"file:/path"`).
+impl schemars::JsonSchema for Secret {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Secret".into()
+    }
+
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        <String as schemars::JsonSchema>::json_schema(generator)
+    }
 }
 
 #[derive(Clone)]

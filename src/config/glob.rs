@@ -35,6 +35,17 @@ pub struct GlobList {
     allow_all: bool,
 }
 
+/// Written as a list of pattern strings.
+impl schemars::JsonSchema for GlobList {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "GlobList".into()
+    }
+
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        <Vec<String> as schemars::JsonSchema>::json_schema(generator)
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum GlobError {
     #[error(

@@ -14,7 +14,7 @@ pub const JWT_ALGORITHMS: [&str; 9] = [
 ];
 
 /// One issuer of JWT access tokens.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct IssuerConfig {
     /// The exact `iss` of its tokens (Entra ID v1: `https://sts.windows.net/{tenant}/`, v2:
@@ -59,7 +59,7 @@ fn default_role_claims() -> Vec<String> {
 
 /// `[auth.jwt]`: bounds on tokens and on key fetching. Every one has a metric or a log line
 /// when it is hit.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct JwtLimits {
     /// Longest bearer token read, in bytes (401 `too_large` past it). Entra ID tokens with

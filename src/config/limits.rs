@@ -5,7 +5,7 @@ use serde::Deserialize;
 
 use super::ConfigError;
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct LimitsConfig {
     /// Largest request body accepted on `/mcp`, in bytes (413 past it).

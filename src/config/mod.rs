@@ -18,6 +18,7 @@ use std::{
     path::{Path, PathBuf},
 };
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 
 pub use access::{Callers, PolicyConfig, tool_glob};
@@ -36,7 +37,7 @@ pub const DEFAULT_CONFIG_PATH: &str = "config/bridge.toml";
 /// default config runs the built-in demo tools from `cargo run` with nothing installed.
 pub const SELF_COMMAND: &str = "mcp-progress-bridge";
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
     #[serde(default)]
@@ -56,7 +57,7 @@ pub struct Config {
     pub source: PathBuf,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct ServerConfig {
     /// Address the HTTP server binds (MCP endpoint, job API, health).
@@ -96,7 +97,7 @@ impl Default for ServerConfig {
 }
 
 /// How a `tools/call` is answered.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum CallMode {
     /// Answer at once with a job handle; the result is collected with `wait_for_job`.
@@ -117,7 +118,7 @@ impl fmt::Display for CallMode {
     }
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct JobsConfig {
     pub mode: CallMode,
@@ -159,7 +160,7 @@ impl Default for JobsConfig {
 }
 
 /// Which engine holds jobs and their events.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum StoreBackend {
     /// In this process: one replica, nothing to install.
@@ -169,7 +170,7 @@ pub enum StoreBackend {
 }
 
 /// `[store]`: where jobs live. Only `backend` matters for `memory`; the rest configure Redis.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct StoreConfig {
     pub backend: StoreBackend,
@@ -205,7 +206,7 @@ impl Default for StoreConfig {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum TransportKind {
     Stdio,
@@ -213,7 +214,7 @@ pub enum TransportKind {
 }
 
 /// One real MCP server the bridge fronts. Its tools appear as `<name>__<tool>`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct UpstreamConfig {
     pub name: String,
@@ -253,7 +254,7 @@ pub struct UpstreamConfig {
 /// lists of globs over the upstream's own names (tool and prompt names; resource URIs and
 /// template URIs). What a list hides is neither listed nor callable: a hidden tool, prompt or
 /// resource is refused exactly like an unknown one. A list left out shows everything.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct Expose {
     pub tools: GlobList,
@@ -261,7 +262,7 @@ pub struct Expose {
     pub prompts: GlobList,
 }
 
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ToolConfig {
     pub mode: Option<CallMode>,
@@ -339,6 +340,23 @@ impl UpstreamConfig {
     }
 }
 
+/// `BRIDGE_LISTEN`: overrides `server.listen` (`--listen` overrides it in turn).
+pub const LISTEN_ENV: &str = "BRIDGE_LISTEN";
+/// `BRIDGE_PUBLIC_URL`: overrides `server.public_url`.
+pub const PUBLIC_URL_ENV: &str = "BRIDGE_PUBLIC_URL";
+/// `BRIDGE_REDIS_URL`: overrides `store.redis_url`, so a Redis password need not sit in a file.
+pub const REDIS_URL_ENV: &str = "BRIDGE_REDIS_URL";
+
+/// Every environment variable that sets a config key, with the key it sets. The configuration
+/// reference (docs/configuration.md) lists each in its key's row; tests/config_reference.rs
+/// checks the two agree. Add a variable here when you add one to [`Overrides::from_env`].
+pub const ENV_OVERRIDES: [(&str, &str); 4] = [
+    (LISTEN_ENV, "server.listen"),
+    (PUBLIC_URL_ENV, "server.public_url"),
+    (REDIS_URL_ENV, "store.redis_url"),
+    (auth::TOKEN_ENV, "auth.mcp_tokens"),
+];
+
 /// Values given on the command line or in the environment; they win over the file.
 #[derive(Debug, Clone, Default)]
 pub struct Overrides {
@@ -352,19 +370,16 @@ impl Overrides {
     /// `BRIDGE_LISTEN`, `BRIDGE_PUBLIC_URL` and `BRIDGE_REDIS_URL`, when set. CLI flags are applied on top by the
     /// caller.
     pub fn from_env() -> Result<Self, ConfigError> {
-        let listen = match std::env::var("BRIDGE_LISTEN") {
+        let listen = match std::env::var(LISTEN_ENV) {
             Ok(v) => Some(v.parse().map_err(|e| {
-                ConfigError::env(
-                    "BRIDGE_LISTEN",
-                    format!("not a socket address ({e}): {v:?}"),
-                )
+                ConfigError::env(LISTEN_ENV, format!("not a socket address ({e}): {v:?}"))
             })?),
             Err(_) => None,
         };
         Ok(Self {
             listen,
-            public_url: std::env::var("BRIDGE_PUBLIC_URL").ok(),
-            redis_url: std::env::var("BRIDGE_REDIS_URL").ok(),
+            public_url: std::env::var(PUBLIC_URL_ENV).ok(),
+            redis_url: std::env::var(REDIS_URL_ENV).ok(),
         })
     }
 }
