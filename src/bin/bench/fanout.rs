@@ -122,7 +122,12 @@ async fn measure(
     tokio::time::sleep(Duration::from_millis(200)).await;
     let rss_before = server.rss_kib();
     let connect_started = std::time::Instant::now();
-    let mut crowd = Crowd::spawn(server.addr, &[job.events_path.clone()], readers, job.events);
+    let mut crowd = Crowd::spawn(
+        server.addr,
+        std::slice::from_ref(&job.events_path),
+        readers,
+        job.events,
+    );
     crowd.wait_connected().await?;
     let connect_secs = connect_started.elapsed().as_secs_f64();
     crowd.mark_all_in();
