@@ -82,7 +82,7 @@ fn unknown_job(id: JobId) -> CallToolResult {
 type ToolAnswer = Result<CallToolResult, ErrorData>;
 
 /// The agent gets a clean message; the log gets the detail (the Redis address, the OS error).
-fn store_error(e: JobsError) -> ErrorData {
+pub(super) fn store_error(e: JobsError) -> ErrorData {
     tracing::warn!(error = %e, "a job tool could not reach the job store");
     ErrorData::internal_error(e.public_message(), None)
 }
@@ -90,7 +90,7 @@ fn store_error(e: JobsError) -> ErrorData {
 impl Front {
     /// The job's snapshot if `identity` may see it (`auth::may_access`); `None` for a job that
     /// does not exist and for another caller's alike.
-    async fn visible_job(
+    pub(super) async fn visible_job(
         &self,
         id: JobId,
         identity: &Identity,
@@ -215,7 +215,7 @@ impl Front {
 
     /// The result of an ended job, as the direct call would have answered (a JSON-RPC error
     /// becomes a tool error: a long-poll has no way to fail the original call).
-    fn final_result(&self, snapshot: &JobSnapshot) -> CallToolResult {
+    pub(super) fn final_result(&self, snapshot: &JobSnapshot) -> CallToolResult {
         let id = snapshot.job_id;
         let stored = snapshot
             .result
