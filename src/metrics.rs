@@ -23,6 +23,8 @@ pub struct Metrics {
     pub auth_rejections: IntCounterVec,
     /// Fetches of issuers' signing keys, by outcome (`ok`, `error`).
     pub jwks_fetches: IntCounterVec,
+    /// Open HTTP connections, by listener (`main`, `admin`).
+    pub connections_open: IntGaugeVec,
 }
 
 impl Metrics {
@@ -106,6 +108,17 @@ impl Metrics {
         registry
             .register(Box::new(upstream_up.clone()))
             .expect("unique metric");
+        let connections_open = IntGaugeVec::new(
+            Opts::new(
+                "bridge_connections_open",
+                "Open HTTP connections, by listener (main, admin)",
+            ),
+            &["listener"],
+        )
+        .expect("valid metric");
+        registry
+            .register(Box::new(connections_open.clone()))
+            .expect("unique metric");
         Self {
             registry,
             jobs_started,
@@ -120,6 +133,7 @@ impl Metrics {
             limit_hits,
             auth_rejections,
             jwks_fetches,
+            connections_open,
         }
     }
 
