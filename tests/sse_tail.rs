@@ -42,8 +42,12 @@ struct Faulty {
 
 impl Faulty {
     fn new() -> Arc<Self> {
+        Self::with_history(100)
+    }
+
+    fn with_history(history: usize) -> Arc<Self> {
         Arc::new(Self {
-            inner: MemoryStore::new(100, 3600),
+            inner: MemoryStore::new(history, 3600),
             lost: Mutex::new(HashSet::new()),
             unavailable: AtomicBool::new(false),
             failed_replays: AtomicUsize::new(0),
@@ -307,4 +311,33 @@ async fn a_heartbeat_ahead_of_the_reader_fills_the_gap_first_and_never_moves_its
         ],
         "{events:?}"
     );
+}
+
+/// A reader that falls behind past the end of a job (its live events lost, history too short
+/// to fill the gap) gets `reset` and then the terminal event, and every `id:` it is sent is
+/// new: the reset holds the position before the terminal event, not the terminal's own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reader_reset_past_the_end_of_a_job_gets_increasing_ids_and_the_end() {
+    let store = Faulty::with_history(3);
+    let base = serve(store.clone(), Duration::from_secs(60)).await;
+    let job = new_job(&store).await;
+    for seq in 1..=6 {
+        store.lose(seq);
+    }
+    let reader = reader(&base, job, WAIT).await;
+    for p in 1..=6 {
+        store.append(job, progress(p as f64)).await.unwrap();
+    }
+    // Number 7, the end, arrives live and shows the gap; history holds 5..7 only.
+    store.append(job, completed()).await.unwrap();
+
+    let events = reader.await.unwrap();
+    let seen: Vec<(u64, &str)> = events.iter().map(|e| (e.seq(), e.event.as_str())).collect();
+    assert_eq!(
+        seen,
+        [(0, "status"), (6, "reset"), (7, "completed")],
+        "{events:?}"
+    );
+    assert_eq!(events[1].data["status"], "completed");
+    assert_eq!(events[1].data["progress"], 6.0);
 }

@@ -99,6 +99,7 @@ conformance!(
     live_events_reach_a_subscriber_on_another_replica_in_order,
     a_cancel_asked_on_any_replica_reaches_the_owner,
     a_correlation_channel_numbers_its_own_events_across_replicas,
+    a_correlation_opens_empty_before_its_first_job_and_the_job_joins_live,
     the_principal_is_kept_with_the_job_but_never_shown,
 );
 
@@ -334,6 +335,44 @@ async fn a_correlation_channel_numbers_its_own_events_across_replicas(backend: B
         jobs.iter().map(|j| j.job_id).collect::<Vec<_>>(),
         vec![x, y]
     );
+}
+
+/// An application subscribes to its correlation ID before it calls the agent: the channel
+/// opens empty (not unknown), and the first job, started on another replica, arrives live.
+async fn a_correlation_opens_empty_before_its_first_job_and_the_job_joins_live(backend: Backend) {
+    let Some(r) = backend.replicas("early", 100).await else {
+        return;
+    };
+    let channel = Channel::Correlation("turn-early".parse().unwrap());
+    let opened = r.b.open(&channel, Some(0)).await.unwrap();
+    let opened = opened.expect("a correlation with no job yet opens empty, not unknown");
+    assert_eq!(
+        (opened.head, opened.covered, opened.ended),
+        (0, true, false)
+    );
+    assert!(opened.backlog.is_empty());
+    let ChannelSnapshot::Correlation(jobs) = &opened.snapshot else {
+        panic!("not a correlation")
+    };
+    assert!(jobs.is_empty());
+    let replay = r.b.replay(&channel, 0).await.unwrap();
+    assert!(replay.covered && replay.events.is_empty() && replay.head == 0);
+    let mut live = opened.live;
+    let job =
+        r.a.create_job(new_job(&r.a_name, Some("turn-early")))
+            .await
+            .unwrap()
+            .job_id;
+    let event = within("job_started, live", async {
+        match live.next().await {
+            Some(LiveItem::Event(event)) => event,
+            other => panic!("{:?}", other.map(|_| "lagged")),
+        }
+    })
+    .await;
+    assert_eq!((event.seq, event.kind), (1, EventKind::JobStarted));
+    let data: serde_json::Value = serde_json::from_slice(&event.data).unwrap();
+    assert_eq!(data["job_id"], job.to_string());
 }
 
 /// The owner check needs the job's principal from any replica, through every read (snapshot,

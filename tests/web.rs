@@ -126,3 +126,25 @@ async fn the_jobs_page_in_headless_chromium() {
     println!("screenshots: {}", shots.display());
     bridge.shutdown(Duration::from_secs(1)).await;
 }
+
+/// A reader that comes back at a position history no longer holds, after the job ended: the
+/// bridge sends `reset` and then the terminal event with a later id, and the page's client
+/// (`watchJob` from `/client.js`, in Chromium) ends the watch instead of reconnecting for ever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reset_past_the_end_of_a_job_ends_the_watch_in_chromium() {
+    if let Some(why) = missing(true) {
+        return skip_or_fail("browser test", &why);
+    }
+    let bridge = start_bridge(|c| c.jobs.history = 3).await;
+    let mut command = Command::new("node");
+    command
+        .current_dir(repo_root().join("tests/browser"))
+        .arg("reset.mjs")
+        .env("BRIDGE_URL", &bridge.base)
+        .env("CHROMIUM", CHROMIUM);
+    let output = run_to_end(command, Duration::from_secs(120)).await;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "browser test failed:\n{stdout}");
+    assert!(!stdout.contains("not ok"), "{stdout}");
+    bridge.shutdown(Duration::from_secs(1)).await;
+}

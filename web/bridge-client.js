@@ -175,8 +175,8 @@ function parseSeq(event) {
  * Returns {cancel(), close(), job, lastEventId, connection}. Replay and resumption are the
  * EventSource's own: after a dropped connection it reconnects with Last-Event-ID and the bridge
  * sends exactly what was missed. Events at or before the resume position are skipped, so a
- * duplicate never moves a progress bar back. On the terminal event the EventSource is closed
- * (otherwise it would reconnect for ever).
+ * duplicate never moves a progress bar back; the terminal event never is. On the terminal event
+ * the EventSource is closed (otherwise it would reconnect for ever).
  */
 export function watchJob(eventsUrl, handlers = {}, options = {}) {
   const ES = options.EventSource ?? globalThis.EventSource;
@@ -221,9 +221,12 @@ export function watchJob(eventsUrl, handlers = {}, options = {}) {
     source.addEventListener(type, (event) => {
       if (closed) return;
       const seq = parseSeq(event);
+      const terminal = TERMINAL_EVENTS.includes(type);
       // A heartbeat repeats the id of the last stored event; anything else at or before the
-      // position is a duplicate.
-      if (type !== "heartbeat" && type !== "reset" && type !== "status") {
+      // position is a duplicate. Except the terminal event: whatever its id, the job is over
+      // (the bridge re-sends it to a reader that reconnects after the end, and older bridges
+      // gave it the id of the `reset` before it); skipping it would reconnect for ever.
+      if (!terminal && type !== "heartbeat" && type !== "reset" && type !== "status") {
         if (seq !== null && job.seq !== null && seq <= job.seq) return;
       }
       setConnection("open");
@@ -236,7 +239,7 @@ export function watchJob(eventsUrl, handlers = {}, options = {}) {
         heartbeat: handlers.onHeartbeat,
         reset: handlers.onReset,
       }[type];
-      if (TERMINAL_EVENTS.includes(type)) {
+      if (terminal) {
         close();
         handlers.onDone?.(data, job);
       } else {
@@ -297,9 +300,10 @@ export async function cancelJob(cancelUrl, { headers = {}, fetch: fetchImpl } = 
  * (the bridge has no job with this ID yet), onError, onConnection. The stream does not end by
  * itself (more jobs may join): call close().
  *
- * The bridge answers 404 for a correlation ID until its first job starts, and an application
- * usually subscribes before it calls the agent: so a refused stream is opened again every
- * options.retryMs (2000) until options.waitMs (600000) have passed, then onError.
+ * The stream opens empty before the correlation's first job starts (an application usually
+ * subscribes before it calls the agent). Older bridges answered 404 until then, on Redis: so a
+ * refused stream is opened again every options.retryMs (2000) until options.waitMs (600000)
+ * have passed, then onError.
  */
 export function watchCorrelation(url, handlers = {}, options = {}) {
   const ES = options.EventSource ?? globalThis.EventSource;

@@ -285,10 +285,7 @@ impl Tail {
                     tail.deliver(&event).await;
                 }
             }
-            Some(_) if !covered => {
-                tail.queue
-                    .push_back(snapshot_frame(EventKind::Reset, head, &snapshot))
-            }
+            Some(_) if !covered => tail.push_reset(head, ended, &snapshot),
             Some(after) => {
                 tail.last = after;
                 for event in backlog {
@@ -442,12 +439,21 @@ impl Tail {
         };
         self.read_history();
         let snapshot = self.visible(opened.snapshot);
-        self.queue
-            .push_back(snapshot_frame(EventKind::Reset, opened.head, &snapshot));
-        self.last = opened.head;
+        self.push_reset(opened.head, opened.ended, &snapshot);
         if opened.ended {
             self.send_terminal().await;
         }
+    }
+
+    /// Queue a `reset` that puts the reader at the channel's head. Every id on a stream is a
+    /// position and no two frames share one: on an ended job the terminal event (sent next)
+    /// holds the head, so the reset takes the position just before it, as `status` does
+    /// before the history it precedes.
+    fn push_reset(&mut self, head: Seq, ended: bool, snapshot: &ChannelSnapshot) {
+        let at = if ended { head.saturating_sub(1) } else { head };
+        self.queue
+            .push_back(snapshot_frame(EventKind::Reset, at, snapshot));
+        self.last = at;
     }
 
     /// For a reader positioned at the end of an ended job (a fresh reader, a reset, or one

@@ -113,6 +113,49 @@ describe("watchJob", () => {
     assert.ok(r.names().includes("onReset"));
   });
 
+  it("a reset before the terminal event: the terminal event has the next id and ends the watch", () => {
+    // What the bridge sends a reader that fell behind past the end of a job: `reset` at the
+    // position just before the terminal event, then the terminal event.
+    const r = recorder();
+    const watch = watchJob(URL_, r.handlers, { EventSource: FakeEventSource });
+    const es = FakeEventSource.last();
+    es.open();
+    es.emit("status", snapshot(), 0);
+    es.emit("progress", progress(1, 10), 1);
+    es.emit("reset", snapshot({ status: "completed", progress: 10, total: 10, seq: 11 }), 10);
+    es.emit("completed", { job_id: ID, seq: 11, status: "completed", result: { content: [] } }, 11);
+    assert.deepEqual(r.names().slice(-3), ["onReset", "onConnection", "onDone"]);
+    assert.ok(es.closed, "closed: no reconnection");
+    assert.equal(watch.connection, "closed");
+    assert.equal(watch.lastEventId, 11);
+  });
+
+  it("a terminal event at or before the position still ends the watch (no reconnect loop)", () => {
+    // An older bridge sent `reset` and the terminal event with the same id; a reader that
+    // reconnects after the end gets the terminal event again with the id it already has.
+    for (const [resetId, endId] of [[11, 11], [11, 9]]) {
+      const r = recorder();
+      const watch = watchJob(URL_, r.handlers, { EventSource: FakeEventSource });
+      const es = FakeEventSource.last();
+      es.open();
+      es.emit("reset", snapshot({ status: "completed", seq: 11 }), resetId);
+      es.emit("completed", { job_id: ID, seq: 11, status: "completed", result: null }, endId);
+      const done = r.calls.filter((c) => c[0] === "onDone");
+      assert.equal(done.length, 1, `onDone once for reset ${resetId}, end ${endId}`);
+      assert.equal(done[0][2].status, "completed");
+      assert.ok(es.closed);
+      assert.equal(watch.connection, "closed");
+    }
+    const r = recorder();
+    const es = (watchJob(URL_, r.handlers, { EventSource: FakeEventSource }), FakeEventSource.last());
+    es.open();
+    es.emit("status", snapshot(), 0);
+    es.emit("progress", progress(1), 1);
+    es.emit("completed", { job_id: ID, seq: 2, status: "completed" }, 2);
+    assert.equal(r.calls.filter((c) => c[0] === "onDone").length, 1);
+    assert.ok(es.closed, "a closed watch ignores anything after its end");
+  });
+
   it("heartbeats mark the job as working without news and do not move the position", () => {
     const r = recorder();
     const watch = watchJob(URL_, r.handlers, { EventSource: FakeEventSource });

@@ -28,14 +28,17 @@ struct Counters {
     dropped_otherwise: u64,
 }
 
-// Long, and left so for now: one scenario's steps in the order they run; split with
-// `fanout::measure` in the benchmark work.
+/// The rates of every round, and what the bridge coalesced and spent on them.
+struct Rounds {
+    direct: Vec<f64>,
+    bridge: Vec<f64>,
+    coalesced: u64,
+    cpu_us: u64,
+}
+
 pub async fn run(ctx: &Ctx) -> Result<Vec<Row>, String> {
     let per_job: u64 = ctx.pick(50, 2_000);
     let rounds = ctx.pick(1, 3);
-    let total = JOBS * per_job;
-    let scenario = format!("ingest, {JOBS} jobs × {per_job} events");
-
     let handler = BenchClient::default();
     let direct = Arc::new(mcp::connect_stdio(&ctx.bin, &["demo-tools"], handler.clone()).await?);
     let bridge = proc::start_bridge(
@@ -46,39 +49,14 @@ pub async fn run(ctx: &Ctx) -> Result<Vec<Row>, String> {
     )
     .await
     .map_err(|e| e.to_string())?;
-    let front = mcp::connect_http(&bridge.mcp_url(), BenchClient::default()).await;
-    let result = match front {
+    let result = match mcp::connect_http(&bridge.mcp_url(), BenchClient::default()).await {
         Ok(front) => {
             let front = Arc::new(front);
-            let mut direct_rates = Vec::new();
-            let mut bridge_rates = Vec::new();
-            let mut coalesced = 0;
-            let mut outcome = Ok(());
-            let cpu_before = bridge.cpu_us();
-            for round in 0..rounds {
-                match direct_round(&direct, &handler, per_job, round).await {
-                    Ok(rate) => direct_rates.push(rate),
-                    Err(e) => {
-                        outcome = Err(e);
-                        break;
-                    }
-                }
-                match bridge_round(&bridge, &front, per_job).await {
-                    Ok((rate, c)) => {
-                        bridge_rates.push(rate);
-                        coalesced += c;
-                    }
-                    Err(e) => {
-                        outcome = Err(e);
-                        break;
-                    }
-                }
-            }
-            let cpu = bridge.cpu_us() - cpu_before;
+            let result = alternate(&direct, &handler, &bridge, &front, per_job, rounds).await;
             if let Ok(front) = Arc::try_unwrap(front) {
                 let _ = front.cancel().await;
             }
-            outcome.map(|()| (direct_rates, bridge_rates, coalesced, cpu))
+            result
         }
         Err(e) => Err(e),
     };
@@ -86,12 +64,44 @@ pub async fn run(ctx: &Ctx) -> Result<Vec<Row>, String> {
     if let Ok(direct) = Arc::try_unwrap(direct) {
         let _ = direct.cancel().await;
     }
-    let (mut direct_rates, mut bridge_rates, coalesced, cpu) = result?;
-    let cpu_per = cpu as f64 / (total * rounds as u64) as f64;
-    let d = median(&mut direct_rates);
-    let b = median(&mut bridge_rates);
+    Ok(rows(result?, per_job, rounds))
+}
+
+/// Direct and bridge rounds, taking turns.
+async fn alternate(
+    direct: &Arc<Client>,
+    handler: &BenchClient,
+    bridge: &BridgeProcess,
+    front: &Arc<Client>,
+    per_job: u64,
+    rounds: usize,
+) -> Result<Rounds, String> {
+    let mut out = Rounds {
+        direct: Vec::new(),
+        bridge: Vec::new(),
+        coalesced: 0,
+        cpu_us: 0,
+    };
+    let cpu_before = bridge.cpu_us();
+    for round in 0..rounds {
+        out.direct
+            .push(direct_round(direct, handler, per_job, round).await?);
+        let (rate, coalesced) = bridge_round(bridge, front, per_job).await?;
+        out.bridge.push(rate);
+        out.coalesced += coalesced;
+    }
+    out.cpu_us = bridge.cpu_us() - cpu_before;
+    Ok(out)
+}
+
+fn rows(mut r: Rounds, per_job: u64, rounds: usize) -> Vec<Row> {
+    let total = JOBS * per_job;
+    let scenario = format!("ingest, {JOBS} jobs × {per_job} events");
+    let cpu_per = r.cpu_us as f64 / (total * rounds as u64) as f64;
+    let d = median(&mut r.direct);
+    let b = median(&mut r.bridge);
     let range = |r: &[f64]| format!("{:.0}–{:.0}", r[0], r[r.len() - 1]);
-    Ok(vec![
+    vec![
         Row::new(
             &scenario,
             "notifications / s into the store (median)",
@@ -112,13 +122,14 @@ pub async fn run(ctx: &Ctx) -> Result<Vec<Row>, String> {
             &scenario,
             "checked",
             format!(
-                "{rounds} rounds each; bridge {} /s, direct {} /s; {} notifications stored or coalesced (latest kept, {coalesced} coalesced), none lost",
-                range(&bridge_rates),
-                range(&direct_rates),
-                total * rounds as u64
+                "{rounds} rounds each; bridge {} /s, direct {} /s; {} notifications stored or coalesced (latest kept, {} coalesced), none lost",
+                range(&r.bridge),
+                range(&r.direct),
+                total * rounds as u64,
+                r.coalesced
             ),
         ),
-    ])
+    ]
 }
 
 fn median(rates: &mut [f64]) -> f64 {

@@ -153,61 +153,82 @@ const SCENARIOS: [&str; 6] = [
     "fanout",
 ];
 
-// Long, and left so for now: the run's steps in order (arguments, prerequisites, each
-// scenario, the report); the benchmark work that splits `fanout::measure` takes this too.
 #[tokio::main]
 async fn main() -> ExitCode {
     let args = Args::parse();
-    for name in &args.only {
-        if !SCENARIOS.contains(&name.as_str()) {
-            eprintln!(
-                "unknown scenario {name:?}; the scenarios are {}",
-                SCENARIOS.join(", ")
-            );
-            return ExitCode::from(2);
-        }
+    if let Some(name) = args.only.iter().find(|n| !SCENARIOS.contains(&n.as_str())) {
+        eprintln!(
+            "unknown scenario {name:?}; the scenarios are {}",
+            SCENARIOS.join(", ")
+        );
+        return ExitCode::from(2);
     }
-    let bin = match bridge_binary(&args) {
-        Ok(bin) => bin,
+    let ctx = match prepare(&args) {
+        Ok(ctx) => ctx,
         Err(e) => {
             eprintln!("error: {e}");
             return ExitCode::FAILURE;
         }
     };
-    let dir = std::env::temp_dir().join(format!("mcp-bench-{}", std::process::id()));
-    if let Err(e) = std::fs::create_dir_all(&dir) {
-        eprintln!("error: cannot create {}: {e}", dir.display());
-        return ExitCode::FAILURE;
-    }
-    let fd_limit = proc::raise_fd_limit();
-    let ctx = Ctx {
-        quick: args.quick,
-        bin,
-        dir: dir.clone(),
-        peers_dir: args.peers_dir.clone(),
-        no_peers: args.no_peers,
-    };
     let machine = Machine::read();
     eprintln!(
-        "bench: {} mode, bridge {}, {} cores, {} MiB, open-file limit {fd_limit}, scratch {}",
+        "bench: {} mode, bridge {}, {} cores, {} MiB, open-file limit {}, scratch {}",
         if ctx.quick { "quick" } else { "full" },
         ctx.bin.display(),
         machine.cores,
         machine.mem_mib,
-        dir.display()
+        proc::raise_fd_limit(),
+        ctx.dir.display()
     );
-    let wanted = |name: &str| args.only.is_empty() || args.only.iter().any(|o| o == name);
-    let mut rows: Vec<Row> = Vec::new();
-    let mut failures: Vec<String> = Vec::new();
     let load_before = load_average();
     let started = std::time::Instant::now();
-
-    let fanout_sizes = ctx.pick(vec![50, 200], vec![1_000, 10_000]);
-    let mut plan: Vec<(String, &str, Option<usize>)> = Vec::new();
-    for name in SCENARIOS {
-        if !wanted(name) {
-            continue;
+    let (rows, mut failures) = run_plan(&ctx, plan(&ctx, &args)).await;
+    let run = RunConditions {
+        machine,
+        quick: ctx.quick,
+        elapsed: started.elapsed(),
+        load_before,
+        load_after: load_average(),
+    };
+    println!("\n{}", report::text(&rows, !ctx.quick));
+    println!(
+        "{} run on {} cores / {} MiB in {:.0} s; load average {} before, {} after",
+        if ctx.quick { "quick" } else { "full" },
+        run.machine.cores,
+        run.machine.mem_mib,
+        run.elapsed.as_secs_f64(),
+        run.load_before,
+        run.load_after
+    );
+    if let Some(path) = &args.markdown {
+        match write_markdown(path, &rows, &run) {
+            Ok(()) => eprintln!("bench: wrote {}", path.display()),
+            Err(e) => failures.push(format!("writing {}: {e}", path.display())),
         }
+    }
+    conclude(&ctx.dir, &failures)
+}
+
+/// The bridge binary and a scratch folder for this run.
+fn prepare(args: &Args) -> Result<Ctx, String> {
+    let bin = bridge_binary(args)?;
+    let dir = std::env::temp_dir().join(format!("mcp-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    Ok(Ctx {
+        quick: args.quick,
+        bin,
+        dir,
+        peers_dir: args.peers_dir.clone(),
+        no_peers: args.no_peers,
+    })
+}
+
+/// What to run, in order: (label, scenario, size).
+fn plan(ctx: &Ctx, args: &Args) -> Vec<(String, &'static str, Option<usize>)> {
+    let wanted = |name: &str| args.only.is_empty() || args.only.iter().any(|o| o == name);
+    let fanout_sizes = ctx.pick(vec![50, 200], vec![1_000, 10_000]);
+    let mut plan = Vec::new();
+    for name in SCENARIOS.into_iter().filter(|n| wanted(n)) {
         if name == "fanout" {
             for n in &fanout_sizes {
                 plan.push((format!("fanout {n}"), name, Some(*n)));
@@ -216,17 +237,27 @@ async fn main() -> ExitCode {
             plan.push((name.to_string(), name, None));
         }
     }
+    plan
+}
+
+/// Run the scenarios one after another. Returns every row, and the failures.
+async fn run_plan(
+    ctx: &Ctx,
+    plan: Vec<(String, &'static str, Option<usize>)>,
+) -> (Vec<Row>, Vec<String>) {
+    let mut rows: Vec<Row> = Vec::new();
+    let mut failures: Vec<String> = Vec::new();
     for (label, name, size) in plan {
         eprintln!("bench: {label} …");
         let t = std::time::Instant::now();
         let result = match name {
-            "passthrough" => passthrough::run(&ctx).await,
-            "latency" => latency::run(&ctx).await,
-            "redis" => redis::run(&ctx).await,
-            "ingest" => ingest::run(&ctx).await,
-            "many-jobs" => many_jobs::run(&ctx).await,
-            "fanout" => fanout::run(&ctx, size.unwrap_or(1_000)).await,
-            _ => unreachable!("checked above"),
+            "passthrough" => passthrough::run(ctx).await,
+            "latency" => latency::run(ctx).await,
+            "redis" => redis::run(ctx).await,
+            "ingest" => ingest::run(ctx).await,
+            "many-jobs" => many_jobs::run(ctx).await,
+            "fanout" => fanout::run(ctx, size.unwrap_or(1_000)).await,
+            _ => unreachable!("checked in main"),
         };
         match result {
             Ok(mut r) => {
@@ -241,43 +272,24 @@ async fn main() -> ExitCode {
         }
         eprintln!("bench: {label} took {:.1} s", t.elapsed().as_secs_f64());
     }
-    let elapsed = started.elapsed();
-    let load_after = load_average();
-    println!("\n{}", report::text(&rows, !ctx.quick));
-    println!(
-        "{} run on {} cores / {} MiB in {:.0} s; load average {load_before} before, {load_after} after",
-        if ctx.quick { "quick" } else { "full" },
-        machine.cores,
-        machine.mem_mib,
-        elapsed.as_secs_f64()
-    );
-    if let Some(path) = &args.markdown {
-        let conditions = RunConditions {
-            machine,
-            quick: ctx.quick,
-            elapsed,
-            load_before,
-            load_after,
-        };
-        match write_markdown(path, &rows, &conditions) {
-            Ok(()) => eprintln!("bench: wrote {}", path.display()),
-            Err(e) => failures.push(format!("writing {}: {e}", path.display())),
-        }
-    }
+    (rows, failures)
+}
+
+/// The exit code; the scratch folder is removed when all went well, kept for the logs if not.
+fn conclude(dir: &Path, failures: &[String]) -> ExitCode {
     if failures.is_empty() {
-        let _ = std::fs::remove_dir_all(&dir);
-        ExitCode::SUCCESS
-    } else {
-        eprintln!(
-            "\nbench: {} scenario(s) failed (configs and logs kept in {}):",
-            failures.len(),
-            dir.display()
-        );
-        for f in &failures {
-            eprintln!("  {f}");
-        }
-        ExitCode::FAILURE
+        let _ = std::fs::remove_dir_all(dir);
+        return ExitCode::SUCCESS;
     }
+    eprintln!(
+        "\nbench: {} scenario(s) failed (configs and logs kept in {}):",
+        failures.len(),
+        dir.display()
+    );
+    for f in failures {
+        eprintln!("  {f}");
+    }
+    ExitCode::FAILURE
 }
 
 /// The bridge binary next to this one. Under `cargo run` (which builds only the `bench`

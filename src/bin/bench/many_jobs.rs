@@ -49,8 +49,13 @@ pub async fn run(ctx: &Ctx) -> Result<Vec<Row>, String> {
     Ok(rows)
 }
 
-// Long, and left so for now: one scenario's steps in the order they run (start, load,
-// measure, check nothing was lost); split with `fanout::measure` in the benchmark work.
+/// What the bridge's counters say once every job has ended.
+struct Outcome {
+    completed: f64,
+    stored: f64,
+    complete_secs: f64,
+}
+
 async fn measure(
     ctx: &Ctx,
     bridge: &BridgeProcess,
@@ -70,71 +75,22 @@ async fn measure(
     let rss_before = bridge.rss_kib();
 
     let started = std::time::Instant::now();
-    let gate = Arc::new(Semaphore::new(IN_FLIGHT));
-    let mut calls = Vec::with_capacity(jobs);
-    for _ in 0..jobs {
-        let (front, gate) = (front.clone(), gate.clone());
-        calls.push(tokio::spawn(async move {
-            let _permit = gate.acquire_owned().await;
-            let handle = mcp::call(
-                &front,
-                tool,
-                json!({ "count": EVENTS, "interval_us": INTERVAL_US, "delay_ms": hold_ms }),
-            )
-            .await?;
-            mcp::job_id(&handle)
-        }));
-    }
-    for call in calls {
-        call.await.map_err(|e| e.to_string())??;
-    }
+    create_jobs(&front, tool, jobs, hold_ms).await?;
     let create_secs = started.elapsed().as_secs_f64();
     let running = bridge.metric("bridge_jobs_running", None).await?;
     let rss_live = bridge.rss_kib();
     let fds_live = bridge.open_fds();
     let live_clean = create_secs * 1000.0 < hold_ms as f64;
 
-    // Completion: poll the finished counter.
-    let deadline = tokio::time::Instant::now()
-        + Duration::from_millis(hold_ms)
-        + Duration::from_micros(EVENTS * INTERVAL_US)
-        + Duration::from_secs(120);
-    let mut first_done: Option<std::time::Instant> = None;
-    let all_done = loop {
-        let done = bridge.metric("bridge_jobs_finished_total", None).await? - 1.0;
-        if done >= 1.0 && first_done.is_none() {
-            first_done = Some(std::time::Instant::now());
-        }
-        if done >= jobs as f64 {
-            break std::time::Instant::now();
-        }
-        if tokio::time::Instant::now() > deadline {
-            return Err(format!("only {done} of {jobs} jobs finished in time"));
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
-    let completed = bridge
-        .metric("bridge_jobs_finished_total", Some("status=\"completed\""))
-        .await?
-        - 1.0;
-    let stored = bridge.metric("bridge_progress_events_total", None).await? - 1.0;
-    let dropped = bridge.metric("bridge_progress_dropped_total", None).await?;
+    let outcome = wait_all_done(bridge, jobs, hold_ms).await;
     if let Ok(front) = Arc::try_unwrap(front) {
         let _ = front.cancel().await;
     }
-    if completed < jobs as f64 {
-        return Err(format!("{completed} of {jobs} jobs completed"));
-    }
-    let expected = (jobs as u64 * EVENTS) as f64;
-    if stored != expected || dropped > 0.0 {
-        return Err(format!(
-            "{stored} progress events stored of {expected} sent ({dropped} dropped)"
-        ));
-    }
-    let complete_secs = all_done
-        .duration_since(first_done.unwrap_or(all_done))
-        .as_secs_f64()
-        .max(0.001);
+    let Outcome {
+        completed,
+        stored,
+        complete_secs,
+    } = outcome?;
     let per_job = rss_live.saturating_sub(rss_before) as f64 / running.max(1.0);
     Ok(vec![
         Row::new(
@@ -165,6 +121,87 @@ async fn measure(
             ),
         ),
     ])
+}
+
+/// `jobs` calls of `tool`, `IN_FLIGHT` at a time, each holding its first event `hold_ms`.
+async fn create_jobs(
+    front: &Arc<mcp::Client>,
+    tool: &'static str,
+    jobs: usize,
+    hold_ms: u64,
+) -> Result<Vec<String>, String> {
+    let gate = Arc::new(Semaphore::new(IN_FLIGHT));
+    let mut calls = Vec::with_capacity(jobs);
+    for _ in 0..jobs {
+        let (front, gate) = (front.clone(), gate.clone());
+        calls.push(tokio::spawn(async move {
+            let _permit = gate.acquire_owned().await;
+            let handle = mcp::call(
+                &front,
+                tool,
+                json!({ "count": EVENTS, "interval_us": INTERVAL_US, "delay_ms": hold_ms }),
+            )
+            .await?;
+            mcp::job_id(&handle)?;
+            mcp::events_path(&handle)
+        }));
+    }
+    let mut paths = Vec::with_capacity(jobs);
+    for call in calls {
+        paths.push(call.await.map_err(|e| e.to_string())??);
+    }
+    Ok(paths)
+}
+
+/// Poll the finished counter until every job has ended; then check that all completed and
+/// every progress event was stored (the warm-up job counted out).
+async fn wait_all_done(
+    bridge: &BridgeProcess,
+    jobs: usize,
+    hold_ms: u64,
+) -> Result<Outcome, String> {
+    let deadline = tokio::time::Instant::now()
+        + Duration::from_millis(hold_ms)
+        + Duration::from_micros(EVENTS * INTERVAL_US)
+        + Duration::from_secs(120);
+    let mut first_done: Option<std::time::Instant> = None;
+    let all_done = loop {
+        let done = bridge.metric("bridge_jobs_finished_total", None).await? - 1.0;
+        if done >= 1.0 && first_done.is_none() {
+            first_done = Some(std::time::Instant::now());
+        }
+        if done >= jobs as f64 {
+            break std::time::Instant::now();
+        }
+        if tokio::time::Instant::now() > deadline {
+            return Err(format!("only {done} of {jobs} jobs finished in time"));
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let completed = bridge
+        .metric("bridge_jobs_finished_total", Some("status=\"completed\""))
+        .await?
+        - 1.0;
+    let stored = bridge.metric("bridge_progress_events_total", None).await? - 1.0;
+    let dropped = bridge.metric("bridge_progress_dropped_total", None).await?;
+    if completed < jobs as f64 {
+        return Err(format!("{completed} of {jobs} jobs completed"));
+    }
+    let expected = (jobs as u64 * EVENTS) as f64;
+    if stored != expected || dropped > 0.0 {
+        return Err(format!(
+            "{stored} progress events stored of {expected} sent ({dropped} dropped)"
+        ));
+    }
+    let complete_secs = all_done
+        .duration_since(first_done.unwrap_or(all_done))
+        .as_secs_f64()
+        .max(0.001);
+    Ok(Outcome {
+        completed,
+        stored,
+        complete_secs,
+    })
 }
 
 async fn wait_metric(

@@ -25,8 +25,18 @@ struct Target {
     failed: Option<String>,
 }
 
-// Long, and left so for now: one scenario's steps in the order they run; split with
-// `fanout::measure` in the benchmark work.
+impl Target {
+    fn new(name: &str, client: Client, tool: &'static str) -> Self {
+        Self {
+            name: name.into(),
+            client,
+            tool,
+            samples: Samples::default(),
+            failed: None,
+        }
+    }
+}
+
 pub async fn run(ctx: &Ctx) -> Result<Vec<Row>, String> {
     let bridge = proc::start_bridge(
         &ctx.bin,
@@ -37,58 +47,26 @@ pub async fn run(ctx: &Ctx) -> Result<Vec<Row>, String> {
     .await
     .map_err(|e| e.to_string())?;
     let demo = Demo::start().await?;
-    let mut rows = Vec::new();
-    let mut helpers = Vec::new();
     let mut targets = vec![
-        Target {
-            name: "direct".into(),
-            client: mcp::connect_stdio(&ctx.bin, &["demo-tools"], BenchClient::default()).await?,
-            tool: "echo",
-            samples: Samples::default(),
-            failed: None,
-        },
-        Target {
-            name: "bridge".into(),
-            client: mcp::connect_http(&bridge.mcp_url(), BenchClient::default()).await?,
-            tool: "demo__echo",
-            samples: Samples::default(),
-            failed: None,
-        },
+        Target::new(
+            "direct",
+            mcp::connect_stdio(&ctx.bin, &["demo-tools"], BenchClient::default()).await?,
+            "echo",
+        ),
+        Target::new(
+            "bridge",
+            mcp::connect_http(&bridge.mcp_url(), BenchClient::default()).await?,
+            "demo__echo",
+        ),
         // What one Streamable HTTP hop costs by itself: the same tools served by rmcp over
         // HTTP in this process. The bridge adds such a hop to a stdio upstream.
-        Target {
-            name: DIRECT_HTTP.into(),
-            client: mcp::connect_http(&demo.url, BenchClient::default()).await?,
-            tool: "echo",
-            samples: Samples::default(),
-            failed: None,
-        },
+        Target::new(
+            DIRECT_HTTP,
+            mcp::connect_http(&demo.url, BenchClient::default()).await?,
+            "echo",
+        ),
     ];
-    if ctx.no_peers {
-        rows.push(Row::skipped(SCENARIO, "peers left out (--no-peers)"));
-    } else {
-        for name in ["supergateway", "mcp-proxy"] {
-            match start_peer(ctx, name).await {
-                Ok(peer) => match mcp::connect_http(&peer.url, BenchClient::default()).await {
-                    Ok(client) => {
-                        targets.push(Target {
-                            name: name.into(),
-                            client,
-                            tool: "echo",
-                            samples: Samples::default(),
-                            failed: None,
-                        });
-                        helpers.push(peer.helper);
-                    }
-                    Err(e) => {
-                        rows.push(Row::skipped(SCENARIO, format!("{name}: {e}")));
-                        helpers.push(peer.helper);
-                    }
-                },
-                Err(e) => rows.push(Row::skipped(SCENARIO, format!("{name}: {e}"))),
-            }
-        }
-    }
+    let (mut rows, helpers) = add_peers(ctx, &mut targets).await;
     let result = measure(ctx, &mut targets).await;
     if result.is_ok() {
         let skipped = std::mem::take(&mut rows);
@@ -103,6 +81,32 @@ pub async fn run(ctx: &Ctx) -> Result<Vec<Row>, String> {
     }
     bridge.stop().await;
     result.map(|()| rows)
+}
+
+/// Start the peer gateways and add them as targets; a peer that cannot start or answer is a
+/// `skipped` row, not a failure (it is not our code). Returns those rows and the processes.
+async fn add_peers(ctx: &Ctx, targets: &mut Vec<Target>) -> (Vec<Row>, Vec<proc::Helper>) {
+    let mut rows = Vec::new();
+    let mut helpers = Vec::new();
+    if ctx.no_peers {
+        rows.push(Row::skipped(SCENARIO, "peers left out (--no-peers)"));
+        return (rows, helpers);
+    }
+    for name in ["supergateway", "mcp-proxy"] {
+        let peer = match start_peer(ctx, name).await {
+            Ok(peer) => peer,
+            Err(e) => {
+                rows.push(Row::skipped(SCENARIO, format!("{name}: {e}")));
+                continue;
+            }
+        };
+        match mcp::connect_http(&peer.url, BenchClient::default()).await {
+            Ok(client) => targets.push(Target::new(name, client, "echo")),
+            Err(e) => rows.push(Row::skipped(SCENARIO, format!("{name}: {e}"))),
+        }
+        helpers.push(peer.helper);
+    }
+    (rows, helpers)
 }
 
 /// Rows: each target's p50/p99, the bridge's added latency over the floor, bridge/peer ratios.

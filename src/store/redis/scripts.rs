@@ -100,10 +100,10 @@ return {fields, oldest, entries}
 "#;
 
 /// KEYS: corr hash, corr events, corr jobs. ARGV: first seq wanted.
-/// Returns nil for an unknown correlation, else {head, job ids, oldest entry, entries}.
+/// Returns {head, job ids, oldest entry, entries}. A correlation with no job yet is empty at
+/// head 0 (an application subscribes before it calls the agent); reading it writes nothing.
 const OPEN_CORRELATION: &str = r#"
-local head = redis.call('HGET', KEYS[1], 'seq')
-if not head then return false end
+local head = redis.call('HGET', KEYS[1], 'seq') or '0'
 local jobs = redis.call('LRANGE', KEYS[3], 0, -1)
 local oldest = redis.call('XRANGE', KEYS[2], '-', '+', 'COUNT', 1)
 local entries = redis.call('XRANGE', KEYS[2], ARGV[1], '+')
