@@ -3,7 +3,7 @@
 
 use std::{net::SocketAddr, sync::Arc, time::Duration};
 
-use axum::{Router, serve::ListenerExt};
+use axum::Router;
 use rmcp::transport::{
     StreamableHttpServerConfig, StreamableHttpService,
     streamable_http_server::session::{SessionStore, local::LocalSessionManager},
@@ -151,7 +151,7 @@ pub async fn start_with_listener(
     let guard = Guard::new(&config, job_tokens.clone(), &core.metrics)?;
     let mcp = mcp_service(&config, &core, job_tokens, mcp_sessions, &http);
     let surface = routes(&config, &core, mcp, &guard, &http);
-    let (addr, admin_addr) = serve(&config, listener, surface, &http).await?;
+    let (addr, admin_addr) = serve(&config, listener, surface, &core.metrics, &http).await?;
     http::surface::announce(&guard, &config);
     tracing::info!(%addr, upstreams = config.upstreams.len(), store = ?config.store.backend, "bridge listening");
     if let Some(admin) = admin_addr {
@@ -192,6 +192,7 @@ fn start_core(
         UpstreamLimits {
             max_list_items: config.limits.max_upstream_list_items,
             max_resource_read_bytes: config.limits.max_resource_read_bytes,
+            max_result_bytes: config.limits.max_result_bytes,
         },
         metrics.clone(),
         shutdown.tasks(Stage::Upstreams),
@@ -357,6 +358,7 @@ async fn serve(
     config: &Config,
     listener: TcpListener,
     surface: Surface,
+    metrics: &Metrics,
     http: &Tasks,
 ) -> Result<(SocketAddr, Option<SocketAddr>), StartError> {
     let bind_error = |addr| move |source| StartError::Bind { addr, source };
@@ -371,41 +373,21 @@ async fn serve(
         }
         _ => None,
     };
-    spawn_server(http, listener, surface.main);
+    let open = |name: &str| metrics.connections_open.with_label_values(&[name]);
+    http::serve::spawn(http, listener, final_routes(surface.main), open("main"));
     let admin_addr = admin.map(|(listener, routes, bound)| {
-        spawn_server(http, listener, routes);
+        http::serve::spawn(http, listener, final_routes(routes), open("admin"));
         bound
     });
     Ok((addr, admin_addr))
 }
 
-/// Serve `routes` on `listener` until the HTTP stage stops, then until the open connections
-/// have closed (SSE streams end on the same token).
-fn spawn_server(http: &Tasks, listener: TcpListener, routes: Router) {
-    // TCP_NODELAY on every connection: SSE frames and MCP answers are small writes that must
-    // leave at once. With Nagle's algorithm a frame written while the previous one is not yet
-    // acknowledged waits for the reader's delayed ACK, up to 40 ms (measured: progress p99
-    // 26.7 ms without it; see BENCHMARKS.md).
-    let listener = listener.tap_io(set_nodelay);
-    // `with_state(())` once, here, and `into_make_service` below: served as a plain `Router`,
-    // axum would rebuild its route tables for every accepted connection and keep that copy
-    // for the connection's life (about 6 KiB per open SSE stream, measured with massif).
-    let app = routes.with_state(());
-    let stop = http.stopping().clone();
-    http.spawn(async move {
-        let served = axum::serve(listener, app.into_make_service())
-            .with_graceful_shutdown(stop.cancelled_owned())
-            .await;
-        if let Err(e) = served {
-            tracing::error!(error = %e, "HTTP server failed");
-        }
-    });
-}
-
-fn set_nodelay(tcp: &mut tokio::net::TcpStream) {
-    if let Err(error) = tcp.set_nodelay(true) {
-        tracing::debug!(%error, "could not set TCP_NODELAY on a connection");
-    }
+/// `with_state(())` once, here: it turns every handler into its final route. A router whose
+/// state is still to come converts handlers again when it is called (served through
+/// `axum::serve` as a plain `Router`, that was a copy of the route tables per connection,
+/// about 6 KiB per open SSE stream, measured with massif).
+fn final_routes(routes: Router) -> Router {
+    routes.with_state(())
 }
 
 /// Drop finished jobs past retention, `every` so often (until the store stage stops).

@@ -78,6 +78,8 @@ pub struct Metrics {
     pub jwks_fetches: IntCounterVec,
     /// Requests and connections refused before a handler ran, by [`Refusal`].
     pub refused: RefusedRequests,
+    /// Open HTTP connections, by listener (`main`, `admin`).
+    pub connections_open: IntGaugeVec,
 }
 
 impl Metrics {
@@ -188,6 +190,17 @@ impl Metrics {
         registry
             .register(Box::new(upstream_up.clone()))
             .expect("unique metric");
+        let connections_open = IntGaugeVec::new(
+            Opts::new(
+                "bridge_connections_open",
+                "Open HTTP connections, by listener (main, admin)",
+            ),
+            &["listener"],
+        )
+        .expect("valid metric");
+        registry
+            .register(Box::new(connections_open.clone()))
+            .expect("unique metric");
         Self {
             registry,
             jobs_started,
@@ -203,6 +216,7 @@ impl Metrics {
             auth_rejections,
             jwks_fetches,
             refused: RefusedRequests(refused),
+            connections_open,
         }
     }
 

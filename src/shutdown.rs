@@ -10,10 +10,9 @@
 //! a [`ShutdownGuard`] fires every token when the running bridge is dropped without an orderly
 //! shutdown: no task outlives its owner.
 //!
-//! Tasks that dependencies spawn for us are not in the trackers, but each ends with something
-//! that is:
-//! - axum serves each connection on a task of its own; the server future (tracked) waits for
-//!   them all under graceful shutdown.
+//! HTTP connections are the bridge's own tasks: its accept loop serves each on a task it spawns
+//! with [`Tasks::spawn_tracked`] (see `http::serve`), and hyper spawns none. Tasks that
+//! dependencies spawn for us are not in the trackers, but each ends with something that is:
 //! - rmcp runs each MCP session and some requests on tasks of its own; they stop on a child of
 //!   the HTTP stage's token, which rmcp is given. rmcp does not let us await them.
 //! - rmcp's client runs each upstream connection's service loop on its own task; the upstream
@@ -107,6 +106,19 @@ impl Tasks {
         self.spawn(async move {
             stop.run_until_cancelled_owned(task).await;
         });
+    }
+
+    /// Spawn a task that its owner ends: tracked (the stage waits for it) but not dropped by
+    /// the stage itself past its bound. For the many tasks of one owner that stops them
+    /// through a channel of its own, and ends them at once when the owner (a task spawned with
+    /// [`Tasks::spawn`]) is dropped: the HTTP connections of a listener. A task spawned with
+    /// [`Tasks::spawn`] checks the stage's shared token at every wake-up, which with 10,000
+    /// connections woken for every SSE event is a contended lock.
+    pub fn spawn_tracked<F>(&self, task: F)
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        self.tracker.spawn(task);
     }
 
     /// Fires when the stage stops.

@@ -285,6 +285,68 @@ async fn operational_endpoints_need_the_token_or_the_admin_listener() {
     bridge.shutdown(Duration::from_secs(1)).await;
 }
 
+/// With `/mcp` open there is no credential to ask for: `/upstreams` and `/metrics` answer
+/// loopback clients only. The bridge listens on every address and is asked through the
+/// machine's own non-loopback address (a stranger's view) and through 127.0.0.1.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn open_mode_serves_operational_endpoints_to_loopback_only() {
+    let Some(ip) = non_loopback_ip() else {
+        return skip_or_fail(
+            "open_mode_serves_operational_endpoints_to_loopback_only",
+            "this machine has no non-loopback IPv4 address to connect through",
+        );
+    };
+    let listener = tokio::net::TcpListener::bind("0.0.0.0:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let config = demo_config(|c| {
+        c.auth.allow_open = true;
+        c.server.listen = ([0, 0, 0, 0], port).into();
+        c.server.public_url = format!("http://127.0.0.1:{port}");
+    });
+    let bridge = mcp_progress_bridge::app::start_with_listener(config, listener)
+        .await
+        .expect("bridge starts");
+    for path in ["/upstreams", "/metrics"] {
+        let stranger = within("GET", reqwest::get(format!("http://{ip}:{port}{path}")))
+            .await
+            .unwrap();
+        assert_eq!(stranger.status(), 403, "{path} through {ip}");
+        let body = stranger.text().await.unwrap();
+        assert!(body.contains("loopback clients only"), "{path}: {body}");
+        let local = within(
+            "GET",
+            reqwest::get(format!("http://127.0.0.1:{port}{path}")),
+        )
+        .await
+        .unwrap();
+        assert_eq!(local.status(), 200, "{path} through 127.0.0.1");
+    }
+    let (status, _) = get_json(&format!("http://{ip}:{port}/healthz")).await;
+    assert_eq!(status, 200, "/healthz answers everyone");
+    bridge.shutdown(Duration::from_secs(1)).await;
+}
+
+/// An IPv4 address of this machine that is not loopback: the source address of a route out
+/// (a UDP "connect" sends nothing), else the first of `hostname -I`.
+fn non_loopback_ip() -> Option<std::net::Ipv4Addr> {
+    let routed = std::net::UdpSocket::bind("0.0.0.0:0")
+        .and_then(|s| s.connect("198.51.100.1:9").and_then(|()| s.local_addr()))
+        .ok()
+        .and_then(|a| match a.ip() {
+            std::net::IpAddr::V4(v4) => Some(v4),
+            std::net::IpAddr::V6(_) => None,
+        });
+    let listed = || {
+        let out = Command::new("hostname").arg("-I").output().ok()?;
+        String::from_utf8_lossy(&out.stdout)
+            .split_whitespace()
+            .find_map(|a| a.parse::<std::net::Ipv4Addr>().ok())
+    };
+    routed
+        .or_else(listed)
+        .filter(|ip| !ip.is_loopback() && !ip.is_unspecified())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn origins_on_mcp_and_cors_on_the_job_endpoints() {
     let bridge = start_bridge(|c| {

@@ -29,6 +29,9 @@ pub struct LimitsConfig {
     /// Resource URIs one MCP session (or one `subscriptions/listen` request) may follow at
     /// once; `resources/subscribe` past it gets an error.
     pub max_resource_subscriptions: usize,
+    /// Largest message read from an upstream, in bytes (a tool's result, mostly): a larger
+    /// answer fails its job with `result_too_large`, a larger notification is dropped.
+    pub max_result_bytes: usize,
 }
 
 impl Default for LimitsConfig {
@@ -42,15 +45,23 @@ impl Default for LimitsConfig {
             max_upstream_list_items: 10_000,
             max_resource_read_bytes: 16 * 1024 * 1024,
             max_resource_subscriptions: 256,
+            max_result_bytes: 16 * 1024 * 1024,
         }
     }
 }
+
+/// The smallest `max_result_bytes`: the limit bounds every message of an upstream, its
+/// `initialize` answer and pages of lists included, which must still get through.
+const MIN_RESULT_BYTES: u64 = 64 * 1024;
+/// The largest `max_result_bytes`: a result is held in memory whole, copied into its job's
+/// terminal event, and with the Redis store written to Redis, whose strings stop at 512 MB.
+const MAX_RESULT_BYTES: u64 = 256 * 1024 * 1024;
 
 pub(super) fn validate(
     limits: &LimitsConfig,
     err: impl Fn(&str, String) -> ConfigError,
 ) -> Result<(), ConfigError> {
-    let checks: [(&str, u64, u64, u64); 8] = [
+    let checks: [(&str, u64, u64, u64); 9] = [
         (
             "limits.max_request_bytes",
             limits.max_request_bytes as u64,
@@ -98,6 +109,12 @@ pub(super) fn validate(
             limits.max_resource_subscriptions as u64,
             1,
             1_000_000,
+        ),
+        (
+            "limits.max_result_bytes",
+            limits.max_result_bytes as u64,
+            MIN_RESULT_BYTES,
+            MAX_RESULT_BYTES,
         ),
     ];
     for (key, value, min, max) in checks {

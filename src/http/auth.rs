@@ -13,16 +13,22 @@
 //!   IDs exist. A correlation stream opened with a credential shows the caller's own jobs
 //!   only (see `sse`). Event streams then take a subscriber place (503 with `Retry-After`).
 //! - Operational endpoints (`/upstreams`, `/metrics`): a static token or an admin, unless they
-//!   are served on the separate admin listener.
+//!   are served on the separate admin listener. With `/mcp` open there is no credential to
+//!   ask for, and they answer loopback clients only (the peer address `http::serve` records).
 //! - `/.well-known/oauth-protected-resource[/mcp]`: the Protected Resource Metadata (RFC 9728),
 //!   open to all, when issuers are configured.
 
-use std::{collections::HashMap, sync::Arc, time::Duration};
+use std::{
+    collections::HashMap,
+    net::{IpAddr, SocketAddr},
+    sync::Arc,
+    time::Duration,
+};
 
 use axum::{
     Json,
     body::Body,
-    extract::{MatchedPath, Path, Query, Request, State},
+    extract::{ConnectInfo, MatchedPath, Path, Query, Request, State},
     http::{HeaderMap, HeaderValue, StatusCode, header},
     middleware::Next,
     response::{IntoResponse, Response},
@@ -187,14 +193,24 @@ pub async fn mcp_guard(State(guard): State<Guard>, mut request: Request, next: N
 }
 
 /// In front of `/upstreams` and `/metrics` on the main listener: a static token (the
-/// operator's kind of credential) or an admin; with `/mcp` open, anyone.
+/// operator's kind of credential) or an admin; with `/mcp` open (no credential to check),
+/// loopback clients only.
 pub async fn admin_guard(State(guard): State<Guard>, request: Request, next: Next) -> Response {
+    if guard.authn.is_open() {
+        return if from_loopback(&request) {
+            next.run(request).await
+        } else {
+            ApiError::Forbidden(
+                "with /mcp open (no auth.mcp_tokens or auth.issuers), /upstreams and /metrics \
+                 answer loopback clients only; set server.admin_listen to serve them on an \
+                 address of their own, or configure a token"
+                    .into(),
+            )
+            .into_response()
+        };
+    }
     match guard.authenticate(request.headers()).await {
-        Ok(identity)
-            if identity.admin
-                || identity.principal.token_name().is_some()
-                || guard.authn.is_open() =>
-        {
+        Ok(identity) if identity.admin || identity.principal.token_name().is_some() => {
             next.run(request).await
         }
         Ok(_) => ApiError::Forbidden(
@@ -204,6 +220,22 @@ pub async fn admin_guard(State(guard): State<Guard>, request: Request, next: Nex
         )
         .into_response(),
         Err(rejection) => guard.refuse(rejection),
+    }
+}
+
+/// Whether the request came from a loopback address (IPv4 `127.0.0.0/8`, IPv6 `::1`, or an
+/// IPv4 loopback address mapped into IPv6). A request whose peer is unknown is not.
+fn from_loopback(request: &Request) -> bool {
+    let peer = request
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|ConnectInfo(peer)| peer.ip());
+    match peer {
+        Some(IpAddr::V6(v6)) => v6
+            .to_ipv4_mapped()
+            .map_or(v6.is_loopback(), |v4| v4.is_loopback()),
+        Some(ip) => ip.is_loopback(),
+        None => false,
     }
 }
 

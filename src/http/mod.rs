@@ -11,6 +11,7 @@ pub mod limits;
 pub mod mcp_input;
 pub mod origins;
 mod page;
+pub mod serve;
 mod sse;
 pub mod surface;
 

@@ -57,7 +57,9 @@ pub fn announce(guard: &auth::Guard, config: &crate::config::Config) {
         tracing::warn!(
             listen = %config.server.listen,
             "/mcp IS OPEN: no auth.mcp_tokens or auth.issuers are configured, so anyone who \
-             can reach this address can call every tool. Set one before exposing the bridge"
+             can reach this address can call every tool. Set one before exposing the bridge. \
+             Meanwhile /upstreams and /metrics answer loopback clients only (or serve them on \
+             server.admin_listen)"
         );
     }
     if let Some(resource) = &guard.resource {
