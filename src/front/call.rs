@@ -344,7 +344,7 @@ impl Front {
         };
         // A caller that waits and takes form elicitation answers the tool's questions itself.
         let forward = Forward::default();
-        if mode != CallMode::Async && caller_takes_questions(&context) {
+        if mode != CallMode::Async && caller_takes_questions(context) {
             *forward.0.lock() = Some(context.peer.clone());
         }
         let sink = Arc::new(JobSink {
