@@ -25,6 +25,11 @@ pub struct Metrics {
     pub jwks_fetches: IntCounterVec,
     /// Open HTTP connections, by listener (`main`, `admin`).
     pub connections_open: IntGaugeVec,
+    /// Connections refused at accept, by the cap reached (`max_connections`,
+    /// `max_connections_per_address`).
+    pub connections_refused: IntCounterVec,
+    /// Connections the bridge closed, by reason (`header_timeout`, `body_timeout`, `evicted`).
+    pub connections_closed: IntCounterVec,
 }
 
 impl Metrics {
@@ -84,6 +89,16 @@ impl Metrics {
             "Fetches of JWT issuers' signing keys, by outcome",
             &["outcome"],
         );
+        let connections_refused = counter(
+            "bridge_connections_refused_total",
+            "HTTP connections refused with a 503 when accepted, by the cap reached",
+            &["reason"],
+        );
+        let connections_closed = counter(
+            "bridge_connections_closed_total",
+            "HTTP connections closed by the bridge: header or body too slow, or idle longest when the connection cap was reached",
+            &["reason"],
+        );
         let jobs_running = IntGauge::new("bridge_jobs_running", "Jobs running in this replica")
             .expect("valid metric");
         registry
@@ -134,6 +149,8 @@ impl Metrics {
             auth_rejections,
             jwks_fetches,
             connections_open,
+            connections_refused,
+            connections_closed,
         }
     }
 
