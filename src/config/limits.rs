@@ -40,6 +40,9 @@ pub struct LimitsConfig {
     /// File descriptors kept free below the open-file limit for what is not a client
     /// connection (upstream children and connections, Redis, the log).
     pub reserved_fds: usize,
+    /// Largest message read from an upstream, in bytes (a tool's result, mostly): a larger
+    /// answer fails its job with `result_too_large`, a larger notification is dropped.
+    pub max_result_bytes: usize,
 }
 
 impl Default for LimitsConfig {
@@ -56,15 +59,23 @@ impl Default for LimitsConfig {
             max_connections: 16_384,
             max_connections_per_address: 1024,
             reserved_fds: 512,
+            max_result_bytes: 16 * 1024 * 1024,
         }
     }
 }
+
+/// The smallest `max_result_bytes`: the limit bounds every message of an upstream, its
+/// `initialize` answer and pages of lists included, which must still get through.
+const MIN_RESULT_BYTES: u64 = 64 * 1024;
+/// The largest `max_result_bytes`: a result is held in memory whole, copied into its job's
+/// terminal event, and with the Redis store written to Redis, whose strings stop at 512 MB.
+const MAX_RESULT_BYTES: u64 = 256 * 1024 * 1024;
 
 pub(super) fn validate(
     limits: &LimitsConfig,
     err: impl Fn(&str, String) -> ConfigError,
 ) -> Result<(), ConfigError> {
-    let checks: [(&str, u64, u64, u64); 11] = [
+    let checks: [(&str, u64, u64, u64); 12] = [
         (
             "limits.max_request_bytes",
             limits.max_request_bytes as u64,
@@ -130,6 +141,12 @@ pub(super) fn validate(
             limits.reserved_fds as u64,
             16,
             1_000_000,
+        ),
+        (
+            "limits.max_result_bytes",
+            limits.max_result_bytes as u64,
+            MIN_RESULT_BYTES,
+            MAX_RESULT_BYTES,
         ),
     ];
     for (key, value, min, max) in checks {

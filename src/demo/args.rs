@@ -24,6 +24,8 @@ pub const SECONDS: RangeInclusive<u64> = 0..=600;
 /// How many back-to-back notifications `instant_progress` may send. Lower than
 /// [`STEPS`]: these go out with no delay at all.
 pub const BURST: RangeInclusive<u32> = 1..=10_000;
+/// The largest `echo` result, in bytes (256 MiB): big enough to pass any bridge limit.
+pub const ECHO_BYTES: usize = 256 * 1024 * 1024;
 /// `bench_progress`: time between notifications, in microseconds (one minute).
 pub const INTERVAL_US: RangeInclusive<u64> = 0..=60_000_000;
 
@@ -151,6 +153,11 @@ pub struct FailAfterArgs {
 pub struct EchoArgs {
     /// The text to send back unchanged.
     pub text: String,
+    /// Send the text back this many times over, joined (default 1; at most 256 MiB in all):
+    /// a result as large as a test needs.
+    #[serde(default = "one")]
+    #[schemars(range(min = 1, max = 268_435_456))]
+    pub repeat: u32,
 }
 
 /// Arguments of `ignore_cancel`.
@@ -173,6 +180,9 @@ pub struct CrashArgs {
 
 // serde's `default = "..."` wants a function path; these are the defaults the
 // tool descriptions promise.
+fn one() -> u32 {
+    1
+}
 fn three() -> u32 {
     3
 }

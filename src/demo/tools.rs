@@ -22,9 +22,9 @@ use rmcp::{
 use super::{
     DemoTools,
     args::{
-        ArgumentError, BURST, BenchProgressArgs, CrashArgs, DELAY_MS, EchoArgs, FailAfterArgs,
-        INTERVAL_US, IgnoreCancelArgs, InstantProgressArgs, LogAndCountArgs, NoTotalArgs, SECONDS,
-        STEPS, SlowCountArgs, check,
+        ArgumentError, BURST, BenchProgressArgs, CrashArgs, DELAY_MS, ECHO_BYTES, EchoArgs,
+        FailAfterArgs, INTERVAL_US, IgnoreCancelArgs, InstantProgressArgs, LogAndCountArgs,
+        NoTotalArgs, SECONDS, STEPS, SlowCountArgs, check,
     },
     report::CallReporter,
 };
@@ -124,9 +124,13 @@ impl DemoTools {
         })
     }
 
-    #[tool(description = "Returns `text` unchanged, at once, with no progress.")]
-    fn echo(&self, Parameters(EchoArgs { text }): Parameters<EchoArgs>) -> CallToolResult {
-        text_result(text)
+    #[tool(
+        description = "Returns `text` unchanged, at once, with no progress; `repeat` times over if given (a large result for testing limits)."
+    )]
+    fn echo(&self, Parameters(EchoArgs { text, repeat }): Parameters<EchoArgs>) -> ToolOutcome {
+        let most = u32::try_from(ECHO_BYTES / text.len().max(1)).unwrap_or(u32::MAX);
+        let repeat = check("repeat", repeat, 1..=most.max(1))?;
+        Ok(text_result(text.repeat(repeat as usize)))
     }
 
     #[tool(

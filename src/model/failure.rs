@@ -29,6 +29,8 @@ pub enum FailureReason {
     Timeout,
     /// The upstream answered in a way the bridge cannot turn into a result.
     Unsupported,
+    /// The upstream's answer was larger than `limits.max_result_bytes`; it was dropped unread.
+    ResultTooLarge,
     /// Redis store: the replica running the call died (its lease expired).
     OwnerLost,
     /// Redis store: Redis went away while the job was being created.
@@ -64,7 +66,7 @@ mod tests {
     use super::*;
 
     /// The documented strings (README, "Event stream"), one per reason.
-    const DOCUMENTED: [(FailureReason, &str); 10] = [
+    const DOCUMENTED: [(FailureReason, &str); 11] = [
         (FailureReason::ToolError, "tool_error"),
         (FailureReason::UpstreamError, "upstream_error"),
         (FailureReason::UpstreamLost, "upstream_lost"),
@@ -75,6 +77,7 @@ mod tests {
         (FailureReason::StoreUnavailable, "store_unavailable"),
         (FailureReason::Cancelled, "cancelled"),
         (FailureReason::Internal, "internal"),
+        (FailureReason::ResultTooLarge, "result_too_large"),
     ];
 
     #[test]
@@ -104,6 +107,7 @@ mod tests {
                 FailureReason::StoreUnavailable => 7,
                 FailureReason::Cancelled => 8,
                 FailureReason::Internal => 9,
+                FailureReason::ResultTooLarge => 10,
                 FailureReason::Other(_) => panic!("Other is not a documented reason"),
             };
             listed[index] = true;

@@ -132,9 +132,20 @@ async fn outcome(
     route: RouteGuard,
 ) -> CallOutcome {
     let answer = rx.await;
+    let too_large = route.routes.too_large(route.marker);
     // The response is the end of the call: nothing the upstream says about it afterwards
     // belongs to it any more.
     drop(route);
+    if let Some(limit) = too_large {
+        return CallOutcome::Failed {
+            reason: FailureReason::ResultTooLarge,
+            message: format!(
+                "the answer of upstream {upstream} is larger than limits.max_result_bytes \
+                 ({limit} bytes) and was dropped; ask the tool for less, or have the bridge's \
+                 operator raise the limit"
+            ),
+        };
+    }
     match answer {
         Ok(Ok(result)) => tool_result(result, &upstream),
         Ok(Err(ServiceError::McpError(error))) => CallOutcome::RpcError(error),

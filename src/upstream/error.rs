@@ -58,6 +58,8 @@ pub enum SessionError {
     },
     #[error("connecting to {url} timed out after {timeout:?}")]
     ConnectTimeout { url: String, timeout: Duration },
+    #[error("cannot set up an HTTP client: {0}")]
+    HttpClient(#[source] reqwest_rmcp::Error),
     /// A session that was up ended: the child exited, the connection closed, a health check
     /// failed, or the bridge stopped it. The bridge's own account of it.
     #[error("{0}")]

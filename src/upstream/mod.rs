@@ -8,8 +8,12 @@
 
 mod call;
 mod client;
+mod envelope;
 mod error;
+mod http_client;
+mod line_cap;
 mod offer;
+mod oversize;
 mod requests;
 mod stdio;
 mod supervisor;
@@ -45,6 +49,8 @@ pub struct UpstreamLimits {
     pub max_list_items: usize,
     /// Largest `resources/read` result passed on (text and base64 blobs added up).
     pub max_resource_read_bytes: usize,
+    /// Largest message read from an upstream; a larger answer fails its request.
+    pub max_result_bytes: usize,
 }
 
 /// An upstream said one of its resources changed (`notifications/resources/updated`).

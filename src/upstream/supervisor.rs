@@ -15,8 +15,14 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::{
-    Live, SessionError, Upstream, UpstreamState, client::UpstreamClient, offer::list_bounded,
-    stdio, tap::Tap,
+    Live, SessionError, Upstream, UpstreamState,
+    client::UpstreamClient,
+    http_client::BoundedHttp,
+    line_cap::{self, LineCap},
+    offer::list_bounded,
+    oversize::Oversize,
+    stdio,
+    tap::Tap,
 };
 use crate::{
     config::TransportKind,
@@ -102,6 +108,16 @@ impl Upstream {
         }
     }
 
+    /// What this upstream's connections do with a message over `limits.max_result_bytes`.
+    fn oversize(&self) -> Oversize {
+        Oversize::new(
+            self.name(),
+            self.inner.limits.max_result_bytes,
+            self.inner.routes.clone(),
+            self.inner.metrics.clone(),
+        )
+    }
+
     fn handler(&self) -> UpstreamClient {
         UpstreamClient {
             upstream: self.name().to_string(),
@@ -117,8 +133,11 @@ impl Upstream {
     async fn connect_stdio(&self) -> Result<Session, SessionError> {
         let child =
             stdio::spawn(&self.inner.config, &self.inner.tasks).map_err(SessionError::Spawn)?;
+        let oversize = self.oversize();
+        let line_cap = line_cap::rmcp_line_cap(oversize.limit());
+        let stdout = LineCap::new(child.stdout, oversize);
         let transport = Tap::new(
-            AsyncRwTransport::new_client(child.stdout, child.stdin),
+            AsyncRwTransport::new_client(stdout, child.stdin).with_max_line_length(line_cap),
             self.inner.routes.clone(),
         );
         let mut exited = child.exited;
@@ -154,8 +173,10 @@ impl Upstream {
             .custom_headers(headers)
             .reinit_on_expired_session(true)
             .max_concurrent_requests(HTTP_MAX_CONCURRENT);
+        let (client, transport_config) = BoundedHttp::new(self.oversize(), transport_config)
+            .map_err(SessionError::HttpClient)?;
         let transport = Tap::new(
-            StreamableHttpClientTransport::from_config(transport_config),
+            StreamableHttpClientTransport::with_client(client, transport_config),
             self.inner.routes.clone(),
         );
         match tokio::time::timeout(HANDSHAKE_TIMEOUT, self.handler().serve(transport)).await {

@@ -24,7 +24,7 @@ use rmcp::{
     RoleClient,
     model::{
         ClientRequest, GetExtensions, GetMeta, JsonRpcMessage, ProgressNotificationParam,
-        ProgressToken, ServerNotification,
+        ProgressToken, RequestId, ServerNotification,
     },
     service::{RxJsonRpcMessage, TxJsonRpcMessage},
     transport::Transport,
@@ -44,18 +44,23 @@ pub trait CallSink: Send + Sync + 'static {
 #[derive(Debug, Clone, Copy)]
 pub(super) struct RouteMarker(pub u64);
 
-/// The calls in flight on one upstream connection, by route and by progress token.
+/// The calls in flight on one upstream connection, by route, by progress token and by
+/// request id.
 pub(super) struct CallRoutes {
     upstream: String,
     next: AtomicU64,
     routes: DashMap<u64, Route>,
     by_token: DashMap<ProgressToken, u64>,
+    by_request: DashMap<RequestId, u64>,
     metrics: Arc<Metrics>,
 }
 
 struct Route {
     sink: Arc<dyn CallSink>,
     token: Option<ProgressToken>,
+    request: Option<RequestId>,
+    /// The answer was larger than this limit and was dropped unread (see `oversize`).
+    too_large: Option<usize>,
 }
 
 impl CallRoutes {
@@ -65,6 +70,7 @@ impl CallRoutes {
             next: AtomicU64::new(1),
             routes: DashMap::new(),
             by_token: DashMap::new(),
+            by_request: DashMap::new(),
             metrics,
         })
     }
@@ -72,23 +78,52 @@ impl CallRoutes {
     /// Register a call about to be sent; its notifications go to `sink` until `remove`.
     pub(super) fn add(&self, sink: Arc<dyn CallSink>) -> RouteMarker {
         let key = self.next.fetch_add(1, Ordering::Relaxed);
-        self.routes.insert(key, Route { sink, token: None });
+        let route = Route {
+            sink,
+            token: None,
+            request: None,
+            too_large: None,
+        };
+        self.routes.insert(key, route);
         RouteMarker(key)
     }
 
     pub(super) fn remove(&self, marker: RouteMarker) {
-        if let Some((_, route)) = self.routes.remove(&marker.0)
-            && let Some(token) = route.token
-        {
-            self.by_token.remove(&token);
+        if let Some((_, route)) = self.routes.remove(&marker.0) {
+            if let Some(token) = route.token {
+                self.by_token.remove(&token);
+            }
+            if let Some(request) = route.request {
+                self.by_request.remove(&request);
+            }
         }
     }
 
-    fn bind(&self, marker: RouteMarker, token: ProgressToken) {
+    fn bind(&self, marker: RouteMarker, request: RequestId, token: Option<ProgressToken>) {
         if let Some(mut route) = self.routes.get_mut(&marker.0) {
-            route.token = Some(token.clone());
-            self.by_token.insert(token, marker.0);
+            self.by_request.insert(request.clone(), marker.0);
+            route.request = Some(request);
+            if let Some(token) = token {
+                route.token = Some(token.clone());
+                self.by_token.insert(token, marker.0);
+            }
         }
+    }
+
+    /// The answer to `request` was over `limit` and is being replaced by an error: if it is a
+    /// call's, the call learns why (see [`Self::too_large`]).
+    pub(super) fn answer_too_large(&self, request: &RequestId, limit: usize) {
+        let key = self.by_request.get(request).map(|key| *key.value());
+        if let Some(key) = key
+            && let Some(mut route) = self.routes.get_mut(&key)
+        {
+            route.too_large = Some(limit);
+        }
+    }
+
+    /// Whether the call's answer was dropped as too large, and the limit it passed.
+    pub(super) fn too_large(&self, marker: RouteMarker) -> Option<usize> {
+        self.routes.get(&marker.0).and_then(|route| route.too_large)
     }
 
     fn progress(&self, params: &ProgressNotificationParam) {
@@ -162,9 +197,9 @@ where
         if let JsonRpcMessage::Request(request) = &item
             && let ClientRequest::CallToolRequest(call) = &request.request
             && let Some(marker) = call.extensions().get::<RouteMarker>()
-            && let Some(token) = request.request.get_meta().get_progress_token()
         {
-            self.routes.bind(*marker, token);
+            let token = request.request.get_meta().get_progress_token();
+            self.routes.bind(*marker, request.id.clone(), token);
         }
         self.inner.send(item)
     }

@@ -1,65 +1,30 @@
 //! Fan-out: one job, N concurrent SSE readers, progress at 10/s. Every reader must get every
-//! event; the figures are the delivery latency over all (reader, event) pairs and the
-//! bridge's resident memory per idle reader.
+//! event. The same readers then read the floor (`floor.rs`: a bare tokio SSE server, its own
+//! process, fed the same events by the same upstream), so every figure has the floor beside
+//! it, measured the same way in the same run: the delivery latency over all (reader, event)
+//! pairs, apart for the events before the last one; the server's CPU per delivery (its
+//! process's CPU time over the delivery window, from `/proc/<pid>/stat`) and the readers' own
+//! (this process's); resident memory per idle reader.
 
-use std::{
-    net::SocketAddr,
-    sync::{
-        Arc, OnceLock,
-        atomic::{AtomicUsize, Ordering},
-    },
-    time::Duration,
-};
+use std::time::Duration;
 
 use serde_json::json;
-use tokio::{
-    sync::{Notify, Semaphore},
-    task::JoinHandle,
-};
+use tokio::process::Command;
 
 use crate::{
     Ctx, Demo,
+    crowd::{Crowd, Delivered},
     mcp::{self, BenchClient},
     proc::{self, BridgeProcess},
     report::Row,
-    sse::{Frame, SseReader},
-    stats::{Samples, ms, now_us, sent_at_us},
+    stats::{ms, now_us, ratio, ratio_f},
 };
 
 /// Progress at 10 per second.
 const INTERVAL_US: u64 = 100_000;
-/// Readers connecting at once (the rest wait their turn): a burst of 10,000 connects would
-/// only measure the listen backlog.
-const CONNECTING: usize = 256;
-/// Time for the bridge's memory to settle once every reader is in.
+/// Time for the server's memory to settle once every reader is in.
 const SETTLE: Duration = Duration::from_millis(500);
-/// Longest the readers may take to connect.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(120);
-
-/// What one reader saw.
-struct Seen {
-    latencies: Vec<u64>,
-    progress: u64,
-    completed: bool,
-    error: Option<String>,
-}
-
-impl Seen {
-    fn new(events: u64) -> Self {
-        Self {
-            latencies: Vec::with_capacity(events as usize),
-            progress: 0,
-            completed: false,
-            error: None,
-        }
-    }
-
-    fn failed(error: String) -> Self {
-        let mut seen = Self::new(0);
-        seen.error = Some(error);
-        seen
-    }
-}
+const FLOOR: &str = "floor";
 
 /// The job the readers follow: where its events are, and when its first one is due.
 struct Job {
@@ -69,99 +34,133 @@ struct Job {
     first_due_us: u64,
 }
 
-/// What the readers share: progress counters for the connect phase, the gate that limits
-/// connects in flight, and the time the last reader was in (events sent before it are not
-/// timed: they measure the connect burst, not the fan-out).
-struct Shared {
-    connected: AtomicUsize,
-    failed: AtomicUsize,
-    changed: Notify,
-    gate: Semaphore,
-    all_in_at: OnceLock<u64>,
-}
-
-impl Shared {
-    fn settled(&self) -> usize {
-        self.connected.load(Ordering::Relaxed) + self.failed.load(Ordering::Relaxed)
-    }
-}
-
-/// The bridge's figures around the run.
-struct Figures {
+/// What one server's run gave.
+struct Measured {
+    delivered: Delivered,
     connect_secs: f64,
     rss_before: u64,
     rss_idle: u64,
     idle_clean: bool,
-    cpu_us: u64,
-    subscribers: f64,
+    server_cpu_us: u64,
+    readers_cpu_us: u64,
+}
+
+impl Measured {
+    fn per_idle_reader_kib(&self, readers: usize) -> f64 {
+        self.rss_idle.saturating_sub(self.rss_before) as f64 / readers as f64
+    }
+
+    fn per_delivery_us(&self, cpu_us: u64) -> f64 {
+        cpu_us as f64 / self.delivered.deliveries.max(1) as f64
+    }
+
+    fn connect(&self, readers: usize) -> String {
+        format!(
+            "{readers} in {:.1} s; RSS {} → {} KiB{}",
+            self.connect_secs,
+            self.rss_before,
+            self.rss_idle,
+            if self.idle_clean {
+                ""
+            } else {
+                " (events had started)"
+            }
+        )
+    }
 }
 
 pub async fn run(ctx: &Ctx, readers: usize) -> Result<Vec<Row>, String> {
     let demo = Demo::start().await?;
-    let name = format!("fanout-{readers}");
     let bridge = proc::start_bridge(
         &ctx.bin,
         &ctx.dir,
-        &name,
+        &format!("fanout-{readers}"),
         &crate::http_upstream_config(&demo.url, "async"),
     )
     .await
     .map_err(|e| e.to_string())?;
-    let result = measure(ctx, &bridge, readers).await;
+    let on_bridge = match mcp::connect_http(&bridge.mcp_url(), BenchClient::default()).await {
+        Ok(front) => {
+            let measured = measure(ctx, &bridge, Some(&front), readers).await;
+            let _ = front.cancel().await;
+            measured
+        }
+        Err(e) => Err(e),
+    };
     bridge.stop().await;
-    result
+    let on_bridge = on_bridge?;
+    let floor = start_floor(ctx, &demo, readers).await?;
+    let on_floor = measure(ctx, &floor, None, readers).await;
+    floor.stop().await;
+    let on_floor = on_floor.map_err(|e| format!("{FLOOR}: {e}"))?;
+    rows(readers, &on_bridge, &on_floor)
 }
 
-async fn measure(ctx: &Ctx, bridge: &BridgeProcess, readers: usize) -> Result<Vec<Row>, String> {
-    let front = mcp::connect_http(&bridge.mcp_url(), BenchClient::default()).await?;
-    let job = start_job(ctx, &front, readers).await?;
-    // Let the bridge settle after the call before the baseline is read.
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    let rss_before = bridge.rss_kib();
-    let connect_started = std::time::Instant::now();
-    let (shared, tasks) = spawn_readers(bridge.addr, &job, readers);
-    wait_connected(&shared, readers).await?;
-    let connect_secs = connect_started.elapsed().as_secs_f64();
-    let _ = shared.all_in_at.set(now_us());
-    let failed = shared.failed.load(Ordering::Relaxed);
-    if failed > 0 {
-        return Err(subscribe_failure(tasks, failed, readers).await);
-    }
-    tokio::time::sleep(SETTLE).await;
-    let rss_idle = bridge.rss_kib();
-    let idle_clean = now_us() < job.first_due_us;
-    let cpu_before = bridge.cpu_us();
-    let subscribers = bridge
-        .metric("bridge_sse_subscribers", None)
+/// The floor as its own process: this binary's `floor-sse` subcommand.
+async fn start_floor(ctx: &Ctx, demo: &Demo, readers: usize) -> Result<BridgeProcess, String> {
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let mut command = Command::new(exe);
+    command.args(["floor-sse", "--upstream", &demo.url]);
+    BridgeProcess::spawn(command, Some(&ctx.dir), &format!("floor-{readers}"))
         .await
-        .unwrap_or(0.0);
+        .map_err(|e| format!("{FLOOR}: {e}"))
+}
+
+/// One server, N readers: the job is started through `front` (the bridge's `/mcp`) or, with
+/// none, through the floor's `/start`.
+async fn measure(
+    ctx: &Ctx,
+    server: &BridgeProcess,
+    front: Option<&mcp::Client>,
+    readers: usize,
+) -> Result<Measured, String> {
+    let job = match front {
+        Some(front) => start_job(ctx, front, readers).await?,
+        None => start_floor_job(ctx, server, readers).await?,
+    };
+    // Let the server settle after the call before the baseline is read.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let rss_before = server.rss_kib();
+    let connect_started = std::time::Instant::now();
+    let mut crowd = Crowd::spawn(
+        server.addr,
+        std::slice::from_ref(&job.events_path),
+        readers,
+        job.events,
+    );
+    crowd.wait_connected().await?;
+    let connect_secs = connect_started.elapsed().as_secs_f64();
+    crowd.mark_all_in();
+    tokio::time::sleep(SETTLE).await;
+    let rss_idle = server.rss_kib();
+    let idle_clean = now_us() < job.first_due_us;
+    let server_before = server.cpu_us();
+    let readers_before = proc::cpu_us(std::process::id());
     let within = Duration::from_micros(job.events * INTERVAL_US)
         + Duration::from_millis(job.delay_ms)
         + Duration::from_secs(120);
-    let all = tokio::time::timeout(within, collect(tasks))
-        .await
-        .map_err(|_| "readers did not all finish in time".to_string())?;
-    // CPU the bridge spent delivering (the upstream's few calls are noise next to it).
-    let cpu_us = bridge.cpu_us().saturating_sub(cpu_before);
-    let _ = front.cancel().await;
-    let samples = check_all_delivered(&all, job.events, readers)?;
-    let figures = Figures {
+    let delivered = crowd.finish(within).await?;
+    Ok(Measured {
+        delivered,
         connect_secs,
         rss_before,
         rss_idle,
         idle_clean,
-        cpu_us,
-        subscribers,
-    };
-    rows(readers, job.events, &samples, &figures)
+        // CPU spent delivering (the upstream's few calls are noise next to it).
+        server_cpu_us: server.cpu_us().saturating_sub(server_before),
+        readers_cpu_us: proc::cpu_us(std::process::id()).saturating_sub(readers_before),
+    })
 }
 
-/// Start the `bench_progress` job the readers will follow. Its first event waits until every
-/// reader is in (assumed: at least 2,000 connects/s), so the idle memory is read with no event
-/// in flight.
+/// Events per job, and how long the first one waits: until every reader is in (assumed: at
+/// least 2,000 connects/s), so the idle memory is read with no event in flight.
+fn schedule(ctx: &Ctx, readers: usize) -> (u64, u64) {
+    (ctx.pick(10, 50), 2_000 + readers as u64 / 2)
+}
+
+/// Start the `bench_progress` job on the bridge.
 async fn start_job(ctx: &Ctx, front: &mcp::Client, readers: usize) -> Result<Job, String> {
-    let events: u64 = ctx.pick(10, 50);
-    let delay_ms = 2_000 + readers as u64 / 2;
+    let (events, delay_ms) = schedule(ctx, readers);
     let handle = mcp::call(
         front,
         "up__bench_progress",
@@ -178,227 +177,131 @@ async fn start_job(ctx: &Ctx, front: &mcp::Client, readers: usize) -> Result<Job
     })
 }
 
-fn spawn_readers(
-    addr: SocketAddr,
-    job: &Job,
-    readers: usize,
-) -> (Arc<Shared>, Vec<JoinHandle<Seen>>) {
-    let shared = Arc::new(Shared {
-        connected: AtomicUsize::new(0),
-        failed: AtomicUsize::new(0),
-        changed: Notify::new(),
-        gate: Semaphore::new(CONNECTING),
-        all_in_at: OnceLock::new(),
-    });
-    let tasks = (0..readers)
-        .map(|_| {
-            let (shared, path, events) = (shared.clone(), job.events_path.clone(), job.events);
-            tokio::spawn(async move { read_job(shared, addr, path, events).await })
-        })
-        .collect();
-    (shared, tasks)
-}
-
-/// One reader: subscribe (counted in `shared`), then follow the job to its end.
-async fn read_job(shared: Arc<Shared>, addr: SocketAddr, path: String, events: u64) -> Seen {
-    let reader = subscribe(&shared, addr, &path).await;
-    let counter = if reader.is_ok() {
-        &shared.connected
-    } else {
-        &shared.failed
-    };
-    counter.fetch_add(1, Ordering::Relaxed);
-    shared.changed.notify_one();
-    match reader {
-        Ok(reader) => follow(reader, &shared, events).await,
-        Err(e) => Seen::failed(e),
+/// Start the same job on the floor.
+async fn start_floor_job(ctx: &Ctx, floor: &BridgeProcess, readers: usize) -> Result<Job, String> {
+    let (events, delay_ms) = schedule(ctx, readers);
+    let url = format!(
+        "{}/start?count={events}&interval_us={INTERVAL_US}&delay_ms={delay_ms}",
+        floor.base()
+    );
+    let answer = floor.http().get(&url).send().await;
+    let first_due_us = now_us() + delay_ms * 1000;
+    match answer {
+        Ok(r) if r.status().is_success() => Ok(Job {
+            events,
+            events_path: "/events".into(),
+            delay_ms,
+            first_due_us,
+        }),
+        Ok(r) => Err(format!("GET /start: {}", r.status())),
+        Err(e) => Err(format!("GET /start: {e}")),
     }
 }
 
-/// Open the stream (a gate keeps the connects in flight few) and read its `status` event.
-async fn subscribe(shared: &Shared, addr: SocketAddr, path: &str) -> Result<SseReader, String> {
-    let _permit = shared.gate.acquire().await;
-    let mut reader = SseReader::open(addr, path)
-        .await
-        .map_err(|e| e.to_string())?;
-    match reader.next().await {
-        Ok(Some(f)) if f.event == "status" => Ok(reader),
-        other => Err(format!("no status event first: {other:?}")),
-    }
-}
-
-/// Read until `completed`, checking that ids follow each other, timing each progress event
-/// sent after every reader was in.
-async fn follow(mut reader: SseReader, shared: &Shared, events: u64) -> Seen {
-    let mut seen = Seen::new(events);
-    let mut last = 0u64;
-    loop {
-        let frame = match reader.next().await {
-            Ok(Some(frame)) => frame,
-            Ok(None) => {
-                seen.error = Some("the stream ended before `completed`".into());
-                return seen;
-            }
-            Err(e) => {
-                seen.error = Some(e.to_string());
-                return seen;
-            }
-        };
-        if let Some(id) = frame.id {
-            if id != last + 1 {
-                seen.error = Some(format!("event {id} follows {last}"));
-                return seen;
-            }
-            last = id;
-        }
-        match frame.event.as_str() {
-            "progress" => record(&mut seen, &frame, shared),
-            "completed" => {
-                seen.completed = true;
-                return seen;
-            }
-            _ => {}
-        }
-    }
-}
-
-fn record(seen: &mut Seen, frame: &Frame, shared: &Shared) {
-    seen.progress += 1;
-    let all_in = shared.all_in_at.get().copied().unwrap_or(u64::MAX);
-    if let Some(sent) = sent_at_us(&frame.data)
-        && sent >= all_in
-    {
-        seen.latencies.push(frame.read_at_us.saturating_sub(sent));
-    }
-}
-
-async fn wait_connected(shared: &Shared, readers: usize) -> Result<(), String> {
-    let wait = async {
-        loop {
-            let notified = shared.changed.notified();
-            if shared.settled() >= readers {
-                return;
-            }
-            notified.await;
-        }
-    };
-    tokio::time::timeout(CONNECT_TIMEOUT, wait)
-        .await
-        .map_err(|_| {
-            format!(
-                "only {} of {readers} readers connected in {} s",
-                shared.connected.load(Ordering::Relaxed),
-                CONNECT_TIMEOUT.as_secs()
-            )
-        })
-}
-
-/// The error when some readers could not subscribe (those still following are stopped).
-async fn subscribe_failure(tasks: Vec<JoinHandle<Seen>>, failed: usize, readers: usize) -> String {
-    let mut first = None;
-    for t in tasks {
-        if !t.is_finished() {
-            t.abort();
-            continue;
-        }
-        if let Ok(Seen { error: Some(e), .. }) = t.await {
-            first.get_or_insert(e);
-        }
-    }
-    format!(
-        "{failed} of {readers} readers could not subscribe (first error: {})",
-        first.unwrap_or_default()
-    )
-}
-
-/// Every reader got every progress event and `completed`: the latencies of all of them.
-fn check_all_delivered(all: &[Seen], events: u64, readers: usize) -> Result<Samples, String> {
-    let mut samples = Samples::default();
-    let mut short = 0usize;
-    let mut first_error = None;
-    for seen in all {
-        if seen.error.is_some() || !seen.completed || seen.progress != events {
-            short += 1;
-            first_error.get_or_insert_with(|| {
-                seen.error.clone().unwrap_or_else(|| {
-                    format!(
-                        "{} of {events} progress events, completed: {}",
-                        seen.progress, seen.completed
-                    )
-                })
-            });
-        }
-        samples.extend(seen.latencies.iter().copied());
-    }
-    if short > 0 {
-        return Err(format!(
-            "{short} of {readers} readers did not get every event (first: {})",
-            first_error.unwrap_or_default()
-        ));
-    }
-    Ok(samples)
-}
-
-fn rows(readers: usize, events: u64, samples: &Samples, f: &Figures) -> Result<Vec<Row>, String> {
+/// The rows of one size: every figure of the bridge against the floor's.
+fn rows(readers: usize, b: &Measured, f: &Measured) -> Result<Vec<Row>, String> {
     let scenario = format!("fan-out, {readers} readers");
-    let Some(s) = samples.summary() else {
+    let row = |metric: &str, bridge: String, floor: String, ratio: String| {
+        Row::new(&scenario, metric, bridge).vs(FLOOR, floor, ratio)
+    };
+    let (Some(bb), Some(fb), Some(ba), Some(fa)) = (
+        b.delivered.before_last.summary(),
+        f.delivered.before_last.summary(),
+        b.delivered.all.summary(),
+        f.delivered.all.summary(),
+    ) else {
         return Err("no event was sent after every reader had subscribed: raise the delay".into());
     };
-    let deliveries = events as usize * readers;
-    let cpu_per_delivery = f.cpu_us as f64 / deliveries as f64;
-    let per_reader_bytes = f.rss_idle.saturating_sub(f.rss_before) as f64 * 1024.0 / readers as f64;
-    let p99 = Row::new(&scenario, "delivery p99", ms(s.p99));
-    let p99 = if readers >= 10_000 {
-        p99.target("≤ 50.000 ms", s.p99 <= 50_000)
-    } else {
-        p99
-    };
-    let rss_row = Row::new(
-        &scenario,
-        "bridge RSS per idle reader",
-        format!("{:.1} KiB", per_reader_bytes / 1024.0),
+    let p99_ratio = bb.p99 as f64 / fb.p99.max(1) as f64;
+    let p99 = row(
+        "delivery p99, before the last event",
+        ms(bb.p99),
+        ms(fb.p99),
+        ratio(bb.p99, fb.p99),
     );
-    Ok(vec![
-        Row::new(&scenario, "delivery p50", ms(s.p50)),
+    let p99 = if readers >= 10_000 {
+        p99.target("≤ 1.15× floor", p99_ratio <= 1.15)
+    } else {
+        p99.target("≤ 12.000 ms", bb.p99 <= 12_000)
+    };
+    let mut rows = vec![
+        row(
+            "delivery p50, before the last event",
+            ms(bb.p50),
+            ms(fb.p50),
+            ratio(bb.p50, fb.p50),
+        ),
         p99,
-        Row::new(&scenario, "delivery max", ms(s.max)),
-        Row::new(
-            &scenario,
-            "events × readers",
-            format!("{deliveries} of {deliveries} delivered, {} timed", s.count),
+        row(
+            "delivery p99, all events",
+            ms(ba.p99),
+            ms(fa.p99),
+            ratio(ba.p99, fa.p99),
         ),
-        Row::new(
-            &scenario,
-            "bridge CPU per delivery",
-            format!("{cpu_per_delivery:.1} µs"),
+        row(
+            "delivery max, all events",
+            ms(ba.max),
+            ms(fa.max),
+            ratio(ba.max, fa.max),
         ),
-        rss_row.target("≤ 8 KiB", per_reader_bytes <= 8.0 * 1024.0),
-        Row::new(
-            &scenario,
-            "connect",
-            format!(
-                "{readers} in {:.1} s; gauge {:.0}; RSS {} → {} KiB{}",
-                f.connect_secs,
-                f.subscribers,
-                f.rss_before,
-                f.rss_idle,
-                if f.idle_clean {
-                    ""
-                } else {
-                    " (events had started)"
-                }
-            ),
-        ),
-    ])
+    ];
+    rows.extend(cost_rows(&scenario, readers, b, f));
+    Ok(rows)
 }
 
-async fn collect(tasks: Vec<JoinHandle<Seen>>) -> Vec<Seen> {
-    let mut all = Vec::with_capacity(tasks.len());
-    for t in tasks {
-        all.push(
-            t.await
-                .unwrap_or_else(|_| Seen::failed("reader task panicked".into())),
-        );
-    }
-    all
+/// CPU and memory rows, and what was checked.
+fn cost_rows(scenario: &str, readers: usize, b: &Measured, f: &Measured) -> Vec<Row> {
+    let row = |metric: &str, bridge: String, floor: String, ratio: String| {
+        Row::new(scenario, metric, bridge).vs(FLOOR, floor, ratio)
+    };
+    let us = |v: f64| format!("{v:.1} µs");
+    let (b_cpu, f_cpu) = (
+        b.per_delivery_us(b.server_cpu_us),
+        f.per_delivery_us(f.server_cpu_us),
+    );
+    let (b_readers, f_readers) = (
+        b.per_delivery_us(b.readers_cpu_us),
+        f.per_delivery_us(f.readers_cpu_us),
+    );
+    let (b_rss, f_rss) = (
+        b.per_idle_reader_kib(readers),
+        f.per_idle_reader_kib(readers),
+    );
+    let checked = |m: &Measured| {
+        format!(
+            "{} of {} delivered, {} timed",
+            m.delivered.deliveries,
+            m.delivered.deliveries,
+            m.delivered.all.count()
+        )
+    };
+    vec![
+        row(
+            "server CPU per delivery",
+            us(b_cpu),
+            us(f_cpu),
+            ratio_f(b_cpu, f_cpu),
+        )
+        .target("≤ 1.25× floor", b_cpu <= 1.25 * f_cpu),
+        row(
+            "readers' CPU per delivery",
+            us(b_readers),
+            us(f_readers),
+            ratio_f(b_readers, f_readers),
+        ),
+        row(
+            "server RSS per idle reader",
+            format!("{b_rss:.1} KiB"),
+            format!("{f_rss:.1} KiB"),
+            ratio_f(b_rss, f_rss),
+        )
+        .target("≤ 8 KiB", b_rss <= 8.0),
+        row("events × readers", checked(b), checked(f), String::new()),
+        row(
+            "connect",
+            b.connect(readers),
+            f.connect(readers),
+            String::new(),
+        ),
+    ]
 }

@@ -8,7 +8,9 @@
 //! (Unix µs, one machine, one clock). A scenario that errors or loses an event fails the run;
 //! speed is judged only in the table, never by the exit code.
 
+mod crowd;
 mod fanout;
+mod floor;
 mod ingest;
 mod latency;
 mod many_jobs;
@@ -64,6 +66,19 @@ pub struct Args {
     /// Leave the peer gateways out of the pass-through scenario.
     #[arg(long)]
     no_peers: bool,
+    #[command(subcommand)]
+    command: Option<Sub>,
+}
+
+#[derive(clap::Subcommand, Clone)]
+enum Sub {
+    /// The fan-out scenario's floor: a bare tokio SSE server fed by `bench_progress` on the
+    /// upstream URL (the scenario starts it as its own process).
+    #[command(hide = true)]
+    FloorSse {
+        #[arg(long)]
+        upstream: String,
+    },
 }
 
 /// What every scenario gets.
@@ -156,6 +171,9 @@ const SCENARIOS: [&str; 6] = [
 #[tokio::main]
 async fn main() -> ExitCode {
     let args = Args::parse();
+    if let Some(Sub::FloorSse { upstream }) = &args.command {
+        return floor::main(upstream).await;
+    }
     if let Some(name) = args.only.iter().find(|n| !SCENARIOS.contains(&n.as_str())) {
         eprintln!(
             "unknown scenario {name:?}; the scenarios are {}",

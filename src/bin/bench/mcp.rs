@@ -81,10 +81,11 @@ impl ClientHandler for BenchClient {
     }
 }
 
-pub type Client = RunningService<RoleClient, BenchClient>;
+/// An rmcp client; its handler is [`BenchClient`] but for the floor's feed.
+pub type Client<H = BenchClient> = RunningService<RoleClient, H>;
 
 /// An MCP client over Streamable HTTP, allowed many calls in flight at once.
-pub async fn connect_http(url: &str, handler: BenchClient) -> Result<Client, String> {
+pub async fn connect_http<H: ClientHandler>(url: &str, handler: H) -> Result<Client<H>, String> {
     let config =
         StreamableHttpClientTransportConfig::with_uri(url.to_string()).max_concurrent_requests(512);
     let transport = StreamableHttpClientTransport::from_config(config);
@@ -115,7 +116,11 @@ pub async fn connect_stdio(
 }
 
 /// Call a tool; a protocol error or a tool error (`isError`) is an error here.
-pub async fn call(client: &Client, tool: &str, arguments: Value) -> Result<CallToolResult, String> {
+pub async fn call<H: ClientHandler>(
+    client: &Client<H>,
+    tool: &str,
+    arguments: Value,
+) -> Result<CallToolResult, String> {
     let mut params = CallToolRequestParams::new(tool.to_string());
     if let Value::Object(map) = arguments {
         params = params.with_arguments(map);

@@ -80,6 +80,14 @@ pub fn ratio(a: u64, b: u64) -> String {
     format!("{:.2}×", a as f64 / b as f64)
 }
 
+/// `a / b` as a ratio of two measured figures.
+pub fn ratio_f(a: f64, b: f64) -> String {
+    if b <= 0.0 {
+        return "—".into();
+    }
+    format!("{:.2}×", a / b)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

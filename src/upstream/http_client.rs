@@ -1,0 +1,276 @@
+//! The client of a Streamable HTTP upstream: rmcp's reqwest client, with answers over
+//! `limits.max_result_bytes` replaced by errors (see `oversize`).
+//!
+//! rmcp already bounds what it reads (a JSON body, an SSE event), but an answer over its bound
+//! ends as a transport error that names no request (a JSON body) or as "stream closed" (an SSE
+//! event): the job would fail for a reason that is not the real one. This wrapper knows the
+//! request each POST carries, so it turns those into the error [`Oversize::answer`] makes, and
+//! it checks each SSE event's data against the limit to the byte (rmcp's event bound also
+//! counts the SSE framing, so it is set a little above the limit).
+
+use std::{collections::HashMap, sync::Arc};
+
+use futures::{StreamExt, stream::BoxStream};
+use http::{HeaderName, HeaderValue};
+use reqwest_rmcp as reqwest;
+use rmcp::{
+    model::{ClientJsonRpcMessage, JsonRpcMessage, RequestId},
+    transport::streamable_http_client::{
+        SseError, StreamableHttpClient, StreamableHttpClientTransportConfig, StreamableHttpError,
+        StreamableHttpPostResponse, StreamableHttpResponseLimits,
+    },
+};
+use sse_stream::Sse;
+
+use super::{envelope::Envelope, oversize::Oversize};
+
+/// Room for an SSE event's framing (`event:`, `id:`, `data: ` and line ends) above the limit.
+const SSE_FRAMING: usize = 64 * 1024;
+/// Redirects followed for one request (rmcp's default client follows as many).
+const MAX_REDIRECTS: usize = 10;
+
+type Events = BoxStream<'static, Result<Sse, SseError>>;
+type Posted = Result<StreamableHttpPostResponse, StreamableHttpError<reqwest::Error>>;
+
+#[derive(Clone)]
+pub(super) struct BoundedHttp {
+    inner: reqwest::Client,
+    oversize: Oversize,
+}
+
+impl BoundedHttp {
+    /// The client, and `config` with rmcp's own bounds set to match.
+    pub(super) fn new(
+        oversize: Oversize,
+        config: StreamableHttpClientTransportConfig,
+    ) -> Result<(Self, StreamableHttpClientTransportConfig), reqwest::Error> {
+        // As rmcp's default client: no idle pooling (rmcp measured 40 ms stalls from
+        // Delayed ACK on reused connections), redirects only within the origin.
+        let inner = reqwest::Client::builder()
+            .pool_max_idle_per_host(0)
+            .redirect(same_origin_redirects())
+            .build()?;
+        let limit = oversize.limit();
+        let config = config
+            .max_json_response_size(limit)
+            .max_sse_event_size(limit.saturating_add(SSE_FRAMING));
+        Ok((Self { inner, oversize }, config))
+    }
+
+    fn limits(&self) -> StreamableHttpResponseLimits {
+        let mut limits = StreamableHttpResponseLimits::default();
+        limits.max_json_response_size = self.oversize.limit();
+        limits.max_sse_event_size = self.oversize.limit().saturating_add(SSE_FRAMING);
+        limits
+    }
+
+    /// The answer to `request` as rmcp's client read it, oversized answers replaced.
+    fn bound_answer(&self, posted: Posted, request: Option<RequestId>) -> Posted {
+        match (posted, request) {
+            (Err(StreamableHttpError::ResponseBodyTooLarge { .. }), Some(request)) => Ok(
+                StreamableHttpPostResponse::Json(self.oversize.answer(request), None),
+            ),
+            (Ok(StreamableHttpPostResponse::Sse(events, session)), request) => Ok(
+                StreamableHttpPostResponse::Sse(self.bound_events(events, request), session),
+            ),
+            (other, _) => other,
+        }
+    }
+
+    /// `events` with each event over the limit replaced: by the error for the request it
+    /// answers, or by nothing. `request`: the one the stream is the answer to (none for the
+    /// GET stream), blamed for an event so large that rmcp stopped reading the stream.
+    fn bound_events(&self, events: Events, request: Option<RequestId>) -> Events {
+        let oversize = self.oversize.clone();
+        events
+            .map(move |event| match event {
+                Ok(mut sse) => {
+                    if sse
+                        .data
+                        .as_ref()
+                        .is_some_and(|d| d.len() > oversize.limit())
+                    {
+                        sse.data = replace(&oversize, sse.data.as_deref().unwrap_or_default());
+                    }
+                    Ok(sse)
+                }
+                Err(error) if too_large(&error) => match &request {
+                    Some(request) => Ok(Sse {
+                        data: json(&oversize.answer(request.clone())),
+                        ..Sse::default()
+                    }),
+                    None => {
+                        oversize.dropped();
+                        Err(error)
+                    }
+                },
+                Err(error) => Err(error),
+            })
+            .boxed()
+    }
+}
+
+/// The data of an oversized event: the error for the request it answers, or none.
+fn replace(oversize: &Oversize, data: &str) -> Option<String> {
+    let mut envelope = Envelope::default();
+    envelope.feed(data.as_bytes());
+    match envelope.response_id() {
+        Some(request) => json(&oversize.answer(request)),
+        None => {
+            oversize.dropped();
+            None
+        }
+    }
+}
+
+fn json(message: &impl serde::Serialize) -> Option<String> {
+    serde_json::to_string(message).ok()
+}
+
+/// rmcp's SSE reader stopped at an event over its bound (its error type is private; its
+/// message is what it says).
+fn too_large(error: &SseError) -> bool {
+    matches!(error, SseError::Body(e) if e.to_string().contains("exceeded the maximum size"))
+}
+
+fn request_id(message: &ClientJsonRpcMessage) -> Option<RequestId> {
+    match message {
+        JsonRpcMessage::Request(request) => Some(request.id.clone()),
+        _ => None,
+    }
+}
+
+/// rmcp's redirect policy for its default client: 307 and 308 within the same origin only
+/// (others would drop the body, or replay the session and headers to another host).
+fn same_origin_redirects() -> reqwest::redirect::Policy {
+    reqwest::redirect::Policy::custom(|attempt| {
+        let keeps_body = matches!(attempt.status().as_u16(), 307 | 308);
+        let same_origin = attempt
+            .previous()
+            .first()
+            .is_some_and(|first| first.origin() == attempt.url().origin());
+        if !keeps_body || !same_origin {
+            attempt.stop()
+        } else if attempt.previous().len() > MAX_REDIRECTS {
+            attempt.error(format!("more than {MAX_REDIRECTS} redirects"))
+        } else {
+            attempt.follow()
+        }
+    })
+}
+
+impl StreamableHttpClient for BoundedHttp {
+    type Error = reqwest::Error;
+
+    async fn post_message(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Posted {
+        let limits = self.limits();
+        self.post_message_with_response_limits(
+            uri,
+            message,
+            session_id,
+            auth_header,
+            custom_headers,
+            limits,
+        )
+        .await
+    }
+
+    async fn post_message_with_max_sse_event_size(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+        _max_sse_event_size: usize,
+    ) -> Posted {
+        self.post_message(uri, message, session_id, auth_header, custom_headers)
+            .await
+    }
+
+    async fn post_message_with_response_limits(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+        limits: StreamableHttpResponseLimits,
+    ) -> Posted {
+        let request = request_id(&message);
+        let posted = self
+            .inner
+            .post_message_with_response_limits(
+                uri,
+                message,
+                session_id,
+                auth_header,
+                custom_headers,
+                limits,
+            )
+            .await;
+        self.bound_answer(posted, request)
+    }
+
+    async fn delete_session(
+        &self,
+        uri: Arc<str>,
+        session_id: Arc<str>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<(), StreamableHttpError<Self::Error>> {
+        self.inner
+            .delete_session(uri, session_id, auth_header, custom_headers)
+            .await
+    }
+
+    async fn get_stream(
+        &self,
+        uri: Arc<str>,
+        session_id: Option<Arc<str>>,
+        last_event_id: Option<String>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<Events, StreamableHttpError<Self::Error>> {
+        let max = self.limits().max_sse_event_size;
+        self.get_stream_with_max_sse_event_size(
+            uri,
+            session_id,
+            last_event_id,
+            auth_header,
+            custom_headers,
+            max,
+        )
+        .await
+    }
+
+    async fn get_stream_with_max_sse_event_size(
+        &self,
+        uri: Arc<str>,
+        session_id: Option<Arc<str>>,
+        last_event_id: Option<String>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+        max_sse_event_size: usize,
+    ) -> Result<Events, StreamableHttpError<Self::Error>> {
+        let events = self
+            .inner
+            .get_stream_with_max_sse_event_size(
+                uri,
+                session_id,
+                last_event_id,
+                auth_header,
+                custom_headers,
+                max_sse_event_size,
+            )
+            .await?;
+        Ok(self.bound_events(events, None))
+    }
+}
