@@ -180,6 +180,7 @@ async fn lists_every_tool_with_description_and_schema() {
         "slow_count",
         "instant_progress",
         "fail_after",
+        "fail_rpc",
         "echo",
         "log_and_count",
         "ignore_cancel",

@@ -34,7 +34,8 @@ const PYTHON_MODES: [&str; 4] = [
 ];
 const JOB_TOOLS: [&str; 3] = ["get_job_status", "wait_for_job", "cancel_job"];
 /// Capabilities a server may have that the bridge deliberately does not pass on: Tasks are the
-/// bridge's own (jobs), extensions are per server.
+/// bridge's own (jobs, and the Tasks extension it advertises itself), extensions are per
+/// server.
 const NOT_PASSED_ON: [&str; 3] = ["tasks", "experimental", "extensions"];
 const LIMIT: Duration = Duration::from_secs(180);
 
@@ -248,6 +249,15 @@ fn seen_through_bridge(bridge: &Value) -> Value {
         .filter(|n| !JOB_TOOLS.contains(&n.as_str()))
         .collect();
     seen["tools"] = json!(names);
+    // The bridge's own: the Tasks extension (every tool can run as a task) sits under
+    // `extensions`, whatever its upstreams declare.
+    if let Some(caps) = bridge["capabilities"].as_array() {
+        let passed_on: Vec<&Value> = caps
+            .iter()
+            .filter(|c| !NOT_PASSED_ON.contains(&c.as_str().unwrap()))
+            .collect();
+        seen["capabilities"] = json!(passed_on);
+    }
     seen
 }
 

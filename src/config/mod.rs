@@ -147,6 +147,9 @@ pub struct JobsConfig {
     pub max_jobs: usize,
     /// On SIGTERM/SIGINT, running jobs get this long to finish before they are cancelled.
     pub shutdown_grace_secs: u64,
+    /// The `pollIntervalMs` a task (MCP Tasks extension) suggests to its client: how often
+    /// `tasks/get` is worth asking.
+    pub task_poll_interval_ms: u64,
 }
 
 impl Default for JobsConfig {
@@ -160,6 +163,7 @@ impl Default for JobsConfig {
             heartbeat_secs: 10,
             max_jobs: 10_000,
             shutdown_grace_secs: 20,
+            task_poll_interval_ms: 1000,
         }
     }
 }

@@ -198,6 +198,20 @@ fn validate_jobs(
             "must be at most 3600".into(),
         ));
     }
+    validate_tasks(jobs, err)
+}
+
+/// `[jobs]` keys of tasks (MCP Tasks extension).
+fn validate_tasks(
+    jobs: &JobsConfig,
+    err: impl Fn(&str, String) -> ConfigError,
+) -> Result<(), ConfigError> {
+    if !(100..=60_000).contains(&jobs.task_poll_interval_ms) {
+        return Err(err(
+            "jobs.task_poll_interval_ms",
+            "must be between 100 and 60000: clients poll tasks/get this often".into(),
+        ));
+    }
     Ok(())
 }
 

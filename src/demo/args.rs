@@ -51,6 +51,13 @@ impl IntoCallToolResult for ArgumentError {
     }
 }
 
+impl ArgumentError {
+    /// The error as a JSON-RPC invalid-params error, for a tool that answers with those.
+    pub fn into_rpc(self) -> rmcp::ErrorData {
+        rmcp::ErrorData::invalid_params(self.to_string(), None)
+    }
+}
+
 /// Returns `value` if `range` holds it, else an error naming the argument and
 /// the valid range.
 pub fn check<T>(name: &'static str, value: T, range: RangeInclusive<T>) -> Result<T, ArgumentError>

@@ -3,7 +3,7 @@
 //! Each one is a case the bridge must handle: steady progress, a burst of
 //! progress before anything else, a tool error, logs during a call, a tool
 //! that ignores cancellation, one that never answers, one that kills its own
-//! process. One more, `bench_progress`, exists for the benchmark harness
+//! process, one that answers with a JSON-RPC error. One more, `bench_progress`, exists for the benchmark harness
 //! (`src/bin/bench`): it stamps each progress message with its send time.
 //! Every tool that waits also watches the call's cancellation token
 //! (`RequestContext::ct`, fired by the client's `notifications/cancelled`, and
@@ -122,6 +122,33 @@ impl DemoTools {
             ))]),
             Counted::Cancelled { at_step } => cancelled_result(at_step),
         })
+    }
+
+    #[tool(
+        description = "Reports progress for `steps` steps (default 3), waiting `delay_ms` milliseconds (default 100) before each, then answers with a JSON-RPC error (-32603, \"failed with a protocol error as asked\") instead of a tool result. Use it to see how a call whose server answers with an error looks."
+    )]
+    async fn fail_rpc(
+        &self,
+        Parameters(args): Parameters<FailAfterArgs>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, rmcp::ErrorData> {
+        let steps = check("steps", args.steps, STEPS).map_err(ArgumentError::into_rpc)?;
+        let delay_ms =
+            check("delay_ms", args.delay_ms, DELAY_MS).map_err(ArgumentError::into_rpc)?;
+        let count = Count {
+            tool: "fail_rpc",
+            steps,
+            delay: Duration::from_millis(delay_ms),
+            with_total: true,
+            with_log: false,
+        };
+        match self.count(count, &context).await {
+            Counted::All => Err(rmcp::ErrorData::internal_error(
+                "failed with a protocol error as asked",
+                None,
+            )),
+            Counted::Cancelled { at_step } => Ok(cancelled_result(at_step)),
+        }
     }
 
     #[tool(

@@ -10,7 +10,8 @@ use futures::FutureExt;
 use rmcp::{
     ErrorData, RoleServer,
     model::{
-        CallToolRequestParams, CallToolResult, JsonObject, ProgressNotificationParam, ProgressToken,
+        CallToolRequestParams, CallToolResponse, CallToolResult, JsonObject,
+        ProgressNotificationParam, ProgressToken,
     },
     service::RequestContext,
 };
@@ -168,6 +169,10 @@ fn work_outcome(outcome: CallOutcome) -> WorkOutcome {
 /// a tool error the agent can act on, or a protocol error.
 type Answer = Result<CallToolResult, ErrorData>;
 
+/// The answer to a started call: a result, or (for a caller that listed the Tasks extension)
+/// a task.
+type Response = Result<CallToolResponse, ErrorData>;
+
 impl Front {
     /// Find the tool, take the caller's quota place, create the job, send the call upstream,
     /// and answer as the call's mode says.
@@ -176,7 +181,7 @@ impl Front {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
         identity: &Identity,
-    ) -> Answer {
+    ) -> Response {
         let name = request.name.to_string();
         // A tool the caller's policies do not allow is refused exactly like one that does
         // not exist.
@@ -185,13 +190,13 @@ impl Front {
         }
         let (upstream, tool) = match self.find_tool(&name) {
             Ok(found) => found,
-            Err(answer) => return answer,
+            Err(answer) => return answer.map(Into::into),
         };
         let correlation_id = self.correlation_id(&context)?;
         // Held by the job's work future: given back when the upstream call ends.
         let permit = match self.inner.quota.try_start(&identity.principal) {
             Ok(permit) => permit,
-            Err(full) => return Ok(error_result(full.to_string())),
+            Err(full) => return Ok(error_result(full.to_string()).into()),
         };
         let configured = upstream.config().mode_for(tool, self.inner.config.mode);
         let mode = match requested_mode(&request, &context)? {
@@ -210,7 +215,7 @@ impl Front {
         };
         let pending = match self.create_job(spec).await {
             Ok(pending) => pending,
-            Err(answer) => return answer,
+            Err(answer) => return answer.map(Into::into),
         };
         // Who started what goes to the operator's log, never into the job's JSON (see
         // `model::Principal`).
@@ -229,15 +234,25 @@ impl Front {
         });
         let work = match self.send(upstream, tool, request.arguments, sink).await {
             Ok(work) => holding(work, permit),
-            Err(failure) => return self.not_sent(pending, failure).await,
+            Err(failure) => return self.not_sent(pending, failure).await.map(Into::into),
         };
         let limits = upstream.config().limits_for(tool);
-        let answering = Answering { name, mode, logs };
+        // SEP-2663: a task only for a request that listed the extension.
+        let as_task = context
+            .client_capabilities()
+            .is_some_and(|caps| caps.supports_tasks());
+        let answering = Answering {
+            name,
+            mode,
+            logs,
+            as_task,
+        };
         self.run(pending, work, limits, answering, &context).await
     }
 
     /// Start the job and answer as `mode` says: at once with its handle (async), with its
-    /// result (sync), or with whichever comes first of the result and the budget (auto).
+    /// result (sync), or with whichever comes first of the result and the budget (auto). A
+    /// caller that listed the Tasks extension gets a task where others get the handle.
     async fn run(
         &self,
         pending: PendingJob,
@@ -245,8 +260,13 @@ impl Front {
         limits: CallLimits,
         answering: Answering,
         context: &RequestContext<RoleServer>,
-    ) -> Answer {
-        let Answering { name, mode, logs } = answering;
+    ) -> Response {
+        let Answering {
+            name,
+            mode,
+            logs,
+            as_task,
+        } = answering;
         let id = pending.id();
         let caller_token = context.meta.get_progress_token();
         let (mirror, progress) = match (&caller_token, mode) {
@@ -258,9 +278,8 @@ impl Front {
         };
         let handle = pending.start(work, limits, mirror);
         tracing::info!(job = %id, tool = %name, %mode, "job started");
-        let links = &self.inner.links;
         let budget = match mode {
-            CallMode::Async => return Ok(JobHandleBody::new(links, id, &name).into_result(links)),
+            CallMode::Async => return Ok(self.not_done_yet(id, &name, as_task)),
             CallMode::Sync => None,
             CallMode::Auto => Some(Duration::from_millis(self.inner.config.sync_budget_ms)),
         };
@@ -271,8 +290,21 @@ impl Front {
             logs,
             caller_token,
             budget,
+            as_task,
         };
         self.answer_when_done(waiting, context).await
+    }
+
+    /// The answer to a call that goes on running: a task for a caller that listed the
+    /// extension, the job handle for any other.
+    fn not_done_yet(&self, id: JobId, name: &str, as_task: bool) -> CallToolResponse {
+        if as_task {
+            return self.create_task_result(id).into();
+        }
+        let links = &self.inner.links;
+        JobHandleBody::new(links, id, name)
+            .into_result(links)
+            .into()
     }
 
     /// The upstream and tool behind `<upstream>__<tool>`. A tool that is missing while its
@@ -401,7 +433,7 @@ impl Front {
         &self,
         mut waiting: Waiting,
         context: &RequestContext<RoleServer>,
-    ) -> Result<CallToolResult, ErrorData> {
+    ) -> Response {
         let links = &self.inner.links;
         let deadline = waiting.budget.map(|b| Instant::now() + b);
         loop {
@@ -423,14 +455,14 @@ impl Front {
                     while let Some(log) = waiting.logs.as_mut().and_then(|rx| rx.try_recv().ok()) {
                         forward_log(context, log).await;
                     }
-                    return answer(&finished, links, waiting.handle.id);
+                    return answer(&finished, links, waiting.handle.id).map(Into::into);
                 }
                 _ = context.ct.cancelled() => {
                     self.inner.jobs.cancel_local(waiting.handle.id, "the MCP client cancelled its request".into());
-                    return Ok(error_result("cancelled by the client"));
+                    return Ok(error_result("cancelled by the client").into());
                 }
                 _ = sleep_until(deadline), if deadline.is_some() => {
-                    return Ok(JobHandleBody::new(links, waiting.handle.id, &waiting.name).into_result(links));
+                    return Ok(self.not_done_yet(waiting.handle.id, &waiting.name, waiting.as_task));
                 }
             }
         }
@@ -444,6 +476,8 @@ struct Answering {
     mode: CallMode,
     #[allow(deprecated)]
     logs: Option<mpsc::Receiver<LoggingMessageNotificationParam>>,
+    /// The caller listed the Tasks extension: a call that goes on running becomes a task.
+    as_task: bool,
 }
 
 struct Waiting {
@@ -454,6 +488,7 @@ struct Waiting {
     logs: Option<mpsc::Receiver<LoggingMessageNotificationParam>>,
     caller_token: Option<ProgressToken>,
     budget: Option<Duration>,
+    as_task: bool,
 }
 
 impl Waiting {

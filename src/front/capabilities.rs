@@ -2,10 +2,13 @@
 //! with `listChanged`: the catalog changes as upstreams come and go), and the union of what its
 //! upstreams offer besides. An upstream's capabilities are kept from its last `initialize` while
 //! it is down, so a restart does not make a capability flicker; `listChanged` is advertised for
-//! every list, because the bridge's lists change whenever an upstream comes or goes.
+//! every list, because the bridge's lists change whenever an upstream comes or goes. The
+//! Tasks extension is the bridge's own (every call is a job, and a job can be a task), so it is
+//! advertised whatever the upstreams offer.
 
 use rmcp::model::{
-    JsonObject, PromptsCapability, ResourcesCapability, ServerCapabilities, ToolsCapability,
+    ExtensionCapabilities, JsonObject, PromptsCapability, ResourcesCapability, ServerCapabilities,
+    TASKS_EXTENSION_ID, ToolsCapability,
 };
 
 use crate::upstream::Upstreams;
@@ -15,6 +18,10 @@ pub fn union(upstreams: &Upstreams) -> ServerCapabilities {
     let mut tools = ToolsCapability::default();
     tools.list_changed = Some(true);
     capabilities.tools = Some(tools);
+    capabilities
+        .extensions
+        .get_or_insert_with(ExtensionCapabilities::new)
+        .insert(TASKS_EXTENSION_ID.to_string(), JsonObject::new());
     for offered in upstreams.iter().filter_map(|u| u.capabilities()) {
         if let Some(offered) = offered.resources {
             let resources = capabilities

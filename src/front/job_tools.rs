@@ -80,14 +80,14 @@ fn unknown_job(id: JobId) -> CallToolResult {
 /// `Ok(Err(result))` is a tool error for the agent; `Err` a protocol error.
 type ToolAnswer = Result<CallToolResult, ErrorData>;
 
-fn store_error(e: impl std::fmt::Display) -> ErrorData {
+pub(super) fn store_error(e: impl std::fmt::Display) -> ErrorData {
     ErrorData::internal_error(format!("the job store failed: {e}"), None)
 }
 
 impl Front {
     /// The job's snapshot if `identity` may see it (`auth::may_access`); `None` for a job that
     /// does not exist and for another caller's alike.
-    async fn visible_job(
+    pub(super) async fn visible_job(
         &self,
         id: JobId,
         identity: &Identity,
@@ -212,7 +212,7 @@ impl Front {
 
     /// The result of an ended job, as the direct call would have answered (a JSON-RPC error
     /// becomes a tool error: a long-poll has no way to fail the original call).
-    fn final_result(&self, snapshot: &JobSnapshot) -> CallToolResult {
+    pub(super) fn final_result(&self, snapshot: &JobSnapshot) -> CallToolResult {
         let id = snapshot.job_id;
         let stored = snapshot
             .result

@@ -14,6 +14,7 @@ mod job_tools;
 mod prompts;
 mod quota;
 mod resources;
+mod tasks;
 
 use std::sync::Arc;
 
@@ -24,11 +25,11 @@ use rmcp::model::{SetLevelRequestParams, SubscribeRequestParams, UnsubscribeRequ
 use rmcp::{
     ErrorData, RoleServer, ServerHandler,
     model::{
-        CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult,
-        GetPromptRequestParams, GetPromptResponse, Implementation, ListPromptsResult,
-        ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
-        ReadResourceRequestParams, ReadResourceResponse, ResultType, ServerConfig,
-        SubscriptionFilter,
+        CallToolRequestParams, CallToolResponse, CancelTaskParams, CompleteRequestParams,
+        CompleteResult, GetPromptRequestParams, GetPromptResponse, GetTaskParams, GetTaskResult,
+        Implementation, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
+        ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse,
+        ResultType, ServerConfig, SubscriptionFilter,
     },
     service::{NotificationContext, RequestContext, SubscriptionContext},
 };
@@ -150,16 +151,45 @@ impl ServerHandler for Front {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let identity = caller::identity(&context);
-        let mut result = match request.name.as_ref() {
-            GET_JOB_STATUS => self.get_job_status(request.arguments, &identity).await?,
-            WAIT_FOR_JOB => self.wait_for_job(request.arguments, &identity).await?,
-            CANCEL_JOB => self.cancel_job(request.arguments, &identity).await?,
+        let mut response: CallToolResponse = match request.name.as_ref() {
+            GET_JOB_STATUS => self
+                .get_job_status(request.arguments, &identity)
+                .await?
+                .into(),
+            WAIT_FOR_JOB => self
+                .wait_for_job(request.arguments, &identity)
+                .await?
+                .into(),
+            CANCEL_JOB => self.cancel_job(request.arguments, &identity).await?.into(),
             _ => self.call_upstream(request, context, &identity).await?,
         };
         // An upstream on an older revision sends no `resultType`; a 2026-07-28 client requires
         // it. rmcp strips it again for clients on older revisions.
-        result.result_type.get_or_insert(ResultType::COMPLETE);
-        Ok(result.into())
+        if let CallToolResponse::Complete(result) = &mut response {
+            result.result_type.get_or_insert(ResultType::COMPLETE);
+        }
+        Ok(response)
+    }
+
+    /// SEP-2663 `tasks/get` (rmcp refuses it to a request that did not list the extension).
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, ErrorData> {
+        let identity = caller::identity(&context);
+        let task = self.read_task(&request.task_id, &identity).await?;
+        Ok(GetTaskResult::new(task))
+    }
+
+    /// SEP-2663 `tasks/cancel`: the job is cancelled, the upstream told to stop.
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let identity = caller::identity(&context);
+        self.cancel_task_job(&request.task_id, &identity).await
     }
 
     async fn list_resources(

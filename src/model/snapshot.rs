@@ -46,6 +46,10 @@ pub struct JobSnapshot {
     /// The upstream's `CallToolResult` once terminal (also for a tool error).
     pub result: Option<Value>,
     pub error: Option<JobFailure>,
+    /// The JSON-RPC error object the upstream answered with, for a job that failed so: what a
+    /// sync call passes on, and a task's `error`. Absent otherwise (older snapshots lack it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rpc_error: Option<Value>,
     pub owner: String,
     /// Who started the job. Never serialized: it may be personal data, and the snapshot JSON
     /// is what every reader of the job sees (see [`Principal`]). Stores keep it beside the
@@ -75,6 +79,7 @@ impl JobSnapshot {
             correlation_id: job.correlation_id.clone(),
             result: None,
             error: None,
+            rpc_error: None,
             owner: job.owner.clone(),
             principal: job.principal.clone(),
         }
@@ -100,11 +105,14 @@ impl JobSnapshot {
                 self.result = Some(result.clone());
             }
             EventBody::Failed {
-                failure, result, ..
+                failure,
+                result,
+                rpc_error,
             } => {
                 self.finish(JobStatus::Failed, ts);
                 self.error = Some(failure.clone());
                 self.result = result.clone();
+                self.rpc_error = rpc_error.clone();
             }
             EventBody::Cancelled { reason } => {
                 self.finish(JobStatus::Cancelled, ts);

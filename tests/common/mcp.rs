@@ -9,8 +9,11 @@ use std::{
 
 use rmcp::{
     ClientHandler, RoleClient, ServiceExt,
-    model::{CallToolRequestParams, CallToolResult, ProgressNotificationParam},
-    service::{NotificationContext, RunningService},
+    model::{
+        CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, Implementation,
+        ProgressNotificationParam, ProtocolVersion,
+    },
+    service::{ClientLifecycleMode, ClientServiceExt, NotificationContext, RunningService},
     transport::{
         StreamableHttpClientTransport, streamable_http_client::StreamableHttpClientTransportConfig,
     },
@@ -26,6 +29,8 @@ use super::{
 #[derive(Clone, Default)]
 pub struct ProgressRecorder {
     seen: Arc<Mutex<Vec<ProgressNotificationParam>>>,
+    /// What the client declares (rmcp's default when `None`).
+    info: Option<ClientConfig>,
 }
 
 impl ProgressRecorder {
@@ -35,6 +40,10 @@ impl ProgressRecorder {
 }
 
 impl ClientHandler for ProgressRecorder {
+    fn get_info(&self) -> ClientConfig {
+        self.info.clone().unwrap_or_default()
+    }
+
     async fn on_progress(
         &self,
         params: ProgressNotificationParam,
@@ -86,6 +95,37 @@ pub async fn connect_with(url: &str, token: Option<&str>, correlation: Option<&s
     )
     .await
     .expect("MCP initialize")
+}
+
+/// rmcp's client at 2026-07-28 (`server/discover`, no session: every request carries the
+/// client's capabilities in `_meta`), with a bearer token when given, declaring the Tasks
+/// extension when `tasks`.
+pub async fn connect_2026(url: &str, token: Option<&str>, tasks: bool) -> McpClient {
+    let mut config = StreamableHttpClientTransportConfig::with_uri(url);
+    if let Some(token) = token {
+        config = config.auth_header(token);
+    }
+    let mut capabilities = ClientCapabilities::default();
+    if tasks {
+        capabilities = ClientCapabilities::builder().enable_tasks().build();
+    }
+    let recorder = ProgressRecorder {
+        info: Some(ClientConfig::new(
+            capabilities,
+            Implementation::new("bridge-tests", "1"),
+        )),
+        ..Default::default()
+    };
+    let lifecycle = ClientLifecycleMode::Discover {
+        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+    };
+    let transport = StreamableHttpClientTransport::from_config(config);
+    within(
+        "MCP server/discover",
+        recorder.serve_with_lifecycle(transport, lifecycle),
+    )
+    .await
+    .expect("MCP server/discover")
 }
 
 pub fn args(value: Value) -> Option<rmcp::model::JsonObject> {

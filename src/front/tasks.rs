@@ -1,0 +1,207 @@
+//! The MCP Tasks extension (SEP-2663, `io.modelcontextprotocol/tasks`) over the bridge's jobs.
+//!
+//! A task is a job: its task ID is the job ID (unguessable, and shown only to the principal
+//! that started it, `auth::may_access`), `tasks/get` is the job's snapshot in the extension's
+//! terms, `tasks/cancel` is the job's cancel (the upstream gets `notifications/cancelled`).
+//! Nothing is kept per task beyond the job: a task lives as long as its job is retained, on
+//! any replica that shares the store.
+//!
+//! Statuses map so that a task's result is exactly what the call would have answered: a job
+//! that ended with a result (also a tool error, `isError: true`, and the bridge's own failures,
+//! which a sync call reports as tool errors) is `completed` with that result; one whose
+//! upstream answered with a JSON-RPC error is `failed` with that error; a cancelled job is
+//! `cancelled`. The extension carries no progress: the job's SSE channel (its `events_url`
+//! is in the task's `_meta`) does.
+
+use rmcp::{
+    ErrorData,
+    model::{
+        CallToolResult, CreateTaskResult, DetailedTask, JsonObject, ResultType, Task, TaskPayload,
+        TaskStatus,
+    },
+};
+use serde_json::{Value, json};
+
+use super::{Front, job_tools::store_error};
+use crate::{
+    auth::Identity,
+    model::{JobId, JobSnapshot, JobStatus, meta::JOB_META_KEY},
+    store::CancelAck,
+};
+
+/// The reason a job cancelled through `tasks/cancel` gives.
+const CANCEL_REASON: &str = "cancelled by the MCP client (tasks/cancel)";
+
+/// Unknown, malformed, expired and other callers' task IDs all get this (-32602, as the
+/// extension says), so a task's existence does not show to whoever may not see it.
+fn unknown_task(task_id: &str) -> ErrorData {
+    ErrorData::invalid_params(
+        format!(
+            "no task {task_id:?}: it never existed here, it expired, or it is not yours; a task \
+             ID is the taskId a tools/call answered with"
+        ),
+        None,
+    )
+}
+
+impl Front {
+    /// The answer to a `tools/call` that becomes a task: the seed state of job `id`.
+    pub(super) fn create_task_result(&self, id: JobId) -> CreateTaskResult {
+        let now = now_ms();
+        let task = Task::new(
+            id.to_string(),
+            TaskStatus::Working,
+            iso8601(now),
+            iso8601(now),
+        );
+        let mut meta = rmcp::model::MetaObject::new();
+        meta.insert(JOB_META_KEY.to_string(), self.task_links(id));
+        CreateTaskResult::new(self.with_timing(task, now, None)).with_meta(meta)
+    }
+
+    /// `tasks/get`: the job as a task, with its result or error once it has ended.
+    pub(super) async fn read_task(
+        &self,
+        task_id: &str,
+        identity: &Identity,
+    ) -> Result<DetailedTask, ErrorData> {
+        let snapshot = self.task_job(task_id, identity).await?;
+        Ok(self.detailed(&snapshot))
+    }
+
+    /// `tasks/cancel`: cancel the job wherever it runs. Acknowledged at once; a task that has
+    /// already ended stays as it ended (cancellation is cooperative in the extension).
+    pub(super) async fn cancel_task_job(
+        &self,
+        task_id: &str,
+        identity: &Identity,
+    ) -> Result<(), ErrorData> {
+        let snapshot = self.task_job(task_id, identity).await?;
+        let ack = self
+            .inner
+            .jobs
+            .cancel(snapshot.job_id, CANCEL_REASON.into())
+            .await
+            .map_err(store_error)?;
+        match ack {
+            CancelAck::Unknown => Err(unknown_task(task_id)),
+            CancelAck::AlreadyTerminal(_) | CancelAck::Requested(_) => Ok(()),
+        }
+    }
+
+    /// The job behind `task_id`, if `identity` may see it.
+    async fn task_job(&self, task_id: &str, identity: &Identity) -> Result<JobSnapshot, ErrorData> {
+        let id: JobId = task_id.parse().map_err(|_| unknown_task(task_id))?;
+        self.visible_job(id, identity)
+            .await?
+            .ok_or_else(|| unknown_task(task_id))
+    }
+
+    /// The job in the extension's terms (see the module comment for the mapping).
+    fn detailed(&self, snapshot: &JobSnapshot) -> DetailedTask {
+        let mut task = Task::new(
+            snapshot.job_id.to_string(),
+            TaskStatus::Working,
+            iso8601(snapshot.created_at),
+            iso8601(snapshot.updated_at),
+        );
+        let message = match snapshot.status {
+            JobStatus::Running | JobStatus::Completed => snapshot.message.clone(),
+            JobStatus::Failed | JobStatus::Cancelled => {
+                snapshot.error.as_ref().map(|e| e.message.clone())
+            }
+        };
+        task.status_message = message;
+        let task = self.with_timing(task, snapshot.created_at, snapshot.finished_at);
+        let payload = match snapshot.status {
+            JobStatus::Running => TaskPayload::Working,
+            JobStatus::Cancelled => TaskPayload::Cancelled,
+            JobStatus::Failed if snapshot.rpc_error.is_some() => TaskPayload::Failed {
+                error: object(snapshot.rpc_error.clone().unwrap_or_default()),
+            },
+            JobStatus::Completed | JobStatus::Failed => TaskPayload::Completed {
+                result: result_object(self.final_result(snapshot)),
+            },
+        };
+        DetailedTask::new(task, payload)
+    }
+
+    /// `pollIntervalMs` from `jobs.task_poll_interval_ms`; `ttlMs` from creation to when the
+    /// job stops being readable: its end plus `jobs.retention_secs` (while it runs, at least
+    /// what has passed plus the retention; the extension lets the value change).
+    fn with_timing(&self, task: Task, created_at: u64, finished_at: Option<u64>) -> Task {
+        let config = &self.inner.config;
+        let end = finished_at.unwrap_or_else(now_ms).max(created_at);
+        let ttl = end - created_at + config.retention_secs.saturating_mul(1000);
+        task.with_poll_interval_ms(config.task_poll_interval_ms)
+            .with_ttl_ms(ttl)
+    }
+
+    /// What a task's `_meta` names: the job and its live channel (the extension has no
+    /// progress; the job's SSE channel does).
+    fn task_links(&self, id: JobId) -> Value {
+        let links = &self.inner.links;
+        json!({ "job_id": id, "events_url": links.events_url(id) })
+    }
+}
+
+/// A tool result as the `result` of a completed task, marked complete as a 2026-07-28 caller
+/// of the call itself would get it.
+fn result_object(mut result: CallToolResult) -> JsonObject {
+    result.result_type.get_or_insert(ResultType::COMPLETE);
+    object(serde_json::to_value(result).unwrap_or_default())
+}
+
+fn object(value: Value) -> JsonObject {
+    match value {
+        Value::Object(map) => map,
+        other => {
+            let mut map = JsonObject::new();
+            map.insert("value".into(), other);
+            map
+        }
+    }
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// Unix epoch milliseconds as ISO 8601 UTC (`2026-07-28T12:00:00.000Z`), the extension's
+/// timestamps. The date is the proleptic Gregorian civil date of the day number (Howard
+/// Hinnant's `civil_from_days`).
+fn iso8601(ms: u64) -> String {
+    let secs = ms / 1000;
+    let days = (secs / 86_400) as i64;
+    let rest = secs % 86_400;
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rest / 3600,
+        rest % 3600 / 60,
+        rest % 60,
+        ms % 1000
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::iso8601;
+
+    #[test]
+    fn timestamps_are_iso_8601_utc() {
+        assert_eq!(iso8601(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(iso8601(951_782_400_123), "2000-02-29T00:00:00.123Z");
+        assert_eq!(iso8601(1_785_240_000_000), "2026-07-28T12:00:00.000Z");
+    }
+}
