@@ -11,8 +11,8 @@ use std::time::Duration;
 use common::*;
 use futures::StreamExt;
 use mcp_progress_bridge::{
-    model::{EventBody, JobId, NewJob},
-    store::{CancelAck, Store},
+    model::{Channel, EventBody, EventKind, JobId, NewJob, ProgressUpdate},
+    store::{CancelAck, ChannelSnapshot, Store},
 };
 
 fn new_job(owner: &str) -> NewJob {
@@ -25,6 +25,14 @@ fn new_job(owner: &str) -> NewJob {
         owner: owner.into(),
         principal: None,
     }
+}
+
+fn progress(p: f64) -> EventBody {
+    EventBody::Progress(ProgressUpdate {
+        progress: p,
+        total: None,
+        message: None,
+    })
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -79,18 +87,143 @@ async fn a_finished_job_expires_by_redis_ttl() {
         .unwrap();
     let client = redis::Client::open(url.as_str()).unwrap();
     let mut conn = client.get_multiplexed_async_connection().await.unwrap();
-    let ttl = |id: JobId, suffix: &str| {
+    let ttl = |id: JobId, kind: &str| {
         redis::cmd("PTTL")
-            .arg(format!("{prefix}:job:{id}{suffix}"))
+            .arg(format!("{prefix}:v2:{kind}:{{{id}}}"))
             .clone()
     };
-    let done_ttl: i64 = ttl(done, "").query_async(&mut conn).await.unwrap();
-    let done_events_ttl: i64 = ttl(done, ":events").query_async(&mut conn).await.unwrap();
-    let running_ttl: i64 = ttl(running, "").query_async(&mut conn).await.unwrap();
+    let done_ttl: i64 = ttl(done, "job").query_async(&mut conn).await.unwrap();
+    let done_events_ttl: i64 = ttl(done, "job-events")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let running_ttl: i64 = ttl(running, "job").query_async(&mut conn).await.unwrap();
     assert!(
         (1..=60_000).contains(&done_ttl),
         "retention 60 s: {done_ttl}"
     );
     assert!((1..=60_000).contains(&done_events_ttl), "{done_events_ttl}");
-    assert_eq!(running_ttl, -1, "a running job does not expire");
+    // A running job's keys expire too, should every replica be gone; its owner renews them.
+    assert!(
+        running_ttl > 0,
+        "a running job's record has a TTL: {running_ttl}"
+    );
+}
+
+/// Every key under `prefix` (SCAN).
+async fn keys_under(conn: &mut redis::aio::MultiplexedConnection, prefix: &str) -> Vec<String> {
+    let (mut cursor, mut all) = (0u64, Vec::new());
+    loop {
+        let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
+            .arg(cursor)
+            .arg("MATCH")
+            .arg(format!("{prefix}:*"))
+            .arg("COUNT")
+            .arg(1000)
+            .query_async(conn)
+            .await
+            .unwrap();
+        all.extend(keys);
+        if next == 0 {
+            return all;
+        }
+        cursor = next;
+    }
+}
+
+/// Correlation IDs may contain `:`. In the first key scheme (`<prefix>:corr:<id>:events`),
+/// correlation `T:events` had correlation `T`'s history stream for its hash: the second to
+/// come failed with `WRONGTYPE` and left a job record running with no TTL. Now each ID has
+/// keys of its own, and every key the bridge writes expires, running jobs' keys included.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_correlation_ids_get_keys_of_their_own_and_every_key_expires() {
+    let Some(url) = test_redis("redis_store::hostile_ids").await else {
+        return;
+    };
+    let prefix = RedisPrefix::new(&url, "store-keys");
+    let a = store_replica(&url, &prefix, 100).await;
+    let cids = [
+        "T", "T:events", "T:jobs", "T:live", "events", "T:v2", "corr:T",
+    ];
+    let mut jobs = Vec::new();
+    for cid in cids {
+        let job = a
+            .store
+            .create_job(NewJob {
+                correlation_id: Some(cid.parse().unwrap()),
+                ..new_job(&a.name)
+            })
+            .await
+            .unwrap_or_else(|e| panic!("correlation {cid}: {e}"))
+            .job_id;
+        a.store.append(job, progress(1.0)).await.unwrap();
+        jobs.push(job);
+    }
+    a.store
+        .append(jobs[0], EventBody::Cancelled { reason: "x".into() })
+        .await
+        .unwrap();
+    for (cid, job) in cids.iter().zip(&jobs) {
+        let channel = Channel::Correlation(cid.parse().unwrap());
+        let opened = a.store.open(&channel, Some(0)).await.unwrap().unwrap();
+        let ChannelSnapshot::Correlation(snapshots) = &opened.snapshot else {
+            panic!("not a correlation")
+        };
+        let ids: Vec<JobId> = snapshots.iter().map(|s| s.job_id).collect();
+        assert_eq!(ids, vec![*job], "correlation {cid} has its own job only");
+        let kinds: Vec<EventKind> = opened.backlog.iter().map(|e| e.kind).collect();
+        let mut expected = vec![EventKind::JobStarted, EventKind::Progress];
+        if *cid == "T" {
+            expected.push(EventKind::Cancelled);
+        }
+        assert_eq!(kinds, expected, "correlation {cid}");
+    }
+    let client = redis::Client::open(url.as_str()).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let keys = keys_under(&mut conn, &prefix).await;
+    // Per job: hash and history; per correlation: hash, history, job list; and the replica's
+    // lease, running set and the replicas set.
+    assert!(keys.len() >= 5 * cids.len() + 3, "{keys:?}");
+    for key in &keys {
+        let ttl: i64 = redis::cmd("PTTL")
+            .arg(key)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert!(ttl > 0, "{key} has no TTL ({ttl})");
+    }
+}
+
+/// A create that fails leaves nothing behind: here a value of another type sits where the
+/// correlation's history goes (a key written by something else than the bridge).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_create_that_fails_writes_nothing() {
+    let Some(url) = test_redis("redis_store::create_fails").await else {
+        return;
+    };
+    let prefix = RedisPrefix::new(&url, "store-create");
+    let a = store_replica(&url, &prefix, 100).await;
+    let client = redis::Client::open(url.as_str()).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let _: () = redis::cmd("SET")
+        .arg(format!("{prefix}:v2:corr-events:{{taken}}"))
+        .arg("not a stream")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let job = NewJob {
+        correlation_id: Some("taken".parse().unwrap()),
+        ..new_job(&a.name)
+    };
+    let id = job.id;
+    let error = a.store.create_job(job).await.unwrap_err();
+    assert!(error.to_string().contains("WRONGTYPE"), "{error}");
+    assert!(a.store.snapshot(id).await.unwrap().is_none());
+    let mut keys = keys_under(&mut conn, &prefix).await;
+    keys.retain(|k| !k.contains(":lease:") && !k.ends_with(":replicas"));
+    assert_eq!(
+        keys,
+        vec![format!("{prefix}:v2:corr-events:{{taken}}")],
+        "nothing but the foreign key"
+    );
 }

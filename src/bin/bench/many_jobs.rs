@@ -1,6 +1,10 @@
 //! Many jobs: N concurrent jobs through one Streamable HTTP upstream, each reporting
 //! progress. Figures: the bridge's resident memory per live job, how fast jobs are created
-//! (calls answered with a handle) and how fast they complete.
+//! (calls answered with a handle) and how fast they complete. With the stdio upstream, SSE
+//! readers are attached too (the realistic case: a watcher or two per job, not 10,000 on one):
+//! one on every job, then a second on every other job (two on each would be 20,000 sockets on
+//! each side, the open-file hard limit of the machine the figures come from); the memory
+//! each round adds is reported per reader, and every reader must get every event.
 
 use std::{sync::Arc, time::Duration};
 
@@ -9,6 +13,7 @@ use tokio::sync::Semaphore;
 
 use crate::{
     Ctx, Demo,
+    crowd::Crowd,
     mcp::{self, BenchClient},
     proc::{self, BridgeProcess},
     report::Row,
@@ -19,6 +24,33 @@ const EVENTS: u64 = 5;
 const INTERVAL_US: u64 = 200_000;
 /// Calls in flight at once from the harness.
 const IN_FLIGHT: usize = 128;
+/// Time for the bridge's memory to settle after a round of readers is in.
+const SETTLE: Duration = Duration::from_millis(500);
+
+/// One form of the scenario: the tool, the upstream's name in the table, rounds of readers.
+struct Variant {
+    tool: &'static str,
+    upstream: &'static str,
+    /// Rounds of readers to attach: 0, or 2 (every job, then every other job).
+    reader_rounds: usize,
+}
+
+const HTTP: Variant = Variant {
+    tool: "up__bench_progress",
+    upstream: "HTTP upstream",
+    reader_rounds: 0,
+};
+const STDIO: Variant = Variant {
+    tool: "demo__bench_progress",
+    upstream: "stdio upstream",
+    reader_rounds: 2,
+};
+
+/// The readers attached to the jobs, and the bridge's RSS after each round of them.
+struct Attached {
+    crowds: Vec<Crowd>,
+    rss_after: Vec<u64>,
+}
 
 pub async fn run(ctx: &Ctx) -> Result<Vec<Row>, String> {
     let demo = Demo::start().await?;
@@ -30,7 +62,7 @@ pub async fn run(ctx: &Ctx) -> Result<Vec<Row>, String> {
     )
     .await
     .map_err(|e| e.to_string())?;
-    let result = measure(ctx, &bridge, "up__bench_progress", "HTTP upstream").await;
+    let result = measure(ctx, &bridge, &HTTP).await;
     bridge.stop().await;
     let mut rows = result?;
     // The same with the demo tools as a stdio child: no connection per call to the upstream,
@@ -43,7 +75,7 @@ pub async fn run(ctx: &Ctx) -> Result<Vec<Row>, String> {
     )
     .await
     .map_err(|e| e.to_string())?;
-    let result = measure(ctx, &bridge, "demo__bench_progress", "stdio upstream").await;
+    let result = measure(ctx, &bridge, &STDIO).await;
     bridge.stop().await;
     rows.extend(result?);
     Ok(rows)
@@ -56,43 +88,36 @@ struct Outcome {
     complete_secs: f64,
 }
 
-async fn measure(
-    ctx: &Ctx,
-    bridge: &BridgeProcess,
-    tool: &'static str,
-    upstream: &str,
-) -> Result<Vec<Row>, String> {
+async fn measure(ctx: &Ctx, bridge: &BridgeProcess, v: &Variant) -> Result<Vec<Row>, String> {
     let jobs: usize = ctx.pick(200, 10_000);
-    let scenario = format!("many jobs, {jobs} concurrent, {upstream}");
     // Each job waits this long before its first event, so all of them are live at once when
-    // the memory is read (assumed: at least 1,000 jobs created per second).
-    let hold_ms = 2_000 + jobs as u64;
+    // the memory is read (assumed: at least 1,000 jobs created and 2,000 readers connected per
+    // second).
+    let hold_ms = 2_000 + jobs as u64 + (jobs * v.reader_rounds) as u64 / 2;
     let front = Arc::new(mcp::connect_http(&bridge.mcp_url(), BenchClient::default()).await?);
     // One job first, so the upstream connection and the session are warm for the baseline.
-    let warm = mcp::call(&front, tool, json!({ "count": 1 })).await?;
+    let warm = mcp::call(&front, v.tool, json!({ "count": 1 })).await?;
     mcp::job_id(&warm)?;
     wait_metric(bridge, "bridge_jobs_running", 0.0, Duration::from_secs(10)).await?;
     let rss_before = bridge.rss_kib();
 
     let started = std::time::Instant::now();
-    create_jobs(&front, tool, jobs, hold_ms).await?;
+    let paths = create_jobs(&front, v.tool, jobs, hold_ms).await?;
     let create_secs = started.elapsed().as_secs_f64();
     let running = bridge.metric("bridge_jobs_running", None).await?;
     let rss_live = bridge.rss_kib();
+    let attached = attach(bridge, &paths, v.reader_rounds).await;
     let fds_live = bridge.open_fds();
-    let live_clean = create_secs * 1000.0 < hold_ms as f64;
+    let live_clean = started.elapsed() < Duration::from_millis(hold_ms);
 
     let outcome = wait_all_done(bridge, jobs, hold_ms).await;
     if let Ok(front) = Arc::try_unwrap(front) {
         let _ = front.cancel().await;
     }
-    let Outcome {
-        completed,
-        stored,
-        complete_secs,
-    } = outcome?;
+    let (outcome, attached) = (outcome?, attached?);
+    let scenario = format!("many jobs, {jobs} concurrent, {}", v.upstream);
     let per_job = rss_live.saturating_sub(rss_before) as f64 / running.max(1.0);
-    Ok(vec![
+    let mut rows = vec![
         Row::new(
             &scenario,
             "bridge RSS per live job",
@@ -106,21 +131,90 @@ async fn measure(
         Row::new(
             &scenario,
             "jobs completed / s",
-            format!("{:.0}", jobs as f64 / complete_secs),
+            format!("{:.0}", jobs as f64 / outcome.complete_secs),
         ),
-        Row::new(
-            &scenario,
-            "checked",
+    ];
+    rows.extend(reader_rows(&scenario, rss_live, attached, hold_ms).await?);
+    rows.push(Row::new(
+        &scenario,
+        "checked",
+        format!(
+            "{running:.0} live at once{}, {fds_live} open fds; {:.0} completed; {:.0} progress events stored, none dropped; RSS {rss_before} → {rss_live} KiB",
+            if live_clean {
+                ""
+            } else {
+                " (some had started reporting)"
+            },
+            outcome.completed,
+            outcome.stored
+        ),
+    ));
+    Ok(rows)
+}
+
+/// `rounds` rounds of readers: the first on every job, the next on every other job; the
+/// bridge's RSS read after each round has settled.
+async fn attach(
+    bridge: &BridgeProcess,
+    paths: &[String],
+    rounds: usize,
+) -> Result<Attached, String> {
+    let mut attached = Attached {
+        crowds: Vec::new(),
+        rss_after: Vec::new(),
+    };
+    for round in 0..rounds {
+        let these: Vec<String> = paths.iter().step_by(round + 1).cloned().collect();
+        let mut crowd = Crowd::spawn(bridge.addr, &these, 1, EVENTS);
+        crowd.wait_connected().await?;
+        tokio::time::sleep(SETTLE).await;
+        attached.rss_after.push(bridge.rss_kib());
+        attached.crowds.push(crowd);
+    }
+    Ok(attached)
+}
+
+/// Memory per reader for each round, and the check that every reader got every event.
+async fn reader_rows(
+    scenario: &str,
+    rss_live: u64,
+    attached: Attached,
+    hold_ms: u64,
+) -> Result<Vec<Row>, String> {
+    let mut rows = Vec::new();
+    let mut before = rss_live;
+    let mut readers = 0;
+    let mut deliveries = 0;
+    let within = Duration::from_millis(hold_ms) + Duration::from_secs(120);
+    for (round, (crowd, rss)) in attached
+        .crowds
+        .into_iter()
+        .zip(attached.rss_after)
+        .enumerate()
+    {
+        let n = crowd.len();
+        let per_reader = rss.saturating_sub(before) as f64 / n.max(1) as f64;
+        let which = if round == 0 { "first" } else { "second" };
+        rows.push(Row::new(
+            scenario,
+            &format!("bridge RSS per idle reader ({which} on a job)"),
+            format!("{per_reader:.1} KiB"),
+        ));
+        before = rss;
+        readers += n;
+        deliveries += crowd.finish(within).await?.deliveries;
+    }
+    if readers > 0 {
+        let each = before.saturating_sub(rss_live) as f64 / readers as f64;
+        rows.push(Row::new(
+            scenario,
+            "readers",
             format!(
-                "{running:.0} live at once{}, {fds_live} open fds; {completed:.0} completed; {stored:.0} progress events stored, none dropped; RSS {rss_before} → {rss_live} KiB",
-                if live_clean {
-                    ""
-                } else {
-                    " (some had started reporting)"
-                }
+                "{readers} attached (RSS {rss_live} → {before} KiB, {each:.1} KiB each); all got every event ({deliveries} progress deliveries) and `completed`"
             ),
-        ),
-    ])
+        ));
+    }
+    Ok(rows)
 }
 
 /// `jobs` calls of `tool`, `IN_FLIGHT` at a time, each holding its first event `hold_ms`.

@@ -8,7 +8,10 @@
 //! been up for a whole lease: after a Redis restart every lease may have lapsed, and each live
 //! replica renews within that time.
 
-use std::{sync::Arc, time::Duration};
+use std::{
+    sync::Arc,
+    time::{Duration, Instant},
+};
 
 use ::redis::Value;
 use tokio_util::sync::CancellationToken;
@@ -22,6 +25,8 @@ pub(super) async fn run(inner: Arc<Inner>, stop: CancellationToken) {
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut connected = inner.cmd.connected();
     let mut resubscribed = inner.hub.resubscribed();
+    let ttl_period = Duration::from_millis(inner.live_ttl_ms / 4);
+    let mut ttls_renewed = Instant::now();
     loop {
         tokio::select! {
             _ = stop.cancelled() => {
@@ -32,6 +37,9 @@ pub(super) async fn run(inner: Arc<Inner>, stop: CancellationToken) {
                 inner.renew().await;
                 inner.flush_held().await;
                 inner.end_jobs_of_dead_replicas().await;
+                if ttls_renewed.elapsed() >= ttl_period && inner.renew_live_ttls().await {
+                    ttls_renewed = Instant::now();
+                }
             }
             changed = connected.changed() => {
                 if changed.is_err() {
@@ -66,6 +74,14 @@ impl Inner {
             .cmd("SADD")
             .arg(self.keys.replicas())
             .arg(&self.replica)
+            .ignore()
+            .cmd("PEXPIRE")
+            .arg(self.keys.replicas())
+            .arg(self.live_ttl_ms)
+            .ignore()
+            .cmd("PEXPIRE")
+            .arg(self.keys.running(&self.replica))
+            .arg(self.live_ttl_ms)
             .ignore();
         if let Err(error) = self
             .cmd
@@ -74,6 +90,46 @@ impl Inner {
         {
             tracing::warn!(%error, "could not renew this replica's lease");
         }
+    }
+
+    /// Keep the keys of the jobs this replica runs from expiring while they run (they carry
+    /// the live TTL so that nothing stays for ever when every replica is gone). A job that has
+    /// just ended may get the live TTL back instead of the retention: at most a minute more.
+    /// False when Redis did not take it (tried again at the next tick).
+    async fn renew_live_ttls(&self) -> bool {
+        if !self.cmd.is_up() {
+            return false;
+        }
+        let jobs: Vec<_> = self
+            .owned
+            .iter()
+            .map(|o| (*o.key(), o.lock().snapshot.correlation_id.clone()))
+            .collect();
+        for chunk in jobs.chunks(500) {
+            let mut pipe = ::redis::pipe();
+            for (job, correlation) in chunk {
+                let mut keys = vec![self.keys.job(*job), self.keys.job_events(*job)];
+                if let Some(c) = correlation {
+                    keys.extend([
+                        self.keys.corr(c),
+                        self.keys.corr_events(c),
+                        self.keys.corr_jobs(c),
+                    ]);
+                }
+                for key in keys {
+                    pipe.cmd("PEXPIRE").arg(key).arg(self.live_ttl_ms).ignore();
+                }
+            }
+            if let Err(error) = self
+                .cmd
+                .run(|mut conn| async move { pipe.exec_async(&mut conn).await })
+                .await
+            {
+                tracing::warn!(%error, "could not renew the TTL of running jobs' keys");
+                return false;
+            }
+        }
+        true
     }
 
     /// At shutdown, with nothing left running here: give up the lease at once, so nobody

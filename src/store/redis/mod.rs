@@ -2,9 +2,12 @@
 //! behind a load balancer serve every job, whichever replica runs its upstream call.
 //!
 //! Per job, Redis holds a hash (the snapshot, plus `_cancel` when a cancel was asked for), a
-//! stream (the capped history, entry IDs `<seq>-0`) and a pub/sub channel (live frames). One
-//! Lua script per operation keeps each step atomic; appending assigns the sequence number in
-//! Redis, so numbering, history and `Last-Event-ID` replay are the same on every replica.
+//! stream (the capped history, entry IDs `<seq>-0`) and a pub/sub channel (live frames), named
+//! so that no ID can reach another's keys ([`keys`]). One Lua script per operation keeps each
+//! step atomic (creation checks every key before it writes one, so a failed create leaves
+//! nothing); appending assigns the sequence number in Redis, so numbering, history and
+//! `Last-Event-ID` replay are the same on every replica. Every key has a TTL: `retention_secs`
+//! after a job ends, and while it runs one its owner renews.
 //!
 //! Connections: exactly two per replica, whatever the number of subscribers (see [`link`]);
 //! live events reach all local subscribers of a channel through one subscription (see
@@ -86,6 +89,10 @@ struct Inner {
     owned: DashMap<JobId, Arc<Owned>>,
     history: usize,
     retention_ms: u64,
+    /// The TTL of a running job's keys (and of the sets naming replicas and their jobs):
+    /// renewed by the owner while the job runs ([`maintenance`]), so that nothing the bridge
+    /// writes stays for ever when every replica is gone. At least `retention_ms`.
+    live_ttl_ms: u64,
     lease: Duration,
     outage_buffer: usize,
     /// Wakes the maintenance task to write held events.
@@ -166,6 +173,7 @@ impl RedisStore {
             owned: DashMap::new(),
             history: options.history.max(1),
             retention_ms: options.retention.as_millis().max(1) as u64,
+            live_ttl_ms: live_ttl_ms(options.retention),
             lease: options.lease,
             outage_buffer: options.outage_buffer.max(1),
             flush: Notify::new(),
@@ -179,6 +187,12 @@ impl RedisStore {
         upkeep.spawn(maintenance::run(inner.clone(), stop));
         Ok(Self { inner })
     }
+}
+
+/// The TTL of a running job's keys: the retention, and at least a minute (the owner renews it
+/// every quarter of that, see `maintenance`).
+fn live_ttl_ms(retention: Duration) -> u64 {
+    retention.max(Duration::from_secs(60)).as_millis() as u64
 }
 
 /// A client for `url` (shown as `target`, its password hidden) that speaks RESP3: pub/sub
@@ -255,7 +269,8 @@ impl Inner {
                     .map(|c| keys.corr_channel(c))
                     .unwrap_or_default(),
             )
-            .arg(w.expect);
+            .arg(w.expect)
+            .arg(self.live_ttl_ms);
         for (name, value) in &w.fields {
             call.arg(name).arg(value);
         }
@@ -523,6 +538,7 @@ impl Store for RedisStore {
         let snapshot = JobSnapshot::new(&job, now_ms());
         let mut call = inner.scripts.create.prepare_invoke();
         call.key(keys.job(job.id))
+            .key(keys.job_events(job.id))
             .key(keys.running(&job.owner))
             .key(keys.replicas());
         if let Some(c) = &job.correlation_id {
@@ -541,7 +557,8 @@ impl Store for RedisStore {
                     .unwrap_or_default(),
             )
             .arg(started)
-            .arg(MAX_CORRELATION_JOBS);
+            .arg(MAX_CORRELATION_JOBS)
+            .arg(inner.live_ttl_ms);
         for (name, value) in all_fields(&snapshot) {
             call.arg(name).arg(value);
         }

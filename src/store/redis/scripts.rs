@@ -12,32 +12,47 @@
 
 use ::redis::Script;
 
-/// KEYS: job hash, owner's running set, replicas set, [corr hash, corr events, corr jobs].
-/// ARGV: job id, owner, history, corr channel, job_started data, corr job cap, field/value…
-/// Returns 0 when the job exists already, else 1.
+/// KEYS: job hash, job events, owner's running set, replicas set, [corr hash, corr events,
+/// corr jobs]. ARGV: job id, owner, history, corr channel, job_started data, corr job cap,
+/// live TTL ms, field/value…
+/// Returns 0 when the job exists already, else 1; an error, having written nothing, when a key
+/// holds a value of another type (all-or-nothing: Redis does not undo a script's writes when a
+/// later command fails, so every key is checked before the first write). Every key it writes
+/// gets the live TTL, which the owner renews while the job runs.
 const CREATE: &str = r#"
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
-redis.call('HSET', KEYS[1], unpack(ARGV, 7))
-redis.call('SADD', KEYS[2], ARGV[1])
-redis.call('SADD', KEYS[3], ARGV[2])
-if #KEYS == 6 then
-  local cseq = redis.call('HINCRBY', KEYS[4], 'seq', 1)
-  redis.call('HINCRBY', KEYS[4], 'running', 1)
-  redis.call('RPUSH', KEYS[6], ARGV[1])
-  redis.call('LTRIM', KEYS[6], -tonumber(ARGV[6]), -1)
+local want = {'hash', 'none', 'set', 'set', 'hash', 'stream', 'list'}
+for i = 1, #KEYS do
+  local found = redis.call('TYPE', KEYS[i])['ok']
+  if found ~= 'none' and found ~= want[i] then
+    return redis.error_reply('WRONGTYPE ' .. KEYS[i] .. ' holds a ' .. found .. ', not a ' .. want[i] .. '; nothing was written')
+  end
+end
+local ttl = ARGV[7]
+redis.call('HSET', KEYS[1], unpack(ARGV, 8))
+redis.call('PEXPIRE', KEYS[1], ttl)
+redis.call('SADD', KEYS[3], ARGV[1])
+redis.call('PEXPIRE', KEYS[3], ttl)
+redis.call('SADD', KEYS[4], ARGV[2])
+redis.call('PEXPIRE', KEYS[4], ttl)
+if #KEYS == 7 then
+  local cseq = redis.call('HINCRBY', KEYS[5], 'seq', 1)
+  redis.call('HINCRBY', KEYS[5], 'running', 1)
+  redis.call('RPUSH', KEYS[7], ARGV[1])
+  redis.call('LTRIM', KEYS[7], -tonumber(ARGV[6]), -1)
   local frame = 'id: ' .. cseq .. '\nevent: job_started\ndata: ' .. ARGV[5] .. '\n\n'
-  redis.call('XADD', KEYS[5], 'MAXLEN', ARGV[3], cseq .. '-0', 'f', frame)
+  redis.call('XADD', KEYS[6], 'MAXLEN', ARGV[3], cseq .. '-0', 'f', frame)
   redis.call('PUBLISH', ARGV[4], frame)
-  redis.call('PERSIST', KEYS[4])
-  redis.call('PERSIST', KEYS[5])
-  redis.call('PERSIST', KEYS[6])
+  redis.call('PEXPIRE', KEYS[5], ttl)
+  redis.call('PEXPIRE', KEYS[6], ttl)
+  redis.call('PEXPIRE', KEYS[7], ttl)
 end
 return 1
 "#;
 
 /// KEYS: job hash, job events, owner's running set, [corr hash, corr events, corr jobs].
 /// ARGV: job id, kind, data before seq, data after seq, terminal (1/0), history, retention ms,
-/// job channel, corr channel, expected seq (0: any), field/value…
+/// job channel, corr channel, expected seq (0: any), live TTL ms, field/value…
 /// Returns {seq, 0} when stored; {0, 0} unknown job; {-1, 0} job already ended;
 /// {-2, head} when the expected seq is already stored (a retried write that had succeeded).
 const APPEND: &str = r#"
@@ -50,10 +65,11 @@ if expect > 0 then
   if head >= expect then return {-2, head} end
 end
 local seq = redis.call('HINCRBY', KEYS[1], 'seq', 1)
-if #ARGV > 10 then redis.call('HSET', KEYS[1], unpack(ARGV, 11)) end
+if #ARGV > 11 then redis.call('HSET', KEYS[1], unpack(ARGV, 12)) end
 local data = ARGV[3] .. seq .. ARGV[4]
 local frame = 'id: ' .. seq .. '\nevent: ' .. ARGV[2] .. '\ndata: ' .. data .. '\n\n'
 redis.call('XADD', KEYS[2], 'MAXLEN', ARGV[6], seq .. '-0', 'f', frame)
+if redis.call('PTTL', KEYS[2]) == -1 then redis.call('PEXPIRE', KEYS[2], ARGV[11]) end
 redis.call('PUBLISH', ARGV[8], frame)
 local terminal = ARGV[5] == '1'
 if #KEYS == 6 then
@@ -110,7 +126,7 @@ local entries = redis.call('XRANGE', KEYS[2], ARGV[1], '+')
 return {head, jobs, oldest, entries}
 "#;
 
-/// KEYS: job hash. ARGV: control channel prefix (`<prefix>:replica:`), message.
+/// KEYS: job hash. ARGV: control channel prefix (`<prefix>:v2:control:{`), message.
 /// Records the request on the job (so an owner that was disconnected finds it) and publishes
 /// it on the owner's control channel. Returns the snapshot fields as before, nil if unknown.
 const REQUEST_CANCEL: &str = r#"
@@ -119,7 +135,7 @@ if #fields == 0 then return false end
 if redis.call('HGET', KEYS[1], 'status') == '"running"' then
   redis.call('HSET', KEYS[1], '_cancel', ARGV[2])
   local owner = string.sub(redis.call('HGET', KEYS[1], 'owner'), 2, -2)
-  redis.call('PUBLISH', ARGV[1] .. owner .. ':control', ARGV[2])
+  redis.call('PUBLISH', ARGV[1] .. owner .. '}', ARGV[2])
 end
 return fields
 "#;

@@ -19,6 +19,7 @@ use rmcp::transport::streamable_http_server::session::{
 
 use super::{
     RedisStore,
+    keys::Keys,
     link::{Link, LinkError},
 };
 
@@ -28,12 +29,12 @@ const SESSION_TTL: Duration = Duration::from_secs(24 * 3600);
 
 pub(super) struct RedisSessions {
     cmd: Arc<Link>,
-    prefix: String,
+    keys: Keys,
 }
 
 impl RedisSessions {
     fn key(&self, id: &str) -> String {
-        format!("{}:mcp-session:{id}", self.prefix)
+        self.keys.mcp_session(id)
     }
 }
 
@@ -106,7 +107,7 @@ impl RedisStore {
     pub fn mcp_sessions(&self) -> Arc<dyn SessionStore> {
         Arc::new(RedisSessions {
             cmd: self.inner.cmd.clone(),
-            prefix: self.inner.keys.prefix().to_string(),
+            keys: self.inner.keys.clone(),
         })
     }
 }
