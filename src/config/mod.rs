@@ -150,6 +150,14 @@ pub struct JobsConfig {
     /// The `pollIntervalMs` a task (MCP Tasks extension) suggests to its client: how often
     /// `tasks/get` is worth asking.
     pub task_poll_interval_ms: u64,
+    /// A question a tool asks during a call (elicitation) that nobody answers within this long
+    /// is declined, and the job goes on.
+    pub input_timeout_secs: u64,
+    /// Largest answer to a question (the JSON body of `POST /jobs/{id}/input`, or one answer of
+    /// `tasks/update`).
+    pub max_input_bytes: usize,
+    /// Questions one job may have waiting at once; one more is declined at once.
+    pub max_pending_inputs: usize,
 }
 
 impl Default for JobsConfig {
@@ -164,6 +172,9 @@ impl Default for JobsConfig {
             max_jobs: 10_000,
             shutdown_grace_secs: 20,
             task_poll_interval_ms: 1000,
+            input_timeout_secs: 300,
+            max_input_bytes: 65_536,
+            max_pending_inputs: 4,
         }
     }
 }
@@ -257,6 +268,26 @@ pub struct UpstreamConfig {
     /// globs, see `GlobList`); everything by default.
     #[serde(default)]
     pub expose: Expose,
+    /// Whether the upstream's log messages reach a job: `none` (the default: MCP log messages
+    /// name no request, so none provably belongs to a call), or `attribute_when_single`: a line
+    /// goes to the call in flight when it is the only one on the connection. Opt in only for
+    /// an upstream that logs nothing after its answers and serves one user (docs/security.md).
+    #[serde(default)]
+    pub logs: LogAttribution,
+}
+
+/// `[[upstreams]] logs`: which of an upstream's log messages (`notifications/message`) are
+/// shown on a job.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum LogAttribution {
+    /// On no job: counted in `bridge_log_dropped_total{reason="unattributed"}`.
+    #[default]
+    None,
+    /// On the job of the only call in flight on the connection. A line the upstream sends
+    /// after one call's answer, while another user's call is the only one, lands on that
+    /// other user's job: the upstream must not log late.
+    AttributeWhenSingle,
 }
 
 /// `[[upstreams]] expose = { tools = [...], resources = [...], prompts = [...] }`: allow/deny
@@ -308,6 +339,7 @@ impl UpstreamConfig {
             health_check_secs: default_health_check_secs(),
             tools: BTreeMap::new(),
             expose: Expose::default(),
+            logs: LogAttribution::None,
         }
     }
 

@@ -101,6 +101,11 @@ pub struct LogAndCountArgs {
     #[serde(default = "one_hundred")]
     #[schemars(range(min = 0, max = 60_000))]
     pub delay_ms: u64,
+    /// After answering, send one more log line ("after the answer") this many milliseconds
+    /// later (0 to 60000; 0, the default: none), as a server that logs late would.
+    #[serde(default)]
+    #[schemars(range(min = 0, max = 60_000))]
+    pub late_log_ms: u64,
 }
 
 /// Arguments of `slow_count_no_total`.
@@ -153,6 +158,18 @@ pub struct FailAfterArgs {
     #[serde(default = "one_hundred")]
     #[schemars(range(min = 0, max = 60_000))]
     pub delay_ms: u64,
+}
+
+/// Arguments of `ask`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct AskArgs {
+    /// The question to ask the person behind the client.
+    #[serde(default = "what_is_your_name")]
+    pub question: String,
+}
+
+fn what_is_your_name() -> String {
+    "What is your name?".into()
 }
 
 /// Arguments of `echo`.

@@ -14,7 +14,10 @@ use std::time::Duration;
 use rmcp::{
     RoleServer,
     handler::server::wrapper::Parameters,
-    model::{CallToolResult, ContentBlock},
+    model::{
+        CallToolResult, ClientResult, ContentBlock, ElicitRequest, ElicitRequestParams,
+        ElicitationAction, ElicitationSchema, ServerRequest,
+    },
     service::RequestContext,
     tool, tool_router,
 };
@@ -22,9 +25,9 @@ use rmcp::{
 use super::{
     DemoTools,
     args::{
-        ArgumentError, BURST, BenchProgressArgs, CrashArgs, DELAY_MS, ECHO_BYTES, EchoArgs,
-        FailAfterArgs, INTERVAL_US, IgnoreCancelArgs, InstantProgressArgs, LogAndCountArgs,
-        NoTotalArgs, SECONDS, STEPS, SlowCountArgs, check,
+        ArgumentError, AskArgs, BURST, BenchProgressArgs, CrashArgs, DELAY_MS, ECHO_BYTES,
+        EchoArgs, FailAfterArgs, INTERVAL_US, IgnoreCancelArgs, InstantProgressArgs,
+        LogAndCountArgs, NoTotalArgs, SECONDS, STEPS, SlowCountArgs, check,
     },
     report::CallReporter,
 };
@@ -152,6 +155,55 @@ impl DemoTools {
     }
 
     #[tool(
+        description = "Asks the person behind the client `question` (default \"What is your name?\") with elicitation/create: a form with one required text field `answer`. Reports progress before and after, and returns \"you said: <answer>\", or \"no answer: declined\" / \"no answer: cancelled\" / \"no answer: <why>\" when there is none."
+    )]
+    async fn ask(
+        &self,
+        Parameters(AskArgs { question }): Parameters<AskArgs>,
+        context: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        let reporter = CallReporter::new(&context);
+        reporter.progress(1, Some(2), "asking".to_owned()).await;
+        let schema = match ElicitationSchema::builder()
+            .required_string("answer")
+            .build()
+        {
+            Ok(schema) => schema,
+            Err(why) => return text_result(format!("no answer: {why}")),
+        };
+        let request = ElicitRequestParams::FormElicitationParams {
+            meta: None,
+            message: question,
+            requested_schema: schema,
+        };
+        let said = tokio::select! {
+            biased;
+            () = context.ct.cancelled() => {
+                self.cancel_log.record("ask", &context.id, 1);
+                return cancelled_result(1);
+            }
+            answer = context.peer.send_request(ServerRequest::ElicitRequest(ElicitRequest::new(request))) => answer,
+        };
+        let text = match said {
+            Ok(ClientResult::ElicitResult(answer)) => match (answer.action, answer.content) {
+                (ElicitationAction::Accept, Some(content)) => {
+                    format!(
+                        "you said: {}",
+                        content["answer"].as_str().unwrap_or_default()
+                    )
+                }
+                (ElicitationAction::Accept, None) => "no answer: accepted without content".into(),
+                (ElicitationAction::Decline, _) => "no answer: declined".into(),
+                _ => "no answer: cancelled".into(),
+            },
+            Ok(_) => "no answer: the client answered something else".into(),
+            Err(e) => format!("no answer: {e}"),
+        };
+        reporter.progress(2, Some(2), "answered".to_owned()).await;
+        text_result(text)
+    }
+
+    #[tool(
         description = "Returns `text` unchanged, at once, with no progress; `repeat` times over if given (a large result for testing limits)."
     )]
     fn echo(&self, Parameters(EchoArgs { text, repeat }): Parameters<EchoArgs>) -> ToolOutcome {
@@ -161,7 +213,7 @@ impl DemoTools {
     }
 
     #[tool(
-        description = "Like slow_count (default to = 3, delay_ms = 100), but before each progress notification also sends a log message (level info, logger \"demo\", \"working on step i\"). Use it to see a tool's log lines next to its progress."
+        description = "Like slow_count (default to = 3, delay_ms = 100), but before each progress notification also sends a log message (level info, logger \"demo\", \"working on step i\"). Use it to see a tool's log lines next to its progress. With `late_log_ms`, one more line comes that long after the answer."
     )]
     async fn log_and_count(
         &self,
@@ -170,6 +222,7 @@ impl DemoTools {
     ) -> ToolOutcome {
         let to = check("to", args.to, STEPS)?;
         let delay_ms = check("delay_ms", args.delay_ms, DELAY_MS)?;
+        let late_log_ms = check("late_log_ms", args.late_log_ms, DELAY_MS)?;
         let count = Count {
             tool: "log_and_count",
             steps: to,
@@ -177,7 +230,17 @@ impl DemoTools {
             with_total: true,
             with_log: true,
         };
-        self.counted_to(count, &context).await
+        let answer = self.counted_to(count, &context).await;
+        if late_log_ms > 0 {
+            let reporter = CallReporter::new(&context);
+            // Outlives the call on purpose: the misbehaviour the bridge must not pin on
+            // whichever call is in flight when the line comes.
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_millis(late_log_ms)).await;
+                reporter.log("after the answer".to_owned()).await;
+            });
+        }
+        answer
     }
 
     #[tool(

@@ -20,17 +20,19 @@ use std::sync::{
 };
 
 use dashmap::DashMap;
+use futures::{FutureExt, future::BoxFuture};
 use rmcp::{
     RoleClient,
     model::{
-        ClientRequest, GetExtensions, GetMeta, JsonRpcMessage, ProgressNotificationParam,
-        ProgressToken, RequestId, ServerNotification,
+        ClientRequest, ElicitRequestParams, ElicitResult, ElicitationAction, GetExtensions,
+        GetMeta, JsonRpcMessage, ProgressNotificationParam, ProgressToken, RequestId,
+        ServerNotification,
     },
     service::{RxJsonRpcMessage, TxJsonRpcMessage},
     transport::Transport,
 };
 
-use crate::metrics::Metrics;
+use crate::{config::LogAttribution, metrics::Metrics};
 
 /// Receives what an upstream reports about one call while it runs. Called on the connection's
 /// read path: implementations must be quick and must not block.
@@ -38,6 +40,13 @@ pub trait CallSink: Send + Sync + 'static {
     fn progress(&self, progress: &ProgressNotificationParam);
     #[allow(deprecated)]
     fn log(&self, message: &LoggingMessageNotificationParam);
+    /// The upstream asks for input during the call (`elicitation/create`): the answer, when
+    /// someone gives one. Not on the read path: rmcp runs each server request in a task of
+    /// its own, so this may wait. The default declines.
+    fn input(&self, request: ElicitRequestParams) -> BoxFuture<'static, ElicitResult> {
+        let _ = request;
+        std::future::ready(ElicitResult::new(ElicitationAction::Decline)).boxed()
+    }
 }
 
 /// Marks an outgoing `tools/call` with the route its notifications go to.
@@ -52,6 +61,7 @@ pub(super) struct CallRoutes {
     routes: DashMap<u64, Route>,
     by_token: DashMap<ProgressToken, u64>,
     by_request: DashMap<RequestId, u64>,
+    logs: LogAttribution,
     metrics: Arc<Metrics>,
 }
 
@@ -64,13 +74,14 @@ struct Route {
 }
 
 impl CallRoutes {
-    pub(super) fn new(upstream: String, metrics: Arc<Metrics>) -> Arc<Self> {
+    pub(super) fn new(upstream: String, logs: LogAttribution, metrics: Arc<Metrics>) -> Arc<Self> {
         Arc::new(Self {
             upstream,
             next: AtomicU64::new(1),
             routes: DashMap::new(),
             by_token: DashMap::new(),
             by_request: DashMap::new(),
+            logs,
             metrics,
         })
     }
@@ -144,11 +155,19 @@ impl CallRoutes {
         }
     }
 
-    /// MCP log messages carry no request ID or token, so one can be attributed to a call only
-    /// when it is the only call in flight on this connection. Otherwise it is not shown on any
-    /// job channel: guessing would leak one user's tool output into another's job.
+    /// MCP log messages carry no request ID or token, so none provably belongs to a call: by
+    /// default they go on no job (a line logged after call A answered, while user B's call is
+    /// the only one in flight, is A's output, not B's). With `logs = "attribute_when_single"`
+    /// a line goes to the only call in flight on this connection; with more, to none.
     #[allow(deprecated)]
     fn log(&self, message: &LoggingMessageNotificationParam) {
+        if self.logs == LogAttribution::None {
+            self.metrics
+                .log_dropped
+                .with_label_values(&["unattributed"])
+                .inc();
+            return;
+        }
         let only = if self.routes.len() == 1 {
             self.routes.iter().next().map(|r| r.sink.clone())
         } else {
@@ -163,6 +182,29 @@ impl CallRoutes {
                     "ambiguous"
                 };
                 self.metrics.log_dropped.with_label_values(&[reason]).inc();
+            }
+        }
+    }
+
+    /// An `elicitation/create` carries no request ID or token either: like a log message, it
+    /// goes to the call only when that is the only call in flight here; otherwise it is
+    /// declined (guessing would show one caller's question to another).
+    pub(super) fn input(&self, request: ElicitRequestParams) -> BoxFuture<'static, ElicitResult> {
+        let only = if self.routes.len() == 1 {
+            self.routes.iter().next().map(|r| r.sink.clone())
+        } else {
+            None
+        };
+        match only {
+            Some(sink) => sink.input(request),
+            None => {
+                self.metrics
+                    .limit_hits
+                    .with_label_values(&["ambiguous_input"])
+                    .inc();
+                tracing::info!(upstream = %self.upstream, calls = self.routes.len(),
+                    "an upstream asked for input with no single call in flight: declined");
+                std::future::ready(ElicitResult::new(ElicitationAction::Decline)).boxed()
             }
         }
     }
