@@ -227,3 +227,56 @@ async fn a_create_that_fails_writes_nothing() {
         "nothing but the foreign key"
     );
 }
+
+/// The `id=` of the connection named `name` in `CLIENT LIST`.
+async fn client_id(conn: &mut redis::aio::MultiplexedConnection, name: &str) -> Option<String> {
+    let list: String = redis::cmd("CLIENT")
+        .arg("LIST")
+        .query_async(conn)
+        .await
+        .unwrap();
+    list.lines()
+        .find(|l| l.split(' ').any(|f| f == format!("name={name}")))
+        .and_then(|l| l.split(' ').find_map(|f| f.strip_prefix("id=")))
+        .map(str::to_string)
+}
+
+/// A command that gets no answer in time fails alone: the connection is not dropped and made
+/// again (which would fail every other command in flight and send every reader back to
+/// history). Here Redis holds every client's commands for 0.9 s (`CLIENT PAUSE`), three
+/// command timeouts: the command fails, the liveness probe is answered when the pause ends,
+/// and the replica goes on with the same connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_command_fails_alone_and_the_connection_stays() {
+    let Some(redis) = PrivateRedis::start("redis_store::slow").await else {
+        return;
+    };
+    let prefix = RedisPrefix::new(&redis.url, "store-slow");
+    let a = store_replica_with(&redis.url, &prefix, 100, Duration::from_millis(300)).await;
+    let job = a.store.create_job(new_job(&a.name)).await.unwrap().job_id;
+    let client = redis::Client::open(redis.url.as_str()).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let name = format!("{prefix}:{}:cmd", a.name);
+    let before = client_id(&mut conn, &name)
+        .await
+        .expect("the cmd connection");
+    let _: () = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(900)
+        .arg("ALL")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let error = a.store.snapshot(job).await.unwrap_err();
+    assert!(
+        error.to_string().contains("did not answer within 300 ms"),
+        "{error}"
+    );
+    eventually("the store answers again", || async {
+        a.store.snapshot(job).await.is_ok_and(|s| s.is_some())
+    })
+    .await;
+    a.store.ping().await.unwrap();
+    let after = client_id(&mut conn, &name).await;
+    assert_eq!(after, Some(before), "the same connection, not a new one");
+}

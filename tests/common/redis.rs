@@ -124,6 +124,16 @@ pub struct StoreReplica {
 /// Open the Redis store at `url` under `prefix` (history `history`, retention 60 s, lease
 /// 15 s) as a new replica, once it answers.
 pub async fn store_replica(url: &str, prefix: &str, history: usize) -> StoreReplica {
+    store_replica_with(url, prefix, history, Duration::from_secs(2)).await
+}
+
+/// [`store_replica`] with its own command timeout.
+pub async fn store_replica_with(
+    url: &str,
+    prefix: &str,
+    history: usize,
+    command_timeout: Duration,
+) -> StoreReplica {
     let name = format!("replica-{:08x}", fastrand::u32(..));
     let shutdown = Shutdown::new();
     let options = RedisOptions {
@@ -133,7 +143,7 @@ pub async fn store_replica(url: &str, prefix: &str, history: usize) -> StoreRepl
         retention: Duration::from_secs(60),
         lease: Duration::from_secs(15),
         outage_buffer: 100,
-        command_timeout: Duration::from_secs(2),
+        command_timeout,
     };
     let store = RedisStore::start(options, name.clone(), &shutdown).expect("store");
     eventually("the store connects", || async {

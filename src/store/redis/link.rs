@@ -11,6 +11,15 @@
 //! Redis is away, where the bridge must fail fast. So this module keeps the state itself: when
 //! the link is down every command fails at once with the reason, and one task reconnects with
 //! exponential backoff and jitter.
+//!
+//! A command that gets no answer within the command timeout fails, but does not by itself
+//! take the link down: Redis may be busy (a long script, a large read ahead of it on the
+//! socket) or this process starved of CPU, and dropping the connection then would fail every
+//! other command in flight and make every reader of every job catch up at once. Instead the
+//! supervising task sends a `PING` on the same connection, which queues behind whatever is
+//! in flight, with a longer bound ([`PROBE_FACTOR`] times the command timeout): answered, the
+//! link stays; not answered, the link is lost and is made again. A connection that really
+//! closes says so at once (the crate's disconnection notice, an I/O error).
 
 use std::{
     sync::{
@@ -27,6 +36,11 @@ use parking_lot::{Mutex, RwLock};
 use tokio::sync::{Notify, watch};
 
 use crate::{shutdown::Tasks, wait::Backoff};
+
+/// How many command timeouts the liveness probe after a slow command may take before the link
+/// counts as lost: long enough for a busy Redis (or a starved process) to answer the commands
+/// queued in front of it.
+const PROBE_FACTOR: u32 = 3;
 
 /// Why a command did not get an answer. The message is whole (it names Redis, the link, and
 /// what to check); the Redis error behind it, when there is one, is also its `source()`.
@@ -81,6 +95,9 @@ pub(super) struct Link {
     /// up for a whole lease, so a Redis restart does not look like dead replicas).
     up_since: Mutex<Option<Instant>>,
     broken: Notify,
+    /// A command on this generation got no answer in time: the supervisor probes the link.
+    suspect: Notify,
+    suspect_generation: AtomicU64,
     /// Bumped after every successful (re)connect.
     connected: watch::Sender<u64>,
     on_push: Option<PushHandler>,
@@ -109,6 +126,8 @@ impl Link {
             last_error: Mutex::new("not connected yet".into()),
             up_since: Mutex::new(None),
             broken: Notify::new(),
+            suspect: Notify::new(),
+            suspect_generation: AtomicU64::new(0),
             connected: watch::channel(0).0,
             on_push,
         })
@@ -159,7 +178,8 @@ impl Link {
     }
 
     /// Run one request with the command timeout. A connection-level failure marks the link
-    /// down (so the next callers fail fast) and wakes the reconnect task.
+    /// down (so the next callers fail fast) and wakes the reconnect task; no answer in time
+    /// fails this request only, and has the link probed (see the module doc).
     pub(super) async fn run<T, F, Fut>(&self, request: F) -> Result<T, LinkError>
     where
         F: FnOnce(MultiplexedConnection) -> Fut,
@@ -168,6 +188,7 @@ impl Link {
         let (generation, conn) = self.get()?;
         match tokio::time::timeout(self.timeout, request(conn)).await {
             Ok(Ok(value)) => Ok(value),
+            Ok(Err(error)) if error.is_timeout() => Err(self.slow(generation, Some(error))),
             Ok(Err(error)) if is_connection_error(&error) => {
                 self.fail(generation, &error.to_string());
                 Err(LinkError::Down {
@@ -189,10 +210,52 @@ impl Link {
                 target: self.target.clone(),
                 cause: error,
             }),
-            Err(_) => {
-                let why = format!("no answer within {} ms", self.timeout.as_millis());
+            Err(_) => Err(self.slow(generation, None)),
+        }
+    }
+
+    /// A request on connection `generation` got no answer in time: it fails as an outage does
+    /// (nothing is known to have happened: an owner holds its event and writes it again, which
+    /// the append script recognises), and the supervisor checks whether the link itself is gone.
+    fn slow(&self, generation: u64, cause: Option<RedisError>) -> LinkError {
+        self.suspect_generation.store(generation, Ordering::Release);
+        self.suspect.notify_one();
+        LinkError::Down {
+            reason: format!(
+                "Redis at {} did not answer within {} ms ({} connection); the bridge retries",
+                self.target,
+                self.timeout.as_millis(),
+                self.role
+            ),
+            cause,
+        }
+    }
+
+    /// After a slow request: `PING` on the same connection, behind what is in flight, with
+    /// [`PROBE_FACTOR`] times the command timeout. No answer: the connection is lost.
+    async fn probe(&self) {
+        let generation = self.suspect_generation.load(Ordering::Acquire);
+        let Ok((current, mut conn)) = self.get() else {
+            return;
+        };
+        if current != generation {
+            return;
+        }
+        let bound = self.timeout * PROBE_FACTOR;
+        let ping_cmd = ::redis::cmd("PING");
+        let ping = ping_cmd.exec_async(&mut conn);
+        match tokio::time::timeout(bound, ping).await {
+            Ok(Ok(())) => {
+                tracing::info!(link = self.role, target = %self.target, "a Redis command was slow, but the connection answers; keeping it");
+            }
+            Ok(Err(error)) if !error.is_timeout() && !is_connection_error(&error) => {}
+            Ok(Err(_)) | Err(_) => {
+                let why = format!(
+                    "no answer within {} ms, nor to a PING within {} ms",
+                    self.timeout.as_millis(),
+                    bound.as_millis()
+                );
                 self.fail(generation, &why);
-                Err(self.down_error())
             }
         }
     }
@@ -249,6 +312,12 @@ impl Link {
             }
             tokio::select! {
                 _ = self.broken.notified() => {}
+                _ = self.suspect.notified() => {
+                    tokio::select! {
+                        _ = self.probe() => {}
+                        _ = stop.cancelled() => return,
+                    }
+                }
                 _ = stop.cancelled() => return,
             }
         }
@@ -282,19 +351,22 @@ impl Link {
             }
             Ok(())
         };
+        // No response timeout in the crate: `run` bounds each request itself, and the probe
+        // must be able to wait longer than a request.
         let config = AsyncConnectionConfig::new()
             .set_connection_timeout(Some(self.timeout))
-            .set_response_timeout(Some(self.timeout))
+            .set_response_timeout(None)
             .set_push_sender(push);
         let mut conn = self
             .client
             .get_multiplexed_async_connection_with_config(&config)
             .await?;
-        ::redis::cmd("CLIENT")
-            .arg("SETNAME")
-            .arg(&self.name)
-            .exec_async(&mut conn)
-            .await?;
+        let mut setname_cmd = ::redis::cmd("CLIENT");
+        setname_cmd.arg("SETNAME").arg(&self.name);
+        let setname = setname_cmd.exec_async(&mut conn);
+        tokio::time::timeout(self.timeout, setname)
+            .await
+            .map_err(|_| RedisError::from(std::io::Error::from(std::io::ErrorKind::TimedOut)))??;
         self.generation.store(generation, Ordering::Release);
         *self.conn.write() = Some((generation, conn));
         *self.up_since.lock() = Some(Instant::now());
