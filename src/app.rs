@@ -293,11 +293,26 @@ fn mcp_service(
         config.limits.max_request_bytes,
     );
     mcp_config.session_store = sessions;
-    StreamableHttpService::new(
-        move || Ok(front.clone()),
-        Arc::new(LocalSessionManager::default()),
-        mcp_config,
-    )
+    let manager = Arc::new(LocalSessionManager::default());
+    count_sessions(&core.metrics, &manager);
+    StreamableHttpService::new(move || Ok(front.clone()), manager, mcp_config)
+}
+
+/// `bridge_mcp_sessions_open`: the sessions rmcp holds in this replica, read at each scrape
+/// (rmcp removes a session from its map when the session ends, however it ends). The 2026-07-28
+/// revision has no sessions: its requests are not counted here.
+fn count_sessions(metrics: &Metrics, manager: &Arc<LocalSessionManager>) {
+    let manager = Arc::downgrade(manager);
+    metrics.gauge_fn(
+        "bridge_mcp_sessions_open",
+        "MCP sessions open in this replica",
+        move || {
+            let manager = manager.upgrade()?;
+            // Never wait in a scrape: a session being opened right now holds the lock.
+            let sessions = manager.sessions.try_read().ok()?;
+            i64::try_from(sessions.len()).ok()
+        },
+    );
 }
 
 /// Every route: `/mcp`, the job API, and the admin routes (apart when they have a listener of

@@ -1,7 +1,60 @@
 //! Prometheus metrics. One registry per bridge instance (not the process-global default), so
 //! tests that run several bridges in one process see only their own figures.
 
-use prometheus::{Encoder, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder};
+use prometheus::{
+    Encoder, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder,
+    core::{Collector, Desc},
+    proto::MetricFamily,
+};
+
+/// Why a request (or a connection) was refused before any handler ran: the `reason` label of
+/// `bridge_requests_refused_total`, a fixed set so the series stay bounded whatever clients
+/// send. Every series exists from the start at 0, so a dashboard's rate() works at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// A credential missing, invalid or not allowed (401 on `/mcp`; a job URL whose token or
+    /// credential does not open it, answered 404). The detail is in
+    /// `bridge_auth_rejections_total{reason}`.
+    Auth,
+    /// `limits.calls_per_minute` (429).
+    RateLimit,
+    /// `limits.max_request_bytes` (413).
+    BodySize,
+    /// `limits.max_subscribers_per_channel` or `limits.max_subscribers` (503).
+    SubscriberLimit,
+    /// A cap on open connections (total or per client address).
+    ConnectionLimit,
+}
+
+impl Refusal {
+    pub const ALL: [Refusal; 5] = [
+        Refusal::Auth,
+        Refusal::RateLimit,
+        Refusal::BodySize,
+        Refusal::SubscriberLimit,
+        Refusal::ConnectionLimit,
+    ];
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Refusal::Auth => "auth",
+            Refusal::RateLimit => "rate_limit",
+            Refusal::BodySize => "body_size",
+            Refusal::SubscriberLimit => "subscriber_limit",
+            Refusal::ConnectionLimit => "connection_limit",
+        }
+    }
+}
+
+/// `bridge_requests_refused_total{reason}`: a cheap handle for whatever refuses requests.
+#[derive(Clone)]
+pub struct RefusedRequests(IntCounterVec);
+
+impl RefusedRequests {
+    pub fn count(&self, reason: Refusal) {
+        self.0.with_label_values(&[reason.label()]).inc();
+    }
+}
 
 pub struct Metrics {
     registry: Registry,
@@ -23,6 +76,8 @@ pub struct Metrics {
     pub auth_rejections: IntCounterVec,
     /// Fetches of issuers' signing keys, by outcome (`ok`, `error`).
     pub jwks_fetches: IntCounterVec,
+    /// Requests and connections refused before a handler ran, by [`Refusal`].
+    pub refused: RefusedRequests,
     /// Open HTTP connections, by listener (`main`, `admin`).
     pub connections_open: IntGaugeVec,
 }
@@ -84,6 +139,33 @@ impl Metrics {
             "Fetches of JWT issuers' signing keys, by outcome",
             &["outcome"],
         );
+        let refused = counter(
+            "bridge_requests_refused_total",
+            "Requests and connections refused before any handler ran, by reason",
+            &["reason"],
+        );
+        for reason in Refusal::ALL {
+            refused.with_label_values(&[reason.label()]);
+        }
+        let build_info = IntGaugeVec::new(
+            Opts::new(
+                "bridge_build_info",
+                "Always 1; the labels say which build of the bridge this is",
+            ),
+            &["version", "profile"],
+        )
+        .expect("valid metric");
+        let profile = if cfg!(debug_assertions) {
+            "debug"
+        } else {
+            "release"
+        };
+        build_info
+            .with_label_values(&[env!("CARGO_PKG_VERSION"), profile])
+            .set(1);
+        registry
+            .register(Box::new(build_info))
+            .expect("unique metric");
         let jobs_running = IntGauge::new("bridge_jobs_running", "Jobs running in this replica")
             .expect("valid metric");
         registry
@@ -133,8 +215,33 @@ impl Metrics {
             limit_hits,
             auth_rejections,
             jwks_fetches,
+            refused: RefusedRequests(refused),
             connections_open,
         }
+    }
+
+    /// Count a refused request or connection. The one call for every limit that turns a
+    /// client away before a handler runs (connection caps included).
+    pub fn refuse(&self, reason: Refusal) {
+        self.refused.count(reason);
+    }
+
+    /// A gauge whose value is read when `/metrics` is scraped: `read` returns the current
+    /// value, or `None` to keep the last one (say, a lock it would wait for is held).
+    pub fn gauge_fn(
+        &self,
+        name: &str,
+        help: &str,
+        read: impl Fn() -> Option<i64> + Send + Sync + 'static,
+    ) {
+        let gauge = IntGauge::new(name, help).expect("valid metric");
+        let collector = GaugeFn {
+            gauge,
+            read: Box::new(read),
+        };
+        self.registry
+            .register(Box::new(collector))
+            .expect("unique metric");
     }
 
     /// The Prometheus text exposition of every metric.
@@ -150,5 +257,24 @@ impl Metrics {
 impl Default for Metrics {
     fn default() -> Self {
         Self::new()
+    }
+}
+
+/// A gauge set from a function at each scrape (see [`Metrics::gauge_fn`]).
+struct GaugeFn {
+    gauge: IntGauge,
+    read: Box<dyn Fn() -> Option<i64> + Send + Sync>,
+}
+
+impl Collector for GaugeFn {
+    fn desc(&self) -> Vec<&Desc> {
+        self.gauge.desc()
+    }
+
+    fn collect(&self) -> Vec<MetricFamily> {
+        if let Some(value) = (self.read)() {
+            self.gauge.set(value);
+        }
+        self.gauge.collect()
     }
 }

@@ -16,6 +16,7 @@ use rmcp::{
     service::RequestContext,
 };
 use tokio::{sync::mpsc, time::Instant};
+use tracing::Instrument;
 
 use super::{
     Front, callers, catalog,
@@ -217,11 +218,44 @@ impl Front {
             Ok(pending) => pending,
             Err(answer) => return answer.map(Into::into),
         };
+        let span = pending.span().clone();
+        self.start_job(
+            pending,
+            permit,
+            Call {
+                request,
+                upstream,
+                tool,
+                mode,
+            },
+            &context,
+            identity,
+        )
+        .instrument(span)
+        .await
+    }
+
+    /// Send the call upstream and answer as `mode` says; in the job's span.
+    async fn start_job(
+        &self,
+        pending: PendingJob,
+        permit: QuotaPermit,
+        call: Call<'_>,
+        context: &RequestContext<RoleServer>,
+        identity: &Identity,
+    ) -> Response {
+        let Call {
+            request,
+            upstream,
+            tool,
+            mode,
+        } = call;
+        let name = request.name.to_string();
         // Who started what goes to the operator's log, never into the job's JSON (see
         // `model::Principal`).
-        tracing::info!(job = %pending.id(), principal = %identity.principal, "job created");
+        tracing::info!(principal = %identity.principal, "job created");
         // Only a caller that waits has a request to put log messages on.
-        let (caller_logs, logs) = match self.caller_log_level(&context) {
+        let (caller_logs, logs) = match self.caller_log_level(context) {
             Some(level) if mode != CallMode::Async => {
                 let (tx, rx) = mpsc::channel(MIRROR_CAPACITY);
                 (Some((level, tx)), Some(rx))
@@ -247,7 +281,7 @@ impl Front {
             logs,
             as_task,
         };
-        self.run(pending, work, limits, answering, &context).await
+        self.run(pending, work, limits, answering, context).await
     }
 
     /// Start the job and answer as `mode` says: at once with its handle (async), with its
@@ -277,7 +311,7 @@ impl Front {
             _ => (None, None),
         };
         let handle = pending.start(work, limits, mirror);
-        tracing::info!(job = %id, tool = %name, %mode, "job started");
+        tracing::info!(%mode, "job started");
         let budget = match mode {
             CallMode::Async => return Ok(self.not_done_yet(id, &name, as_task)),
             CallMode::Sync => None,
@@ -467,6 +501,15 @@ impl Front {
             }
         }
     }
+}
+
+/// A call on its way upstream: the request, the upstream and its own name of the tool, and the
+/// mode it is answered in.
+struct Call<'a> {
+    request: CallToolRequestParams,
+    upstream: &'a Upstream,
+    tool: &'a str,
+    mode: CallMode,
 }
 
 /// How a started call is to be answered: the tool's name as the agent called it, the mode,

@@ -14,9 +14,12 @@ mod job_tools;
 mod prompts;
 mod quota;
 mod resources;
+mod span;
 mod tasks;
 
 use std::sync::Arc;
+
+use tracing::Instrument;
 
 // MCP logging and resources/subscribe are deprecated for 2026-07-28 but served to clients on
 // the revisions that have them.
@@ -151,18 +154,23 @@ impl ServerHandler for Front {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let identity = caller::identity(&context);
-        let mut response: CallToolResponse = match request.name.as_ref() {
-            GET_JOB_STATUS => self
-                .get_job_status(request.arguments, &identity)
-                .await?
-                .into(),
-            WAIT_FOR_JOB => self
-                .wait_for_job(request.arguments, &identity)
-                .await?
-                .into(),
-            CANCEL_JOB => self.cancel_job(request.arguments, &identity).await?.into(),
-            _ => self.call_upstream(request, context, &identity).await?,
-        };
+        let span = span::request_span("tools/call", &context);
+        let mut response: CallToolResponse = async {
+            Ok::<_, ErrorData>(match request.name.as_ref() {
+                GET_JOB_STATUS => self
+                    .get_job_status(request.arguments, &identity)
+                    .await?
+                    .into(),
+                WAIT_FOR_JOB => self
+                    .wait_for_job(request.arguments, &identity)
+                    .await?
+                    .into(),
+                CANCEL_JOB => self.cancel_job(request.arguments, &identity).await?.into(),
+                _ => self.call_upstream(request, context, &identity).await?,
+            })
+        }
+        .instrument(span)
+        .await?;
         // An upstream on an older revision sends no `resultType`; a 2026-07-28 client requires
         // it. rmcp strips it again for clients on older revisions.
         if let CallToolResponse::Complete(result) = &mut response {

@@ -48,7 +48,7 @@ use crate::{
         may_access,
     },
     config::Config,
-    metrics::Metrics,
+    metrics::{Metrics, Refusal, RefusedRequests},
     model::JobId,
 };
 
@@ -71,6 +71,8 @@ pub struct Guard {
     pub cors: Option<tower_http::cors::CorsLayer>,
     /// `bridge_auth_rejections_total{reason}`.
     rejections: IntCounterVec,
+    /// `bridge_requests_refused_total{reason}`.
+    pub refused: RefusedRequests,
 }
 
 /// How a job or correlation URL was opened.
@@ -98,6 +100,7 @@ impl Guard {
             subscribers: Subscribers::new(&config.limits),
             cors: super::origins::cors(&config.server),
             rejections: metrics.auth_rejections.clone(),
+            refused: metrics.refused.clone(),
         })
     }
 
@@ -114,6 +117,7 @@ impl Guard {
             self.rejections
                 .with_label_values(&[rejection.label()])
                 .inc();
+            self.refused.count(Refusal::Auth);
         }
         result
     }
@@ -174,6 +178,7 @@ pub async fn mcp_guard(State(guard): State<Guard>, mut request: Request, next: N
         Err(rejection) => return guard.refuse(rejection),
     };
     if let Err(wait) = guard.rates.check(&identity.principal) {
+        guard.refused.count(Refusal::RateLimit);
         return retry_later(
             StatusCode::TOO_MANY_REQUESTS,
             "rate_limited",
@@ -335,14 +340,17 @@ async fn job_access(
     }
     // An open `/mcp` has no credentials to show: only capability tokens open job URLs.
     if guard.authn.is_open() || Guard::authorization(headers).is_none() {
+        guard.refused.count(Refusal::Auth);
         return None;
     }
+    // A refused credential is counted by `authenticate`.
     let identity = guard.authenticate(headers).await.ok()?;
     if scope != TokenScope::Correlation
         && let Ok(job) = id.parse::<JobId>()
     {
         let snapshot = state.store.snapshot(job).await.ok().flatten()?;
         if !may_access(&identity, &snapshot) {
+            guard.refused.count(Refusal::Auth);
             return None;
         }
     }
@@ -355,6 +363,7 @@ async fn serve_stream(guard: &Guard, channel: String, request: Request, next: Ne
     let permit = match guard.subscribers.try_open(channel) {
         Ok(permit) => permit,
         Err(full) => {
+            guard.refused.count(Refusal::SubscriberLimit);
             return retry_later(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "too_many_subscribers",

@@ -23,12 +23,20 @@ use axum::{
 };
 use serde_json::{Value, json};
 
+use crate::metrics::{Refusal, RefusedRequests};
+
 const PARSE_ERROR: i64 = -32700;
 const INVALID_REQUEST: i64 = -32600;
 const INVALID_PARAMS: i64 = -32602;
 
-/// The middleware; `max_bytes` is `limits.max_request_bytes`.
-pub async fn check_mcp_post(max_bytes: usize, request: Request, next: Next) -> Response {
+/// The middleware; `max_bytes` is `limits.max_request_bytes`, and a body past it is counted in
+/// `refused`.
+pub async fn check_mcp_post(
+    max_bytes: usize,
+    refused: RefusedRequests,
+    request: Request,
+    next: Next,
+) -> Response {
     if request.method() != Method::POST {
         return next.run(request).await;
     }
@@ -36,6 +44,7 @@ pub async fn check_mcp_post(max_bytes: usize, request: Request, next: Next) -> R
     let bytes = match axum::body::to_bytes(body, max_bytes).await {
         Ok(bytes) => bytes,
         Err(_) => {
+            refused.count(Refusal::BodySize);
             return error(
                 StatusCode::PAYLOAD_TOO_LARGE,
                 Value::Null,

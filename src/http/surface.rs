@@ -25,10 +25,11 @@ pub fn assemble(
 ) -> Surface {
     // The last route layer added runs first: the token, then the message, then rmcp (whose
     // Host and Origin refusals get a hint on the way out).
+    let refused = guard.refused.clone();
     let mcp = mcp
         .route_layer(middleware::from_fn(origins::explain_forbidden))
         .route_layer(middleware::from_fn(move |request, next| {
-            mcp_input::check_mcp_post(max_request_bytes, request, next)
+            mcp_input::check_mcp_post(max_request_bytes, refused.clone(), request, next)
         }))
         .route_layer(middleware::from_fn_with_state(
             guard.clone(),

@@ -22,6 +22,7 @@ use parking_lot::Mutex;
 use rmcp::{ErrorData, model::CallToolResult};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc, watch};
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 pub use intake::{Intake, MAX_LOG_BYTES, MAX_MESSAGE_BYTES};
 
@@ -208,6 +209,7 @@ impl Jobs {
             .try_acquire_owned()
             .map_err(|_| JobsError::AtCapacity(self.inner.config.max_jobs))?;
         let id = JobId::random();
+        let span = job_span(id, &spec);
         self.inner
             .store
             .create_job(NewJob {
@@ -238,6 +240,7 @@ impl Jobs {
             upstream: spec.upstream.clone(),
             intake: Intake::new(spec.upstream, self.inner.metrics.clone()),
             running,
+            span,
         })
     }
 
@@ -340,6 +343,26 @@ pub struct PendingJob {
     upstream: String,
     intake: Arc<Intake>,
     running: Arc<Running>,
+    /// Every log line about the job, from its creation to its terminal event, is in this span
+    /// (see [`job_span`]).
+    span: tracing::Span,
+}
+
+/// The span of one job: a child of the current span (the MCP request that started it), with
+/// the fields an operator filters a job's log lines by. The runner task runs in it, so what
+/// the job's task logs carries them, and so does the upstream call made in it.
+fn job_span(id: JobId, spec: &JobSpec) -> tracing::Span {
+    let span = tracing::info_span!(
+        "job",
+        job_id = %id,
+        tool = %spec.tool,
+        upstream = %spec.upstream,
+        correlation_id = tracing::field::Empty,
+    );
+    if let Some(cid) = &spec.correlation_id {
+        span.record("correlation_id", tracing::field::display(cid));
+    }
+    span
 }
 
 /// A started job, for a caller in this process that waits on it.
@@ -377,6 +400,11 @@ impl PendingJob {
         self.intake.clone()
     }
 
+    /// The job's span: run what concerns the job in it (`Instrument::instrument`).
+    pub fn span(&self) -> &tracing::Span {
+        &self.span
+    }
+
     /// Run the job. Accepted progress is also sent to `mirror`, if given, while the receiver
     /// is there to read it (a sync caller forwarding progress on its own request).
     pub fn start(
@@ -388,16 +416,21 @@ impl PendingJob {
         let (done_tx, done) = watch::channel(None);
         let id = self.id;
         let tasks = self.jobs.inner.tasks.clone();
+        let span = self.span.clone();
         let runner = runner::Runner::new(self, limits, mirror, done_tx);
-        tasks.spawn(runner.run(work));
+        tasks.spawn(runner.run(work).instrument(span));
         JobHandle { id, done }
     }
 
     /// End a job whose work never started (the upstream was unreachable).
     pub async fn fail(self, failure: JobFailure) {
         let (done_tx, _) = watch::channel(None);
+        let span = self.span.clone();
         let runner = runner::Runner::new(self, CallLimits::default(), None, done_tx);
-        runner.finish(Finished::Failed(failure)).await;
+        runner
+            .finish(Finished::Failed(failure))
+            .instrument(span)
+            .await;
     }
 }
 

@@ -264,7 +264,7 @@ impl Runner {
             .with_label_values(&[&self.pending.upstream, status])
             .inc();
         self.pending.jobs.forget(self.id());
-        tracing::debug!(job = %self.id(), status, "job ended");
+        tracing::info!(status, "job ended");
         self.done.send_replace(Some(Arc::new(finished)));
     }
 }
