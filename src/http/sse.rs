@@ -510,8 +510,11 @@ static SNAPSHOTS: LazyLock<SnapshotData> = LazyLock::new(SnapshotData::default);
 #[derive(Default)]
 struct SnapshotData {
     /// A plain mutex: held to look up or insert, never while rendering or across an `.await`.
-    rendered: parking_lot::Mutex<HashMap<(JobId, Seq), Weak<[u8]>>>,
+    rendered: parking_lot::Mutex<Renderings>,
 }
+
+/// The snapshot of a job at a `seq`, rendered, while some reader holds it.
+type Renderings = HashMap<(JobId, Seq), Weak<[u8]>>;
 
 /// Entries past which dead ones are swept out on insert.
 const SNAPSHOT_SWEEP: usize = 1024;
