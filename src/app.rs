@@ -19,6 +19,7 @@ use crate::{
         self, ApiState, Readiness,
         admin::{AdminState, UpstreamsReport},
         auth::Guard,
+        mcp_answers::McpAnswers,
         surface::Surface,
     },
     jobs::Jobs,
@@ -33,6 +34,9 @@ use crate::{
 const EXPIRY_INTERVAL: Duration = Duration::from_secs(10);
 /// How long the HTTP server may take to close its connections at shutdown.
 const HTTP_CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long shutdown waits for the answers owed to `tools/call` requests, once every job has
+/// ended (a long poll such as `wait_for_job` on another replica's job may hold one that long).
+const ANSWERS_WRITE_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long cancelled jobs may take to end (their upstream told, their terminal event written).
 const JOBS_END_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long the upstreams may take to stop: a stdio child gets a few seconds to exit after its
@@ -69,6 +73,8 @@ pub struct RunningBridge {
     pub metrics: Arc<Metrics>,
     /// Owns every background task of the bridge.
     shutdown: Shutdown,
+    /// The `tools/call` answers being written, which shutdown lets finish.
+    answers: McpAnswers,
     _stop_on_drop: ShutdownGuard,
 }
 
@@ -150,7 +156,8 @@ pub async fn start_with_listener(
     let job_tokens = JobTokens::from_config(&config.auth);
     let guard = Guard::new(&config, job_tokens.clone(), &core.metrics)?;
     let mcp = mcp_service(&config, &core, job_tokens, mcp_sessions, &http);
-    let surface = routes(&config, &core, mcp, &guard, &http);
+    let answers = McpAnswers::new();
+    let surface = routes(&config, &core, mcp, (&guard, &answers), &http);
     let (addr, admin_addr) = serve(&config, listener, surface, &core.metrics, &http).await?;
     http::surface::announce(&guard, &config);
     tracing::info!(%addr, upstreams = config.upstreams.len(), store = ?config.store.backend, "bridge listening");
@@ -171,6 +178,7 @@ pub async fn start_with_listener(
         store,
         metrics,
         shutdown,
+        answers,
         _stop_on_drop: stop_on_drop,
     })
 }
@@ -321,7 +329,7 @@ fn routes(
     config: &Config,
     core: &Core,
     mcp: StreamableHttpService<Front, LocalSessionManager>,
-    guard: &Guard,
+    (guard, answers): (&Guard, &McpAnswers),
     http: &Tasks,
 ) -> Surface {
     let readiness = || {
@@ -347,6 +355,7 @@ fn routes(
         api,
         admin,
         guard,
+        answers,
         config.limits.max_request_bytes,
         config.server.admin_listen.is_some(),
     )
@@ -417,8 +426,16 @@ impl RunningBridge {
     pub async fn shutdown(self, grace: Duration) {
         self.jobs.close();
         self.drain_jobs(grace).await;
+        self.shutdown.stop(Stage::Jobs, JOBS_END_TIMEOUT).await;
+        // Every job has ended: let the answers of the callers who waited for them be written
+        // before the HTTP stage ends the MCP sessions, and their streams with them.
+        if !self.answers.written(ANSWERS_WRITE_TIMEOUT).await {
+            tracing::warn!(
+                under_way = self.answers.under_way(),
+                "tool-call answers still being written at shutdown; closing anyway"
+            );
+        }
         let stages = [
-            (Stage::Jobs, JOBS_END_TIMEOUT),
             (Stage::Http, HTTP_CLOSE_TIMEOUT),
             (Stage::Upstreams, UPSTREAMS_STOP_TIMEOUT),
             (Stage::Store, STORE_STOP_TIMEOUT),

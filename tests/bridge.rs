@@ -8,7 +8,7 @@ mod common;
 use std::time::Duration;
 
 use common::*;
-use mcp_progress_bridge::config::CallMode;
+use mcp_progress_bridge::config::{CallMode, LogAttribution};
 use rmcp::model::CallToolRequestParams;
 use serde_json::{Value, json};
 
@@ -353,8 +353,12 @@ async fn a_tool_error_ends_the_job_failed_and_sync_passes_it_on_unchanged() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn log_messages_become_log_events() {
-    let bridge = start_bridge(|c| c.jobs.mode = CallMode::Async).await;
+async fn log_messages_become_log_events_when_the_upstream_opts_in() {
+    let bridge = start_bridge(|c| {
+        c.jobs.mode = CallMode::Async;
+        c.upstreams[0].logs = LogAttribution::AttributeWhenSingle;
+    })
+    .await;
     let client = connect(&bridge).await;
     let handle = running_job(
         &client,

@@ -22,7 +22,7 @@ use std::{
 };
 
 use common::*;
-use mcp_progress_bridge::config::{CallMode, Config, GlobList, UpstreamConfig};
+use mcp_progress_bridge::config::{CallMode, Config, GlobList, LogAttribution, UpstreamConfig};
 use serde_json::{Value, json};
 
 /// The revisions the Python SDK 2.x speaks, as surface_client.py's MODE argument.
@@ -613,6 +613,8 @@ async fn output_schemas_log_levels_and_large_answers_with_the_sdks() {
     let mut fixture = UpstreamConfig::stdio("fixture", &python, &[&fixture_server()]);
     fixture = with_tool_mode(fixture, "add", CallMode::Sync);
     fixture = with_tool_mode(fixture, "chatty", CallMode::Sync);
+    // The fixture logs only during its calls, one caller at a time: its lines may be shown.
+    fixture.logs = LogAttribution::AttributeWhenSingle;
     let bridge = start_bridge(only(vec![fixture])).await;
     let url = bridge.mcp_url();
     let events = script("surface_events.py");
@@ -672,6 +674,8 @@ async fn output_schemas_log_levels_and_large_answers_with_the_sdks() {
     // logging/setLevel, and a session's level filters what it gets of any upstream's calls.
     let mut fixture = UpstreamConfig::stdio("fixture", &python, &[&fixture_server()]);
     fixture = with_tool_mode(fixture, "chatty", CallMode::Sync);
+    // The fixture logs only during its calls, one caller at a time: its lines may be shown.
+    fixture.logs = LogAttribution::AttributeWhenSingle;
     let bridge = start_bridge(only(vec![fixture, everything_stdio(&peers, "everything")])).await;
     let url = bridge.mcp_url();
     for mode in PYTHON_MODES {

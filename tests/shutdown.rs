@@ -225,3 +225,68 @@ fn after_shutdown_the_redis_store_has_no_task_and_no_connection_left() {
         .unwrap();
     assert_eq!(events.last().unwrap().event, "cancelled", "{events:?}");
 }
+
+/// A sync caller waiting when SIGTERM comes gets its answer on its POST stream before the
+/// connection closes: the result of a job that finishes within the grace period, or a tool
+/// error saying the bridge is shutting down for one that does not. It used to get the SSE
+/// priming event and nothing else in 2 runs of 3 (the HTTP stage ended the MCP sessions, and
+/// their streams, a moment before the answers were written): ten runs here, each must answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sync_caller_waiting_through_sigterm_gets_its_answer_every_time() {
+    let mut missed = Vec::new();
+    for run in 0..10 {
+        let finishes = run % 2 == 0;
+        let mut bridge = spawn_bridge(
+            &format!(
+                "[jobs]\nmode = \"sync\"\nshutdown_grace_secs = 1\n{}",
+                demo_upstream_toml("{}")
+            ),
+            &[],
+        )
+        .await;
+        let mut raw = RawMcp::new(&bridge.mcp_url(), None);
+        assert_eq!(raw.initialize().await.status, 200);
+        let (tool, arguments) = if finishes {
+            ("demo__slow_count", json!({"to": 3, "delay_ms": 150}))
+        } else {
+            ("demo__hang", json!({}))
+        };
+        let request = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+            "params": {"name": tool, "arguments": arguments}});
+        let caller = tokio::spawn(async move { raw.post(request.to_string(), &[]).await });
+        let base = bridge.base();
+        eventually("the call is running", || async {
+            metrics_text(&base)
+                .await
+                .lines()
+                .any(|l| l == "bridge_jobs_running 1")
+        })
+        .await;
+        bridge.terminate();
+        let answer = within("the caller's answer", caller).await.unwrap();
+        let result = answer
+            .message
+            .as_ref()
+            .and_then(|m| m.get("result"))
+            .cloned();
+        let text = result
+            .as_ref()
+            .and_then(|r| r["content"][0]["text"].as_str())
+            .unwrap_or_default()
+            .to_string();
+        let answered = match (finishes, &result) {
+            (true, Some(r)) => text == "counted to 3" && r["isError"] != true,
+            (false, Some(r)) => r["isError"] == true && text.contains("shutting down"),
+            _ => false,
+        };
+        if !answered {
+            missed.push(format!("run {run}: {}", answer.body));
+        }
+        let status = within("the bridge exits", bridge.wait()).await.unwrap();
+        assert!(status.success(), "exit status {status}");
+    }
+    assert!(
+        missed.is_empty(),
+        "callers left without an answer: {missed:#?}"
+    );
+}

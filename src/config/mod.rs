@@ -248,6 +248,26 @@ pub struct UpstreamConfig {
     /// globs, see `GlobList`); everything by default.
     #[serde(default)]
     pub expose: Expose,
+    /// Whether the upstream's log messages reach a job: `none` (the default: MCP log messages
+    /// name no request, so none provably belongs to a call), or `attribute_when_single`: a line
+    /// goes to the call in flight when it is the only one on the connection. Opt in only for
+    /// an upstream that logs nothing after its answers and serves one user (docs/security.md).
+    #[serde(default)]
+    pub logs: LogAttribution,
+}
+
+/// `[[upstreams]] logs`: which of an upstream's log messages (`notifications/message`) are
+/// shown on a job.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum LogAttribution {
+    /// On no job: counted in `bridge_log_dropped_total{reason="unattributed"}`.
+    #[default]
+    None,
+    /// On the job of the only call in flight on the connection. A line the upstream sends
+    /// after one call's answer, while another user's call is the only one, lands on that
+    /// other user's job: the upstream must not log late.
+    AttributeWhenSingle,
 }
 
 /// `[[upstreams]] expose = { tools = [...], resources = [...], prompts = [...] }`: allow/deny
@@ -299,6 +319,7 @@ impl UpstreamConfig {
             health_check_secs: default_health_check_secs(),
             tools: BTreeMap::new(),
             expose: Expose::default(),
+            logs: LogAttribution::None,
         }
     }
 

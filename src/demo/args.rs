@@ -101,6 +101,11 @@ pub struct LogAndCountArgs {
     #[serde(default = "one_hundred")]
     #[schemars(range(min = 0, max = 60_000))]
     pub delay_ms: u64,
+    /// After answering, send one more log line ("after the answer") this many milliseconds
+    /// later (0 to 60000; 0, the default: none), as a server that logs late would.
+    #[serde(default)]
+    #[schemars(range(min = 0, max = 60_000))]
+    pub late_log_ms: u64,
 }
 
 /// Arguments of `slow_count_no_total`.

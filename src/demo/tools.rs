@@ -161,7 +161,7 @@ impl DemoTools {
     }
 
     #[tool(
-        description = "Like slow_count (default to = 3, delay_ms = 100), but before each progress notification also sends a log message (level info, logger \"demo\", \"working on step i\"). Use it to see a tool's log lines next to its progress."
+        description = "Like slow_count (default to = 3, delay_ms = 100), but before each progress notification also sends a log message (level info, logger \"demo\", \"working on step i\"). Use it to see a tool's log lines next to its progress. With `late_log_ms`, one more line comes that long after the answer."
     )]
     async fn log_and_count(
         &self,
@@ -170,6 +170,7 @@ impl DemoTools {
     ) -> ToolOutcome {
         let to = check("to", args.to, STEPS)?;
         let delay_ms = check("delay_ms", args.delay_ms, DELAY_MS)?;
+        let late_log_ms = check("late_log_ms", args.late_log_ms, DELAY_MS)?;
         let count = Count {
             tool: "log_and_count",
             steps: to,
@@ -177,7 +178,17 @@ impl DemoTools {
             with_total: true,
             with_log: true,
         };
-        self.counted_to(count, &context).await
+        let answer = self.counted_to(count, &context).await;
+        if late_log_ms > 0 {
+            let reporter = CallReporter::new(&context);
+            // Outlives the call on purpose: the misbehaviour the bridge must not pin on
+            // whichever call is in flight when the line comes.
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_millis(late_log_ms)).await;
+                reporter.log("after the answer".to_owned()).await;
+            });
+        }
+        answer
     }
 
     #[tool(

@@ -55,11 +55,27 @@ pub async fn check_mcp_post(
             );
         }
     };
-    if let Err(rejection) = check(&bytes) {
-        return rejection.into_response();
+    let mut parts = parts;
+    match checked(&bytes) {
+        Ok(Some(method)) => {
+            parts.extensions.insert(McpMethod(method));
+        }
+        Ok(None) => {}
+        Err(rejection) => return rejection.into_response(),
     }
     next.run(Request::from_parts(parts, Body::from(bytes)))
         .await
+}
+
+/// The method of a message POSTed to `/mcp` that passed the check, for the layers under this
+/// one (in the request's extensions).
+#[derive(Debug, Clone)]
+pub struct McpMethod(String);
+
+impl McpMethod {
+    pub fn is_tool_call(&self) -> bool {
+        self.0 == "tools/call"
+    }
 }
 
 fn error(status: StatusCode, id: Value, code: i64, message: String) -> Response {
@@ -84,6 +100,11 @@ impl IntoResponse for Rejection {
 
 /// `Err` for a message rmcp would not serve.
 pub fn check(bytes: &[u8]) -> Result<(), Rejection> {
+    checked(bytes).map(drop)
+}
+
+/// [`check`], and the message's method (none for a response).
+fn checked(bytes: &[u8]) -> Result<Option<String>, Rejection> {
     let message = json_rpc_object(bytes)?;
     let id = message.get("id").cloned().unwrap_or(Value::Null);
     if message.contains_key("id") && !(id.is_string() || id.is_i64() || id.is_u64()) {
@@ -95,7 +116,7 @@ pub fn check(bytes: &[u8]) -> Result<(), Rejection> {
     let method = match message.get("method") {
         None => {
             if message.contains_key("result") || message.contains_key("error") {
-                return Ok(());
+                return Ok(None);
             }
             return Err(rejected(
                 INVALID_REQUEST,
@@ -114,7 +135,7 @@ pub fn check(bytes: &[u8]) -> Result<(), Rejection> {
             message: problem.into(),
         });
     }
-    Ok(())
+    Ok(Some(method.to_string()))
 }
 
 /// A rejection before the message's own id is known (or valid).

@@ -8,6 +8,7 @@ pub mod admin;
 pub mod auth;
 mod error;
 pub mod limits;
+pub mod mcp_answers;
 pub mod mcp_input;
 pub mod origins;
 mod page;

@@ -5,7 +5,11 @@
 
 use axum::{Router, middleware};
 
-use super::{access_log, auth, mcp_input, origins};
+use super::{
+    access_log, auth,
+    mcp_answers::{self, McpAnswers},
+    mcp_input, origins,
+};
 
 /// The routers to serve: the main one, and the admin one when it has a listener of its own.
 pub struct Surface {
@@ -14,20 +18,26 @@ pub struct Surface {
 }
 
 /// `mcp` is the MCP service nested at `/mcp`; `api` the job API; `admin` the operational
-/// routes, merged behind the bearer token unless `admin_apart`.
+/// routes, merged behind the bearer token unless `admin_apart`; `answers` counts the
+/// `tools/call` answers under way (shutdown waits for them).
 pub fn assemble(
     mcp: Router,
     api: Router,
     admin: Router,
     guard: &auth::Guard,
+    answers: &McpAnswers,
     max_request_bytes: usize,
     admin_apart: bool,
 ) -> Surface {
-    // The last route layer added runs first: the token, then the message, then rmcp (whose
-    // Host and Origin refusals get a hint on the way out).
+    // The last route layer added runs first: the token, then the message, then the count of
+    // answers under way, then rmcp (whose Host and Origin refusals get a hint on the way out).
     let refused = guard.refused.clone();
     let mcp = mcp
         .route_layer(middleware::from_fn(origins::explain_forbidden))
+        .route_layer(middleware::from_fn_with_state(
+            answers.clone(),
+            mcp_answers::hold_until_written,
+        ))
         .route_layer(middleware::from_fn(move |request, next| {
             mcp_input::check_mcp_post(max_request_bytes, refused.clone(), request, next)
         }))

@@ -153,7 +153,7 @@ mod tests {
 
     fn lines() -> (Lines, Arc<Metrics>) {
         let metrics = Arc::new(Metrics::new());
-        let routes = CallRoutes::new("t".into(), metrics.clone());
+        let routes = CallRoutes::new("t".into(), Default::default(), metrics.clone());
         let oversize = Oversize::new("t", LIMIT, routes, metrics.clone());
         let lines = LineCap::new(tokio::io::empty(), oversize).lines;
         (lines, metrics)

@@ -235,7 +235,7 @@ impl Upstream {
         signals: Arc<Signals>,
         tasks: Tasks,
     ) -> Self {
-        let routes = CallRoutes::new(config.name.clone(), metrics.clone());
+        let routes = CallRoutes::new(config.name.clone(), config.logs, metrics.clone());
         Self {
             inner: Arc::new(Inner {
                 config,

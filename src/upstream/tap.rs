@@ -30,7 +30,7 @@ use rmcp::{
     transport::Transport,
 };
 
-use crate::metrics::Metrics;
+use crate::{config::LogAttribution, metrics::Metrics};
 
 /// Receives what an upstream reports about one call while it runs. Called on the connection's
 /// read path: implementations must be quick and must not block.
@@ -52,6 +52,7 @@ pub(super) struct CallRoutes {
     routes: DashMap<u64, Route>,
     by_token: DashMap<ProgressToken, u64>,
     by_request: DashMap<RequestId, u64>,
+    logs: LogAttribution,
     metrics: Arc<Metrics>,
 }
 
@@ -64,13 +65,14 @@ struct Route {
 }
 
 impl CallRoutes {
-    pub(super) fn new(upstream: String, metrics: Arc<Metrics>) -> Arc<Self> {
+    pub(super) fn new(upstream: String, logs: LogAttribution, metrics: Arc<Metrics>) -> Arc<Self> {
         Arc::new(Self {
             upstream,
             next: AtomicU64::new(1),
             routes: DashMap::new(),
             by_token: DashMap::new(),
             by_request: DashMap::new(),
+            logs,
             metrics,
         })
     }
@@ -144,11 +146,19 @@ impl CallRoutes {
         }
     }
 
-    /// MCP log messages carry no request ID or token, so one can be attributed to a call only
-    /// when it is the only call in flight on this connection. Otherwise it is not shown on any
-    /// job channel: guessing would leak one user's tool output into another's job.
+    /// MCP log messages carry no request ID or token, so none provably belongs to a call: by
+    /// default they go on no job (a line logged after call A answered, while user B's call is
+    /// the only one in flight, is A's output, not B's). With `logs = "attribute_when_single"`
+    /// a line goes to the only call in flight on this connection; with more, to none.
     #[allow(deprecated)]
     fn log(&self, message: &LoggingMessageNotificationParam) {
+        if self.logs == LogAttribution::None {
+            self.metrics
+                .log_dropped
+                .with_label_values(&["unattributed"])
+                .inc();
+            return;
+        }
         let only = if self.routes.len() == 1 {
             self.routes.iter().next().map(|r| r.sink.clone())
         } else {
