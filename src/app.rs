@@ -22,7 +22,7 @@ use crate::{
         mcp_answers::McpAnswers,
         surface::Surface,
     },
-    jobs::Jobs,
+    jobs::{InputError, Jobs},
     metrics::Metrics,
     shutdown::{Shutdown, ShutdownGuard, Stage, TaskCount, Tasks},
     store::{MemoryStore, RedisOptions, RedisStore, Store, StoreError},
@@ -88,6 +88,37 @@ struct Core {
 
 /// Ready when every upstream is connected and the bridge is not shutting down (so a load
 /// balancer stops sending it calls while it drains).
+/// The answer path of `POST /jobs/{id}/input` into the jobs stage.
+struct JobInputs(Jobs);
+
+impl http::InputAnswers for JobInputs {
+    fn answer(
+        &self,
+        id: crate::model::JobId,
+        answer: crate::model::InputAnswer,
+    ) -> futures::future::BoxFuture<'_, Result<(), http::InputRefusal>> {
+        use futures::FutureExt;
+        async move {
+            self.0
+                .answer(id, answer, "POST /jobs/{id}/input")
+                .await
+                .map_err(|e| match e {
+                    InputError::UnknownJob => http::InputRefusal::UnknownJob,
+                    InputError::NothingToAnswer => {
+                        http::InputRefusal::NothingToAnswer(e.to_string())
+                    }
+                    InputError::Mismatch(_) => http::InputRefusal::Mismatch(e.to_string()),
+                    InputError::TooLarge { .. } => http::InputRefusal::TooLarge(e.to_string()),
+                })
+        }
+        .boxed()
+    }
+
+    fn max_bytes(&self) -> usize {
+        self.0.max_input_bytes()
+    }
+}
+
 struct BridgeReadiness {
     upstreams: Upstreams,
     jobs: Jobs,
@@ -345,6 +376,7 @@ fn routes(
         keep_alive: Duration::from_secs(config.server.keep_alive_secs),
         shutdown: http.stopping().clone(),
         guard: guard.clone(),
+        inputs: Some(Arc::new(JobInputs(core.jobs.clone()))),
     });
     let admin = http::admin::router(AdminState {
         metrics: core.metrics.clone(),

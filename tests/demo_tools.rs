@@ -181,6 +181,7 @@ async fn lists_every_tool_with_description_and_schema() {
         "instant_progress",
         "fail_after",
         "fail_rpc",
+        "ask",
         "echo",
         "log_and_count",
         "ignore_cancel",

@@ -268,6 +268,7 @@ fn api() -> (axum::Router, JobId, String) {
             readiness: Arc::new(AlwaysReady),
             keep_alive: Duration::from_secs(15),
             shutdown: Default::default(),
+            inputs: None,
         });
         (router, id, token)
     })

@@ -146,6 +146,7 @@ async fn serve(store: Arc<Faulty>, keep_alive: Duration) -> String {
         readiness: Arc::new(AlwaysReady),
         keep_alive,
         shutdown: Default::default(),
+        inputs: None,
     });
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());

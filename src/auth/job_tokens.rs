@@ -36,6 +36,8 @@ pub enum TokenScope {
     JobRead,
     /// Cancelling one job.
     JobCancel,
+    /// Answering one job's questions (`POST /jobs/{id}/input`).
+    JobInput,
     /// One correlation's event stream.
     Correlation,
 }
@@ -46,6 +48,7 @@ impl TokenScope {
         match self {
             TokenScope::JobRead => "job",
             TokenScope::JobCancel => "job-cancel",
+            TokenScope::JobInput => "job-input",
             TokenScope::Correlation => "correlation",
         }
     }
@@ -129,6 +132,10 @@ impl JobTokens {
 
     pub fn cancel(&self, id: JobId) -> String {
         self.mint(TokenScope::JobCancel, &id.to_string())
+    }
+
+    pub fn input(&self, id: JobId) -> String {
+        self.mint(TokenScope::JobInput, &id.to_string())
     }
 
     pub fn correlation(&self, id: &CorrelationId) -> String {

@@ -141,6 +141,14 @@ pub struct JobsConfig {
     /// The `pollIntervalMs` a task (MCP Tasks extension) suggests to its client: how often
     /// `tasks/get` is worth asking.
     pub task_poll_interval_ms: u64,
+    /// A question a tool asks during a call (elicitation) that nobody answers within this long
+    /// is declined, and the job goes on.
+    pub input_timeout_secs: u64,
+    /// Largest answer to a question (the JSON body of `POST /jobs/{id}/input`, or one answer of
+    /// `tasks/update`).
+    pub max_input_bytes: usize,
+    /// Questions one job may have waiting at once; one more is declined at once.
+    pub max_pending_inputs: usize,
 }
 
 impl Default for JobsConfig {
@@ -155,6 +163,9 @@ impl Default for JobsConfig {
             max_jobs: 10_000,
             shutdown_grace_secs: 20,
             task_poll_interval_ms: 1000,
+            input_timeout_secs: 300,
+            max_input_bytes: 65_536,
+            max_pending_inputs: 4,
         }
     }
 }

@@ -198,6 +198,24 @@ fn validate_tasks(
             "must be between 100 and 60000: clients poll tasks/get this often".into(),
         ));
     }
+    if !(1..=86_400).contains(&jobs.input_timeout_secs) {
+        return Err(err(
+            "jobs.input_timeout_secs",
+            "must be between 1 and 86400: a question nobody answers is declined after it".into(),
+        ));
+    }
+    if !(64..=16_777_216).contains(&jobs.max_input_bytes) {
+        return Err(err(
+            "jobs.max_input_bytes",
+            "must be between 64 and 16777216".into(),
+        ));
+    }
+    if !(1..=1000).contains(&jobs.max_pending_inputs) {
+        return Err(err(
+            "jobs.max_pending_inputs",
+            "must be between 1 and 1000".into(),
+        ));
+    }
     Ok(())
 }
 

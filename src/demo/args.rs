@@ -160,6 +160,18 @@ pub struct FailAfterArgs {
     pub delay_ms: u64,
 }
 
+/// Arguments of `ask`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct AskArgs {
+    /// The question to ask the person behind the client.
+    #[serde(default = "what_is_your_name")]
+    pub question: String,
+}
+
+fn what_is_your_name() -> String {
+    "What is your name?".into()
+}
+
 /// Arguments of `echo`.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct EchoArgs {

@@ -75,6 +75,7 @@ impl ServerHandler for DemoTools {
             "Demo tools for mcp-progress-bridge: slow tools that report progress \
              (slow_count, log_and_count, slow_count_no_total, instant_progress) and tools \
              that misbehave on purpose (fail_after, fail_rpc, ignore_cancel, hang, crash). \
+             `ask` asks the person behind the client a question (elicitation). \
              `cancellations` lists the calls this server saw cancelled. `bench_progress` \
              stamps each notification with its send time, for the benchmark harness.",
         )

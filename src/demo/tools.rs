@@ -14,7 +14,10 @@ use std::time::Duration;
 use rmcp::{
     RoleServer,
     handler::server::wrapper::Parameters,
-    model::{CallToolResult, ContentBlock},
+    model::{
+        CallToolResult, ClientResult, ContentBlock, ElicitRequest, ElicitRequestParams,
+        ElicitationAction, ElicitationSchema, ServerRequest,
+    },
     service::RequestContext,
     tool, tool_router,
 };
@@ -22,9 +25,9 @@ use rmcp::{
 use super::{
     DemoTools,
     args::{
-        ArgumentError, BURST, BenchProgressArgs, CrashArgs, DELAY_MS, ECHO_BYTES, EchoArgs,
-        FailAfterArgs, INTERVAL_US, IgnoreCancelArgs, InstantProgressArgs, LogAndCountArgs,
-        NoTotalArgs, SECONDS, STEPS, SlowCountArgs, check,
+        ArgumentError, AskArgs, BURST, BenchProgressArgs, CrashArgs, DELAY_MS, ECHO_BYTES,
+        EchoArgs, FailAfterArgs, INTERVAL_US, IgnoreCancelArgs, InstantProgressArgs,
+        LogAndCountArgs, NoTotalArgs, SECONDS, STEPS, SlowCountArgs, check,
     },
     report::CallReporter,
 };
@@ -149,6 +152,55 @@ impl DemoTools {
             )),
             Counted::Cancelled { at_step } => Ok(cancelled_result(at_step)),
         }
+    }
+
+    #[tool(
+        description = "Asks the person behind the client `question` (default \"What is your name?\") with elicitation/create: a form with one required text field `answer`. Reports progress before and after, and returns \"you said: <answer>\", or \"no answer: declined\" / \"no answer: cancelled\" / \"no answer: <why>\" when there is none."
+    )]
+    async fn ask(
+        &self,
+        Parameters(AskArgs { question }): Parameters<AskArgs>,
+        context: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        let reporter = CallReporter::new(&context);
+        reporter.progress(1, Some(2), "asking".to_owned()).await;
+        let schema = match ElicitationSchema::builder()
+            .required_string("answer")
+            .build()
+        {
+            Ok(schema) => schema,
+            Err(why) => return text_result(format!("no answer: {why}")),
+        };
+        let request = ElicitRequestParams::FormElicitationParams {
+            meta: None,
+            message: question,
+            requested_schema: schema,
+        };
+        let said = tokio::select! {
+            biased;
+            () = context.ct.cancelled() => {
+                self.cancel_log.record("ask", &context.id, 1);
+                return cancelled_result(1);
+            }
+            answer = context.peer.send_request(ServerRequest::ElicitRequest(ElicitRequest::new(request))) => answer,
+        };
+        let text = match said {
+            Ok(ClientResult::ElicitResult(answer)) => match (answer.action, answer.content) {
+                (ElicitationAction::Accept, Some(content)) => {
+                    format!(
+                        "you said: {}",
+                        content["answer"].as_str().unwrap_or_default()
+                    )
+                }
+                (ElicitationAction::Accept, None) => "no answer: accepted without content".into(),
+                (ElicitationAction::Decline, _) => "no answer: declined".into(),
+                _ => "no answer: cancelled".into(),
+            },
+            Ok(_) => "no answer: the client answered something else".into(),
+            Err(e) => format!("no answer: {e}"),
+        };
+        reporter.progress(2, Some(2), "answered".to_owned()).await;
+        text_result(text)
     }
 
     #[tool(

@@ -6,14 +6,15 @@
 use rmcp::model::{LoggingLevel, LoggingMessageNotificationParam};
 use std::{sync::Arc, time::Duration};
 
-use futures::FutureExt;
+use futures::{FutureExt, future::BoxFuture};
 use rmcp::{
     ErrorData, RoleServer,
     model::{
-        CallToolRequestParams, CallToolResponse, CallToolResult, JsonObject,
-        ProgressNotificationParam, ProgressToken,
+        CallToolRequestParams, CallToolResponse, CallToolResult, ClientResult, ElicitRequest,
+        ElicitRequestParams, ElicitResult, ElicitationAction, JsonObject,
+        ProgressNotificationParam, ProgressToken, ServerRequest,
     },
-    service::RequestContext,
+    service::{Peer, RequestContext},
 };
 use tokio::{sync::mpsc, time::Instant};
 use tracing::Instrument;
@@ -26,8 +27,11 @@ use super::{
 use crate::{
     auth::Identity,
     config::{CallLimits, CallMode},
-    jobs::{Finished, Intake, JobHandle, JobSpec, JobsError, PendingJob, Work, WorkOutcome},
-    model::{CorrelationId, FailureReason, JobFailure, JobId, ProgressUpdate, meta::MODE_META_KEY},
+    jobs::{Finished, Intake, JobHandle, JobSpec, Jobs, JobsError, PendingJob, Work, WorkOutcome},
+    model::{
+        CorrelationId, FailureReason, InputAction, JobFailure, JobId, ProgressUpdate,
+        meta::MODE_META_KEY,
+    },
     upstream::{CallOutcome, CallSink, Upstream, UpstreamError, UpstreamState},
     wait::sleep_until,
 };
@@ -47,9 +51,64 @@ type CallerLogs = (LoggingLevel, mpsc::Sender<LoggingMessageNotificationParam>);
 struct JobSink {
     intake: Arc<Intake>,
     caller_logs: Option<CallerLogs>,
+    /// Where the tool's questions go: the waiting caller (see [`Forward`]), else the people
+    /// watching the job.
+    job: JobId,
+    jobs: Jobs,
+    forward: Forward,
+}
+
+/// The waiting MCP caller that declared form elicitation, while it waits: the tool's questions
+/// are sent to it (by its own revision's rules; a 2026-07-28 caller cannot take a request in
+/// the middle of a call, so rmcp refuses and the question goes to the job). Emptied when the
+/// caller's request is answered (its [`ForwardGuard`] drops).
+#[derive(Clone, Default)]
+struct Forward(Arc<parking_lot::Mutex<Option<Peer<RoleServer>>>>);
+
+/// Empties a [`Forward`] when the caller stops waiting, however it stops.
+struct ForwardGuard(Forward);
+
+impl Drop for ForwardGuard {
+    fn drop(&mut self) {
+        self.0.0.lock().take();
+    }
 }
 
 impl CallSink for JobSink {
+    fn input(&self, request: ElicitRequestParams) -> BoxFuture<'static, ElicitResult> {
+        let caller = self.forward.0.lock().clone();
+        let (jobs, job) = (self.jobs.clone(), self.job);
+        async move {
+            if let Some(peer) = caller {
+                match elicit(&peer, request.clone()).await {
+                    Ok(answer) => return answer,
+                    Err(e) => tracing::info!(%job, error = %e,
+                        "the waiting caller did not take the question; the job asks instead"),
+                }
+            }
+            let ElicitRequestParams::FormElicitationParams {
+                message,
+                requested_schema,
+                ..
+            } = request
+            else {
+                // URL elicitation: nothing a form on the job could answer.
+                return ElicitResult::new(ElicitationAction::Decline);
+            };
+            let schema = serde_json::to_value(requested_schema).unwrap_or_default();
+            let answer = jobs.ask(job, message, schema).await;
+            let action = match answer.action {
+                InputAction::Accept => ElicitationAction::Accept,
+                InputAction::Decline => ElicitationAction::Decline,
+                InputAction::Cancel => ElicitationAction::Cancel,
+            };
+            let mut result = ElicitResult::new(action);
+            result.content = answer.content;
+            result
+        }
+        .boxed()
+    }
+
     fn progress(&self, p: &ProgressNotificationParam) {
         self.intake.progress(p.progress, p.total, p.message.clone());
     }
@@ -68,6 +127,27 @@ impl CallSink for JobSink {
             let _ = tx.try_send(m.clone());
         }
     }
+}
+
+/// Send `elicitation/create` to a peer (rmcp's typed helper is behind a feature the bridge
+/// does not otherwise need).
+async fn elicit(
+    peer: &Peer<RoleServer>,
+    params: ElicitRequestParams,
+) -> Result<ElicitResult, rmcp::ServiceError> {
+    let request = ServerRequest::ElicitRequest(ElicitRequest::new(params));
+    match peer.send_request(request).await? {
+        ClientResult::ElicitResult(result) => Ok(result),
+        _ => Err(rmcp::ServiceError::UnexpectedResponse),
+    }
+}
+
+/// Whether the caller of this request takes form elicitation requests.
+fn caller_takes_questions(context: &RequestContext<RoleServer>) -> bool {
+    context
+        .client_capabilities()
+        .and_then(|caps| caps.elicitation)
+        .is_some_and(|e| e.form.is_some() || e.url.is_none())
 }
 
 fn unknown_tool(name: &str) -> ErrorData {
@@ -262,9 +342,17 @@ impl Front {
             }
             _ => (None, None),
         };
+        // A caller that waits and takes form elicitation answers the tool's questions itself.
+        let forward = Forward::default();
+        if mode != CallMode::Async && caller_takes_questions(context) {
+            *forward.0.lock() = Some(context.peer.clone());
+        }
         let sink = Arc::new(JobSink {
             intake: pending.intake(),
             caller_logs,
+            job: pending.id(),
+            jobs: self.inner.jobs.clone(),
+            forward: forward.clone(),
         });
         let work = match self.send(upstream, tool, request.arguments, sink).await {
             Ok(work) => holding(work, permit),
@@ -280,6 +368,7 @@ impl Front {
             mode,
             logs,
             as_task,
+            forward: ForwardGuard(forward),
         };
         self.run(pending, work, limits, answering, context).await
     }
@@ -300,6 +389,7 @@ impl Front {
             mode,
             logs,
             as_task,
+            forward,
         } = answering;
         let id = pending.id();
         let caller_token = context.meta.get_progress_token();
@@ -325,6 +415,7 @@ impl Front {
             caller_token,
             budget,
             as_task,
+            _forward: forward,
         };
         self.answer_when_done(waiting, context).await
     }
@@ -521,6 +612,7 @@ struct Answering {
     logs: Option<mpsc::Receiver<LoggingMessageNotificationParam>>,
     /// The caller listed the Tasks extension: a call that goes on running becomes a task.
     as_task: bool,
+    forward: ForwardGuard,
 }
 
 struct Waiting {
@@ -532,6 +624,8 @@ struct Waiting {
     caller_token: Option<ProgressToken>,
     budget: Option<Duration>,
     as_task: bool,
+    /// The tool's questions go to this caller while it waits (dropped with the answer).
+    _forward: ForwardGuard,
 }
 
 impl Waiting {

@@ -43,6 +43,14 @@ impl Links {
         )
     }
 
+    pub fn input_url(&self, id: JobId) -> String {
+        format!(
+            "{}/jobs/{id}/input?token={}",
+            self.public_url,
+            self.tokens.input(id)
+        )
+    }
+
     pub fn cancel_url(&self, id: JobId) -> String {
         format!(
             "{}/jobs/{id}/cancel?token={}",
@@ -61,6 +69,9 @@ pub struct JobHandleBody {
     pub status_url: String,
     /// `POST` here cancels the job: a separate capability, for whoever may stop it.
     pub cancel_url: String,
+    /// `POST` an answer here when the tool asks a question (status `input_required`): a
+    /// capability of its own, for whoever may answer.
+    pub input_url: String,
     pub tool: String,
     pub instructions: String,
 }
@@ -73,6 +84,7 @@ impl JobHandleBody {
             events_url: links.events_url(id),
             status_url: links.status_url(id),
             cancel_url: links.cancel_url(id),
+            input_url: links.input_url(id),
             tool: tool.to_string(),
             instructions: format!(
                 "The tool is running as job {id}. Call wait_for_job with job_id \"{id}\" to get \

@@ -32,7 +32,7 @@ use rmcp::{
         CompleteResult, GetPromptRequestParams, GetPromptResponse, GetTaskParams, GetTaskResult,
         Implementation, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
         ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse,
-        ResultType, ServerConfig, SubscriptionFilter,
+        ResultType, ServerConfig, SubscriptionFilter, UpdateTaskParams,
     },
     service::{NotificationContext, RequestContext, SubscriptionContext},
 };
@@ -188,6 +188,17 @@ impl ServerHandler for Front {
         let identity = caller::identity(&context);
         let task = self.read_task(&request.task_id, &identity).await?;
         Ok(GetTaskResult::new(task))
+    }
+
+    /// SEP-2663 `tasks/update`: answers to the questions the tool asked.
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let identity = caller::identity(&context);
+        self.update_task_job(&request.task_id, request.input_responses, &identity)
+            .await
     }
 
     /// SEP-2663 `tasks/cancel`: the job is cancelled, the upstream told to stop.

@@ -16,7 +16,8 @@
 use rmcp::{
     ErrorData,
     model::{
-        CallToolResult, CreateTaskResult, DetailedTask, JsonObject, ResultType, Task, TaskPayload,
+        CallToolResult, CreateTaskResult, DetailedTask, ElicitRequest, ElicitRequestParams,
+        InputRequest, InputRequests, InputResponses, JsonObject, ResultType, Task, TaskPayload,
         TaskStatus,
     },
 };
@@ -25,7 +26,8 @@ use serde_json::{Value, json};
 use super::{Front, job_tools::store_error};
 use crate::{
     auth::Identity,
-    model::{JobId, JobSnapshot, JobStatus, meta::JOB_META_KEY},
+    jobs::InputError,
+    model::{InputAnswer, InputQuestion, JobId, JobSnapshot, JobStatus, meta::JOB_META_KEY},
     store::CancelAck,
 };
 
@@ -89,6 +91,42 @@ impl Front {
         }
     }
 
+    /// `tasks/update`: each response answers the job's question of that key (an
+    /// `ElicitResult`: `action`, and `content` for accept). Unknown or already answered keys
+    /// are ignored, as the extension says; an answer that does not fit its question's schema
+    /// is refused naming the field.
+    pub(super) async fn update_task_job(
+        &self,
+        task_id: &str,
+        responses: InputResponses,
+        identity: &Identity,
+    ) -> Result<(), ErrorData> {
+        let snapshot = self.task_job(task_id, identity).await?;
+        for (key, response) in responses {
+            let mut answer: InputAnswer = match serde_json::from_value(response) {
+                Ok(answer) => answer,
+                Err(e) => {
+                    return Err(ErrorData::invalid_params(
+                        format!("inputResponses[{key:?}] is not an elicitation result: {e}"),
+                        None,
+                    ));
+                }
+            };
+            answer.key = Some(key.clone());
+            let by = "tasks/update";
+            match self.inner.jobs.answer(snapshot.job_id, answer, by).await {
+                Ok(()) | Err(InputError::NothingToAnswer | InputError::UnknownJob) => {}
+                Err(e) => {
+                    return Err(ErrorData::invalid_params(
+                        format!("inputResponses[{key:?}]: {e}"),
+                        None,
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// The job behind `task_id`, if `identity` may see it.
     async fn task_job(&self, task_id: &str, identity: &Identity) -> Result<JobSnapshot, ErrorData> {
         let id: JobId = task_id.parse().map_err(|_| unknown_task(task_id))?;
@@ -107,6 +145,7 @@ impl Front {
         );
         let message = match snapshot.status {
             JobStatus::Running | JobStatus::Completed => snapshot.message.clone(),
+            JobStatus::InputRequired => snapshot.input_requests.first().map(|q| q.message.clone()),
             JobStatus::Failed | JobStatus::Cancelled => {
                 snapshot.error.as_ref().map(|e| e.message.clone())
             }
@@ -115,6 +154,9 @@ impl Front {
         let task = self.with_timing(task, snapshot.created_at, snapshot.finished_at);
         let payload = match snapshot.status {
             JobStatus::Running => TaskPayload::Working,
+            JobStatus::InputRequired => TaskPayload::InputRequired {
+                input_requests: input_requests(&snapshot.input_requests),
+            },
             JobStatus::Cancelled => TaskPayload::Cancelled,
             JobStatus::Failed if snapshot.rpc_error.is_some() => TaskPayload::Failed {
                 error: object(snapshot.rpc_error.clone().unwrap_or_default()),
@@ -141,8 +183,30 @@ impl Front {
     /// progress; the job's SSE channel does).
     fn task_links(&self, id: JobId) -> Value {
         let links = &self.inner.links;
-        json!({ "job_id": id, "events_url": links.events_url(id) })
+        json!({
+            "job_id": id,
+            "events_url": links.events_url(id),
+            "input_url": links.input_url(id),
+        })
     }
+}
+
+/// The job's waiting questions as the extension's `inputRequests`: each an
+/// `elicitation/create` request under the question's key.
+fn input_requests(questions: &[InputQuestion]) -> InputRequests {
+    questions
+        .iter()
+        .filter_map(|q| {
+            let schema = serde_json::from_value(q.requested_schema.clone()).ok()?;
+            let params = ElicitRequestParams::FormElicitationParams {
+                meta: None,
+                message: q.message.clone(),
+                requested_schema: schema,
+            };
+            let request = InputRequest::Elicitation(ElicitRequest::new(params));
+            Some((q.key.clone(), request))
+        })
+        .collect()
 }
 
 /// A tool result as the `result` of a completed task, marked complete as a 2026-07-28 caller

@@ -264,6 +264,7 @@ fn scope_of(route: &str) -> Option<(TokenScope, &'static str, bool)> {
         "/jobs/{id}" => Some((TokenScope::JobRead, "id", false)),
         "/jobs/{id}/events" => Some((TokenScope::JobRead, "id", true)),
         "/jobs/{id}/cancel" => Some((TokenScope::JobCancel, "id", false)),
+        "/jobs/{id}/input" => Some((TokenScope::JobInput, "id", false)),
         "/correlations/{cid}/events" => Some((TokenScope::Correlation, "cid", true)),
         _ => None,
     }

@@ -26,6 +26,11 @@ pub enum ApiError {
     Forbidden(String),
     #[error("the job store is unavailable: {0}")]
     Unavailable(String),
+    /// The request is fine but the job is not in a state to take it (a second answer).
+    #[error("{0}")]
+    Conflict(String),
+    #[error("{0}")]
+    TooLarge(String),
 }
 
 impl ApiError {
@@ -35,6 +40,8 @@ impl ApiError {
             ApiError::BadRequest(_) => "bad_request",
             ApiError::Forbidden(_) => "forbidden",
             ApiError::Unavailable(_) => "unavailable",
+            ApiError::Conflict(_) => "conflict",
+            ApiError::TooLarge(_) => "too_large",
         }
     }
 
@@ -44,6 +51,8 @@ impl ApiError {
             ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
             ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
             ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Conflict(_) => StatusCode::CONFLICT,
+            ApiError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
         }
     }
 }

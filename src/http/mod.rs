@@ -32,9 +32,32 @@ pub use error::ApiError;
 
 use crate::{
     metrics::Metrics,
-    model::{Channel, CorrelationId, JobId, Seq},
+    model::{Channel, CorrelationId, InputAnswer, JobId, Seq},
     store::{CancelAck, Store},
 };
+use futures::future::BoxFuture;
+
+/// Takes answers to the questions jobs' tools ask (the jobs stage behind it, handed in by the
+/// app: this module never reaches into jobs).
+pub trait InputAnswers: Send + Sync + 'static {
+    /// Give `answer` to job `id`'s waiting question.
+    fn answer(&self, id: JobId, answer: InputAnswer) -> BoxFuture<'_, Result<(), InputRefusal>>;
+    /// Largest answer body (`jobs.max_input_bytes`).
+    fn max_bytes(&self) -> usize;
+}
+
+/// Why an answer was not taken, as the HTTP answer says it.
+#[derive(Debug)]
+pub enum InputRefusal {
+    /// No such job here: 404.
+    UnknownJob,
+    /// Nothing waiting (answered already, timed out, none asked): 409.
+    NothingToAnswer(String),
+    /// It does not fit the question's schema: 400 naming the field.
+    Mismatch(String),
+    /// 413.
+    TooLarge(String),
+}
 
 /// Reports on the parts of the bridge `/readyz` covers besides the store.
 pub trait Readiness: Send + Sync + 'static {
@@ -53,6 +76,8 @@ pub struct ApiState {
     pub shutdown: tokio_util::sync::CancellationToken,
     /// Who may open which job URL, and the stream limits (see `auth`).
     pub guard: auth::Guard,
+    /// Where `POST /jobs/{id}/input` answers go (`None`: the route answers 404).
+    pub inputs: Option<Arc<dyn InputAnswers>>,
 }
 
 /// The job and correlation routes behind their access check (and CORS, when configured), and
@@ -62,6 +87,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/jobs/{id}", get(job_snapshot))
         .route("/jobs/{id}/events", get(job_events))
         .route("/jobs/{id}/cancel", post(job_cancel))
+        .route("/jobs/{id}/input", post(job_input))
         .route("/correlations/{cid}/events", get(correlation_events))
         .route_layer(axum::middleware::from_fn_with_state(
             state.clone(),
@@ -178,6 +204,42 @@ async fn job_cancel(
             Ok((StatusCode::CONFLICT, Json(snapshot)).into_response())
         }
         CancelAck::Unknown => Err(ApiError::NotFound),
+    }
+}
+
+/// `POST /jobs/{id}/input` (the handle's `input_url`): `{"action": "accept", "content": {…}}`,
+/// or `decline` / `cancel`; `key` picks one of several waiting questions. 200 when the tool
+/// got it, 400 naming the field that does not fit, 409 when nothing waits for an answer, 413
+/// past `jobs.max_input_bytes`.
+async fn job_input(
+    State(state): State<ApiState>,
+    Path(id): Path<String>,
+    body: axum::body::Body,
+) -> Result<Response, ApiError> {
+    let id = job_id(&id)?;
+    let inputs = state.inputs.as_ref().ok_or(ApiError::NotFound)?;
+    let limit = inputs.max_bytes();
+    let bytes = axum::body::to_bytes(body, limit).await.map_err(|_| {
+        state
+            .metrics
+            .limit_hits
+            .with_label_values(&["max_input_bytes"])
+            .inc();
+        ApiError::TooLarge(format!(
+            "the answer is larger than jobs.max_input_bytes ({limit} bytes)"
+        ))
+    })?;
+    let answer: InputAnswer = serde_json::from_slice(&bytes).map_err(|e| {
+        ApiError::BadRequest(format!(
+            "the body must be {{\"action\": \"accept\"|\"decline\"|\"cancel\", \"content\": {{…}}}}: {e}"
+        ))
+    })?;
+    match inputs.answer(id, answer).await {
+        Ok(()) => Ok(Json(json!({ "job_id": id, "answered": true })).into_response()),
+        Err(InputRefusal::UnknownJob) => Err(ApiError::NotFound),
+        Err(InputRefusal::NothingToAnswer(m)) => Err(ApiError::Conflict(m)),
+        Err(InputRefusal::Mismatch(m)) => Err(ApiError::BadRequest(m)),
+        Err(InputRefusal::TooLarge(m)) => Err(ApiError::TooLarge(m)),
     }
 }
 

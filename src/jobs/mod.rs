@@ -3,6 +3,7 @@
 //! event that carries the result or the reason. No path leaves a job running once its work is
 //! gone: the runner owns the work's future and always appends a terminal event when it ends.
 
+mod input;
 mod intake;
 #[cfg(test)]
 mod intake_fuzz;
@@ -24,6 +25,7 @@ use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc, watch};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
+pub use input::InputError;
 pub use intake::{Intake, MAX_LOG_BYTES, MAX_MESSAGE_BYTES};
 
 use crate::{
@@ -106,6 +108,8 @@ struct Inner {
     metrics: Arc<Metrics>,
     /// Where the job runners and the cancel routing run (the shutdown's jobs stage).
     tasks: Tasks,
+    /// Questions the jobs running here asked, waiting for answers.
+    inputs: input::InputDesk,
 }
 
 /// The cancel switch of a job running here.
@@ -151,6 +155,7 @@ impl Jobs {
                 ended: Notify::new(),
                 metrics,
                 tasks: tasks.clone(),
+                inputs: input::InputDesk::default(),
             }),
         };
         tasks.spawn_until_stopped(jobs.clone().route_cancels());
@@ -177,6 +182,7 @@ impl Jobs {
     fn forget(&self, id: JobId) {
         self.inner.metrics.jobs_running.dec();
         self.inner.running.remove(&id);
+        self.inner.inputs.forget(id);
         self.inner.ended.notify_waiters();
     }
 

@@ -5,7 +5,7 @@
 use serde::Serialize;
 use serde_json::Value;
 
-use super::JobFailure;
+use super::{InputQuestion, JobFailure};
 
 /// The SSE event name (`event:` line) of an event. The names are part of the external
 /// contract; [`EventKind::as_str`] is the one place they are written.
@@ -20,11 +20,13 @@ pub enum EventKind {
     Cancelled,
     Reset,
     JobStarted,
+    InputRequired,
+    InputAnswered,
 }
 
 impl EventKind {
     /// Every kind, for reading a name back ([`EventKind::named`]).
-    pub const ALL: [EventKind; 9] = [
+    pub const ALL: [EventKind; 11] = [
         EventKind::Status,
         EventKind::Progress,
         EventKind::Log,
@@ -34,6 +36,8 @@ impl EventKind {
         EventKind::Cancelled,
         EventKind::Reset,
         EventKind::JobStarted,
+        EventKind::InputRequired,
+        EventKind::InputAnswered,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -47,6 +51,8 @@ impl EventKind {
             EventKind::Cancelled => "cancelled",
             EventKind::Reset => "reset",
             EventKind::JobStarted => "job_started",
+            EventKind::InputRequired => "input_required",
+            EventKind::InputAnswered => "input_answered",
         }
     }
 
@@ -100,6 +106,16 @@ pub enum EventBody {
     Cancelled {
         reason: String,
     },
+    /// The tool asked a question (an upstream `elicitation/create`) that a person answers.
+    InputRequired(InputQuestion),
+    /// The question `key` was answered (`action` accept, decline or cancel) `by` the answer
+    /// path named (`POST /jobs/{id}/input`, `tasks/update`, `timeout`, …). The content of an
+    /// answer is not in the event: it goes to the tool only.
+    InputAnswered {
+        key: String,
+        action: String,
+        by: String,
+    },
 }
 
 impl EventBody {
@@ -110,6 +126,8 @@ impl EventBody {
             EventBody::Completed { .. } => EventKind::Completed,
             EventBody::Failed { .. } => EventKind::Failed,
             EventBody::Cancelled { .. } => EventKind::Cancelled,
+            EventBody::InputRequired(_) => EventKind::InputRequired,
+            EventBody::InputAnswered { .. } => EventKind::InputAnswered,
         }
     }
 }

@@ -4,7 +4,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::{
-    CorrelationId, EventBody, FailureReason, JobFailure, JobId, JobStatus, Principal, Seq,
+    CorrelationId, EventBody, FailureReason, InputQuestion, JobFailure, JobId, JobStatus,
+    Principal, Seq,
 };
 
 /// What a new job is, before it has events.
@@ -50,6 +51,11 @@ pub struct JobSnapshot {
     /// sync call passes on, and a task's `error`. Absent otherwise (older snapshots lack it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rpc_error: Option<Value>,
+    /// The questions the tool asked that nobody has answered yet (status `input_required`
+    /// while there are any). Always written, also when empty, so a store that keeps fields
+    /// sees it emptied.
+    #[serde(default)]
+    pub input_requests: Vec<InputQuestion>,
     pub owner: String,
     /// Who started the job. Never serialized: it may be personal data, and the snapshot JSON
     /// is what every reader of the job sees (see [`Principal`]). Stores keep it beside the
@@ -80,6 +86,7 @@ impl JobSnapshot {
             result: None,
             error: None,
             rpc_error: None,
+            input_requests: Vec::new(),
             owner: job.owner.clone(),
             principal: job.principal.clone(),
         }
@@ -118,11 +125,22 @@ impl JobSnapshot {
                 self.finish(JobStatus::Cancelled, ts);
                 self.error = Some(JobFailure::new(FailureReason::Cancelled, reason.clone()));
             }
+            EventBody::InputRequired(question) => {
+                self.input_requests.push(question.clone());
+                self.status = JobStatus::InputRequired;
+            }
+            EventBody::InputAnswered { key, .. } => {
+                self.input_requests.retain(|q| &q.key != key);
+                if self.input_requests.is_empty() {
+                    self.status = JobStatus::Running;
+                }
+            }
         }
     }
 
     fn finish(&mut self, status: JobStatus, ts: u64) {
         self.status = status;
+        self.input_requests.clear();
         self.finished_at = Some(ts);
         self.eta_ms = None;
     }
@@ -216,7 +234,7 @@ mod tests {
         let text = serde_json::to_string(&s).unwrap();
         assert_eq!(
             text,
-            r#"{"job_id":"0123456789abcdef0123456789abcdef","tool":"demo__x","upstream":"demo","upstream_tool":"x","status":"cancelled","progress":null,"total":null,"message":null,"seq":1,"created_at":10,"updated_at":20,"finished_at":20,"last_progress_at":null,"eta_ms":null,"correlation_id":null,"result":null,"error":{"reason":"cancelled","message":"asked"},"owner":"r1"}"#
+            r#"{"job_id":"0123456789abcdef0123456789abcdef","tool":"demo__x","upstream":"demo","upstream_tool":"x","status":"cancelled","progress":null,"total":null,"message":null,"seq":1,"created_at":10,"updated_at":20,"finished_at":20,"last_progress_at":null,"eta_ms":null,"correlation_id":null,"result":null,"error":{"reason":"cancelled","message":"asked"},"input_requests":[],"owner":"r1"}"#
         );
         assert!(!text.contains("token:t"));
         let read = serde_json::from_str::<JobSnapshot>(&text).unwrap();
@@ -232,7 +250,7 @@ mod tests {
     /// A snapshot whose failure reason this version does not know still reads, and keeps it.
     #[test]
     fn a_snapshot_with_an_unknown_reason_still_reads() {
-        let text = r#"{"job_id":"0123456789abcdef0123456789abcdef","tool":"demo__x","upstream":"demo","upstream_tool":"x","status":"failed","progress":null,"total":null,"message":null,"seq":3,"created_at":10,"updated_at":20,"finished_at":20,"last_progress_at":null,"eta_ms":null,"correlation_id":null,"result":null,"error":{"reason":"from_the_future","message":"m"},"owner":"r1"}"#;
+        let text = r#"{"job_id":"0123456789abcdef0123456789abcdef","tool":"demo__x","upstream":"demo","upstream_tool":"x","status":"failed","progress":null,"total":null,"message":null,"seq":3,"created_at":10,"updated_at":20,"finished_at":20,"last_progress_at":null,"eta_ms":null,"correlation_id":null,"result":null,"error":{"reason":"from_the_future","message":"m"},"input_requests":[],"owner":"r1"}"#;
         let s: JobSnapshot = serde_json::from_str(text).unwrap();
         assert_eq!(
             s.error.as_ref().map(|e| &e.reason),

@@ -11,7 +11,9 @@ use bytes::Bytes;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::{EventBody, FailureReason, Heartbeat, JobId, JobStatus, ProgressUpdate, Seq};
+use super::{
+    EventBody, FailureReason, Heartbeat, InputQuestion, JobId, JobStatus, ProgressUpdate, Seq,
+};
 
 /// `id: N\nevent: KIND\ndata: JSON\n\n`. Compact JSON never contains a raw newline, so one
 /// `data:` line is always enough.
@@ -76,6 +78,12 @@ enum BodyView<'a> {
         status: JobStatus,
         reason: &'a str,
     },
+    InputRequired(&'a InputQuestion),
+    InputAnswered {
+        key: &'a str,
+        action: &'a str,
+        by: &'a str,
+    },
 }
 
 impl<'a> From<&'a EventBody> for BodyView<'a> {
@@ -110,6 +118,10 @@ impl<'a> From<&'a EventBody> for BodyView<'a> {
                 status: JobStatus::Cancelled,
                 reason,
             },
+            EventBody::InputRequired(question) => BodyView::InputRequired(question),
+            EventBody::InputAnswered { key, action, by } => {
+                BodyView::InputAnswered { key, action, by }
+            }
         }
     }
 }

@@ -4,19 +4,24 @@
 use std::sync::Arc;
 
 use rmcp::{
-    ClientHandler,
-    model::{ClientCapabilities, ClientConfig, Implementation, ResourceUpdatedNotificationParam},
-    service::{NotificationContext, RoleClient},
+    ClientHandler, ErrorData,
+    model::{
+        ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult, ElicitationCapability,
+        FormElicitationCapability, Implementation, ResourceUpdatedNotificationParam,
+    },
+    service::{NotificationContext, RequestContext, RoleClient},
 };
 use tokio::sync::{Notify, broadcast};
 
-use super::ResourceUpdated;
+use super::{ResourceUpdated, tap::CallRoutes};
 
 /// Progress and log notifications never get here in time to matter (the transport tap routes
-/// them first); this handler watches for changed lists and updated resources. Server-initiated
-/// requests (sampling, elicitation, roots) get rmcp's defaults: the bridge has no user to ask.
+/// them first); this handler watches for changed lists and updated resources, and passes an
+/// `elicitation/create` to the call it belongs to (see `CallRoutes::input`), whose job finds a
+/// person to answer. Sampling and roots get rmcp's defaults.
 #[derive(Clone)]
 pub(super) struct UpstreamClient {
+    pub routes: Arc<CallRoutes>,
     pub upstream: String,
     pub tools_changed: Arc<Notify>,
     pub resources_changed: Arc<Notify>,
@@ -50,9 +55,22 @@ impl ClientHandler for UpstreamClient {
         });
     }
 
+    async fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, ErrorData> {
+        Ok(self.routes.input(request).await)
+    }
+
+    /// Form elicitation: a person watching the job answers (or the waiting MCP caller).
     fn get_info(&self) -> ClientConfig {
+        let mut elicitation = ElicitationCapability::default();
+        elicitation.form = Some(FormElicitationCapability::default());
+        let mut capabilities = ClientCapabilities::default();
+        capabilities.elicitation = Some(elicitation);
         ClientConfig::new(
-            ClientCapabilities::default(),
+            capabilities,
             Implementation::new("mcp-progress-bridge", env!("CARGO_PKG_VERSION")),
         )
     }

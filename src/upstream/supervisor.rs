@@ -120,6 +120,7 @@ impl Upstream {
 
     fn handler(&self) -> UpstreamClient {
         UpstreamClient {
+            routes: self.inner.routes.clone(),
             upstream: self.name().to_string(),
             tools_changed: self.inner.tools_changed.clone(),
             resources_changed: self.inner.resources_changed.clone(),

@@ -20,11 +20,13 @@ use std::sync::{
 };
 
 use dashmap::DashMap;
+use futures::{FutureExt, future::BoxFuture};
 use rmcp::{
     RoleClient,
     model::{
-        ClientRequest, GetExtensions, GetMeta, JsonRpcMessage, ProgressNotificationParam,
-        ProgressToken, RequestId, ServerNotification,
+        ClientRequest, ElicitRequestParams, ElicitResult, ElicitationAction, GetExtensions,
+        GetMeta, JsonRpcMessage, ProgressNotificationParam, ProgressToken, RequestId,
+        ServerNotification,
     },
     service::{RxJsonRpcMessage, TxJsonRpcMessage},
     transport::Transport,
@@ -38,6 +40,13 @@ pub trait CallSink: Send + Sync + 'static {
     fn progress(&self, progress: &ProgressNotificationParam);
     #[allow(deprecated)]
     fn log(&self, message: &LoggingMessageNotificationParam);
+    /// The upstream asks for input during the call (`elicitation/create`): the answer, when
+    /// someone gives one. Not on the read path: rmcp runs each server request in a task of
+    /// its own, so this may wait. The default declines.
+    fn input(&self, request: ElicitRequestParams) -> BoxFuture<'static, ElicitResult> {
+        let _ = request;
+        std::future::ready(ElicitResult::new(ElicitationAction::Decline)).boxed()
+    }
 }
 
 /// Marks an outgoing `tools/call` with the route its notifications go to.
@@ -173,6 +182,29 @@ impl CallRoutes {
                     "ambiguous"
                 };
                 self.metrics.log_dropped.with_label_values(&[reason]).inc();
+            }
+        }
+    }
+
+    /// An `elicitation/create` carries no request ID or token either: like a log message, it
+    /// goes to the call only when that is the only call in flight here; otherwise it is
+    /// declined (guessing would show one caller's question to another).
+    pub(super) fn input(&self, request: ElicitRequestParams) -> BoxFuture<'static, ElicitResult> {
+        let only = if self.routes.len() == 1 {
+            self.routes.iter().next().map(|r| r.sink.clone())
+        } else {
+            None
+        };
+        match only {
+            Some(sink) => sink.input(request),
+            None => {
+                self.metrics
+                    .limit_hits
+                    .with_label_values(&["ambiguous_input"])
+                    .inc();
+                tracing::info!(upstream = %self.upstream, calls = self.routes.len(),
+                    "an upstream asked for input with no single call in flight: declined");
+                std::future::ready(ElicitResult::new(ElicitationAction::Decline)).boxed()
             }
         }
     }

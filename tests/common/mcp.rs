@@ -10,10 +10,13 @@ use std::{
 use rmcp::{
     ClientHandler, RoleClient, ServiceExt,
     model::{
-        CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, Implementation,
-        ProgressNotificationParam, ProtocolVersion,
+        CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig,
+        ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationCapability,
+        FormElicitationCapability, Implementation, ProgressNotificationParam, ProtocolVersion,
     },
-    service::{ClientLifecycleMode, ClientServiceExt, NotificationContext, RunningService},
+    service::{
+        ClientLifecycleMode, ClientServiceExt, NotificationContext, RequestContext, RunningService,
+    },
     transport::{
         StreamableHttpClientTransport, streamable_http_client::StreamableHttpClientTransportConfig,
     },
@@ -31,6 +34,8 @@ pub struct ProgressRecorder {
     seen: Arc<Mutex<Vec<ProgressNotificationParam>>>,
     /// What the client declares (rmcp's default when `None`).
     info: Option<ClientConfig>,
+    /// Answer every `elicitation/create` by accepting `{"answer": this}` (decline when `None`).
+    answer: Option<String>,
 }
 
 impl ProgressRecorder {
@@ -42,6 +47,18 @@ impl ProgressRecorder {
 impl ClientHandler for ProgressRecorder {
     fn get_info(&self) -> ClientConfig {
         self.info.clone().unwrap_or_default()
+    }
+
+    async fn create_elicitation(
+        &self,
+        _request: ElicitRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, rmcp::ErrorData> {
+        Ok(match &self.answer {
+            Some(answer) => ElicitResult::new(ElicitationAction::Accept)
+                .with_content(json!({ "answer": answer })),
+            None => ElicitResult::new(ElicitationAction::Decline),
+        })
     }
 
     async fn on_progress(
@@ -126,6 +143,27 @@ pub async fn connect_2026(url: &str, token: Option<&str>, tasks: bool) -> McpCli
     )
     .await
     .expect("MCP server/discover")
+}
+
+/// rmcp's client on a handshake revision, declaring form elicitation and answering every
+/// question with `answer`.
+pub async fn connect_answering(url: &str, answer: &str) -> McpClient {
+    let mut capabilities = ClientCapabilities::default();
+    let mut elicitation = ElicitationCapability::default();
+    elicitation.form = Some(FormElicitationCapability::default());
+    capabilities.elicitation = Some(elicitation);
+    let recorder = ProgressRecorder {
+        info: Some(ClientConfig::new(
+            capabilities,
+            Implementation::new("bridge-tests", "1"),
+        )),
+        answer: Some(answer.to_string()),
+        ..Default::default()
+    };
+    let transport = StreamableHttpClientTransport::from_uri(url);
+    within("MCP initialize", recorder.serve(transport))
+        .await
+        .expect("MCP initialize")
 }
 
 pub fn args(value: Value) -> Option<rmcp::model::JsonObject> {

@@ -58,7 +58,7 @@ return 1
 const APPEND: &str = r#"
 local status = redis.call('HGET', KEYS[1], 'status')
 if not status then return {0, 0} end
-if status ~= '"running"' then return {-1, 0} end
+if status ~= '"running"' and status ~= '"input_required"' then return {-1, 0} end
 local expect = tonumber(ARGV[10])
 if expect > 0 then
   local head = tonumber(redis.call('HGET', KEYS[1], 'seq'))
@@ -94,7 +94,8 @@ return {seq, 0}
 /// KEYS: job hash, [corr hash]. ARGV: data before seq, data after seq, job channel, corr channel.
 /// Publishes a live-only heartbeat at the current position; nothing is stored.
 const HEARTBEAT: &str = r#"
-if redis.call('HGET', KEYS[1], 'status') ~= '"running"' then return 0 end
+local status = redis.call('HGET', KEYS[1], 'status')
+if status ~= '"running"' and status ~= '"input_required"' then return 0 end
 local seq = redis.call('HGET', KEYS[1], 'seq')
 local data = ARGV[1] .. seq .. ARGV[2]
 redis.call('PUBLISH', ARGV[3], 'id: ' .. seq .. '\nevent: heartbeat\ndata: ' .. data .. '\n\n')
@@ -132,7 +133,8 @@ return {head, jobs, oldest, entries}
 const REQUEST_CANCEL: &str = r#"
 local fields = redis.call('HGETALL', KEYS[1])
 if #fields == 0 then return false end
-if redis.call('HGET', KEYS[1], 'status') == '"running"' then
+local status = redis.call('HGET', KEYS[1], 'status')
+if status == '"running"' or status == '"input_required"' then
   redis.call('HSET', KEYS[1], '_cancel', ARGV[2])
   local owner = string.sub(redis.call('HGET', KEYS[1], 'owner'), 2, -2)
   redis.call('PUBLISH', ARGV[1] .. owner .. '}', ARGV[2])

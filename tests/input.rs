@@ -1,0 +1,210 @@
+//! Questions a tool asks during a call (`elicitation/create`), answered by a person: the demo
+//! tool `ask` (a real child process) asks through the bridge; the answer comes from the
+//! waiting MCP caller, `POST /jobs/{id}/input`, or `tasks/update`, or nobody (declined).
+
+#[allow(dead_code)]
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use mcp_progress_bridge::config::CallMode;
+use rmcp::model::{
+    CallToolResponse, GetTaskParams, InputRequest, TaskPayload, TaskStatus, UpdateTaskParams,
+};
+use serde_json::{Value, json};
+
+async fn post_answer(url: &str, body: Value) -> (u16, Value) {
+    let response = within(
+        "POST an answer",
+        reqwest::Client::new().post(url).json(&body).send(),
+    )
+    .await
+    .expect("POST");
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+fn input_url(handle: &JobHandle) -> String {
+    handle.raw["input_url"]
+        .as_str()
+        .expect("the handle has input_url")
+        .to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_question_is_answered_through_the_jobs_input_url_once() {
+    let bridge = start_bridge(|c| c.jobs.mode = CallMode::Async).await;
+    let client = connect(&bridge).await;
+    let handle = running_job(&client, "demo__ask", json!({"question": "Your name?"})).await;
+    let events = read_sse(&handle.events_url, None, |e| e.event == "input_required").await;
+    let asked = events.last().unwrap();
+    assert_eq!(asked.data["message"], "Your name?");
+    assert_eq!(
+        asked.data["requested_schema"]["properties"]["answer"]["type"],
+        "string"
+    );
+    let key = asked.data["key"].as_str().unwrap().to_string();
+    let (_, snapshot) = get_json(&handle.status_url).await;
+    assert_eq!(snapshot["status"], "input_required");
+    assert_eq!(snapshot["input_requests"][0]["key"], key.as_str());
+
+    let url = input_url(&handle);
+    // The read token does not open the input URL.
+    let with_read_token = url.replace(token_of(&url), handle.read_token());
+    let (status, _) = post_answer(&with_read_token, json!({"action": "decline"})).await;
+    assert_eq!(status, 404);
+    let (status, body) =
+        post_answer(&url, json!({"action": "accept", "content": {"answer": 5}})).await;
+    assert_eq!(status, 400, "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("content.answer")
+    );
+    let (status, body) = post_answer(
+        &url,
+        json!({"action": "accept", "content": {"answer": "Ada"}}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let (status, _) = post_answer(
+        &url,
+        json!({"action": "accept", "content": {"answer": "Eve"}}),
+    )
+    .await;
+    assert_eq!(status, 409, "a second answer");
+
+    let events = read_job_events(&handle.events_url).await;
+    let answered = events.iter().find(|e| e.event == "input_answered").unwrap();
+    assert_eq!(answered.data["action"], "accept");
+    assert_eq!(answered.data["key"], key.as_str());
+    assert!(
+        answered.data.get("content").is_none(),
+        "the answer stays with the tool"
+    );
+    let last = events.last().unwrap();
+    assert_eq!(last.event, "completed");
+    assert_eq!(last.data["result"]["content"][0]["text"], "you said: Ada");
+    bridge.shutdown(Duration::from_secs(1)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_question_nobody_answers_is_declined_and_the_job_goes_on() {
+    let bridge = start_bridge(|c| {
+        c.jobs.mode = CallMode::Async;
+        c.jobs.input_timeout_secs = 1;
+    })
+    .await;
+    let client = connect(&bridge).await;
+    let handle = running_job(&client, "demo__ask", json!({})).await;
+    let events = read_job_events(&handle.events_url).await;
+    let answered = events.iter().find(|e| e.event == "input_answered").unwrap();
+    assert_eq!(answered.data["action"], "decline");
+    assert_eq!(answered.data["by"], "timeout");
+    let last = events.last().unwrap();
+    assert_eq!(last.event, "completed");
+    assert_eq!(
+        last.data["result"]["content"][0]["text"],
+        "no answer: declined"
+    );
+    let metrics = metrics_text(&bridge.base).await;
+    assert!(
+        metrics.contains("bridge_limit_hits_total{limit=\"input_timeout_secs\"} 1"),
+        "{metrics}"
+    );
+    // Too large an answer is refused before it is read.
+    let handle = running_job(&client, "demo__ask", json!({})).await;
+    read_sse(&handle.events_url, None, |e| e.event == "input_required").await;
+    let big = "x".repeat(70_000);
+    let (status, _) = post_answer(
+        &input_url(&handle),
+        json!({"action": "accept", "content": {"answer": big}}),
+    )
+    .await;
+    assert_eq!(status, 413);
+    bridge.shutdown(Duration::from_secs(1)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiting_caller_that_takes_elicitation_answers_itself() {
+    let bridge = start_bridge(|c| c.jobs.mode = CallMode::Sync).await;
+    let client = connect_answering(&bridge.mcp_url(), "Grace").await;
+    let result = call(&client, "demo__ask", json!({})).await;
+    assert_eq!(first_text(&result), "you said: Grace");
+    // A caller that does not take elicitation: the question goes to the job, and with nobody
+    // there it is declined after the timeout (here the default caller, an async job).
+    bridge.shutdown(Duration::from_secs(1)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_shows_the_question_and_tasks_update_answers_it() {
+    let bridge = start_bridge(|c| c.jobs.mode = CallMode::Async).await;
+    let client = connect_2026(&bridge.mcp_url(), None, true).await;
+    let answer = within(
+        "tools/call",
+        client.call_tool_once(call_params("demo__ask", json!({"question": "Color?"}))),
+    )
+    .await
+    .unwrap();
+    let CallToolResponse::Task(created) = answer else {
+        panic!("not a task: {answer:?}");
+    };
+    let task_id = created.task.task_id;
+    let (key, request) = eventually("the task asks", || async {
+        let got = client
+            .get_task(GetTaskParams::new(task_id.clone()))
+            .await
+            .unwrap();
+        match got.task.payload {
+            TaskPayload::InputRequired { input_requests } => input_requests.into_iter().next(),
+            _ => None,
+        }
+    })
+    .await;
+    let InputRequest::Elicitation(request) = request else {
+        panic!("not an elicitation: {request:?}");
+    };
+    assert!(
+        serde_json::to_string(&request.params)
+            .unwrap()
+            .contains("Color?")
+    );
+    let bad = [(
+        key.clone(),
+        json!({"action": "accept", "content": {"nope": 1}}),
+    )];
+    let refused = client
+        .update_task(UpdateTaskParams::new(
+            task_id.clone(),
+            bad.into_iter().collect(),
+        ))
+        .await;
+    assert!(refused.is_err(), "an answer that does not fit is refused");
+    let good = [(
+        key,
+        json!({"action": "accept", "content": {"answer": "blue"}}),
+    )];
+    client
+        .update_task(UpdateTaskParams::new(
+            task_id.clone(),
+            good.into_iter().collect(),
+        ))
+        .await
+        .expect("tasks/update");
+    let task = eventually("the task ends", || async {
+        let got = client
+            .get_task(GetTaskParams::new(task_id.clone()))
+            .await
+            .unwrap();
+        got.task.status().is_terminal().then_some(got.task)
+    })
+    .await;
+    assert_eq!(task.status(), TaskStatus::Completed);
+    let TaskPayload::Completed { result } = task.payload else {
+        unreachable!()
+    };
+    assert_eq!(result["content"][0]["text"], "you said: blue");
+    bridge.shutdown(Duration::from_secs(1)).await;
+}
