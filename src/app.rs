@@ -414,13 +414,55 @@ async fn serve(
         }
         _ => None,
     };
-    let open = |name: &str| metrics.connections_open.with_label_values(&[name]);
-    http::serve::spawn(http, listener, final_routes(surface.main), open("main"));
+    let counters = |name: &str| http::serve::Counters {
+        open: metrics.connections_open.with_label_values(&[name]),
+        refused: metrics.connections_refused.clone(),
+        closed: metrics.connections_closed.clone(),
+    };
+    let options = serve_options(config);
+    let main = final_routes(surface.main);
+    http::serve::spawn(http, listener, main, options, counters("main"));
     let admin_addr = admin.map(|(listener, routes, bound)| {
-        http::serve::spawn(http, listener, final_routes(routes), open("admin"));
+        let options = http::serve::Options {
+            max_connections: http::serve::ADMIN_MAX_CONNECTIONS,
+            max_connections_per_address: http::serve::ADMIN_MAX_CONNECTIONS,
+            ..options
+        };
+        http::serve::spawn(
+            http,
+            listener,
+            final_routes(routes),
+            options,
+            counters("admin"),
+        );
         bound
     });
     Ok((addr, admin_addr))
+}
+
+/// The main listener's timeouts and caps; the total cap lowered to keep file descriptors free
+/// below the open-file limit (which `main` raised to the hard limit before).
+fn serve_options(config: &Config) -> http::serve::Options {
+    let limits = &config.limits;
+    let nofile = rlimit::Resource::NOFILE.get().ok().map(|(soft, _)| soft);
+    let max_connections =
+        http::serve::connection_cap(limits.max_connections, limits.reserved_fds, nofile);
+    if max_connections < limits.max_connections {
+        tracing::warn!(
+            max_connections,
+            configured = limits.max_connections,
+            open_file_limit = nofile,
+            reserved_fds = limits.reserved_fds,
+            "open connections capped below limits.max_connections to keep file descriptors \
+             free; raise the open-file limit (ulimit -n) to allow more"
+        );
+    }
+    http::serve::Options {
+        header_read_timeout: Duration::from_secs(config.server.header_read_timeout_secs),
+        body_read_timeout: Duration::from_secs(config.server.body_read_timeout_secs),
+        max_connections,
+        max_connections_per_address: limits.max_connections_per_address,
+    }
 }
 
 /// `with_state(())` once, here: it turns every handler into its final route. A router whose

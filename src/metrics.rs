@@ -80,6 +80,11 @@ pub struct Metrics {
     pub refused: RefusedRequests,
     /// Open HTTP connections, by listener (`main`, `admin`).
     pub connections_open: IntGaugeVec,
+    /// Connections refused at accept, by the cap reached (`max_connections`,
+    /// `max_connections_per_address`).
+    pub connections_refused: IntCounterVec,
+    /// Connections the bridge closed, by reason (`header_timeout`, `body_timeout`, `evicted`).
+    pub connections_closed: IntCounterVec,
 }
 
 impl Metrics {
@@ -138,6 +143,16 @@ impl Metrics {
             "bridge_jwks_fetches_total",
             "Fetches of JWT issuers' signing keys, by outcome",
             &["outcome"],
+        );
+        let connections_refused = counter(
+            "bridge_connections_refused_total",
+            "HTTP connections refused with a 503 when accepted, by the cap reached",
+            &["reason"],
+        );
+        let connections_closed = counter(
+            "bridge_connections_closed_total",
+            "HTTP connections closed by the bridge: header or body too slow, or idle longest when the connection cap was reached",
+            &["reason"],
         );
         let refused = counter(
             "bridge_requests_refused_total",
@@ -217,6 +232,8 @@ impl Metrics {
             jwks_fetches,
             refused: RefusedRequests(refused),
             connections_open,
+            connections_refused,
+            connections_closed,
         }
     }
 

@@ -37,6 +37,8 @@ const LABELS: &[(&str, &[&str])] = &[
     ("bridge_requests_refused_total", &["reason"]),
     ("bridge_mcp_sessions_open", &[]),
     ("bridge_connections_open", &["listener"]),
+    ("bridge_connections_refused_total", &["reason"]),
+    ("bridge_connections_closed_total", &["reason"]),
     ("bridge_build_info", &["version", "profile"]),
 ];
 

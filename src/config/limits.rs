@@ -29,6 +29,17 @@ pub struct LimitsConfig {
     /// Resource URIs one MCP session (or one `subscriptions/listen` request) may follow at
     /// once; `resources/subscribe` past it gets an error.
     pub max_resource_subscriptions: usize,
+    /// Open HTTP connections on the main listener. At the cap, the connection idle longest
+    /// (no request in progress) is closed to make room; when none is idle, the new one gets
+    /// 503 with `Retry-After` and is closed. Lowered at start to keep `reserved_fds` free below
+    /// the open-file limit.
+    pub max_connections: usize,
+    /// Open HTTP connections from one client address (an IPv6 /64 counts as one); past it, 503
+    /// with `Retry-After`. Behind a proxy every client shares the proxy's address: raise it.
+    pub max_connections_per_address: usize,
+    /// File descriptors kept free below the open-file limit for what is not a client
+    /// connection (upstream children and connections, Redis, the log).
+    pub reserved_fds: usize,
     /// Largest message read from an upstream, in bytes (a tool's result, mostly): a larger
     /// answer fails its job with `result_too_large`, a larger notification is dropped.
     pub max_result_bytes: usize,
@@ -45,6 +56,9 @@ impl Default for LimitsConfig {
             max_upstream_list_items: 10_000,
             max_resource_read_bytes: 16 * 1024 * 1024,
             max_resource_subscriptions: 256,
+            max_connections: 16_384,
+            max_connections_per_address: 1024,
+            reserved_fds: 512,
             max_result_bytes: 16 * 1024 * 1024,
         }
     }
@@ -61,7 +75,7 @@ pub(super) fn validate(
     limits: &LimitsConfig,
     err: impl Fn(&str, String) -> ConfigError,
 ) -> Result<(), ConfigError> {
-    let checks: [(&str, u64, u64, u64); 9] = [
+    let checks: [(&str, u64, u64, u64); 12] = [
         (
             "limits.max_request_bytes",
             limits.max_request_bytes as u64,
@@ -108,6 +122,24 @@ pub(super) fn validate(
             "limits.max_resource_subscriptions",
             limits.max_resource_subscriptions as u64,
             1,
+            1_000_000,
+        ),
+        (
+            "limits.max_connections",
+            limits.max_connections as u64,
+            1,
+            10_000_000,
+        ),
+        (
+            "limits.max_connections_per_address",
+            limits.max_connections_per_address as u64,
+            1,
+            10_000_000,
+        ),
+        (
+            "limits.reserved_fds",
+            limits.reserved_fds as u64,
+            16,
             1_000_000,
         ),
         (

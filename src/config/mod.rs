@@ -79,6 +79,13 @@ pub struct ServerConfig {
     pub cors_origins: Vec<String>,
     /// A second listener that alone serves `/upstreams` and `/metrics`, without a token.
     pub admin_listen: Option<SocketAddr>,
+    /// Seconds a connection may take to send a complete request head, counted from when it
+    /// opened or its previous response ended: also how long a keep-alive connection may idle.
+    /// Past it the connection is closed (slowloris).
+    pub header_read_timeout_secs: u64,
+    /// Seconds a request body may take to arrive in full after its head (408 on `/mcp`, and
+    /// the connection closes).
+    pub body_read_timeout_secs: u64,
 }
 
 impl Default for ServerConfig {
@@ -92,6 +99,8 @@ impl Default for ServerConfig {
             allowed_origins: Vec::new(),
             cors_origins: Vec::new(),
             admin_listen: None,
+            header_read_timeout_secs: 10,
+            body_read_timeout_secs: 30,
         }
     }
 }

@@ -137,6 +137,20 @@ fn validate_server(
             "must be between 1 and 300 (proxies cut idle streams after about 60 s)".into(),
         ));
     }
+    for (key, secs) in [
+        (
+            "server.header_read_timeout_secs",
+            server.header_read_timeout_secs,
+        ),
+        (
+            "server.body_read_timeout_secs",
+            server.body_read_timeout_secs,
+        ),
+    ] {
+        if !(1..=3600).contains(&secs) {
+            return Err(err(key, format!("must be between 1 and 3600, got {secs}")));
+        }
+    }
     Ok(())
 }
 

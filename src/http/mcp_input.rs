@@ -4,6 +4,8 @@
 //! found"). It rejects only what rmcp would reject too; everything else passes unchanged.
 //!
 //! - body larger than `limits.max_request_bytes` → 413
+//! - body not complete within `server.body_read_timeout_secs` of the head → 408, then the
+//!   connection closes
 //! - not JSON, invalid UTF-8, nested deeper than serde_json's 128 levels → 400, -32700
 //! - a batch (array), not an object, no `"jsonrpc": "2.0"`, an `id` that is neither a string
 //!   nor an integer, a `method` that is not a string → 400, -32600
@@ -43,6 +45,19 @@ pub async fn check_mcp_post(
     let (parts, body) = request.into_parts();
     let bytes = match axum::body::to_bytes(body, max_bytes).await {
         Ok(bytes) => bytes,
+        Err(e) if super::serve::is_body_timeout(&e) => {
+            let mut response = error(
+                StatusCode::REQUEST_TIMEOUT,
+                Value::Null,
+                INVALID_REQUEST,
+                e.to_string(),
+            );
+            response.headers_mut().insert(
+                axum::http::header::CONNECTION,
+                axum::http::HeaderValue::from_static("close"),
+            );
+            return response;
+        }
         Err(_) => {
             refused.count(Refusal::BodySize);
             return error(

@@ -25,6 +25,7 @@ mod proc;
 mod process;
 mod redis;
 mod report;
+mod soak;
 mod sse;
 mod stats;
 
@@ -54,7 +55,7 @@ pub struct Args {
     #[arg(long, value_name = "PATH")]
     markdown: Option<PathBuf>,
     /// Run only these scenarios (comma-separated): passthrough, latency, redis, ingest,
-    /// many-jobs, fanout.
+    /// many-jobs, fanout, soak.
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// The bridge binary (default: `mcp-progress-bridge` next to this one, built if needed).
@@ -66,6 +67,9 @@ pub struct Args {
     /// Leave the peer gateways out of the pass-through scenario.
     #[arg(long)]
     no_peers: bool,
+    /// How long the soak scenario runs, in seconds (default: 30 in quick mode, 180 otherwise).
+    #[arg(long, value_name = "N")]
+    soak_secs: Option<u64>,
     #[command(subcommand)]
     command: Option<Sub>,
 }
@@ -90,6 +94,8 @@ pub struct Ctx {
     pub dir: PathBuf,
     pub peers_dir: PathBuf,
     pub no_peers: bool,
+    /// How long the soak scenario runs.
+    pub soak_secs: u64,
 }
 
 impl Ctx {
@@ -159,13 +165,14 @@ pub fn stdio_upstream_config(bin: &Path, mode: &str) -> String {
     )
 }
 
-const SCENARIOS: [&str; 6] = [
+const SCENARIOS: [&str; 7] = [
     "passthrough",
     "latency",
     "redis",
     "ingest",
     "many-jobs",
     "fanout",
+    "soak",
 ];
 
 #[tokio::main]
@@ -238,6 +245,7 @@ fn prepare(args: &Args) -> Result<Ctx, String> {
         dir,
         peers_dir: args.peers_dir.clone(),
         no_peers: args.no_peers,
+        soak_secs: args.soak_secs.unwrap_or(if args.quick { 30 } else { 180 }),
     })
 }
 
@@ -275,6 +283,7 @@ async fn run_plan(
             "ingest" => ingest::run(ctx).await,
             "many-jobs" => many_jobs::run(ctx).await,
             "fanout" => fanout::run(ctx, size.unwrap_or(1_000)).await,
+            "soak" => soak::run(ctx).await,
             _ => unreachable!("checked in main"),
         };
         match result {

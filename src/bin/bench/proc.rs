@@ -23,7 +23,8 @@ pub async fn start_bridge(
     let text = format!(
         "[server]\nlisten = \"127.0.0.1:0\"\nallowed_hosts = []\n\n\
          [limits]\nmax_jobs_per_token = 100000\ncalls_per_minute = 10000000\n\
-         max_subscribers_per_channel = 100000\nmax_subscribers = 100000\n\n{config}"
+         max_subscribers_per_channel = 100000\nmax_subscribers = 100000\n\
+         max_connections = 100000\nmax_connections_per_address = 100000\n\n{config}"
     );
     BridgeProcess::start(bin, Some(dir), name, &text, &[]).await
 }

@@ -35,6 +35,9 @@ pub struct SseReader {
     expect_crlf: bool,
     ended: bool,
     last_read_us: u64,
+    /// How much of `body` is known to hold no frame end: a large frame (a result of a few
+    /// MiB) arrives in many reads, and each read scans only what is new.
+    scanned: usize,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -80,6 +83,7 @@ impl SseReader {
             expect_crlf: false,
             ended: false,
             last_read_us: now_us(),
+            scanned: 0,
         })
     }
 
@@ -147,7 +151,13 @@ impl SseReader {
 
     fn parse(&mut self) -> Option<Frame> {
         loop {
-            let end = find(&self.body, b"\n\n")?;
+            let from = self.scanned.min(self.body.len());
+            let Some(at) = find(&self.body[from..], b"\n\n") else {
+                self.scanned = self.body.len().saturating_sub(1);
+                return None;
+            };
+            let end = from + at;
+            self.scanned = 0;
             let block: Vec<u8> = self.body.drain(..end + 2).collect();
             let mut frame = Frame {
                 id: None,

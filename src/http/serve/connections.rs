@@ -1,12 +1,24 @@
-//! The open connections of one listener: counted, and each reachable by the accept loop, which
-//! tells them to close (gracefully at shutdown, at once when the shutdown overran its bound).
+//! The open connections of one listener: counted in total and per client address, each
+//! reachable by the accept loop, which tells them to close (gracefully at shutdown, at once when
+//! the shutdown overran its bound or when an idle one makes room).
+//!
+//! Admission ([`Connections::admit`]): past `per_address` open connections from one address the
+//! new one is refused. At `total`, the connection that has been idle longest (no request in
+//! progress: waiting for its first request head, or between keep-alive requests, a slowloris
+//! head included) is closed to make room; only when every open connection is in a request (an
+//! SSE stream, a call being answered) is the new one refused. So sockets that hold a place and
+//! send nothing cannot lock out `/healthz` or a caller: each newcomer pushes the oldest of them
+//! out. One race is accepted: a connection whose request head completes just as it is chosen
+//! is closed with that request unanswered (the client sees the connection close, as when a
+//! keep-alive connection times out).
 //!
 //! Each connection waits on a [`Signal`] of its own rather than on a token shared by all: a
 //! shared `CancellationToken` is a shared mutex, taken by every connection task at every wake-up
 //! (once per SSE event per reader), while a connection's own `Notify` is never contended.
 
 use std::{
-    collections::HashMap,
+    collections::{BTreeSet, HashMap},
+    net::IpAddr,
     sync::{
         Arc, Mutex, MutexGuard,
         atomic::{AtomicU8, Ordering},
@@ -14,7 +26,7 @@ use std::{
 };
 
 use prometheus::IntGauge;
-use tokio::sync::Notify;
+use tokio::{sync::Notify, time::Instant};
 
 /// What a connection is told to do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -25,8 +37,10 @@ pub enum Close {
     /// The bridge is stopping: finish the request in progress (an SSE stream ends on the HTTP
     /// stage's token), then close.
     Graceful = 1,
-    /// The shutdown overran its bound: drop the connection now.
-    Now = 2,
+    /// It was idle longest when a new connection needed its place: close now.
+    Evicted = 2,
+    /// The shutdown overran its bound: close now.
+    Now = 3,
 }
 
 /// One connection's mailbox: what it was told last, and the wake-up that says so.
@@ -50,6 +64,7 @@ impl Signal {
         match self.close.load(Ordering::Acquire) {
             0 => Close::No,
             1 => Close::Graceful,
+            2 => Close::Evicted,
             _ => Close::Now,
         }
     }
@@ -60,8 +75,25 @@ impl Signal {
     }
 }
 
+/// Why a connection was not admitted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refused {
+    /// Every open connection is in a request: none can make room.
+    Total,
+    /// Its address already holds `per_address` connections.
+    PerAddress,
+}
+
+/// The caps of one listener.
+#[derive(Debug, Clone, Copy)]
+pub struct Caps {
+    pub total: usize,
+    pub per_address: usize,
+}
+
 /// The open connections of one listener.
 pub struct Connections {
+    caps: Caps,
     table: Mutex<Table>,
     /// Woken when the last connection closes.
     emptied: Notify,
@@ -69,15 +101,65 @@ pub struct Connections {
     open: IntGauge,
 }
 
+/// Where a client connects from, for the per-address cap: an IPv4 address, or an IPv6 /64 (one
+/// host usually holds a whole /64, and picks a new address in it at will).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Origin {
+    V4(u32),
+    V6Net(u64),
+}
+
+impl Origin {
+    fn of(ip: IpAddr) -> Self {
+        match ip {
+            IpAddr::V4(v4) => Self::V4(v4.into()),
+            IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+                Some(v4) => Self::V4(v4.into()),
+                None => Self::V6Net((u128::from(v6) >> 64) as u64),
+            },
+        }
+    }
+}
+
+struct Member {
+    signal: Arc<Signal>,
+    origin: Origin,
+    /// Requests in progress (one at a time on HTTP/1, counted to stay right whatever the order
+    /// of the guards' drops).
+    busy: u32,
+    /// Since when it has had no request in progress.
+    idle_since: Instant,
+}
+
 #[derive(Default)]
 struct Table {
     next_id: u64,
-    members: HashMap<u64, Arc<Signal>>,
+    members: HashMap<u64, Member>,
+    per_origin: HashMap<Origin, usize>,
+    /// The idle members, oldest first.
+    idle: BTreeSet<(Instant, u64)>,
+}
+
+impl Table {
+    fn remove(&mut self, id: u64) -> Option<Member> {
+        let member = self.members.remove(&id)?;
+        if member.busy == 0 {
+            self.idle.remove(&(member.idle_since, id));
+        }
+        if let Some(n) = self.per_origin.get_mut(&member.origin) {
+            *n -= 1;
+            if *n == 0 {
+                self.per_origin.remove(&member.origin);
+            }
+        }
+        Some(member)
+    }
 }
 
 impl Connections {
-    pub fn new(open: IntGauge) -> Arc<Self> {
+    pub fn new(caps: Caps, open: IntGauge) -> Arc<Self> {
         Arc::new(Self {
+            caps,
             table: Mutex::new(Table::default()),
             emptied: Notify::new(),
             open,
@@ -89,31 +171,61 @@ impl Connections {
         self.table.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Count one more connection; it is counted until its [`Slot`] is dropped.
-    pub fn admit(self: &Arc<Self>) -> Slot {
-        let signal = Arc::new(Signal::default());
+    /// Count one more connection from `peer` (until its [`Slot`] is dropped), closing the
+    /// longest-idle one if the listener is full; `Err` if it may not open. `Ok(true)`: a
+    /// connection was evicted to make room.
+    pub fn admit(self: &Arc<Self>, peer: IpAddr) -> Result<(Slot, bool), Refused> {
+        let origin = Origin::of(peer);
         let mut table = self.table();
+        if table.per_origin.get(&origin).copied().unwrap_or(0) >= self.caps.per_address {
+            return Err(Refused::PerAddress);
+        }
+        let mut evicted = false;
+        if table.members.len() >= self.caps.total {
+            let Some(&(_, oldest)) = table.idle.first() else {
+                return Err(Refused::Total);
+            };
+            if let Some(member) = table.remove(oldest) {
+                member.signal.send(Close::Evicted);
+                self.open.dec();
+                evicted = true;
+            }
+        }
+        let signal = Arc::new(Signal::default());
         let id = table.next_id;
         table.next_id += 1;
-        table.members.insert(id, signal.clone());
+        let now = Instant::now();
+        table.members.insert(
+            id,
+            Member {
+                signal: signal.clone(),
+                origin,
+                busy: 0,
+                idle_since: now,
+            },
+        );
+        table.idle.insert((now, id));
+        *table.per_origin.entry(origin).or_default() += 1;
         drop(table);
         self.open.inc();
-        Slot {
+        let slot = Slot {
             connections: self.clone(),
             id,
             signal,
-        }
+        };
+        Ok((slot, evicted))
     }
 
-    /// Connections open now.
+    /// Connections open now (an evicted one no longer counts, though it may take a moment to
+    /// close).
     pub fn len(&self) -> usize {
         self.table().members.len()
     }
 
     /// Tell every open connection to close.
     pub fn close_all(&self, close: Close) {
-        for signal in self.table().members.values() {
-            signal.send(close);
+        for member in self.table().members.values() {
+            member.signal.send(close);
         }
     }
 
@@ -129,6 +241,29 @@ impl Connections {
             emptied.await;
         }
     }
+
+    fn started(&self, id: u64) {
+        let mut table = self.table();
+        let Table { members, idle, .. } = &mut *table;
+        if let Some(member) = members.get_mut(&id) {
+            if member.busy == 0 {
+                idle.remove(&(member.idle_since, id));
+            }
+            member.busy += 1;
+        }
+    }
+
+    fn ended(&self, id: u64) {
+        let mut table = self.table();
+        let Table { members, idle, .. } = &mut *table;
+        if let Some(member) = members.get_mut(&id) {
+            member.busy = member.busy.saturating_sub(1);
+            if member.busy == 0 {
+                member.idle_since = Instant::now();
+                idle.insert((member.idle_since, id));
+            }
+        }
+    }
 }
 
 /// One open connection's place in the table.
@@ -142,18 +277,42 @@ impl Slot {
     pub fn signal(&self) -> &Signal {
         &self.signal
     }
+
+    /// A request has started on this connection; it is not idle until the guard is dropped
+    /// (with the response body, once written).
+    pub fn busy(&self) -> Busy {
+        self.connections.started(self.id);
+        Busy {
+            connections: self.connections.clone(),
+            id: self.id,
+        }
+    }
 }
 
 impl Drop for Slot {
     fn drop(&mut self) {
         let mut table = self.connections.table();
-        table.members.remove(&self.id);
+        let removed = table.remove(self.id).is_some();
         let empty = table.members.is_empty();
         drop(table);
-        self.connections.open.dec();
+        if removed {
+            self.connections.open.dec();
+        }
         if empty {
             self.connections.emptied.notify_waiters();
         }
+    }
+}
+
+/// A request in progress on a connection (see [`Slot::busy`]).
+pub struct Busy {
+    connections: Arc<Connections>,
+    id: u64,
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        self.connections.ended(self.id);
     }
 }
 
@@ -161,12 +320,21 @@ impl Drop for Slot {
 mod tests {
     use super::*;
 
+    fn connections(total: usize, per_address: usize) -> (Arc<Connections>, IntGauge) {
+        let gauge = IntGauge::new("open", "open").unwrap();
+        let caps = Caps { total, per_address };
+        (Connections::new(caps, gauge.clone()), gauge)
+    }
+
+    fn ip(last: u8) -> IpAddr {
+        IpAddr::from([10, 0, 0, last])
+    }
+
     #[tokio::test]
     async fn counted_until_dropped_and_told_to_close() {
-        let gauge = IntGauge::new("open", "open").unwrap();
-        let connections = Connections::new(gauge.clone());
-        let a = connections.admit();
-        let b = connections.admit();
+        let (connections, gauge) = connections(10, 10);
+        let (a, _) = connections.admit(ip(1)).unwrap();
+        let (b, _) = connections.admit(ip(1)).unwrap();
         assert_eq!((connections.len(), gauge.get()), (2, 2));
         connections.close_all(Close::Now);
         connections.close_all(Close::Graceful);
@@ -182,5 +350,50 @@ mod tests {
         drop(b);
         waiting.await.unwrap();
         assert_eq!((connections.len(), gauge.get()), (0, 0));
+    }
+
+    #[tokio::test]
+    async fn per_address_cap_refuses_and_the_oldest_idle_makes_room() {
+        let (connections, gauge) = connections(3, 2);
+        let (a, _) = connections.admit(ip(1)).unwrap();
+        let (_b, _) = connections.admit(ip(1)).unwrap();
+        assert_eq!(
+            connections.admit(ip(1)).err(),
+            Some(Refused::PerAddress),
+            "a third from one address"
+        );
+        // The same /64 counts as one address; a v4-mapped address as its IPv4 one.
+        let v6 = |last: u16| IpAddr::from([0x2001, 0xdb8, 0, 0, 0, 0, 0, last]);
+        let (c, _) = connections.admit(v6(1)).unwrap();
+        let _busy = c.busy();
+        let mapped: IpAddr = "::ffff:10.0.0.1".parse().unwrap();
+        assert_eq!(connections.admit(mapped).err(), Some(Refused::PerAddress));
+        // Full: `a` has been idle longest and goes; `c` is in a request and stays.
+        let (_d, evicted) = connections.admit(v6(2)).unwrap();
+        assert!(evicted);
+        assert_eq!(a.signal().order(), Close::Evicted);
+        assert_eq!(c.signal().order(), Close::No);
+        assert_eq!((connections.len(), gauge.get()), (3, 3));
+        drop(a);
+        assert_eq!(gauge.get(), 3, "an evicted slot is not counted twice");
+        assert_eq!(
+            connections.admit(v6(3)).err(),
+            Some(Refused::PerAddress),
+            "same /64 as c and d"
+        );
+    }
+
+    #[tokio::test]
+    async fn refused_when_every_connection_is_in_a_request() {
+        let (connections, _) = connections(2, 10);
+        let (a, _) = connections.admit(ip(1)).unwrap();
+        let (b, _) = connections.admit(ip(2)).unwrap();
+        let busy_a = a.busy();
+        let _busy_b = b.busy();
+        assert_eq!(connections.admit(ip(3)).err(), Some(Refused::Total));
+        drop(busy_a);
+        let (_c, evicted) = connections.admit(ip(3)).unwrap();
+        assert!(evicted, "a became idle when its request ended");
+        assert_eq!(a.signal().order(), Close::Evicted);
     }
 }

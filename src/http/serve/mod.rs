@@ -6,7 +6,14 @@
 //! off, no route upgrades), and the sniff cost memory: hyper's first read then held an
 //! incomplete head, grew its read buffer from 8 to 16 KiB, and kept it for the connection's
 //! life, an open SSE stream included (issue 16's profile). Owning the loop also puts every
-//! connection in a table the bridge controls (`connections`).
+//! connection under the bridge's bounds:
+//! - hyper's `header_read_timeout` (`server.header_read_timeout_secs`): a request head must be
+//!   complete this long after the connection opened or its previous response ended. hyper runs
+//!   one timer for both, so it is also how long a keep-alive connection may sit idle.
+//! - a body deadline (`server.body_read_timeout_secs`, [`body`]);
+//! - caps on open connections, in total and per client address ([`connections`]), the total
+//!   lowered to keep file descriptors free for upstreams, Redis and the rest ([`connection_cap`]).
+//!   A refused connection is answered `503` with `Retry-After` and a JSON body, then closed.
 //!
 //! Every request gets the peer's address as axum's `ConnectInfo<SocketAddr>` (the admin routes
 //! use it), and every connection `TCP_NODELAY`.
@@ -17,6 +24,7 @@
 //! stage overruns its bound, the loop is dropped, and dropping it closes every connection at
 //! once.
 
+mod body;
 mod connections;
 
 use std::{net::SocketAddr, sync::Arc, time::Duration};
@@ -24,33 +32,100 @@ use std::{net::SocketAddr, sync::Arc, time::Duration};
 use axum::{Router, extract::ConnectInfo};
 use hyper::{body::Incoming, server::conn::http1};
 use hyper_util::rt::{TokioIo, TokioTimer};
-use prometheus::IntGauge;
-use tokio::net::{TcpListener, TcpStream};
+use prometheus::{IntCounter, IntCounterVec, IntGauge};
+use tokio::{
+    io::{AsyncReadExt, AsyncWriteExt},
+    net::{TcpListener, TcpStream},
+    sync::Semaphore,
+};
 use tower_service::Service;
 
-use self::connections::{Close, Connections, Slot};
+pub use self::body::{BodyTimedOut, is_body_timeout};
+use self::{
+    body::TimedBody,
+    connections::{Caps, Close, Connections, Refused, Slot},
+};
 use crate::shutdown::Tasks;
 
 /// How long the loop pauses after `accept` failed for a reason other than the one client (the
 /// open-file limit reached, for one): the error would otherwise repeat at once, in a loop.
 const ACCEPT_ERROR_PAUSE: Duration = Duration::from_secs(1);
+/// What a refused connection is told: come back after this many seconds.
+const REFUSED_RETRY_AFTER_SECS: u64 = 1;
+/// A refused connection is read (and its bytes dropped) for up to this long after its answer,
+/// so that closing it does not reset the connection before the client has read the 503 (a
+/// close with unread data sends a reset, which can discard the answer on its way).
+const LINGER: Duration = Duration::from_secs(1);
+/// Refused connections lingering at once; past it they are closed at once.
+pub const MAX_LINGERING: usize = 64;
+/// Open connections on the admin listener (operators only; no per-address cap).
+pub const ADMIN_MAX_CONNECTIONS: usize = 64;
+
+/// How a listener serves its connections.
+#[derive(Debug, Clone, Copy)]
+pub struct Options {
+    pub header_read_timeout: Duration,
+    pub body_read_timeout: Duration,
+    pub max_connections: usize,
+    pub max_connections_per_address: usize,
+}
+
+/// The listener's counters: `bridge_connections_open{listener}`, and (shared by the listeners)
+/// `bridge_connections_refused_total{reason}` and `bridge_connections_closed_total{reason}`.
+pub struct Counters {
+    pub open: IntGauge,
+    pub refused: IntCounterVec,
+    pub closed: IntCounterVec,
+}
+
+/// The total cap for `max_connections`, lowered so that `reserved_fds` file descriptors (and
+/// those of the admin listener and of lingering refusals) stay free below the open-file limit
+/// `nofile` for upstreams, Redis, health checks and the log. Never below half the limit: a
+/// reserve larger than a small limit would leave no connection at all.
+pub fn connection_cap(max_connections: usize, reserved_fds: usize, nofile: Option<u64>) -> usize {
+    let Some(nofile) = nofile.map(|n| usize::try_from(n).unwrap_or(usize::MAX)) else {
+        return max_connections;
+    };
+    let spare = nofile.saturating_sub(reserved_fds + ADMIN_MAX_CONNECTIONS + MAX_LINGERING);
+    max_connections.min(spare.max(nofile / 2)).max(1)
+}
 
 /// What one listener serves, and how.
 struct Listener {
     routes: Router,
     http1: http1::Builder,
     connections: Arc<Connections>,
+    body_read_timeout: Duration,
+    lingering: Arc<Semaphore>,
+    counters: Counters,
+    body_expired: IntCounter,
 }
 
 /// Serve `routes` on `listener` until the HTTP stage stops, then until its connections have
-/// closed. `open` counts the listener's open connections.
-pub fn spawn(http: &Tasks, listener: TcpListener, routes: Router, open: IntGauge) {
+/// closed.
+pub fn spawn(
+    http: &Tasks,
+    listener: TcpListener,
+    routes: Router,
+    options: Options,
+    counters: Counters,
+) {
     let mut http1 = http1::Builder::new();
-    http1.timer(TokioTimer::new());
+    http1
+        .timer(TokioTimer::new())
+        .header_read_timeout(options.header_read_timeout);
+    let caps = Caps {
+        total: options.max_connections,
+        per_address: options.max_connections_per_address,
+    };
     let served = Arc::new(Listener {
         routes,
         http1,
-        connections: Connections::new(open),
+        connections: Connections::new(caps, counters.open.clone()),
+        body_read_timeout: options.body_read_timeout,
+        lingering: Arc::new(Semaphore::new(MAX_LINGERING)),
+        body_expired: counters.closed.with_label_values(&["body_timeout"]),
+        counters,
     });
     let tasks = http.clone();
     http.spawn(async move { accept_loop(listener, served, tasks).await });
@@ -66,11 +141,7 @@ async fn accept_loop(listener: TcpListener, served: Arc<Listener>, http: Tasks) 
             accepted = listener.accept() => accepted,
         };
         match accepted {
-            Ok((tcp, peer)) => {
-                let slot = served.connections.admit();
-                let served = served.clone();
-                http.spawn_tracked(async move { served.serve(tcp, peer, slot).await });
-            }
+            Ok((tcp, peer)) => served.clone().admit(tcp, peer, &http),
             Err(error) if is_client_error(&error) => {}
             Err(error) => {
                 tracing::warn!(%error, "accepting a connection failed; pausing");
@@ -105,6 +176,38 @@ fn is_client_error(error: &std::io::Error) -> bool {
 }
 
 impl Listener {
+    /// Serve a new connection on a task of its own, or refuse it.
+    fn admit(self: Arc<Self>, tcp: TcpStream, peer: SocketAddr, http: &Tasks) {
+        match self.connections.admit(peer.ip()) {
+            Ok((slot, evicted)) => {
+                if evicted {
+                    self.counters.closed.with_label_values(&["evicted"]).inc();
+                }
+                http.spawn_tracked(async move { self.serve(tcp, peer, slot).await });
+            }
+            Err(refused) => {
+                let (reason, cap) = match refused {
+                    Refused::Total => ("max_connections", "limits.max_connections"),
+                    Refused::PerAddress => (
+                        "max_connections_per_address",
+                        "limits.max_connections_per_address",
+                    ),
+                };
+                self.counters.refused.with_label_values(&[reason]).inc();
+                tracing::debug!(%peer, reason, "connection refused");
+                let answer = refusal(cap);
+                // A fresh socket's send buffer takes the short answer whole.
+                let _ = tcp.try_write(&answer);
+                if let Ok(place) = self.lingering.clone().try_acquire_owned() {
+                    http.spawn_tracked(async move {
+                        linger(tcp).await;
+                        drop(place);
+                    });
+                }
+            }
+        }
+    }
+
     /// Serve one connection until it closes, or until it is told to.
     async fn serve(&self, tcp: TcpStream, peer: SocketAddr, slot: Slot) {
         if let Err(error) = tcp.set_nodelay(true) {
@@ -113,11 +216,20 @@ impl Listener {
             // (measured: progress p99 26.7 ms without it; see BENCHMARKS.md).
             tracing::debug!(%error, "could not set TCP_NODELAY on a connection");
         }
-        let routes = self.routes.clone();
-        let service = hyper::service::service_fn(move |mut request: hyper::Request<Incoming>| {
-            request.extensions_mut().insert(ConnectInfo(peer));
+        let service = hyper::service::service_fn(|request: hyper::Request<Incoming>| {
+            let busy = slot.busy();
+            let (mut parts, body) = request.into_parts();
+            parts.extensions.insert(ConnectInfo(peer));
+            let body = TimedBody::new(body, self.body_read_timeout, self.body_expired.clone());
             // `Router::call` needs `&mut`; a clone is a reference count.
-            routes.clone().call(request)
+            let answer = self
+                .routes
+                .clone()
+                .call(hyper::Request::from_parts(parts, body));
+            async move {
+                let response = answer.await?;
+                Ok::<_, std::convert::Infallible>(response.map(|body| Answer { body, _busy: busy }))
+            }
         });
         let connection = self.http1.serve_connection(TokioIo::new(tcp), service);
         tokio::pin!(connection);
@@ -127,7 +239,7 @@ impl Listener {
             tokio::select! {
                 result = connection.as_mut() => break result,
                 () = signal.changed() => match signal.order() {
-                    Close::Now => return,
+                    Close::Now | Close::Evicted => return,
                     Close::Graceful if !graceful => {
                         graceful = true;
                         connection.as_mut().graceful_shutdown();
@@ -136,8 +248,103 @@ impl Listener {
                 },
             }
         };
-        if let Err(error) = result {
-            tracing::debug!(%error, %peer, "HTTP connection ended with an error");
+        match result {
+            Err(error) if error.is_timeout() => {
+                self.counters
+                    .closed
+                    .with_label_values(&["header_timeout"])
+                    .inc();
+            }
+            Err(error) => tracing::debug!(%error, %peer, "HTTP connection ended with an error"),
+            Ok(()) => {}
         }
+    }
+}
+
+/// The answer to a refused connection, closed after it.
+fn refusal(cap: &str) -> Vec<u8> {
+    let body = serde_json::json!({ "error": {
+        "code": "too_many_connections",
+        "message": format!("the bridge is at its connection limit ({cap}); retry after the time in Retry-After"),
+        "retry_after_secs": REFUSED_RETRY_AFTER_SECS,
+    } })
+    .to_string();
+    format!(
+        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n\
+         retry-after: {REFUSED_RETRY_AFTER_SECS}\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .into_bytes()
+}
+
+/// Close a refused connection after its answer: send FIN, then read and drop what the client
+/// still sends, for [`LINGER`] at most.
+async fn linger(mut tcp: TcpStream) {
+    let _ = tcp.shutdown().await;
+    let mut sink = [0u8; 1024];
+    let _ = tokio::time::timeout(LINGER, async {
+        while let Ok(n) = tcp.read(&mut sink).await {
+            if n == 0 {
+                break;
+            }
+        }
+    })
+    .await;
+}
+
+/// A response body that keeps its connection counted as in a request until it is dropped
+/// (written out, or the connection closed).
+struct Answer {
+    body: axum::body::Body,
+    _busy: connections::Busy,
+}
+
+impl http_body::Body for Answer {
+    type Data = bytes::Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        std::pin::Pin::new(&mut self.get_mut().body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.body.size_hint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_cap_keeps_file_descriptors_free() {
+        let fixed = ADMIN_MAX_CONNECTIONS + MAX_LINGERING;
+        assert_eq!(connection_cap(16_384, 512, None), 16_384);
+        assert_eq!(connection_cap(16_384, 512, Some(1_048_576)), 16_384);
+        assert_eq!(connection_cap(16_384, 512, Some(20_000)), 16_384);
+        assert_eq!(
+            connection_cap(100_000, 512, Some(20_000)),
+            20_000 - 512 - fixed
+        );
+        assert_eq!(connection_cap(16_384, 512, Some(1024)), 512, "half");
+        assert_eq!(connection_cap(16_384, 512, Some(1)), 1);
+    }
+
+    #[test]
+    fn a_refusal_is_a_complete_503() {
+        let answer = String::from_utf8(refusal("limits.max_connections")).unwrap();
+        let (head, body) = answer.split_once("\r\n\r\n").unwrap();
+        assert!(head.starts_with("HTTP/1.1 503 "));
+        assert!(head.contains("\r\nretry-after: 1\r\n"));
+        assert!(head.contains(&format!("content-length: {}", body.len())));
+        let json: serde_json::Value = serde_json::from_str(body).unwrap();
+        assert_eq!(json["error"]["code"], "too_many_connections");
     }
 }
