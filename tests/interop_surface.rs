@@ -136,10 +136,15 @@ async fn scenario(program: &Path, args: &[&str]) {
     );
 }
 
-/// What the operator hid from one upstream (its own names).
+/// What the operator hid from one upstream (its own names), and what the upstream offers the
+/// bridge that it does not offer every direct client.
 #[derive(Default)]
 struct Hidden {
     tools: &'static [&'static str],
+    /// Tools the upstream lists only to clients that declare elicitation. The bridge declares it
+    /// to every upstream (a person answers on the job's page), so through the bridge they are
+    /// listed whatever the caller's revision and capabilities.
+    for_eliciting_clients: &'static [&'static str],
     resources: &'static [&'static str],
     prompts: &'static [&'static str],
 }
@@ -182,6 +187,7 @@ fn through_bridge(direct: &Value, name: &str, hidden: &Hidden) -> Value {
         .unwrap()
         .iter()
         .map(|t| t["name"].as_str().unwrap())
+        .chain(hidden.for_eliciting_clients.iter().copied())
         .filter(|t| !hidden.tools.contains(t))
         .map(prefixed)
         .collect();
@@ -400,13 +406,22 @@ fn only(upstreams: Vec<UpstreamConfig>) -> impl FnOnce(&mut Config) {
     move |c: &mut Config| c.upstreams = upstreams
 }
 
+/// server-everything registers `trigger-elicitation-request` only for a client that declares
+/// elicitation (its tools/trigger-elicitation-request.js).
+const EVERYTHING: Hidden = Hidden {
+    tools: &[],
+    for_eliciting_clients: &["trigger-elicitation-request"],
+    resources: &[],
+    prompts: &[],
+};
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn server_everything_over_stdio_looks_the_same_through_the_bridge() {
     let Some(peers) = peers() else { return };
     let bridge = start_bridge(only(vec![everything_stdio(&peers, "everything")])).await;
     let entry = peers.everything.display().to_string();
     let direct = stdio_target("node", &[&entry, "stdio"]);
-    compare_every_client(&peers, &bridge, &direct, "everything", &Hidden::default()).await;
+    compare_every_client(&peers, &bridge, &direct, "everything", &EVERYTHING).await;
     bridge.shutdown(Duration::from_secs(2)).await;
 }
 
@@ -415,13 +430,14 @@ async fn server_everything_over_http_looks_the_same_through_the_bridge() {
     let Some(peers) = peers() else { return };
     let (_server, url) = everything_http(&peers).await;
     let bridge = start_bridge(only(vec![http_upstream("everything", &url)])).await;
-    compare_every_client(&peers, &bridge, &url, "everything", &Hidden::default()).await;
+    compare_every_client(&peers, &bridge, &url, "everything", &EVERYTHING).await;
     bridge.shutdown(Duration::from_secs(2)).await;
 }
 
 /// What tests hide of the fixture with `expose`.
 const FIXTURE_HIDDEN: Hidden = Hidden {
     tools: &["delete_everything"],
+    for_eliciting_clients: &[],
     resources: &["fixture://secret"],
     prompts: &["secret_prompt"],
 };
