@@ -40,6 +40,9 @@ pub enum TokenScope {
     JobInput,
     /// One correlation's event stream.
     Correlation,
+    /// An MCP session of one principal: the tag in its `Mcp-Session-Id` (see
+    /// `http::sessions`), so that no other principal can use the session.
+    McpSession,
 }
 
 impl TokenScope {
@@ -50,6 +53,7 @@ impl TokenScope {
             TokenScope::JobCancel => "job-cancel",
             TokenScope::JobInput => "job-input",
             TokenScope::Correlation => "correlation",
+            TokenScope::McpSession => "mcp-session",
         }
     }
 }
