@@ -20,9 +20,10 @@ use tokio::{sync::mpsc, time::Instant};
 use tracing::Instrument;
 
 use super::{
-    Front, callers, catalog, rounds,
+    Front, callers, catalog,
     handle::{JobHandleBody, attach_job_meta, error_result},
     quota::QuotaPermit,
+    rounds,
 };
 use crate::{
     auth::Identity,

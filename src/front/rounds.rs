@@ -52,7 +52,11 @@ pub(super) fn answers_in_rounds(context: &RequestContext<RoleServer>) -> bool {
 
 impl Front {
     /// The `input_required` answer to a call whose job waits for `questions`.
-    pub(super) fn input_required(&self, id: JobId, questions: &[InputQuestion]) -> CallToolResponse {
+    pub(super) fn input_required(
+        &self,
+        id: JobId,
+        questions: &[InputQuestion],
+    ) -> CallToolResponse {
         let links = &self.inner.links;
         let mut meta = MetaObject::new();
         meta.insert(
