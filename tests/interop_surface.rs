@@ -32,7 +32,12 @@ const PYTHON_MODES: [&str; 4] = [
     "legacy",
     "2026-07-28",
 ];
-const JOB_TOOLS: [&str; 3] = ["get_job_status", "wait_for_job", "cancel_job"];
+const JOB_TOOLS: [&str; 4] = [
+    "get_job_status",
+    "wait_for_job",
+    "cancel_job",
+    "answer_job_input",
+];
 /// Capabilities a server may have that the bridge deliberately does not pass on: Tasks are the
 /// bridge's own (jobs, and the Tasks extension it advertises itself), extensions are per
 /// server.
