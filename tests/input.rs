@@ -389,3 +389,27 @@ async fn the_agent_answers_with_the_answer_job_input_tool() {
     assert_eq!(answered.data["by"], "answer_job_input");
     bridge.shutdown(Duration::from_secs(1)).await;
 }
+
+/// An upstream's `sampling/createMessage` and `roots/list` during a call go to the waiting
+/// caller that declared sampling and roots; without one, sampling is refused with an error that
+/// says why and the roots are none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sampling_and_roots_go_to_a_waiting_caller_that_declared_them() {
+    let bridge = start_bridge(|c| c.jobs.mode = CallMode::Sync).await;
+    let able = connect_sampling(&bridge.mcp_url(), "hello from the model", &["file:///work"]).await;
+    let result = call(&able, "demo__sample", json!({"prompt": "Greet"})).await;
+    assert_eq!(first_text(&result), "the model said: hello from the model");
+    let result = call(&able, "demo__roots", json!({})).await;
+    assert_eq!(first_text(&result), "roots: file:///work");
+
+    let plain = connect(&bridge).await;
+    let result = call(&plain, "demo__sample", json!({})).await;
+    assert!(
+        first_text(&result).contains("sampling is not available"),
+        "{}",
+        first_text(&result)
+    );
+    let result = call(&plain, "demo__roots", json!({})).await;
+    assert_eq!(first_text(&result), "roots: none");
+    bridge.shutdown(Duration::from_secs(1)).await;
+}
