@@ -360,7 +360,7 @@ async fn a_collector_that_never_answers_delays_a_stop_by_the_flush_bound_at_most
     // Accepts every connection and request, answers none.
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let endpoint = format!("http://{}", listener.local_addr().unwrap());
-    let silent = Router::new().route("/v1/traces", post(|| std::future::pending::<()>()));
+    let silent = Router::new().route("/v1/traces", post(std::future::pending::<()>));
     let server = tokio::spawn(async move { axum::serve(listener, silent).await });
     // In a directory of the test's own: the log outlives the process.
     let dir = tempfile::tempdir().unwrap();
