@@ -467,15 +467,13 @@ fn validate_secrets(
             ));
         }
     }
-    if let Some(secrets) = &mut auth.job_secret {
-        if secrets.is_empty() {
-            return Err(err(
-                "auth.job_secret",
-                "is an empty list; give at least one secret (the first signs tokens), or leave \
-                 the key out for a random key per process"
-                    .into(),
-            ));
-        }
+    if auth.job_secret.as_ref().is_some_and(JobSecrets::is_empty) {
+        return Err(err(
+            "auth.job_secret",
+            "is an empty list; give at least one secret (the first signs tokens), or leave the \
+             key out for a random key per process"
+                .into(),
+        ));
     }
     let listed = auth.job_secret.as_ref().is_some_and(|s| s.0.len() > 1);
     for (i, secret) in auth
