@@ -190,6 +190,7 @@ async fn lists_every_tool_with_description_and_schema() {
         "hang",
         "crash",
         "cancellations",
+        "echo_meta",
         "slow_count_no_total",
         "bench_progress",
     ]

@@ -3,7 +3,8 @@
 //! Each one is a case the bridge must handle: steady progress, a burst of
 //! progress before anything else, a tool error, logs during a call, a tool
 //! that ignores cancellation, one that never answers, one that kills its own
-//! process, one that answers with a JSON-RPC error. One more, `bench_progress`, exists for the benchmark harness
+//! process, one that answers with a JSON-RPC error, one that shows the `_meta`
+//! it got. One more, `bench_progress`, exists for the benchmark harness
 //! (`src/bin/bench`): it stamps each progress message with its send time.
 //! Every tool that waits also watches the call's cancellation token
 //! (`RequestContext::ct`, fired by the client's `notifications/cancelled`, and
@@ -379,6 +380,27 @@ impl DemoTools {
         // that read only text content.
         Ok(CallToolResult::structured(
             serde_json::json!({ "cancelled": cancelled }),
+        ))
+    }
+
+    #[tool(
+        description = "Returns the `_meta` this call arrived with, as structured content ({\"meta\": {...}, \"traceparent_header\": ...}): the progress token, a W3C traceparent and whatever else the client (or a bridge in between) put there; served over HTTP, also the request's traceparent header. Use it to check what reaches a tool server."
+    )]
+    async fn echo_meta(
+        &self,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, rmcp::ErrorData> {
+        let meta = serde_json::to_value(&context.meta).map_err(|error| {
+            rmcp::ErrorData::internal_error(format!("could not encode the _meta: {error}"), None)
+        })?;
+        // Served over HTTP, the request's `traceparent` header too (null on stdio).
+        let header = context
+            .extensions
+            .get::<http::request::Parts>()
+            .and_then(|parts| parts.headers.get("traceparent"))
+            .and_then(|value| value.to_str().ok());
+        Ok(CallToolResult::structured(
+            serde_json::json!({ "meta": meta, "traceparent_header": header }),
         ))
     }
 
