@@ -25,9 +25,12 @@ const executablePath = process.env.CHROMIUM ?? "/usr/bin/chromium";
 const STEP_TIMEOUT = 30_000;
 const jobSecret = process.env.JOB_SECRET;
 
-/// A correlation token, by the formula in the README (what an application backend mints).
+/// A correlation token valid for an hour, by the formula in docs/security.md (what an
+/// application backend mints): `<expires>.` + base64url(HMAC(secret, "v2:correlation:<expires>:<cid>")).
 function correlationToken(cid) {
-  return createHmac("sha256", jobSecret).update(`correlation:${cid}`).digest("base64url");
+  const expires = Math.floor(Date.now() / 1000) + 3600;
+  const mac = createHmac("sha256", jobSecret).update(`v2:correlation:${expires}:${cid}`).digest("base64url");
+  return `${expires}.${mac}`;
 }
 
 mkdirSync(shots, { recursive: true });
