@@ -13,6 +13,7 @@ use mcp_progress_bridge::{
     demo,
     http::access_log,
     model::{CorrelationId, JobId},
+    traces::Traces,
 };
 use tracing_subscriber::{
     EnvFilter, Layer, filter::FilterExt, layer::SubscriberExt, util::SubscriberInitExt,
@@ -78,6 +79,10 @@ struct TokenArgs {
     /// config/bridge.toml.
     #[arg(long, global = true, value_name = "PATH")]
     config: Option<PathBuf>,
+    /// How long the token opens its URL, in seconds. Default: the config's
+    /// auth.job_token_ttl_secs.
+    #[arg(long, global = true, value_name = "SECS")]
+    ttl: Option<u64>,
 }
 
 #[derive(Subcommand)]
@@ -88,17 +93,21 @@ enum TokenKind {
         cid: String,
     },
     /// The read token of a job (GET /jobs/ID and /jobs/ID/events), or with --cancel its
-    /// cancel token (POST /jobs/ID/cancel).
+    /// cancel token (POST /jobs/ID/cancel), with --input its input token (POST /jobs/ID/input).
     Job {
         /// The job ID (32 hex digits).
         id: String,
         /// Print the job's cancel token (POST /jobs/ID/cancel) instead of its read token.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "input")]
         cancel: bool,
+        /// Print the job's input token (POST /jobs/ID/input) instead of its read token.
+        #[arg(long)]
+        input: bool,
     },
 }
 
-fn init_logging(json: bool, client: bool) {
+/// Logs to stderr, and with `traces`, the bridge's spans to the OTLP exporter as well.
+fn init_logging(json: bool, client: bool, traces: Option<&Traces>) {
     // The client commands report their own errors; the MCP SDK's would repeat them. The bridge
     // keeps rmcp at warn: at info it dumps each peer's whole `initialize` info at every start.
     let default = if client {
@@ -118,9 +127,15 @@ fn init_logging(json: bool, client: bool) {
         .with_ansi(ansi);
     let registry = tracing_subscriber::registry();
     if json {
-        registry.with(layer.json().with_filter(filter)).init();
+        registry
+            .with(layer.json().with_filter(filter))
+            .with(traces.map(Traces::layer))
+            .init();
     } else {
-        registry.with(layer.with_filter(filter)).init();
+        registry
+            .with(layer.with_filter(filter))
+            .with(traces.map(Traces::layer))
+            .init();
     }
 }
 
@@ -132,9 +147,20 @@ async fn main() -> ExitCode {
         command,
     } = Cli::parse();
     let client = matches!(command, Some(Command::Watch(_) | Command::Call(_)));
-    init_logging(log_json, client);
+    // Only the bridge itself exports traces (a demo-tools child inherits the variables).
+    let traces = match command {
+        None | Some(Command::Serve(_)) => match Traces::from_env() {
+            Ok(traces) => traces,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::from(EXIT_CONFIG);
+            }
+        },
+        _ => None,
+    };
+    init_logging(log_json, client, traces.as_ref());
     match command.unwrap_or(Command::Serve(ServeArgs::default())) {
-        Command::Serve(args) => serve(args.or(outer)).await,
+        Command::Serve(args) => serve(args.or(outer), traces).await,
         Command::Token(token) => {
             refuse_serve_options(&outer, "token", false);
             let config = token.config.clone().or(outer.config);
@@ -210,7 +236,7 @@ fn error_chain(error: &anyhow::Error) -> String {
     text
 }
 
-async fn serve(args: ServeArgs) -> ExitCode {
+async fn serve(args: ServeArgs, traces: Option<Traces>) -> ExitCode {
     raise_open_file_limit();
     let config = match load_config(&args) {
         Ok(config) => config,
@@ -219,7 +245,7 @@ async fn serve(args: ServeArgs) -> ExitCode {
             return ExitCode::from(EXIT_CONFIG);
         }
     };
-    match run(config).await {
+    match run(config, traces).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => fail(&e),
     }
@@ -248,7 +274,15 @@ fn print_token(config: Option<PathBuf>, args: &TokenArgs) -> ExitCode {
         );
         return ExitCode::from(EXIT_CONFIG);
     }
-    let tokens = JobTokens::from_config(&config.auth);
+    let mut auth = config.auth.clone();
+    if let Some(ttl) = args.ttl {
+        if ttl == 0 {
+            eprintln!("error: --ttl 0 would make a token that opens nothing; give seconds >= 1");
+            return ExitCode::FAILURE;
+        }
+        auth.job_token_ttl_secs = ttl;
+    }
+    let tokens = JobTokens::from_config(&auth);
     match token_line(&tokens, &config.server.public_url, &args.kind, args.url) {
         Ok(line) => {
             println!("{line}");
@@ -281,12 +315,14 @@ fn token_line(
                 format!("/correlations/{cid}/events"),
             )
         }
-        TokenKind::Job { id, cancel } => {
+        TokenKind::Job { id, cancel, input } => {
             let id = id.parse::<JobId>().map_err(|_| {
                 format!("{id:?} is not a job ID: use the 32 lowercase hex digits of a job handle")
             })?;
             if *cancel {
                 (tokens.cancel(id), format!("/jobs/{id}/cancel"))
+            } else if *input {
+                (tokens.input(id), format!("/jobs/{id}/input"))
             } else {
                 (tokens.job(id), format!("/jobs/{id}/events"))
             }
@@ -307,11 +343,15 @@ fn load_config(args: &ServeArgs) -> Result<Config, mcp_progress_bridge::config::
     Config::load(args.config.as_deref(), &overrides)
 }
 
-async fn run(config: Config) -> anyhow::Result<()> {
+async fn run(config: Config, traces: Option<Traces>) -> anyhow::Result<()> {
     tracing::info!(config = %config.source.display(), "starting");
     let grace = Duration::from_secs(config.jobs.shutdown_grace_secs);
     let public_url = config.server.public_url.clone();
     let bridge = app::start(config).await?;
+    if let Some(traces) = traces {
+        tracing::info!("exporting traces over OTLP/HTTP (OTEL_EXPORTER_OTLP_* variables)");
+        bridge.export_traces(traces);
+    }
     if let Some(warning) = public_url_mismatch(&public_url, bridge.addr) {
         tracing::warn!("{warning}");
     }

@@ -7,12 +7,16 @@ use rmcp::model::{LoggingLevel, LoggingMessageNotificationParam};
 use std::{sync::Arc, time::Duration};
 
 use futures::{FutureExt, future::BoxFuture};
+// Sampling and roots are deprecated by SEP-2577 but upstreams still send them; the bridge
+// relays them to a waiting caller that has them.
+#[allow(deprecated)]
 use rmcp::{
     ErrorData, RoleServer,
     model::{
-        CallToolRequestParams, CallToolResponse, CallToolResult, ClientResult, ElicitRequest,
-        ElicitRequestParams, ElicitResult, ElicitationAction, JsonObject,
-        ProgressNotificationParam, ProgressToken, ServerRequest,
+        CallToolRequestParams, CallToolResponse, CallToolResult, ClientResult,
+        CreateMessageRequest, CreateMessageRequestParams, CreateMessageResult, ElicitRequest,
+        ElicitRequestParams, ElicitResult, ElicitationAction, JsonObject, ListRootsRequest,
+        ListRootsResult, ProgressNotificationParam, ProgressToken, ServerRequest,
     },
     service::{Peer, RequestContext},
 };
@@ -23,6 +27,7 @@ use super::{
     Front, callers, catalog,
     handle::{JobHandleBody, attach_job_meta, error_result},
     quota::QuotaPermit,
+    rounds,
 };
 use crate::{
     auth::Identity,
@@ -32,7 +37,7 @@ use crate::{
         CorrelationId, FailureReason, InputAction, JobFailure, JobId, ProgressUpdate,
         meta::MODE_META_KEY,
     },
-    upstream::{CallOutcome, CallSink, Upstream, UpstreamError, UpstreamState},
+    upstream::{CallOutcome, CallSink, Upstream, UpstreamError, UpstreamState, no_sampling},
     wait::sleep_until,
 };
 
@@ -58,12 +63,30 @@ struct JobSink {
     forward: Forward,
 }
 
-/// The waiting MCP caller that declared form elicitation, while it waits: the tool's questions
-/// are sent to it (by its own revision's rules; a 2026-07-28 caller cannot take a request in
-/// the middle of a call, so rmcp refuses and the question goes to the job). Emptied when the
-/// caller's request is answered (its [`ForwardGuard`] drops).
+/// The waiting MCP caller, while it waits, on a revision with sessions: the tool's questions
+/// are sent to it as `elicitation/create` if it declared form elicitation (a 2026-07-28 caller
+/// gets them in an `input_required` answer instead, see `rounds`), and the upstream's
+/// `sampling/createMessage` and `roots/list` if it declared those. Emptied when the caller's
+/// request is answered (its [`ForwardGuard`] drops); a question it does not take goes to the
+/// job, a sample nobody takes is refused, and roots nobody gives are none.
 #[derive(Clone, Default)]
-struct Forward(Arc<parking_lot::Mutex<Option<Peer<RoleServer>>>>);
+struct Forward(Arc<parking_lot::Mutex<Option<Caller>>>);
+
+/// A waiting caller's session, and what it declared it takes.
+#[derive(Clone)]
+struct Caller {
+    peer: Peer<RoleServer>,
+    questions: bool,
+    sampling: bool,
+    roots: bool,
+}
+
+impl Forward {
+    /// The waiting caller, if it takes what `takes` says.
+    fn caller(&self, takes: impl Fn(&Caller) -> bool) -> Option<Caller> {
+        self.0.lock().clone().filter(|c| takes(c))
+    }
+}
 
 /// Empties a [`Forward`] when the caller stops waiting, however it stops.
 struct ForwardGuard(Forward);
@@ -76,11 +99,11 @@ impl Drop for ForwardGuard {
 
 impl CallSink for JobSink {
     fn input(&self, request: ElicitRequestParams) -> BoxFuture<'static, ElicitResult> {
-        let caller = self.forward.0.lock().clone();
+        let caller = self.forward.caller(|c| c.questions);
         let (jobs, job) = (self.jobs.clone(), self.job);
         async move {
-            if let Some(peer) = caller {
-                match elicit(&peer, request.clone()).await {
+            if let Some(caller) = caller {
+                match elicit(&caller.peer, request.clone()).await {
                     Ok(answer) => return answer,
                     Err(e) => tracing::info!(%job, error = %e,
                         "the waiting caller did not take the question; the job asks instead"),
@@ -105,6 +128,53 @@ impl CallSink for JobSink {
             let mut result = ElicitResult::new(action);
             result.content = answer.content;
             result
+        }
+        .boxed()
+    }
+
+    #[allow(deprecated)]
+    fn sample(
+        &self,
+        request: CreateMessageRequestParams,
+    ) -> BoxFuture<'static, Result<CreateMessageResult, ErrorData>> {
+        let caller = self.forward.caller(|c| c.sampling);
+        async move {
+            let Some(caller) = caller else {
+                return Err(no_sampling());
+            };
+            let request = ServerRequest::CreateMessageRequest(CreateMessageRequest::new(request));
+            match caller.peer.send_request(request).await {
+                Ok(ClientResult::CreateMessageResult(result)) => Ok(*result),
+                Ok(_) => Err(ErrorData::internal_error(
+                    "the MCP caller answered sampling/createMessage with something else",
+                    None,
+                )),
+                // The caller's own refusal goes to the tool as it is.
+                Err(rmcp::ServiceError::McpError(e)) => Err(e),
+                Err(e) => Err(ErrorData::internal_error(
+                    format!("the MCP caller did not answer sampling/createMessage: {e}"),
+                    None,
+                )),
+            }
+        }
+        .boxed()
+    }
+
+    #[allow(deprecated)]
+    fn roots(&self) -> BoxFuture<'static, ListRootsResult> {
+        let caller = self.forward.caller(|c| c.roots);
+        async move {
+            let Some(caller) = caller else {
+                return ListRootsResult::default();
+            };
+            let request = ServerRequest::ListRootsRequest(ListRootsRequest::default());
+            match caller.peer.send_request(request).await {
+                Ok(ClientResult::ListRootsResult(result)) => result,
+                other => {
+                    tracing::info!(outcome = ?other.err(), "the MCP caller gave no roots");
+                    ListRootsResult::default()
+                }
+            }
         }
         .boxed()
     }
@@ -274,11 +344,6 @@ impl Front {
             Err(answer) => return answer.map(Into::into),
         };
         let correlation_id = self.correlation_id(&context)?;
-        // Held by the job's work future: given back when the upstream call ends.
-        let permit = match self.inner.quota.try_start(&identity.principal) {
-            Ok(permit) => permit,
-            Err(full) => return Ok(error_result(full.to_string()).into()),
-        };
         let configured = upstream.config().mode_for(tool, self.inner.config.mode);
         let mode = match requested_mode(&request, &context)? {
             Some(mode) => {
@@ -286,6 +351,15 @@ impl Front {
                 mode
             }
             None => configured,
+        };
+        // A 2026-07-28 retry with the answers to the questions of a call in flight.
+        if request.request_state.is_some() {
+            return self.next_round(request, mode, &context, identity).await;
+        }
+        // Held by the job's work future: given back when the upstream call ends.
+        let permit = match self.inner.quota.try_start(&identity.principal) {
+            Ok(permit) => permit,
+            Err(full) => return Ok(error_result(full.to_string()).into()),
         };
         let spec = JobSpec {
             tool: name.clone(),
@@ -342,10 +416,23 @@ impl Front {
             }
             _ => (None, None),
         };
-        // A caller that waits and takes form elicitation answers the tool's questions itself.
+        // A caller that waits and takes form elicitation answers the tool's questions itself:
+        // sent to it on its session, or at 2026-07-28 in an `input_required` answer (see
+        // `rounds`).
         let forward = Forward::default();
-        if mode != CallMode::Async && caller_takes_questions(context) {
-            *forward.0.lock() = Some(context.peer.clone());
+        let waits = mode != CallMode::Async;
+        let at_2026 = rounds::answers_in_rounds(context);
+        let rounds = waits && at_2026 && caller_takes_questions(context);
+        if waits && !at_2026 {
+            let capabilities = context.client_capabilities().unwrap_or_default();
+            #[allow(deprecated)]
+            let caller = Caller {
+                peer: context.peer.clone(),
+                questions: caller_takes_questions(context),
+                sampling: capabilities.sampling.is_some(),
+                roots: capabilities.roots.is_some(),
+            };
+            *forward.0.lock() = Some(caller);
         }
         let sink = Arc::new(JobSink {
             intake: pending.intake(),
@@ -368,6 +455,7 @@ impl Front {
             mode,
             logs,
             as_task,
+            rounds,
             forward: ForwardGuard(forward),
         };
         self.run(pending, work, limits, answering, context).await
@@ -389,6 +477,7 @@ impl Front {
             mode,
             logs,
             as_task,
+            rounds,
             forward,
         } = answering;
         let id = pending.id();
@@ -415,6 +504,7 @@ impl Front {
             caller_token,
             budget,
             as_task,
+            rounds,
             _forward: forward,
         };
         self.answer_when_done(waiting, context).await
@@ -422,7 +512,7 @@ impl Front {
 
     /// The answer to a call that goes on running: a task for a caller that listed the
     /// extension, the job handle for any other.
-    fn not_done_yet(&self, id: JobId, name: &str, as_task: bool) -> CallToolResponse {
+    pub(super) fn not_done_yet(&self, id: JobId, name: &str, as_task: bool) -> CallToolResponse {
         if as_task {
             return self.create_task_result(id).into();
         }
@@ -568,6 +658,8 @@ impl Front {
         // its end is then told apart from the client's own cancel.
         let session = super::caller_session(context)
             .filter(|session| self.inner.callers.has_session(session));
+        let asked = self.asked(waiting.handle.id);
+        tokio::pin!(asked);
         loop {
             tokio::select! {
                 biased;
@@ -601,6 +693,9 @@ impl Front {
                     self.inner.jobs.cancel_local(waiting.handle.id, "the MCP client cancelled its request".into());
                     return Ok(error_result("cancelled by the client").into());
                 }
+                questions = &mut asked, if waiting.rounds => {
+                    return Ok(self.input_required(waiting.handle.id, &questions));
+                }
                 _ = sleep_until(deadline), if deadline.is_some() => {
                     return Ok(self.not_done_yet(waiting.handle.id, &waiting.name, waiting.as_task));
                 }
@@ -627,6 +722,8 @@ struct Answering {
     logs: Option<mpsc::Receiver<LoggingMessageNotificationParam>>,
     /// The caller listed the Tasks extension: a call that goes on running becomes a task.
     as_task: bool,
+    /// The caller answers the tool's questions in `input_required` rounds (2026-07-28).
+    rounds: bool,
     forward: ForwardGuard,
 }
 
@@ -639,6 +736,7 @@ struct Waiting {
     caller_token: Option<ProgressToken>,
     budget: Option<Duration>,
     as_task: bool,
+    rounds: bool,
     /// The tool's questions go to this caller while it waits (dropped with the answer).
     _forward: ForwardGuard,
 }

@@ -2,8 +2,9 @@
 //! session, how many there may be, and telling the front door when one ends.
 //!
 //! - **Bound to a principal.** A session's `Mcp-Session-Id` is `<nonce>.<tag>`: 32 random hex
-//!   digits, and the HMAC (under `auth.job_secret`, scope `mcp-session`, see
-//!   `auth::job_tokens`) of the nonce and the principal that sent `initialize`. A request that
+//!   digits, and a capability token (`auth::job_tokens`, scope `mcp-session`, no expiry) for
+//!   `<nonce>:<principal>`, the principal that sent `initialize`: an HMAC under
+//!   `auth.job_secret`, so a rotated-out secret also ends the sessions it signed. A request that
 //!   names a session with another principal's credential gets 404, as for an unknown session
 //!   (counted in `bridge_requests_refused_total{reason="auth"}`): it learns nothing, not even
 //!   that the session exists. Derived, not stored, so it holds the same on every replica that
@@ -117,9 +118,12 @@ impl BridgeSessions {
         let mut nonce = [0u8; 16];
         getrandom::fill(&mut nonce).expect("the operating system's random number generator failed");
         let nonce: String = nonce.iter().map(|b| format!("{b:02x}")).collect();
-        let tag = self
-            .tokens
-            .mint(TokenScope::McpSession, &tag_message(&nonce, principal));
+        // No expiry of its own: a session ends when it idles (`server.session_idle_secs`).
+        let tag = self.tokens.mint_until(
+            TokenScope::McpSession,
+            &tag_message(&nonce, principal),
+            u64::MAX,
+        );
         format!("{nonce}.{tag}").into()
     }
 
