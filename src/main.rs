@@ -78,6 +78,10 @@ struct TokenArgs {
     /// config/bridge.toml.
     #[arg(long, global = true, value_name = "PATH")]
     config: Option<PathBuf>,
+    /// How long the token opens its URL, in seconds. Default: the config's
+    /// auth.job_token_ttl_secs.
+    #[arg(long, global = true, value_name = "SECS")]
+    ttl: Option<u64>,
 }
 
 #[derive(Subcommand)]
@@ -88,13 +92,16 @@ enum TokenKind {
         cid: String,
     },
     /// The read token of a job (GET /jobs/ID and /jobs/ID/events), or with --cancel its
-    /// cancel token (POST /jobs/ID/cancel).
+    /// cancel token (POST /jobs/ID/cancel), with --input its input token (POST /jobs/ID/input).
     Job {
         /// The job ID (32 hex digits).
         id: String,
         /// Print the job's cancel token (POST /jobs/ID/cancel) instead of its read token.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "input")]
         cancel: bool,
+        /// Print the job's input token (POST /jobs/ID/input) instead of its read token.
+        #[arg(long)]
+        input: bool,
     },
 }
 
@@ -248,7 +255,15 @@ fn print_token(config: Option<PathBuf>, args: &TokenArgs) -> ExitCode {
         );
         return ExitCode::from(EXIT_CONFIG);
     }
-    let tokens = JobTokens::from_config(&config.auth);
+    let mut auth = config.auth.clone();
+    if let Some(ttl) = args.ttl {
+        if ttl == 0 {
+            eprintln!("error: --ttl 0 would make a token that opens nothing; give seconds >= 1");
+            return ExitCode::FAILURE;
+        }
+        auth.job_token_ttl_secs = ttl;
+    }
+    let tokens = JobTokens::from_config(&auth);
     match token_line(&tokens, &config.server.public_url, &args.kind, args.url) {
         Ok(line) => {
             println!("{line}");
@@ -281,12 +296,14 @@ fn token_line(
                 format!("/correlations/{cid}/events"),
             )
         }
-        TokenKind::Job { id, cancel } => {
+        TokenKind::Job { id, cancel, input } => {
             let id = id.parse::<JobId>().map_err(|_| {
                 format!("{id:?} is not a job ID: use the 32 lowercase hex digits of a job handle")
             })?;
             if *cancel {
                 (tokens.cancel(id), format!("/jobs/{id}/cancel"))
+            } else if *input {
+                (tokens.input(id), format!("/jobs/{id}/input"))
             } else {
                 (tokens.job(id), format!("/jobs/{id}/events"))
             }

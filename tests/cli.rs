@@ -152,6 +152,19 @@ async fn exit_codes_say_how_the_job_ended() {
         String::from_utf8_lossy(&output.stderr).contains("unknown or expired"),
         "says why"
     );
+    // A URL whose token has expired: the bridge's 404 tells it from nothing, the token does.
+    let id = &handle.job_id;
+    let expired = job_tokens().mint_until(mcp_progress_bridge::auth::TokenScope::JobRead, id, 1);
+    let mut command = bin();
+    command.args([
+        "watch",
+        &format!("{}/jobs/{id}/events?token={expired}", bridge.base),
+    ]);
+    let output = run_to_end(command, LIMIT).await;
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("token has expired"), "{stderr}");
+    assert!(stderr.contains("token job ID --url"), "{stderr}");
     bridge.shutdown(Duration::from_secs(1)).await;
 }
 

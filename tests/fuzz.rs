@@ -136,25 +136,31 @@ proptest! {
         id in "\\PC{0,40}",
         other in "\\PC{0,40}",
         junk in "\\PC{0,60}",
-        flip in 0usize..43,
+        flip in 0usize..54,
+        expires in 1u64..u64::MAX,
+        now in any::<u64>(),
     ) {
         let tokens = JobTokens::new(&secret);
-        for scope in [TokenScope::JobRead, TokenScope::JobCancel, TokenScope::Correlation] {
-            let token = tokens.mint(scope, &id);
-            prop_assert_eq!(token.len(), 43);
-            prop_assert!(tokens.verify(scope, &id, &token));
+        for scope in [TokenScope::JobRead, TokenScope::JobCancel, TokenScope::JobInput, TokenScope::Correlation] {
+            let token = tokens.mint_until(scope, &id, expires);
+            prop_assert_eq!(token.len(), expires.to_string().len() + 1 + 43);
+            // Good exactly until its expiry, refused from then on.
+            prop_assert_eq!(tokens.verify_at(scope, &id, &token, now), now < expires);
+            prop_assert!(tokens.verify_at(scope, &id, &token, expires - 1));
+            prop_assert!(!tokens.verify_at(scope, &id, &token, expires));
             if other != id {
-                prop_assert!(!tokens.verify(scope, &other, &token));
+                prop_assert!(!tokens.verify_at(scope, &other, &token, 0));
             }
             if junk != token {
-                prop_assert!(!tokens.verify(scope, &id, &junk));
+                prop_assert!(!tokens.verify_at(scope, &id, &junk, 0));
             }
-            // Any one character changed: refused.
+            // Any one character changed, the expiry's included: refused.
             let mut bytes = token.clone().into_bytes();
-            bytes[flip] = if bytes[flip] == b'A' { b'B' } else { b'A' };
+            let at = flip % bytes.len();
+            bytes[at] = if bytes[at] == b'A' { b'B' } else { b'A' };
             let changed = String::from_utf8(bytes).unwrap();
             if changed != token {
-                prop_assert!(!tokens.verify(scope, &id, &changed));
+                prop_assert!(!tokens.verify_at(scope, &id, &changed, 0));
             }
         }
     }
@@ -257,7 +263,7 @@ fn api() -> (axum::Router, JobId, String) {
             .await
             .unwrap();
         let mut config = Config::default_for_tests();
-        config.auth.job_secret = Some(Secret::literal(SECRET));
+        config.auth.job_secret = Some(Secret::literal(SECRET).into());
         let tokens = JobTokens::new(SECRET.as_bytes());
         let token = tokens.job(id);
         let metrics = Arc::new(Metrics::new());

@@ -8,7 +8,7 @@ mod common;
 use std::time::Duration;
 
 use common::*;
-use mcp_progress_bridge::config::CallMode;
+use mcp_progress_bridge::config::{CallMode, McpToken, Secret};
 use rmcp::model::{
     CallToolResponse, GetTaskParams, InputRequest, TaskPayload, TaskStatus, UpdateTaskParams,
 };
@@ -206,5 +206,112 @@ async fn a_task_shows_the_question_and_tasks_update_answers_it() {
         unreachable!()
     };
     assert_eq!(result["content"][0]["text"], "you said: blue");
+    bridge.shutdown(Duration::from_secs(1)).await;
+}
+
+/// The official Python SDK answers the question itself, at the revision it negotiates
+/// (tests/interop/python_elicit.py): on the handshake revisions the bridge sends it
+/// `elicitation/create`, at 2026-07-28 it answers the call with `input_required` and takes the
+/// answer from the retried call. A session without the callback is not asked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_python_sdk_answers_a_question_as_the_waiting_caller() {
+    let python = python_with_mcp();
+    if !prerequisite(
+        python.is_some(),
+        "a Python with the `mcp` package (BRIDGE_TEST_PYTHON or .venv)",
+    ) {
+        return;
+    }
+    let bridge = start_bridge(|c| {
+        c.jobs.mode = CallMode::Sync;
+        c.jobs.input_timeout_secs = 1;
+    })
+    .await;
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/interop/python_elicit.py"
+    );
+    let output = within(
+        "the Python client",
+        tokio::process::Command::new(python.unwrap())
+            .arg(script)
+            .arg(bridge.mcp_url())
+            .output(),
+    )
+    .await
+    .expect("run the Python client");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    println!("{stdout}");
+    assert!(
+        output.status.success() && stdout.contains("all checks passed"),
+        "the Python SDK client failed:\n{stdout}\n{stderr}"
+    );
+    bridge.shutdown(Duration::from_secs(1)).await;
+}
+
+/// At 2026-07-28 the waiting caller gets the question in an `input_required` answer and
+/// retries the call with the answer and the `requestState` it was given: the same job goes on
+/// (no second upstream call). The state is bound to the caller: another principal's retry is
+/// refused like an unknown one; an answer that does not fit is refused naming the field.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_2026_caller_answers_in_input_required_rounds() {
+    const TOKEN_A: &str = "token-of-a-0123456789abcdef";
+    const TOKEN_B: &str = "token-of-b-0123456789abcdef";
+    let bridge = start_bridge(|c| {
+        c.jobs.mode = CallMode::Sync;
+        c.auth.mcp_tokens = vec![
+            McpToken::named("a", Secret::literal(TOKEN_A)),
+            McpToken::named("b", Secret::literal(TOKEN_B)),
+        ];
+    })
+    .await;
+    let a = connect_2026_answering(&bridge.mcp_url(), Some(TOKEN_A), "Linus").await;
+    let b = connect_2026_answering(&bridge.mcp_url(), Some(TOKEN_B), "Eve").await;
+    let params = || call_params("demo__ask", json!({"question": "Which kernel?"}));
+    let first = within("tools/call", a.call_tool_once(params()))
+        .await
+        .unwrap();
+    let CallToolResponse::InputRequired(asked) = first else {
+        panic!("not input_required: {first:?}");
+    };
+    let state = asked.request_state.clone().expect("requestState");
+    let requests = asked.input_requests.clone().expect("inputRequests");
+    let (key, InputRequest::Elicitation(request)) = requests.into_iter().next().unwrap() else {
+        panic!("not an elicitation");
+    };
+    assert!(
+        serde_json::to_string(&request.params)
+            .unwrap()
+            .contains("Which kernel?")
+    );
+    let retry = |answer: Value| {
+        params()
+            .with_request_state(state.clone())
+            .with_input_responses([(key.clone(), answer)].into_iter().collect())
+    };
+    let good = json!({"action": "accept", "content": {"answer": "Linus"}});
+    let refused = within("B's retry", b.call_tool_once(retry(good.clone()))).await;
+    assert!(
+        refused.is_err(),
+        "another principal's retry is refused: {refused:?}"
+    );
+    let refused = within(
+        "a retry that does not fit",
+        a.call_tool_once(retry(json!({"action": "accept", "content": {"answer": 5}}))),
+    )
+    .await;
+    let error = format!("{:?}", refused.expect_err("a mismatch is refused"));
+    assert!(error.contains("content.answer"), "{error}");
+    let done = within("the retry", a.call_tool_once(retry(good)))
+        .await
+        .unwrap();
+    let CallToolResponse::Complete(result) = done else {
+        panic!("not complete: {done:?}");
+    };
+    assert_eq!(first_text(&result), "you said: Linus");
+    // rmcp's own round driver gets there in one call.
+    let result = within("call_tool", a.call_tool(params())).await.unwrap();
+    assert_eq!(first_text(&result), "you said: Linus");
     bridge.shutdown(Duration::from_secs(1)).await;
 }

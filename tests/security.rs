@@ -9,7 +9,10 @@ mod common;
 use std::{process::Command, time::Duration};
 
 use common::*;
-use mcp_progress_bridge::config::{CallMode, Config, Overrides, Secret};
+use mcp_progress_bridge::{
+    auth::{JobTokens, TokenScope, claimed_expiry},
+    config::{CallMode, Config, JobSecrets, Overrides, Secret},
+};
 use serde_json::{Value, json};
 
 const TOKEN: &str = "security-test-token-0123456789";
@@ -176,10 +179,18 @@ async fn a_job_token_opens_its_own_job_read_only_and_nothing_else() {
         .unwrap();
     assert_eq!(cancel_again.status(), 409, "A had already ended");
 
-    // The tokens follow the documented formula.
+    // The tokens follow the documented formula, with the default lifetime (a day).
     let tokens = job_tokens();
-    assert_eq!(a_read, tokens.job(a_id.parse().unwrap()));
-    assert_eq!(a_cancel, tokens.cancel(a_id.parse().unwrap()));
+    let expires = claimed_expiry(a_read).expect("the token names its expiry");
+    assert_within_a_minute(expires, unix_now() + 86_400);
+    assert_eq!(
+        a_read,
+        tokens.mint_until(TokenScope::JobRead, a_id, expires)
+    );
+    assert_eq!(
+        a_cancel,
+        tokens.mint_until(TokenScope::JobCancel, a_id, expires)
+    );
     bridge.shutdown(Duration::from_secs(1)).await;
 }
 
@@ -204,6 +215,174 @@ async fn correlation_streams_need_their_own_token() {
         assert_eq!(get_json(&url).await.0, 404, "{url}");
     }
     bridge.shutdown(Duration::from_secs(1)).await;
+}
+
+/// A capability URL's answer: status, and the body unless it is a stream.
+async fn capability_answer(method: &str, url: &str) -> (u16, String) {
+    let http = reqwest::Client::new();
+    let request = match method {
+        "POST" => http
+            .post(url)
+            .header("content-type", "application/json")
+            .body(r#"{"action":"decline"}"#),
+        _ => http.get(url),
+    };
+    let response = within(method, request.send()).await.unwrap();
+    let status = response.status().as_u16();
+    let stream = response
+        .headers()
+        .get("content-type")
+        .is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"));
+    if stream {
+        return (status, "<a stream>".into());
+    }
+    (status, response.text().await.unwrap())
+}
+
+/// Issue 11: an expired token, a token whose expiry was edited and a token of the first format
+/// (no expiry) each get exactly the answer a wrong token gets (404 and the unknown-job body) on
+/// every capability URL, while a good token opens each of them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_expired_or_edited_token_is_refused_like_a_wrong_one_on_every_capability_url() {
+    let bridge = start_bridge(|c| {
+        secured(c);
+        c.auth.job_token_ttl_secs = 7_200;
+    })
+    .await;
+    let client = connect_with(&bridge.mcp_url(), Some(TOKEN), Some("turn-9")).await;
+    let job = running_job(
+        &client,
+        "demo__slow_count",
+        json!({"to": 400, "delay_ms": 50}),
+    )
+    .await;
+    // The handle's tokens live for the configured time, all four with one expiry.
+    let expires = claimed_expiry(job.read_token()).unwrap();
+    assert_within_a_minute(expires, unix_now() + 7_200);
+    assert_eq!(claimed_expiry(job.cancel_token()), Some(expires));
+    let id = job.job_id.as_str();
+    let base = &bridge.base;
+    let tokens = job_tokens();
+    let stranger = JobTokens::new(b"not the secret of this bridge, not at all");
+    let mut refused = Vec::new();
+    // Cancel last: a good cancel token ends the job.
+    for (method, path, scope, key, opened) in [
+        ("GET", format!("/jobs/{id}"), TokenScope::JobRead, id, 200),
+        (
+            "GET",
+            format!("/jobs/{id}/events"),
+            TokenScope::JobRead,
+            id,
+            200,
+        ),
+        (
+            "POST",
+            format!("/jobs/{id}/input"),
+            TokenScope::JobInput,
+            id,
+            409,
+        ),
+        (
+            "GET",
+            "/correlations/turn-9/events".into(),
+            TokenScope::Correlation,
+            "turn-9",
+            200,
+        ),
+        (
+            "POST",
+            format!("/jobs/{id}/cancel"),
+            TokenScope::JobCancel,
+            id,
+            202,
+        ),
+    ] {
+        let url = |token: &str| format!("{base}{path}?token={token}");
+        let wrong = capability_answer(method, &url(&stranger.mint(scope, key))).await;
+        assert_eq!(wrong.0, 404, "{path}: {wrong:?}");
+        refused.push(wrong.1.clone());
+        let good = tokens.mint(scope, key);
+        let (expiry, mac) = good.split_once('.').unwrap();
+        let later = expiry.parse::<u64>().unwrap() + 1_000;
+        for (what, token) in [
+            (
+                "expired a second ago",
+                tokens.mint_until(scope, key, unix_now() - 1),
+            ),
+            ("with its expiry moved", format!("{later}.{mac}")),
+            ("without its expiry", mac.to_string()),
+            (
+                "with a signed expiry of 0",
+                tokens.mint_until(scope, key, 0),
+            ),
+        ] {
+            assert_eq!(
+                capability_answer(method, &url(&token)).await,
+                wrong,
+                "{path}: a token {what}"
+            );
+        }
+        assert_eq!(
+            capability_answer(method, &url(&good)).await.0,
+            opened,
+            "{path}: a good token"
+        );
+    }
+    // And that answer is the one an unknown job gets: nothing tells a stale token from a made-up
+    // one or a made-up job.
+    let (_, unknown) = capability_answer(
+        "GET",
+        &format!("{base}/jobs/0123456789abcdef0123456789abcdef"),
+    )
+    .await;
+    for body in refused {
+        assert_eq!(body, unknown);
+    }
+    bridge.shutdown(Duration::from_secs(1)).await;
+}
+
+/// Issue 11: `auth.job_secret` as a list: new URLs are signed with the first secret; URLs
+/// signed with the second (handed out before the rotation) keep working, and stop once it is
+/// removed from the list.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rotated_job_secret_keeps_old_urls_working_until_it_is_removed() {
+    const OLD: &str = "the-job-secret-before-rotation-0123456789";
+    const NEW: &str = "the-job-secret-after-rotation-0123456789a";
+    let old = JobTokens::new(OLD.as_bytes());
+    let new = JobTokens::new(NEW.as_bytes());
+    for (secrets, old_opens) in [(vec![NEW, OLD], true), (vec![NEW], false)] {
+        let bridge = start_bridge(|c| {
+            secured(c);
+            let secrets = secrets.iter().map(|s| Secret::literal(*s)).collect();
+            c.auth.job_secret = Some(JobSecrets::new(secrets));
+        })
+        .await;
+        let client = connect_with_token(&bridge, TOKEN).await;
+        let job = running_job(&client, "demo__slow_count", json!({"to": 2, "delay_ms": 5})).await;
+        let id = job.job_id.as_str();
+        assert!(new.verify(TokenScope::JobRead, id, job.read_token()));
+        assert!(!old.verify(TokenScope::JobRead, id, job.read_token()));
+        assert_eq!(
+            read_job_events(&job.events_url).await.last().unwrap().event,
+            "completed"
+        );
+        let base = &bridge.base;
+        let expected = if old_opens { 200 } else { 404 };
+        let before = old.job(id.parse().unwrap());
+        let (status, _) = get_json(&format!("{base}/jobs/{id}?token={before}")).await;
+        assert_eq!(status, expected, "old-secret job URL, secrets {secrets:?}");
+        let correlation = old.correlation(&"turn-1".parse().unwrap());
+        let (status, _) = capability_answer(
+            "GET",
+            &format!("{base}/correlations/turn-1/events?token={correlation}"),
+        )
+        .await;
+        assert_eq!(
+            status, expected,
+            "old-secret correlation URL, secrets {secrets:?}"
+        );
+        bridge.shutdown(Duration::from_secs(1)).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -548,6 +727,27 @@ fn an_open_mcp_is_refused_on_a_public_address_unless_allowed() {
             "auth.job_secret",
             "at least 32",
         ),
+        (
+            "[auth]\njob_secret = [\"0123456789abcdef0123456789abcdef\", \"too short\"]\n",
+            "auth.job_secret[1]",
+            "at least 32",
+        ),
+        ("[auth]\njob_secret = []\n", "auth.job_secret", "empty list"),
+        (
+            "[auth]\njob_secret = [\"0123456789abcdef0123456789abcdef\", \"env:BRIDGE_TEST_SURELY_UNSET_VAR\"]\n",
+            "auth.job_secret[1]",
+            "BRIDGE_TEST_SURELY_UNSET_VAR is not set",
+        ),
+        (
+            "[auth]\njob_token_ttl_secs = 0\n",
+            "auth.job_token_ttl_secs",
+            "1 to",
+        ),
+        (
+            "[jobs]\nretention_secs = 7200\n[auth]\njob_token_ttl_secs = 3600\n",
+            "auth.job_token_ttl_secs",
+            "shorter than jobs.retention_secs",
+        ),
         ("[auth]\nbogus = 1\n", "auth", "bogus"),
         (
             "[server]\nallowed_origins = [\"app.example\"]\n",
@@ -574,6 +774,24 @@ fn an_open_mcp_is_refused_on_a_public_address_unless_allowed() {
         let error = load(toml).unwrap_err();
         assert!(error.key.starts_with(key), "{toml}: {error}");
         assert!(error.to_string().contains(says), "{toml}: {error}");
+    }
+    // `auth.job_secret` is one secret or a list of them (the first signs).
+    for (toml, count) in [
+        (
+            "[auth]\njob_secret = \"0123456789abcdef0123456789abcdef\"\n",
+            1,
+        ),
+        (
+            "[auth]\njob_secret = [\"0123456789abcdef0123456789abcdef\", \"fedcba9876543210fedcba9876543210\"]\n",
+            2,
+        ),
+    ] {
+        let config = load(toml).unwrap();
+        assert_eq!(
+            config.auth.job_secret.unwrap().iter().count(),
+            count,
+            "{toml}"
+        );
     }
 }
 
@@ -606,38 +824,70 @@ fn the_token_command_follows_the_documented_formula() {
     let secret = "an-application-shared-secret-0123456789";
     let (code, token, stderr) = token_command(&["correlation", "turn-42"], Some(secret));
     assert_eq!(code, 0, "{stderr}");
+    // Good for the config's auth.job_token_ttl_secs (default: a day) from now.
+    let expires = claimed_expiry(&token).expect("the token names its expiry");
+    assert_within_a_minute(expires, unix_now() + 86_400);
     assert_eq!(
         token,
-        job_tokens_with(secret).correlation(&"turn-42".parse().unwrap())
+        job_tokens_with(secret).mint_until(TokenScope::Correlation, "turn-42", expires)
     );
-    // The README's formula, computed by another implementation.
+    // The documented formula, computed by another implementation.
     if let Some(python) = python() {
         let output = Command::new(python)
             .args([
                 "-c",
-                "import base64,hashlib,hmac,sys; print(base64.urlsafe_b64encode(hmac.new(sys.argv[1].encode(), ('correlation:' + sys.argv[2]).encode(), hashlib.sha256).digest()).rstrip(b'=').decode())",
+                "import base64,hashlib,hmac,sys; e=sys.argv[3]; print(e + '.' + base64.urlsafe_b64encode(hmac.new(sys.argv[1].encode(), f'v2:correlation:{e}:{sys.argv[2]}'.encode(), hashlib.sha256).digest()).rstrip(b'=').decode())",
                 secret,
                 "turn-42",
+                &expires.to_string(),
             ])
             .output()
             .unwrap();
         assert_eq!(String::from_utf8_lossy(&output.stdout).trim(), token);
     }
     let id = "0123456789abcdef0123456789abcdef";
-    let (_, url, _) = token_command(&["job", id, "--cancel", "--url"], Some(secret));
-    assert_eq!(
-        url,
-        format!(
-            "https://bridge.example/jobs/{id}/cancel?token={}",
-            job_tokens_with(secret).cancel(id.parse().unwrap())
-        )
-    );
+    for (flag, path, scope) in [
+        ("--cancel", "cancel", TokenScope::JobCancel),
+        ("--input", "input", TokenScope::JobInput),
+    ] {
+        let (code, url, stderr) =
+            token_command(&["job", id, flag, "--url", "--ttl", "60"], Some(secret));
+        assert_eq!(code, 0, "{stderr}");
+        let token = url.split("token=").nth(1).unwrap();
+        let expires = claimed_expiry(token).unwrap();
+        assert_within_a_minute(expires, unix_now() + 60);
+        assert_eq!(
+            url,
+            format!(
+                "https://bridge.example/jobs/{id}/{path}?token={}",
+                job_tokens_with(secret).mint_until(scope, id, expires)
+            )
+        );
+    }
     let (code, _, stderr) = token_command(&["correlation", "turn-42"], None);
     assert_eq!(code, 2);
     assert!(stderr.contains("auth.job_secret"), "{stderr}");
     let (code, _, stderr) = token_command(&["correlation", "bad id"], Some(secret));
     assert_ne!(code, 0);
     assert!(stderr.contains("not a correlation ID"), "{stderr}");
+    let (code, _, stderr) = token_command(&["correlation", "turn-42", "--ttl", "0"], Some(secret));
+    assert_ne!(code, 0);
+    assert!(stderr.contains("--ttl"), "{stderr}");
+}
+
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+}
+
+/// A minted expiry is now + the TTL; a test runs well within a minute of minting.
+fn assert_within_a_minute(expires: u64, expected: u64) {
+    assert!(
+        expires.abs_diff(expected) <= 60,
+        "expires at {expires}, expected about {expected}"
+    );
 }
 
 fn job_tokens_with(secret: &str) -> mcp_progress_bridge::auth::JobTokens {

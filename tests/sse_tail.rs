@@ -137,7 +137,7 @@ impl Readiness for AlwaysReady {
 /// The job API over `store` on a free port; its base URL.
 async fn serve(store: Arc<Faulty>, keep_alive: Duration) -> String {
     let mut config = Config::default_for_tests();
-    config.auth.job_secret = Some(Secret::literal(TEST_JOB_SECRET));
+    config.auth.job_secret = Some(Secret::literal(TEST_JOB_SECRET).into());
     let metrics = Arc::new(Metrics::new());
     let router = http::router(ApiState {
         store,

@@ -4,16 +4,34 @@
 //! read: `?token=` with
 //!
 //! ```text
-//! token = base64url_nopad( HMAC-SHA256( key = auth.job_secret, message = "<scope>:<id>" ) )
+//! token   = "<expires>." + base64url_nopad( HMAC-SHA256( key = auth.job_secret[0],
+//!                                                        message = "v2:<scope>:<expires>:<id>" ) )
 //! ```
 //!
-//! where `<scope>` is `job` (read one job: snapshot and events), `job-cancel` (cancel it) or
-//! `correlation` (read one correlation stream), and `<id>` the job ID (32 lowercase hex
-//! digits) or the correlation ID as sent in the header. The key is the secret's UTF-8 bytes.
-//! Derived, not stored: any replica with the same secret verifies any token, and an
-//! application backend that knows the secret mints correlation tokens itself.
+//! where `<expires>` is the Unix time (seconds, decimal, no sign or leading zeros) from which
+//! the token no longer opens anything, `<scope>` is `job` (read one job: snapshot and events),
+//! `job-cancel` (cancel it), `job-input` (answer its questions) or `correlation` (read one
+//! correlation stream), and `<id>` the job ID (32 lowercase hex digits) or the correlation ID
+//! as sent in the header. The key is the secret's UTF-8 bytes.
+//!
+//! Why this shape:
+//! - The expiry is in the token and inside the MAC: editing it breaks the MAC, and nothing has
+//!   to be stored (any replica with the same secret verifies any token; an application backend
+//!   that knows the secret mints correlation tokens itself).
+//! - `v2:` keeps the message apart from the first format's (`<scope>:<id>`, no expiry): a
+//!   correlation ID may hold `:` and digits, so without it an old token for the ID
+//!   `1999999999:turn` would be a new one for `turn` that expires in 2033.
+//! - `<scope>` and `<expires>` hold no `:`, so the message splits one way only, whatever the ID.
+//! - An expired token is refused exactly as a wrong one is (`verify` says `false`, the route
+//!   answers 404): nobody learns that a token was ever good.
+//! - Several keys: tokens are minted with the first, and any of them verifies, so a secret can
+//!   be rotated (new one first, old one second) without breaking the URLs already handed out;
+//!   once the old one is removed, its tokens stop working.
 
-use std::sync::Arc;
+use std::{
+    sync::Arc,
+    time::{Duration, SystemTime, UNIX_EPOCH},
+};
 
 use base64::{Engine, engine::general_purpose::URL_SAFE_NO_PAD};
 use hmac::{Hmac, KeyInit, Mac};
@@ -28,6 +46,15 @@ type HmacSha256 = Hmac<Sha256>;
 
 /// Bytes of a random per-process key.
 const RANDOM_KEY_BYTES: usize = 32;
+/// Characters of the MAC part: 32 bytes in base64 without padding.
+const MAC_CHARS: usize = 43;
+/// Longest `<expires>`: `u64::MAX` has 20 digits.
+const MAX_EXPIRY_DIGITS: usize = 20;
+/// What separates the message's version from the first format's messages.
+const MESSAGE_VERSION: &str = "v2";
+/// How long a token opens its URL when nobody says otherwise (`auth.job_token_ttl_secs`'s
+/// default, there for the reason given at that key).
+pub const DEFAULT_TTL: Duration = Duration::from_secs(86_400);
 
 /// What a token opens.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,24 +81,42 @@ impl TokenScope {
     }
 }
 
-/// Mints and checks job and correlation tokens with one key.
+/// Mints job and correlation tokens with one key and checks them against every key it holds.
 #[derive(Clone)]
 pub struct JobTokens {
-    key: Arc<[u8]>,
+    /// The minting key first, then keys whose tokens are still accepted. Never empty.
+    keys: Arc<[Box<[u8]>]>,
+    ttl: Duration,
     random: bool,
 }
 
 impl std::fmt::Debug for JobTokens {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let kind = if self.random { "random" } else { "configured" };
-        write!(f, "JobTokens({kind} key)")
+        write!(
+            f,
+            "JobTokens({kind} key, {} in all, ttl {:?})",
+            self.keys.len(),
+            self.ttl
+        )
     }
 }
 
 impl JobTokens {
+    /// One key, tokens valid for [`DEFAULT_TTL`].
     pub fn new(secret: &[u8]) -> Self {
+        Self::with_keys(&[secret], DEFAULT_TTL)
+    }
+
+    /// Mint with `keys[0]`, accept any of `keys`; tokens open their URL for `ttl`.
+    ///
+    /// # Panics
+    /// With no key: the config's validation never lets that through.
+    pub fn with_keys(keys: &[&[u8]], ttl: Duration) -> Self {
+        assert!(!keys.is_empty(), "JobTokens needs at least one key");
         Self {
-            key: secret.into(),
+            keys: keys.iter().map(|k| Box::<[u8]>::from(*k)).collect(),
+            ttl,
             random: false,
         }
     }
@@ -81,16 +126,24 @@ impl JobTokens {
         let mut key = [0u8; RANDOM_KEY_BYTES];
         getrandom::fill(&mut key).expect("the operating system's random number generator failed");
         Self {
-            key: key.into(),
             random: true,
+            ..Self::new(&key)
         }
     }
 
-    /// `auth.job_secret`, or a random key when none is configured.
+    /// `auth.job_secret` (every entry; the first mints) and `auth.job_token_ttl_secs`, or a
+    /// random key when no secret is configured.
     pub fn from_config(auth: &AuthConfig) -> Self {
+        let ttl = Duration::from_secs(auth.job_token_ttl_secs);
         match &auth.job_secret {
-            Some(secret) => Self::new(secret.value().as_bytes()),
-            None => Self::random(),
+            Some(secrets) if !secrets.is_empty() => {
+                let keys: Vec<&[u8]> = secrets.iter().map(|s| s.value().as_bytes()).collect();
+                Self::with_keys(&keys, ttl)
+            }
+            _ => Self {
+                ttl,
+                ..Self::random()
+            },
         }
     }
 
@@ -99,31 +152,70 @@ impl JobTokens {
         self.random
     }
 
-    fn mac(&self, scope: TokenScope, id: &str) -> HmacSha256 {
-        // HMAC takes keys of any length; this cannot fail.
-        let mut mac =
-            HmacSha256::new_from_slice(&self.key).expect("HMAC accepts keys of any length");
-        mac.update(scope.label().as_bytes());
-        mac.update(b":");
+    /// How long a token minted now opens its URL.
+    pub fn ttl(&self) -> Duration {
+        self.ttl
+    }
+
+    fn mac(key: &[u8], scope: TokenScope, expires: &str, id: &str) -> HmacSha256 {
+        let mut mac = HmacSha256::new_from_slice(key).expect("HMAC accepts keys of any length");
+        for part in [MESSAGE_VERSION, scope.label(), expires] {
+            mac.update(part.as_bytes());
+            mac.update(b":");
+        }
         mac.update(id.as_bytes());
         mac
     }
 
-    pub fn mint(&self, scope: TokenScope, id: &str) -> String {
-        URL_SAFE_NO_PAD.encode(self.mac(scope, id).finalize().into_bytes())
+    /// When a token minted now expires (Unix seconds): now + the TTL.
+    pub fn expiry(&self) -> u64 {
+        unix_now().saturating_add(self.ttl.as_secs())
     }
 
-    /// Whether `token` opens `scope` of `id`. Constant-time in the token's content.
+    /// A token for `scope` of `id` that opens it until now + the TTL.
+    pub fn mint(&self, scope: TokenScope, id: &str) -> String {
+        self.mint_until(scope, id, self.expiry())
+    }
+
+    /// A token for `scope` of `id` that opens it until the Unix time `expires` (seconds).
+    pub fn mint_until(&self, scope: TokenScope, id: &str, expires: u64) -> String {
+        let expires = expires.to_string();
+        let mac = Self::mac(&self.keys[0], scope, &expires, id).finalize();
+        format!("{expires}.{}", URL_SAFE_NO_PAD.encode(mac.into_bytes()))
+    }
+
+    /// Whether `token` opens `scope` of `id` now. Constant-time in the MAC's content; an
+    /// expired token is refused like a wrong one.
     pub fn verify(&self, scope: TokenScope, id: &str, token: &str) -> bool {
-        let token = token.trim_end_matches('=');
-        // 32 bytes are 43 base64 characters; anything else cannot be a token.
-        if token.len() != 43 {
-            return false;
-        }
-        let Ok(bytes) = URL_SAFE_NO_PAD.decode(token) else {
+        self.verify_at(scope, id, token, unix_now())
+    }
+
+    /// As [`verify`](Self::verify), at the Unix time `now`.
+    pub fn verify_at(&self, scope: TokenScope, id: &str, token: &str, now: u64) -> bool {
+        let Some((expires, mac)) = token.split_once('.') else {
             return false;
         };
-        self.mac(scope, id).verify_slice(&bytes).is_ok()
+        // Exactly what minting writes: decimal digits, no sign, no leading zero.
+        let canonical = !expires.is_empty()
+            && expires.len() <= MAX_EXPIRY_DIGITS
+            && expires.bytes().all(|b| b.is_ascii_digit())
+            && (expires == "0" || !expires.starts_with('0'));
+        let Some(expiry) = canonical.then(|| expires.parse::<u64>().ok()).flatten() else {
+            return false;
+        };
+        let mac = mac.trim_end_matches('=');
+        if mac.len() != MAC_CHARS {
+            return false;
+        }
+        let Ok(bytes) = URL_SAFE_NO_PAD.decode(mac) else {
+            return false;
+        };
+        let signed = self.keys.iter().any(|key| {
+            Self::mac(key, scope, expires, id)
+                .verify_slice(&bytes)
+                .is_ok()
+        });
+        signed && now < expiry
     }
 
     pub fn job(&self, id: JobId) -> String {
@@ -143,17 +235,31 @@ impl JobTokens {
     }
 }
 
+/// The Unix time in seconds (0 before 1970: a clock that wrong refuses every token).
+fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// The expiry a token claims (Unix seconds), whether or not it is genuine: for tools that show
+/// when a URL stops working. Never a reason to trust the token.
+pub fn claimed_expiry(token: &str) -> Option<u64> {
+    token.split_once('.')?.0.parse().ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    const KEY: &[u8] = b"0123456789abcdef0123456789abcdef";
+
     #[test]
     fn a_token_opens_one_scope_of_one_id() {
-        let tokens = JobTokens::new(b"0123456789abcdef0123456789abcdef");
+        let tokens = JobTokens::new(KEY);
         let a = JobId::random();
         let b = JobId::random();
         let read = tokens.job(a);
-        assert_eq!(read.len(), 43);
         assert!(tokens.verify(TokenScope::JobRead, &a.to_string(), &read));
         assert!(!tokens.verify(TokenScope::JobRead, &b.to_string(), &read));
         assert!(!tokens.verify(TokenScope::JobCancel, &a.to_string(), &read));
@@ -166,22 +272,58 @@ mod tests {
 
     #[test]
     fn known_answers_computed_with_pythons_hmac_module() {
-        // base64.urlsafe_b64encode(hmac.new(key, b"<label>:<id>", hashlib.sha256).digest())
-        //     .rstrip(b"=")
-        let tokens = JobTokens::new(b"0123456789abcdef0123456789abcdef");
-        let job: JobId = "0123456789abcdef0123456789abcdef".parse().unwrap();
-        let cid: CorrelationId = "turn-42".parse().unwrap();
+        // e = "1800000000"; e + "." + base64.urlsafe_b64encode(hmac.new(key,
+        //     f"v2:<label>:{e}:<id>".encode(), hashlib.sha256).digest()).rstrip(b"=")
+        let tokens = JobTokens::new(KEY);
+        let job = "0123456789abcdef0123456789abcdef";
+        let at = 1_800_000_000;
         assert_eq!(
-            tokens.job(job),
-            "Jpn6CjHNDUDiFcEbT0nRj23yWp3P5d6R9gous_epa78"
+            tokens.mint_until(TokenScope::JobRead, job, at),
+            "1800000000.Dn3B7-e_y2WgrkPCQL7A96_Oz8mFwCwGGz34-s2EkMo"
         );
         assert_eq!(
-            tokens.cancel(job),
-            "S1kEihFFlCXPyz9g8sZEAnQcVWg8UO-_l-LxUiSw7sQ"
+            tokens.mint_until(TokenScope::JobCancel, job, at),
+            "1800000000.E-W8UCvac2FqnRuVTLOvAzTBrvTRH31D9bt4I-9M34A"
         );
         assert_eq!(
-            tokens.correlation(&cid),
-            "uXWCbAhvuh01By44K9M2rF4zgilSFDVZR4_C8Rt60qg"
+            tokens.mint_until(TokenScope::Correlation, "turn-42", at),
+            "1800000000.auXFSsG8kGnN5y7FI1h8QRHGOJYphpXqKl3o8yogda0"
         );
+    }
+
+    #[test]
+    fn a_token_stops_at_its_expiry_and_its_expiry_cannot_be_edited() {
+        let tokens = JobTokens::new(KEY);
+        let id = JobId::random().to_string();
+        let token = tokens.mint_until(TokenScope::JobRead, &id, 1_000);
+        assert!(tokens.verify_at(TokenScope::JobRead, &id, &token, 999));
+        assert!(!tokens.verify_at(TokenScope::JobRead, &id, &token, 1_000));
+        assert!(!tokens.verify(TokenScope::JobRead, &id, &token));
+        let (_, mac) = token.split_once('.').unwrap();
+        for edited in ["1001", "01000", "+1000", "99999999999", "", "1000 "] {
+            let forged = format!("{edited}.{mac}");
+            assert!(
+                !tokens.verify_at(TokenScope::JobRead, &id, &forged, 0),
+                "{forged}"
+            );
+        }
+        // A token of the first format (no expiry) opens nothing.
+        let old = &token[token.find('.').unwrap() + 1..];
+        assert!(!tokens.verify_at(TokenScope::JobRead, &id, old, 0));
+    }
+
+    #[test]
+    fn the_first_key_mints_and_every_key_verifies() {
+        let old = JobTokens::new(b"the old secret, the old secret!!");
+        let rotated =
+            JobTokens::with_keys(&[KEY, b"the old secret, the old secret!!"], DEFAULT_TTL);
+        let id = JobId::random();
+        let minted_before = old.job(id);
+        assert!(rotated.verify(TokenScope::JobRead, &id.to_string(), &minted_before));
+        let minted_after = rotated.job(id);
+        assert!(JobTokens::new(KEY).verify(TokenScope::JobRead, &id.to_string(), &minted_after));
+        assert!(!old.verify(TokenScope::JobRead, &id.to_string(), &minted_after));
+        let old_removed = JobTokens::new(KEY);
+        assert!(!old_removed.verify(TokenScope::JobRead, &id.to_string(), &minted_before));
     }
 }

@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 pub use bearer::{StaticTokens, bearer_token};
 pub use identity::{Claims, Identity, ToolAccess};
-pub use job_tokens::{JobTokens, TokenScope};
+pub use job_tokens::{DEFAULT_TTL as DEFAULT_JOB_TOKEN_TTL, JobTokens, TokenScope, claimed_expiry};
 pub use jwks::JwksError;
 pub use jwt::JwtVerifier;
 pub use ownership::may_access;

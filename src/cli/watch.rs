@@ -164,6 +164,10 @@ async fn refused(
         .and_then(|v| v["error"]["message"].as_str().map(str::to_string))
         .unwrap_or(body);
     let hint = match status.as_u16() {
+        404 if token_expired(events_url) => {
+            "the URL's token has expired (auth.job_token_ttl_secs): get a fresh one with \
+             `mcp-progress-bridge token job ID --url`, or open the job with a bearer token"
+        }
         404 => "the job is unknown or expired, or the URL's token is wrong",
         400 => "the bridge refused the request",
         _ => "the bridge answered with an error",
@@ -172,6 +176,21 @@ async fn refused(
         "{events_url}: HTTP {status}: {hint} ({})",
         detail.trim()
     ))
+}
+
+/// Whether the URL's `?token=` says it expired. The bridge answers an expired token exactly as
+/// a wrong one (no oracle), but the token's own expiry is readable here, where it helps.
+fn token_expired(events_url: &str) -> bool {
+    let Ok(url) = url::Url::parse(events_url) else {
+        return false;
+    };
+    let Some((_, token)) = url.query_pairs().find(|(k, _)| k == "token") else {
+        return false;
+    };
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    crate::auth::claimed_expiry(&token).is_some_and(|expires| expires <= now)
 }
 
 /// What `watch` knows about the job, folded from its events.

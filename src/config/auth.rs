@@ -25,6 +25,10 @@ pub const TOKEN_ENV: &str = "BRIDGE_MCP_TOKEN";
 pub const MIN_TOKEN_LEN: usize = 16;
 /// Shortest `auth.job_secret` accepted: HMAC-SHA256 keys should carry 256 bits.
 pub const MIN_JOB_SECRET_LEN: usize = 32;
+/// Default of `auth.job_token_ttl_secs`: a day.
+pub const DEFAULT_JOB_TOKEN_TTL_SECS: u64 = 86_400;
+/// Longest `auth.job_token_ttl_secs`: ten years (beyond that a token is as good as eternal).
+pub const MAX_JOB_TOKEN_TTL_SECS: u64 = 10 * 366 * 86_400;
 /// Longest name of a static token.
 pub const MAX_TOKEN_NAME_LEN: usize = 64;
 
@@ -134,9 +138,15 @@ pub struct AuthConfig {
     /// Let the bridge listen on a non-loopback address with no credentials configured
     /// (something in front of it authenticates).
     pub allow_open: bool,
-    /// The HMAC key of job and correlation tokens. Unset: a random key per process (tokens do
-    /// not survive a restart, and replicas cannot read each other's tokens).
-    pub job_secret: Option<Secret>,
+    /// The HMAC key of job and correlation tokens, or a list of them: the first signs new
+    /// tokens, every one verifies (rotation: put the new key first and keep the old one until
+    /// its tokens have expired). Unset: a random key per process (tokens do not survive a
+    /// restart, and replicas cannot read each other's tokens).
+    pub job_secret: Option<JobSecrets>,
+    /// How long a job or correlation token opens its URL, from when it is minted. Past it the
+    /// URL answers 404, as for a wrong token. It must outlive a job's run plus
+    /// `jobs.retention_secs`, so the default is a day (24 times the default retention).
+    pub job_token_ttl_secs: u64,
     /// Job and correlation URLs need their `?token=` (or an MCP bearer token). `false` makes
     /// them readable, and jobs cancellable, by anyone who knows the ID.
     pub require_job_tokens: bool,
@@ -155,6 +165,7 @@ impl Default for AuthConfig {
             authorization_servers: Vec::new(),
             allow_open: false,
             job_secret: None,
+            job_token_ttl_secs: DEFAULT_JOB_TOKEN_TTL_SECS,
             require_job_tokens: true,
         }
     }
@@ -167,7 +178,7 @@ impl AuthConfig {
         self.mcp_tokens
             .iter()
             .map(|t| &t.token)
-            .chain(&self.job_secret)
+            .chain(self.job_secret.iter().flat_map(JobSecrets::iter))
             .filter_map(Secret::env_name)
             .map(str::to_string)
             .collect()
@@ -191,6 +202,66 @@ pub fn without_secret_env(
         }
     }
     upstreams
+}
+
+/// `auth.job_secret`: one secret (`"env:JOB_SECRET"`) or a list (`["env:NEW", "env:OLD"]`).
+/// The first signs new tokens; every one verifies, so a key can be rotated without breaking the
+/// URLs already handed out.
+#[derive(Debug, Clone)]
+pub struct JobSecrets(Vec<Secret>);
+
+impl JobSecrets {
+    pub fn new(secrets: Vec<Secret>) -> Self {
+        Self(secrets)
+    }
+
+    pub fn iter(&self) -> std::slice::Iter<'_, Secret> {
+        self.0.iter()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl From<Secret> for JobSecrets {
+    fn from(secret: Secret) -> Self {
+        Self(vec![secret])
+    }
+}
+
+impl<'de> Deserialize<'de> for JobSecrets {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(
+            untagged,
+            expecting = "a secret (\"env:NAME\", \"file:/path\" or a literal) or a list of them, the signing one first"
+        )]
+        enum OneOrMany {
+            One(Secret),
+            Many(Vec<Secret>),
+        }
+        Ok(match OneOrMany::deserialize(d)? {
+            OneOrMany::One(secret) => secret.into(),
+            OneOrMany::Many(secrets) => Self(secrets),
+        })
+    }
+}
+
+/// Written as a string or an array of strings.
+impl schemars::JsonSchema for JobSecrets {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "JobSecrets".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "anyOf": [
+                { "type": "string" },
+                { "type": "array", "items": { "type": "string" } }
+            ]
+        })
+    }
 }
 
 /// A secret from the config. Deserialized from `"literal"`, `"env:NAME"` or `"file:/path"`.
@@ -396,11 +467,30 @@ fn validate_secrets(
             ));
         }
     }
-    if let Some(secret) = &mut auth.job_secret {
-        secret.resolve().map_err(|m| err("auth.job_secret", m))?;
+    if auth.job_secret.as_ref().is_some_and(JobSecrets::is_empty) {
+        return Err(err(
+            "auth.job_secret",
+            "is an empty list; give at least one secret (the first signs tokens), or leave the \
+             key out for a random key per process"
+                .into(),
+        ));
+    }
+    let listed = auth.job_secret.as_ref().is_some_and(|s| s.0.len() > 1);
+    for (i, secret) in auth
+        .job_secret
+        .iter_mut()
+        .flat_map(|s| s.0.iter_mut())
+        .enumerate()
+    {
+        let key = if listed {
+            format!("auth.job_secret[{i}]")
+        } else {
+            "auth.job_secret".to_string()
+        };
+        secret.resolve().map_err(|m| err(&key, m))?;
         if secret.value().len() < MIN_JOB_SECRET_LEN {
             return Err(err(
-                "auth.job_secret",
+                &key,
                 format!(
                     "the secret from {} is {} bytes; use at least {MIN_JOB_SECRET_LEN} random ones \
                      (for example the output of `openssl rand -hex 32`)",
@@ -409,6 +499,16 @@ fn validate_secrets(
                 ),
             ));
         }
+    }
+    if !(1..=MAX_JOB_TOKEN_TTL_SECS).contains(&auth.job_token_ttl_secs) {
+        return Err(err(
+            "auth.job_token_ttl_secs",
+            format!(
+                "is {}; use 1 to {MAX_JOB_TOKEN_TTL_SECS} seconds (ten years); the default, a \
+                 day, suits most deployments",
+                auth.job_token_ttl_secs
+            ),
+        ));
     }
     Ok(())
 }
@@ -515,6 +615,21 @@ mod tests {
         assert_eq!(format!("{s:?}"), "Secret(<literal>)");
         let s = Secret::from("env:X".to_string());
         assert_eq!(format!("{s:?}"), "Secret(env:X)");
+    }
+
+    #[test]
+    fn every_job_secret_of_a_list_is_hidden_from_stdio_children() {
+        let auth = AuthConfig {
+            job_secret: Some(JobSecrets::new(vec![
+                Secret::from("env:NEW_JOB_SECRET".to_string()),
+                Secret::from("env:OLD_JOB_SECRET".to_string()),
+            ])),
+            ..AuthConfig::default()
+        };
+        assert_eq!(
+            auth.secret_env_names(),
+            ["NEW_JOB_SECRET", "OLD_JOB_SECRET"]
+        );
     }
 
     #[test]

@@ -85,6 +85,17 @@ impl Config {
         validate_server(&mut self.server, err)?;
         validate_jobs(&self.jobs, err)?;
         auth::validate(&mut self.auth, &self.server, err)?;
+        if self.auth.job_token_ttl_secs < self.jobs.retention_secs {
+            return Err(err(
+                "auth.job_token_ttl_secs",
+                format!(
+                    "is {} s, shorter than jobs.retention_secs ({} s): a job's URLs would stop \
+                     working before the job is forgotten. Raise it to cover a job's run plus its \
+                     retention (default: a day)",
+                    self.auth.job_token_ttl_secs, self.jobs.retention_secs
+                ),
+            ));
+        }
         limits::validate(&self.limits, err)?;
         validate_store(&self.store).map_err(|(field, m)| err(&format!("store.{field}"), m))?;
         validate_upstreams(&self.upstreams, err)

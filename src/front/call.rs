@@ -23,6 +23,7 @@ use super::{
     Front, callers, catalog,
     handle::{JobHandleBody, attach_job_meta, error_result},
     quota::QuotaPermit,
+    rounds,
 };
 use crate::{
     auth::Identity,
@@ -58,10 +59,11 @@ struct JobSink {
     forward: Forward,
 }
 
-/// The waiting MCP caller that declared form elicitation, while it waits: the tool's questions
-/// are sent to it (by its own revision's rules; a 2026-07-28 caller cannot take a request in
-/// the middle of a call, so rmcp refuses and the question goes to the job). Emptied when the
-/// caller's request is answered (its [`ForwardGuard`] drops).
+/// The waiting MCP caller that declared form elicitation, while it waits, on a revision with
+/// sessions: the tool's questions are sent to it as `elicitation/create` (a 2026-07-28 caller
+/// gets them in an `input_required` answer instead, see `rounds`). Emptied when the caller's
+/// request is answered (its [`ForwardGuard`] drops); a question it does not take goes to the
+/// job.
 #[derive(Clone, Default)]
 struct Forward(Arc<parking_lot::Mutex<Option<Peer<RoleServer>>>>);
 
@@ -274,11 +276,6 @@ impl Front {
             Err(answer) => return answer.map(Into::into),
         };
         let correlation_id = self.correlation_id(&context)?;
-        // Held by the job's work future: given back when the upstream call ends.
-        let permit = match self.inner.quota.try_start(&identity.principal) {
-            Ok(permit) => permit,
-            Err(full) => return Ok(error_result(full.to_string()).into()),
-        };
         let configured = upstream.config().mode_for(tool, self.inner.config.mode);
         let mode = match requested_mode(&request, &context)? {
             Some(mode) => {
@@ -286,6 +283,15 @@ impl Front {
                 mode
             }
             None => configured,
+        };
+        // A 2026-07-28 retry with the answers to the questions of a call in flight.
+        if request.request_state.is_some() {
+            return self.next_round(request, mode, &context, identity).await;
+        }
+        // Held by the job's work future: given back when the upstream call ends.
+        let permit = match self.inner.quota.try_start(&identity.principal) {
+            Ok(permit) => permit,
+            Err(full) => return Ok(error_result(full.to_string()).into()),
         };
         let spec = JobSpec {
             tool: name.clone(),
@@ -342,9 +348,13 @@ impl Front {
             }
             _ => (None, None),
         };
-        // A caller that waits and takes form elicitation answers the tool's questions itself.
+        // A caller that waits and takes form elicitation answers the tool's questions itself:
+        // sent to it on its session, or at 2026-07-28 in an `input_required` answer (see
+        // `rounds`).
         let forward = Forward::default();
-        if mode != CallMode::Async && caller_takes_questions(context) {
+        let answers_itself = mode != CallMode::Async && caller_takes_questions(context);
+        let rounds = answers_itself && rounds::answers_in_rounds(context);
+        if answers_itself && !rounds {
             *forward.0.lock() = Some(context.peer.clone());
         }
         let sink = Arc::new(JobSink {
@@ -368,6 +378,7 @@ impl Front {
             mode,
             logs,
             as_task,
+            rounds,
             forward: ForwardGuard(forward),
         };
         self.run(pending, work, limits, answering, context).await
@@ -389,6 +400,7 @@ impl Front {
             mode,
             logs,
             as_task,
+            rounds,
             forward,
         } = answering;
         let id = pending.id();
@@ -415,6 +427,7 @@ impl Front {
             caller_token,
             budget,
             as_task,
+            rounds,
             _forward: forward,
         };
         self.answer_when_done(waiting, context).await
@@ -422,7 +435,7 @@ impl Front {
 
     /// The answer to a call that goes on running: a task for a caller that listed the
     /// extension, the job handle for any other.
-    fn not_done_yet(&self, id: JobId, name: &str, as_task: bool) -> CallToolResponse {
+    pub(super) fn not_done_yet(&self, id: JobId, name: &str, as_task: bool) -> CallToolResponse {
         if as_task {
             return self.create_task_result(id).into();
         }
@@ -564,6 +577,8 @@ impl Front {
     ) -> Response {
         let links = &self.inner.links;
         let deadline = waiting.budget.map(|b| Instant::now() + b);
+        let asked = self.asked(waiting.handle.id);
+        tokio::pin!(asked);
         loop {
             tokio::select! {
                 biased;
@@ -588,6 +603,9 @@ impl Front {
                 _ = context.ct.cancelled() => {
                     self.inner.jobs.cancel_local(waiting.handle.id, "the MCP client cancelled its request".into());
                     return Ok(error_result("cancelled by the client").into());
+                }
+                questions = &mut asked, if waiting.rounds => {
+                    return Ok(self.input_required(waiting.handle.id, &questions));
                 }
                 _ = sleep_until(deadline), if deadline.is_some() => {
                     return Ok(self.not_done_yet(waiting.handle.id, &waiting.name, waiting.as_task));
@@ -615,6 +633,8 @@ struct Answering {
     logs: Option<mpsc::Receiver<LoggingMessageNotificationParam>>,
     /// The caller listed the Tasks extension: a call that goes on running becomes a task.
     as_task: bool,
+    /// The caller answers the tool's questions in `input_required` rounds (2026-07-28).
+    rounds: bool,
     forward: ForwardGuard,
 }
 
@@ -627,6 +647,7 @@ struct Waiting {
     caller_token: Option<ProgressToken>,
     budget: Option<Duration>,
     as_task: bool,
+    rounds: bool,
     /// The tool's questions go to this caller while it waits (dropped with the answer).
     _forward: ForwardGuard,
 }

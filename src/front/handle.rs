@@ -5,13 +5,14 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::{
-    auth::JobTokens,
+    auth::{JobTokens, TokenScope},
     model::{JobId, JobStatus, meta::JOB_META_KEY},
 };
 
 /// Builds the URLs a job handle points to, each with the capability token it needs
 /// (`?token=`, see `auth::JobTokens`): the read token on the status and events URLs, the
-/// cancel token on the cancel URL.
+/// cancel token on the cancel URL, the input token on the input URL. Tokens expire
+/// `auth.job_token_ttl_secs` after they are minted; the URLs of one handle share one expiry.
 #[derive(Debug, Clone)]
 pub struct Links {
     public_url: String,
@@ -27,36 +28,26 @@ impl Links {
         }
     }
 
+    /// `<public_url>/jobs/<id><path>?token=…` with a `scope` token good until `expires`.
+    fn url(&self, id: JobId, path: &str, scope: TokenScope, expires: u64) -> String {
+        let token = self.tokens.mint_until(scope, &id.to_string(), expires);
+        format!("{}/jobs/{id}{path}?token={token}", self.public_url)
+    }
+
     pub fn status_url(&self, id: JobId) -> String {
-        format!(
-            "{}/jobs/{id}?token={}",
-            self.public_url,
-            self.tokens.job(id)
-        )
+        self.url(id, "", TokenScope::JobRead, self.tokens.expiry())
     }
 
     pub fn events_url(&self, id: JobId) -> String {
-        format!(
-            "{}/jobs/{id}/events?token={}",
-            self.public_url,
-            self.tokens.job(id)
-        )
+        self.url(id, "/events", TokenScope::JobRead, self.tokens.expiry())
     }
 
     pub fn input_url(&self, id: JobId) -> String {
-        format!(
-            "{}/jobs/{id}/input?token={}",
-            self.public_url,
-            self.tokens.input(id)
-        )
+        self.url(id, "/input", TokenScope::JobInput, self.tokens.expiry())
     }
 
     pub fn cancel_url(&self, id: JobId) -> String {
-        format!(
-            "{}/jobs/{id}/cancel?token={}",
-            self.public_url,
-            self.tokens.cancel(id)
-        )
+        self.url(id, "/cancel", TokenScope::JobCancel, self.tokens.expiry())
     }
 }
 
@@ -78,13 +69,15 @@ pub struct JobHandleBody {
 
 impl JobHandleBody {
     pub fn new(links: &Links, id: JobId, tool: &str) -> Self {
+        // One expiry for all four, so the status and events URLs carry the same token.
+        let expires = links.tokens.expiry();
         Self {
             job_id: id,
             status: JobStatus::Running,
-            events_url: links.events_url(id),
-            status_url: links.status_url(id),
-            cancel_url: links.cancel_url(id),
-            input_url: links.input_url(id),
+            events_url: links.url(id, "/events", TokenScope::JobRead, expires),
+            status_url: links.url(id, "", TokenScope::JobRead, expires),
+            cancel_url: links.url(id, "/cancel", TokenScope::JobCancel, expires),
+            input_url: links.url(id, "/input", TokenScope::JobInput, expires),
             tool: tool.to_string(),
             instructions: format!(
                 "The tool is running as job {id}. Call wait_for_job with job_id \"{id}\" to get \

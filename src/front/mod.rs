@@ -14,6 +14,7 @@ mod job_tools;
 mod prompts;
 mod quota;
 mod resources;
+mod rounds;
 mod span;
 mod tasks;
 

@@ -193,7 +193,7 @@ impl Front {
 
 /// The job's waiting questions as the extension's `inputRequests`: each an
 /// `elicitation/create` request under the question's key.
-fn input_requests(questions: &[InputQuestion]) -> InputRequests {
+pub(super) fn input_requests(questions: &[InputQuestion]) -> InputRequests {
     questions
         .iter()
         .filter_map(|q| {

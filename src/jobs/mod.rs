@@ -32,8 +32,8 @@ use crate::{
     config::{CallLimits, JobsConfig},
     metrics::Metrics,
     model::{
-        Channel, CorrelationId, EventBody, FailureReason, JobFailure, JobId, JobSnapshot, NewJob,
-        Principal, ProgressUpdate,
+        Channel, CorrelationId, EventBody, EventKind, FailureReason, JobFailure, JobId,
+        JobSnapshot, JobStatus, NewJob, Principal, ProgressUpdate,
     },
     shutdown::Tasks,
     store::{CancelAck, LiveItem, Store, StoreError},
@@ -318,34 +318,66 @@ impl Jobs {
         id: JobId,
         within: Duration,
     ) -> Result<Option<JobSnapshot>, JobsError> {
+        self.wait_until(id, within, |s| s.is_terminal()).await
+    }
+
+    /// Wait until the job ends, asks a question (status `input_required`), or `within`
+    /// passes, then return its snapshot (`None` if there is no such job): the next thing a
+    /// waiting caller that answers questions itself must hear about.
+    pub async fn next_turn(
+        &self,
+        id: JobId,
+        within: Duration,
+    ) -> Result<Option<JobSnapshot>, JobsError> {
+        self.wait_until(id, within, |s| {
+            s.is_terminal() || s == JobStatus::InputRequired
+        })
+        .await
+    }
+
+    /// Wait until the job's status is one `stop` takes (checked after every event, and at
+    /// once), or `within` passes; then its snapshot.
+    async fn wait_until(
+        &self,
+        id: JobId,
+        within: Duration,
+        stop: impl Fn(JobStatus) -> bool,
+    ) -> Result<Option<JobSnapshot>, JobsError> {
         let store = &self.inner.store;
         let Some(opened) = store.open(&Channel::Job(id), None).await? else {
             return Ok(None);
         };
-        if !opened.ended {
-            let mut live = opened.live;
-            let until_end = async {
-                while let Some(item) = live.next().await {
-                    if let LiveItem::Event(event) = &item
-                        && event.is_terminal()
-                    {
-                        break;
-                    }
-                    // A lag may have skipped the terminal event: check the snapshot.
-                    if matches!(item, LiveItem::Lagged)
-                        && store
-                            .snapshot(id)
-                            .await
-                            .ok()
-                            .flatten()
-                            .is_some_and(|s| s.status.is_terminal())
-                    {
-                        break;
-                    }
-                }
-            };
-            let _ = tokio::time::timeout(within, until_end).await;
+        let stops = |kind: EventKind| match kind {
+            EventKind::InputRequired => stop(JobStatus::InputRequired),
+            kind => kind.is_terminal(),
+        };
+        // Subscribed first, then looked: a change between the two is in the live tail.
+        let now = store.snapshot(id).await?;
+        if opened.ended || now.as_ref().is_none_or(|s| stop(s.status)) {
+            return Ok(now);
         }
+        let mut live = opened.live;
+        let until = async {
+            while let Some(item) = live.next().await {
+                if let LiveItem::Event(event) = &item
+                    && stops(event.kind)
+                {
+                    break;
+                }
+                // A lag may have skipped the event: check the snapshot.
+                if matches!(item, LiveItem::Lagged)
+                    && store
+                        .snapshot(id)
+                        .await
+                        .ok()
+                        .flatten()
+                        .is_some_and(|s| stop(s.status))
+                {
+                    break;
+                }
+            }
+        };
+        let _ = tokio::time::timeout(within, until).await;
         Ok(store.snapshot(id).await?)
     }
 }

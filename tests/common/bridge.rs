@@ -157,7 +157,7 @@ pub async fn start_config_then(
     config.server.listen = addr;
     config.server.public_url = public_url.unwrap_or_else(|| format!("http://{addr}"));
     if config.auth.job_secret.is_none() {
-        config.auth.job_secret = Some(Secret::literal(TEST_JOB_SECRET));
+        config.auth.job_secret = Some(Secret::literal(TEST_JOB_SECRET).into());
     }
     finish(&mut config);
     let bridge = app::start_with_listener(config, listener)

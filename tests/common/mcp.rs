@@ -145,6 +145,37 @@ pub async fn connect_2026(url: &str, token: Option<&str>, tasks: bool) -> McpCli
     .expect("MCP server/discover")
 }
 
+/// rmcp's client at 2026-07-28 (bearer `token` if any), declaring form elicitation and
+/// answering every question with `answer` (its `call_tool` drives the `input_required` rounds).
+pub async fn connect_2026_answering(url: &str, token: Option<&str>, answer: &str) -> McpClient {
+    let mut config = StreamableHttpClientTransportConfig::with_uri(url);
+    if let Some(token) = token {
+        config = config.auth_header(token);
+    }
+    let mut capabilities = ClientCapabilities::default();
+    let mut elicitation = ElicitationCapability::default();
+    elicitation.form = Some(FormElicitationCapability::default());
+    capabilities.elicitation = Some(elicitation);
+    let recorder = ProgressRecorder {
+        info: Some(ClientConfig::new(
+            capabilities,
+            Implementation::new("bridge-tests", "1"),
+        )),
+        answer: Some(answer.to_string()),
+        ..Default::default()
+    };
+    let lifecycle = ClientLifecycleMode::Discover {
+        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+    };
+    let transport = StreamableHttpClientTransport::from_config(config);
+    within(
+        "MCP server/discover",
+        recorder.serve_with_lifecycle(transport, lifecycle),
+    )
+    .await
+    .expect("MCP server/discover")
+}
+
 /// rmcp's client on a handshake revision, declaring form elicitation and answering every
 /// question with `answer`.
 pub async fn connect_answering(url: &str, answer: &str) -> McpClient {

@@ -1,0 +1,184 @@
+//! A tool's questions answered by a waiting 2026-07-28 caller: multi round-trip requests
+//! (SEP-2322).
+//!
+//! At 2026-07-28 a server cannot send a request in the middle of a call (there is no session
+//! to send it on): it answers the `tools/call` with an `input_required` result carrying the
+//! questions, and the client retries the same call with `inputResponses` and the
+//! `requestState` it was given. The bridge's upstream call goes on meanwhile, its question
+//! waiting on the job's input desk (`jobs::input`). So the first answer is
+//! `input_required` with `requestState` naming the job, and a retry does not start a new job:
+//! it answers the job's questions from its `inputResponses` (the same checks as every other
+//! answer path) and waits for the same job, in the call's mode, as the first request would
+//! have: until its result, its next question, or (auto) the budget, after which it gets the
+//! job handle or the task. The state is only a handle: the job must be one the caller may see
+//! (another principal's job is "unknown"), and of the tool called.
+//!
+//! A retry's own progress token gets no progress (the job's SSE channel has all of it).
+
+use std::time::Duration;
+
+use rmcp::{
+    ErrorData, RoleServer,
+    model::{CallToolRequestParams, CallToolResponse, InputRequiredResult, MetaObject},
+    service::RequestContext,
+};
+
+use super::{Front, job_tools::store_error, tasks::input_requests};
+use crate::{
+    auth::Identity,
+    config::CallMode,
+    jobs::InputError,
+    model::{InputAnswer, InputQuestion, JobId, JobSnapshot, JobStatus, meta::JOB_META_KEY},
+};
+
+/// How `requestState` names a job (so a state from some other server is not mistaken for a
+/// job ID).
+const STATE_PREFIX: &str = "mcp-progress-bridge/job:";
+
+/// The longest single wait of a sync retry before it looks again (it waits on, like a sync
+/// call, until the job ends or asks).
+const SYNC_LOOK: Duration = Duration::from_secs(3600);
+
+/// The answer path named in the job's `input_answered` events.
+const BY: &str = "tools/call inputResponses";
+
+/// Whether the caller of this request is on 2026-07-28 or later, where questions go back in
+/// an `input_required` result instead of a request of their own.
+pub(super) fn answers_in_rounds(context: &RequestContext<RoleServer>) -> bool {
+    context
+        .protocol_version()
+        .is_some_and(|v| v >= rmcp::model::ProtocolVersion::V_2026_07_28)
+}
+
+impl Front {
+    /// The `input_required` answer to a call whose job waits for `questions`.
+    pub(super) fn input_required(
+        &self,
+        id: JobId,
+        questions: &[InputQuestion],
+    ) -> CallToolResponse {
+        let links = &self.inner.links;
+        let mut meta = MetaObject::new();
+        meta.insert(
+            JOB_META_KEY.to_string(),
+            serde_json::json!({
+                "job_id": id,
+                "events_url": links.events_url(id),
+                "input_url": links.input_url(id),
+            }),
+        );
+        InputRequiredResult::new(
+            Some(input_requests(questions)),
+            Some(format!("{STATE_PREFIX}{id}")),
+        )
+        .with_meta(meta)
+        .into()
+    }
+
+    /// A retried call (it carries `requestState`): answer the job's questions, then wait for
+    /// the job as `mode` says.
+    pub(super) async fn next_round(
+        &self,
+        request: CallToolRequestParams,
+        mode: CallMode,
+        context: &RequestContext<RoleServer>,
+        identity: &Identity,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let state = request.request_state.as_deref().unwrap_or_default();
+        let unknown = || {
+            ErrorData::invalid_params(
+                format!(
+                    "requestState {state:?} names no call of yours in flight here: call the \
+                     tool again without requestState"
+                ),
+                None,
+            )
+        };
+        let id: JobId = state
+            .strip_prefix(STATE_PREFIX)
+            .and_then(|id| id.parse().ok())
+            .ok_or_else(unknown)?;
+        let snapshot = self
+            .visible_job(id, identity)
+            .await?
+            .filter(|s| s.tool == request.name)
+            .ok_or_else(unknown)?;
+        for (key, response) in request.input_responses.unwrap_or_default() {
+            let mut answer: InputAnswer = serde_json::from_value(response).map_err(|e| {
+                ErrorData::invalid_params(
+                    format!("inputResponses[{key:?}] is not an elicitation result: {e}"),
+                    None,
+                )
+            })?;
+            answer.key = Some(key.clone());
+            match self.inner.jobs.answer(id, answer, BY).await {
+                // Timed out or answered elsewhere meanwhile: the job has gone on.
+                Ok(()) | Err(InputError::NothingToAnswer | InputError::UnknownJob) => {}
+                Err(e) => {
+                    return Err(ErrorData::invalid_params(
+                        format!("inputResponses[{key:?}]: {e}"),
+                        None,
+                    ));
+                }
+            }
+        }
+        let as_task = context
+            .client_capabilities()
+            .is_some_and(|caps| caps.supports_tasks());
+        let budget = match mode {
+            CallMode::Sync => None,
+            CallMode::Auto => Some(Duration::from_millis(self.inner.config.sync_budget_ms)),
+            CallMode::Async => Some(Duration::ZERO),
+        };
+        let turn = tokio::select! {
+            turn = self.next_turn(id, budget) => turn?,
+            _ = context.ct.cancelled() => {
+                self.inner.jobs.cancel_local(id, "the MCP client cancelled its request".into());
+                return Ok(super::handle::error_result("cancelled by the client").into());
+            }
+        };
+        let snapshot = turn.unwrap_or(snapshot);
+        Ok(match snapshot.status {
+            status if status.is_terminal() => self.final_result(&snapshot).into(),
+            JobStatus::InputRequired if !snapshot.input_requests.is_empty() => {
+                self.input_required(id, &snapshot.input_requests)
+            }
+            _ => self.not_done_yet(id, &snapshot.tool, as_task),
+        })
+    }
+
+    /// The job's snapshot once it ends or asks, or once `budget` (forever when `None`) has
+    /// passed.
+    async fn next_turn(
+        &self,
+        id: JobId,
+        budget: Option<Duration>,
+    ) -> Result<Option<JobSnapshot>, ErrorData> {
+        let jobs = &self.inner.jobs;
+        loop {
+            let within = budget.unwrap_or(SYNC_LOOK);
+            let snapshot = jobs.next_turn(id, within).await.map_err(store_error)?;
+            match &snapshot {
+                Some(s) if budget.is_none() && s.status == JobStatus::Running => continue,
+                _ => return Ok(snapshot),
+            }
+        }
+    }
+
+    /// The questions of job `id` once it asks any (never returns while it asks none): for a
+    /// waiting caller that answers them itself.
+    pub(super) async fn asked(&self, id: JobId) -> Vec<InputQuestion> {
+        loop {
+            match self.inner.jobs.next_turn(id, SYNC_LOOK).await {
+                Ok(Some(s))
+                    if s.status == JobStatus::InputRequired && !s.input_requests.is_empty() =>
+                {
+                    return s.input_requests;
+                }
+                Ok(Some(s)) if s.status == JobStatus::Running => {}
+                // Ended (the caller hears it from the job's handle), gone, or unreadable.
+                Ok(_) | Err(_) => std::future::pending().await,
+            }
+        }
+    }
+}
