@@ -46,7 +46,10 @@ fn assert_whole(events: &[SseEvent], who: &str) {
     // Every event stored (ids consecutive, above); the runner may coalesce progress when the
     // store is the slower side (Redis), so the steps only rise, up to the last.
     let steps = progress_values(events);
-    assert!(steps.windows(2).all(|w| w[0] < w[1]), "{who}: progress rises");
+    assert!(
+        steps.windows(2).all(|w| w[0] < w[1]),
+        "{who}: progress rises"
+    );
     assert_eq!(steps.last(), Some(&(STEPS as f64)), "{who}: the last step");
     let last = events.last().unwrap();
     assert_eq!(last.event, "completed", "{who}");
@@ -116,7 +119,10 @@ async fn readers_that_never_read_are_dropped_and_readers_that_read_get_everythin
     .await;
     assert_whole(&after, "a reader after the end");
     let ids = |events: &[SseEvent]| events.iter().skip(1).map(SseEvent::seq).collect::<Vec<_>>();
-    assert!(ids(&after) == ids(&live), "the same events as the live reader");
+    assert!(
+        ids(&after) == ids(&live),
+        "the same events as the live reader"
+    );
     assert_eq!(after[0].data["status"], "completed");
     // One dropped reader comes back with its position and is caught up from history.
     let at = live[live.len() / 2].seq();

@@ -363,7 +363,8 @@ impl DemoTools {
         let count = check("count", args.count, STEPS)?;
         let interval = Duration::from_micros(check("interval_us", args.interval_us, INTERVAL_US)?);
         let delay = Duration::from_millis(check("delay_ms", args.delay_ms, DELAY_MS)?);
-        let result_bytes = check("result_bytes", args.result_bytes, 0..=ECHO_BYTES as u64)? as usize;
+        let result_bytes =
+            check("result_bytes", args.result_bytes, 0..=ECHO_BYTES as u64)? as usize;
         let reporter = CallReporter::new(&context);
         // A fixed schedule (not a sleep after each send), so a slow send does not stretch it.
         let start = tokio::time::Instant::now() + delay;

@@ -44,9 +44,9 @@ use tower_service::Service;
 pub use self::body::{BodyTimedOut, is_body_timeout};
 pub use self::outflow::Outflow;
 use self::{
-    outflow::Metered,
     body::TimedBody,
     connections::{Caps, Close, Connections, Refused, Slot},
+    outflow::Metered,
 };
 use crate::shutdown::Tasks;
 

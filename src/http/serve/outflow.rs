@@ -171,9 +171,7 @@ impl Metered {
 
     fn count(&self, written: &Poll<io::Result<usize>>) {
         if let Poll::Ready(Ok(n)) = written {
-            self.outflow
-                .written
-                .fetch_add(*n as u64, Ordering::Relaxed);
+            self.outflow.written.fetch_add(*n as u64, Ordering::Relaxed);
         }
     }
 }

@@ -38,13 +38,13 @@ use tokio::sync::Notify;
 use tokio_stream::wrappers::BroadcastStream;
 
 use self::{
-    shared::SharedHistory,
     codec::{SplitData, all_fields, changed_fields, entry_seq, parse_frame, snapshot_fields},
     hub::{ControlMessage, Hub},
     keys::Keys,
     link::{Link, LinkError},
     outbox::{Held, Owned, Write},
     scripts::Scripts,
+    shared::SharedHistory,
 };
 use super::{
     CancelAck, CancelRequest, ChannelSnapshot, Opened, Replay, Store, StoreError, StoredEvent,

@@ -77,9 +77,15 @@ mod tests {
         let other = Channel::Job(JobId::random());
         assert!(!Arc::ptr_eq(&a, &shared.share(&other, read())));
         let changed = StoredEvent::render(3, EventKind::Failed, data.clone(), false);
-        assert!(!Arc::ptr_eq(&a, &shared.share(&job, changed)), "same seq, other bytes");
+        assert!(
+            !Arc::ptr_eq(&a, &shared.share(&job, changed)),
+            "same seq, other bytes"
+        );
         let small = StoredEvent::render(4, EventKind::Progress, Bytes::from_static(b"{}"), false);
         let small_again = small.clone();
-        assert!(!Arc::ptr_eq(&shared.share(&job, small), &shared.share(&job, small_again)));
+        assert!(!Arc::ptr_eq(
+            &shared.share(&job, small),
+            &shared.share(&job, small_again)
+        ));
     }
 }
