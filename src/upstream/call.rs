@@ -8,17 +8,18 @@ use rmcp::{
     model::{
         CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotification,
         CancelledNotificationParam, ClientNotification, ClientRequest, JsonObject, RequestId,
-        ServerResult,
+        RequestMetaObject, ServerResult,
     },
     service::{Peer, PeerRequestOptions},
 };
 use tokio::sync::{oneshot, watch};
+use tracing::{Instrument, Span};
 
 use super::{
     Upstream, UpstreamError,
     tap::{CallRoutes, CallSink, RouteMarker},
 };
-use crate::model::FailureReason;
+use crate::{model::FailureReason, traces};
 
 /// How long to wait, after a connection dropped mid-call, for the supervisor to learn why
 /// (a child's exit status takes a moment to be reaped).
@@ -41,6 +42,8 @@ pub enum CallOutcome {
 /// A call sent upstream. Split it into the outcome (a future) and the canceller.
 pub struct UpstreamCall {
     upstream: String,
+    /// Open until the outcome is known or no longer awaited (see [`call_span`]).
+    span: Span,
     rx: oneshot::Receiver<Result<ServerResult, ServiceError>>,
     closed: watch::Receiver<Option<String>>,
     route: RouteGuard,
@@ -68,7 +71,9 @@ impl Drop for RouteGuard {
 
 impl Upstream {
     /// Send `tools/call` for `tool` (the upstream's own name). Progress and log notifications
-    /// of the call go to `sink` until the outcome is known.
+    /// of the call go to `sink` until the outcome is known. With traces on, the request's
+    /// `_meta` carries the call's trace context (`traceparent`, `tracestate`): rmcp's client
+    /// adds its `progressToken` to `_meta` and leaves the other keys alone.
     pub async fn call(
         &self,
         tool: &str,
@@ -82,18 +87,25 @@ impl Upstream {
             routes: self.inner.routes.clone(),
             marker: self.inner.routes.add(sink),
         };
+        let span = call_span(self.name(), tool);
         let mut params = CallToolRequestParams::new(tool.to_string());
         if let Some(arguments) = arguments {
             params = params.with_arguments(arguments);
+        }
+        let mut options = PeerRequestOptions::no_options();
+        if let Some(trace) = traces::propagation(&span) {
+            let mut meta = RequestMetaObject::new();
+            meta.set_traceparent(trace.traceparent);
+            if let Some(state) = trace.tracestate {
+                meta.set_tracestate(state);
+            }
+            options = options.with_meta(meta);
         }
         let mut request = CallToolRequest::new(params);
         request.extensions.insert(route.marker);
         let handle = live
             .peer
-            .send_request_with_option(
-                ClientRequest::CallToolRequest(request),
-                PeerRequestOptions::no_options(),
-            )
+            .send_request_with_option(ClientRequest::CallToolRequest(request), options)
             .await
             .map_err(|source| UpstreamError::Send {
                 name: self.name().to_string(),
@@ -101,6 +113,7 @@ impl Upstream {
             })?;
         Ok(UpstreamCall {
             upstream: self.name().to_string(),
+            span,
             rx: handle.rx,
             closed: live.closed,
             route,
@@ -116,13 +129,39 @@ impl UpstreamCall {
     pub fn split(self) -> (BoxFuture<'static, CallOutcome>, CallCanceller) {
         let UpstreamCall {
             upstream,
+            span,
             rx,
             closed,
             route,
             canceller,
         } = self;
-        (outcome(upstream, rx, closed, route).boxed(), canceller)
+        let outcome = outcome(upstream, rx, closed, route);
+        if span.is_none() {
+            return (outcome.boxed(), canceller);
+        }
+        (traced(outcome, span).boxed(), canceller)
     }
+}
+
+/// `outcome` in the call's span, which records how the call ended.
+async fn traced(outcome: impl Future<Output = CallOutcome>, span: Span) -> CallOutcome {
+    let outcome = outcome.instrument(span.clone()).await;
+    match &outcome {
+        CallOutcome::Result(result) if result.is_error == Some(true) => {
+            traces::failed(&span, "tool error");
+        }
+        CallOutcome::Result(_) => {}
+        CallOutcome::RpcError(error) => traces::failed(&span, error.message.as_ref()),
+        CallOutcome::Failed { message, .. } => traces::failed(&span, message.as_str()),
+    }
+    outcome
+}
+
+/// The span of one call sent upstream, a child of the job's span (the current one), when
+/// traces are on. It ends when the outcome is known, or when the job stops waiting for it
+/// (cancelled, timed out).
+fn call_span(upstream: &str, tool: &str) -> Span {
+    traces::span(|| tracing::info_span!("upstream_call", upstream, upstream_tool = tool))
 }
 
 async fn outcome(
