@@ -50,6 +50,11 @@ pub struct LimitsConfig {
     /// Largest `initialize` request accepted on `/mcp`, in bytes (413 past it): a session keeps
     /// its client's `initialize` parameters for its whole life.
     pub max_initialize_bytes: usize,
+    /// Bytes of frames one SSE reader may hold unread (queued in the bridge or in its write
+    /// buffer) before the bridge stops making more for it; a reader that holds this much and
+    /// takes nothing for a keep-alive interval is dropped (it reconnects with
+    /// `Last-Event-ID`). A frame larger than this is still sent, alone.
+    pub max_sse_buffer_bytes: usize,
 }
 
 impl Default for LimitsConfig {
@@ -69,6 +74,7 @@ impl Default for LimitsConfig {
             max_result_bytes: 16 * 1024 * 1024,
             max_sessions: 4096,
             max_initialize_bytes: 64 * 1024,
+            max_sse_buffer_bytes: 4 * 1024 * 1024,
         }
     }
 }
@@ -84,7 +90,7 @@ pub(super) fn validate(
     limits: &LimitsConfig,
     err: impl Fn(&str, String) -> ConfigError,
 ) -> Result<(), ConfigError> {
-    let checks: [(&str, u64, u64, u64); 14] = [
+    let checks: [(&str, u64, u64, u64); 15] = [
         (
             "limits.max_request_bytes",
             limits.max_request_bytes as u64,
@@ -156,6 +162,12 @@ pub(super) fn validate(
             limits.max_result_bytes as u64,
             MIN_RESULT_BYTES,
             MAX_RESULT_BYTES,
+        ),
+        (
+            "limits.max_sse_buffer_bytes",
+            limits.max_sse_buffer_bytes as u64,
+            64 * 1024,
+            1024 * 1024 * 1024,
         ),
         (
             "limits.max_sessions",
