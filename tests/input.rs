@@ -63,6 +63,7 @@ async fn a_question_is_answered_through_the_jobs_input_url_once() {
             .unwrap()
             .contains("content.answer")
     );
+    assert_eq!(body["error"]["field"], "content.answer", "{body}");
     let (status, body) = post_answer(
         &url,
         json!({"action": "accept", "content": {"answer": "Ada"}}),
