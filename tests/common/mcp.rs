@@ -105,6 +105,7 @@ pub async fn connect_with(url: &str, token: Option<&str>, correlation: Option<&s
         );
         config = config.custom_headers(headers);
     }
+    mcp_progress_bridge::tls::use_ring();
     let transport = StreamableHttpClientTransport::from_config(config);
     within(
         "MCP initialize",
@@ -136,6 +137,7 @@ pub async fn connect_2026(url: &str, token: Option<&str>, tasks: bool) -> McpCli
     let lifecycle = ClientLifecycleMode::Discover {
         preferred_versions: vec![ProtocolVersion::V_2026_07_28],
     };
+    mcp_progress_bridge::tls::use_ring();
     let transport = StreamableHttpClientTransport::from_config(config);
     within(
         "MCP server/discover",
@@ -167,6 +169,7 @@ pub async fn connect_2026_answering(url: &str, token: Option<&str>, answer: &str
     let lifecycle = ClientLifecycleMode::Discover {
         preferred_versions: vec![ProtocolVersion::V_2026_07_28],
     };
+    mcp_progress_bridge::tls::use_ring();
     let transport = StreamableHttpClientTransport::from_config(config);
     within(
         "MCP server/discover",
@@ -191,6 +194,7 @@ pub async fn connect_answering(url: &str, answer: &str) -> McpClient {
         answer: Some(answer.to_string()),
         ..Default::default()
     };
+    mcp_progress_bridge::tls::use_ring();
     let transport = StreamableHttpClientTransport::from_uri(url);
     within("MCP initialize", recorder.serve(transport))
         .await
