@@ -183,6 +183,8 @@ async fn lists_every_tool_with_description_and_schema() {
         "fail_after",
         "fail_rpc",
         "ask",
+        "sample",
+        "roots",
         "echo",
         "log_and_count",
         "ignore_cancel",

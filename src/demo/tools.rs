@@ -12,12 +12,15 @@
 
 use std::time::Duration;
 
+// `sample` and `roots` use sampling and roots, deprecated by SEP-2577 but still sent.
+#[allow(deprecated)]
 use rmcp::{
     RoleServer,
     handler::server::wrapper::Parameters,
     model::{
-        CallToolResult, ClientResult, ContentBlock, ElicitRequest, ElicitRequestParams,
-        ElicitationAction, ElicitationSchema, ServerRequest,
+        CallToolResult, ClientResult, ContentBlock, CreateMessageRequest,
+        CreateMessageRequestParams, ElicitRequest, ElicitRequestParams, ElicitationAction,
+        ElicitationSchema, ListRootsRequest, SamplingMessage, ServerRequest,
     },
     service::RequestContext,
     tool, tool_router,
@@ -28,7 +31,7 @@ use super::{
     args::{
         ArgumentError, AskArgs, BURST, BenchProgressArgs, CrashArgs, DELAY_MS, ECHO_BYTES,
         EchoArgs, FailAfterArgs, INTERVAL_US, IgnoreCancelArgs, InstantProgressArgs,
-        LogAndCountArgs, NoTotalArgs, SECONDS, STEPS, SlowCountArgs, check,
+        LogAndCountArgs, NoTotalArgs, SECONDS, STEPS, SampleArgs, SlowCountArgs, check,
     },
     report::CallReporter,
 };
@@ -201,6 +204,53 @@ impl DemoTools {
             Err(e) => format!("no answer: {e}"),
         };
         reporter.progress(2, Some(2), "answered".to_owned()).await;
+        text_result(text)
+    }
+
+    #[tool(
+        description = "Asks the client's model `prompt` (default \"Say hello.\") with sampling/createMessage (at most 100 tokens), and returns \"the model said: <text>\", or \"no sample: <error>\" when the client does not sample."
+    )]
+    #[allow(deprecated)]
+    async fn sample(
+        &self,
+        Parameters(SampleArgs { prompt }): Parameters<SampleArgs>,
+        context: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        let params = CreateMessageRequestParams::new(vec![SamplingMessage::user_text(prompt)], 100);
+        let request = ServerRequest::CreateMessageRequest(CreateMessageRequest::new(params));
+        let text = match context.peer.send_request(request).await {
+            Ok(ClientResult::CreateMessageResult(result)) => {
+                let said = serde_json::to_value(&result.message.content).unwrap_or_default();
+                let said = said["text"]
+                    .as_str()
+                    .or_else(|| said[0]["text"].as_str())
+                    .unwrap_or_default()
+                    .to_string();
+                format!("the model said: {said}")
+            }
+            Ok(_) => "no sample: the client answered something else".into(),
+            Err(e) => format!("no sample: {e}"),
+        };
+        text_result(text)
+    }
+
+    #[tool(
+        description = "Asks the client for its roots (roots/list) and returns \"roots: <uri>, …\", \"roots: none\", or \"no roots: <error>\"."
+    )]
+    #[allow(deprecated)]
+    async fn roots(&self, context: RequestContext<RoleServer>) -> CallToolResult {
+        let request = ServerRequest::ListRootsRequest(ListRootsRequest::default());
+        let text = match context.peer.send_request(request).await {
+            Ok(ClientResult::ListRootsResult(result)) if result.roots.is_empty() => {
+                "roots: none".to_string()
+            }
+            Ok(ClientResult::ListRootsResult(result)) => {
+                let uris: Vec<&str> = result.roots.iter().map(|r| r.uri.as_str()).collect();
+                format!("roots: {}", uris.join(", "))
+            }
+            Ok(_) => "no roots: the client answered something else".into(),
+            Err(e) => format!("no roots: {e}"),
+        };
         text_result(text)
     }
 

@@ -31,7 +31,7 @@ pub use call::{CallCanceller, CallOutcome, UpstreamCall};
 pub use error::{SessionError, Unreachable, UpstreamError};
 pub use offer::ListKind;
 pub use requests::RequestError;
-pub use tap::CallSink;
+pub use tap::{CallSink, no_sampling};
 
 use crate::{
     config::{TransportKind, UpstreamConfig},
