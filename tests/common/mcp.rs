@@ -198,6 +198,7 @@ pub async fn connect_sampling(url: &str, sample: &str, roots: &[&str]) -> McpCli
         roots: roots.iter().map(|r| r.to_string()).collect(),
         ..Default::default()
     };
+    mcp_progress_bridge::tls::use_ring();
     let transport = StreamableHttpClientTransport::from_uri(url);
     within("MCP initialize", recorder.serve(transport))
         .await
