@@ -85,6 +85,9 @@ pub struct Metrics {
     pub connections_refused: IntCounterVec,
     /// Connections the bridge closed, by reason (`header_timeout`, `body_timeout`, `evicted`).
     pub connections_closed: IntCounterVec,
+    /// SSE readers the bridge dropped, by reason (`buffer`: it held
+    /// `limits.max_sse_buffer_bytes` unread and took nothing for a keep-alive interval).
+    pub sse_readers_dropped: IntCounterVec,
 }
 
 impl Metrics {
@@ -154,6 +157,12 @@ impl Metrics {
             "HTTP connections closed by the bridge: header or body too slow, or idle longest when the connection cap was reached",
             &["reason"],
         );
+        let sse_readers_dropped = counter(
+            "bridge_sse_readers_dropped_total",
+            "SSE readers dropped by the bridge: buffer = it held limits.max_sse_buffer_bytes unread and read nothing for a keep-alive interval",
+            &["reason"],
+        );
+        sse_readers_dropped.with_label_values(&["buffer"]);
         let refused = counter(
             "bridge_requests_refused_total",
             "Requests and connections refused before any handler ran, by reason",
@@ -234,6 +243,7 @@ impl Metrics {
             connections_open,
             connections_refused,
             connections_closed,
+            sse_readers_dropped,
         }
     }
 
