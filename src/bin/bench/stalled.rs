@@ -1,5 +1,5 @@
 //! Readers that never read (issue 11 item 8): 60 of them on a job with a 10 MiB result and
-//! 2,000 progress events, beside one reader that reads everything. The bridge's RSS before,
+//! 500 progress events, beside one reader that reads everything. The bridge's RSS before,
 //! once the job has ended (the stalled readers hold what they were given), and after the
 //! bridge has dropped them (`limits.max_sse_buffer_bytes`; keep-alive 2 s here, so a stalled
 //! reader goes after 4 to 6 s). Each store runs twice in the same run, side by side: with the
@@ -20,7 +20,7 @@ use crate::{
 
 const SCENARIO: &str = "60 readers that never read, 10 MiB result";
 const STALLED: usize = 60;
-const EVENTS: u64 = 2000;
+const EVENTS: u64 = 500;
 const RESULT_BYTES: usize = 10 * 1024 * 1024;
 
 pub async fn run(ctx: &Ctx) -> Result<Vec<Row>, String> {
@@ -67,7 +67,7 @@ async fn measure(bridge: &BridgeProcess) -> Result<[u64; 3], String> {
     let handle = mcp::call(
         &front,
         "demo__bench_progress",
-        json!({ "count": EVENTS, "interval_us": 500, "delay_ms": 1000, "result_bytes": RESULT_BYTES }),
+        json!({ "count": EVENTS, "interval_us": 2000, "delay_ms": 1000, "result_bytes": RESULT_BYTES }),
     )
     .await?;
     let path = mcp::events_path(&handle)?;
@@ -75,7 +75,7 @@ async fn measure(bridge: &BridgeProcess) -> Result<[u64; 3], String> {
     for _ in 0..STALLED {
         stalled.push(never_reads(bridge.addr, &path).await?);
     }
-    let mut crowd = Crowd::spawn(bridge.addr, std::slice::from_ref(&path), 1, 0);
+    let mut crowd = Crowd::spawn(bridge.addr, std::slice::from_ref(&path), 1, EVENTS);
     crowd.wait_connected().await?;
     let delivered = crowd.finish(Duration::from_secs(120)).await?;
     if delivered.largest_terminal < RESULT_BYTES {
