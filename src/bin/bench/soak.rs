@@ -12,6 +12,11 @@
 //!   never reads, held a few seconds, then dropped;
 //! - slowloris clients: request headers sent one byte every half second, never finished
 //!   (reconnecting when the bridge closes them; the closes are counted).
+//!
+//! Finished jobs are kept for `jobs.retention_secs` (an hour by default), so with the default a
+//! short soak can only grow. The soak bridge keeps them `RETENTION_SECS`, so that the load reaches
+//! a steady state in a few seconds, and the last sample ("settled") is taken once everything the
+//! load made has expired: what is left then is what the bridge did not give back.
 
 use std::{
     net::SocketAddr,
@@ -45,6 +50,8 @@ const SLOWLORIS: usize = 16;
 const JOB_WORKERS: usize = 2;
 /// Longest one job (with its readers) may take.
 const JOB_TIMEOUT: Duration = Duration::from_secs(60);
+/// `jobs.retention_secs` of the soak bridge.
+const RETENTION_SECS: u64 = 5;
 
 /// What the load did.
 #[derive(Default)]
@@ -71,7 +78,11 @@ pub async fn run(ctx: &Ctx) -> Result<Vec<Row>, String> {
         &ctx.bin,
         &ctx.dir,
         "soak",
-        &crate::stdio_upstream_config(&ctx.bin, "async"),
+        &crate::stdio_upstream_config(&ctx.bin, "async").replacen(
+            "[jobs]\n",
+            &format!("[jobs]\nretention_secs = {RETENTION_SECS}\n"),
+            1,
+        ),
     )
     .await
     .map_err(|e| e.to_string())?;
@@ -110,10 +121,13 @@ async fn soak(ctx: &Ctx, bridge: &BridgeProcess, front: &Arc<Client>) -> Result<
             Err(e) => return Err(format!("a load task panicked: {e}")),
         }
     }
-    // Let what the load left behind close before the last sample.
+    // Let what the load left behind close before the end sample.
     tokio::time::sleep(Duration::from_secs(2)).await;
     let end_sample = sample(bridge);
-    Ok(rows(secs, &tally, [start, middle, end_sample]))
+    // Every job the load made has expired (retention plus the expiry sweep) before the last.
+    tokio::time::sleep(Duration::from_secs(RETENTION_SECS + 3)).await;
+    let settled = sample(bridge);
+    Ok(rows(secs, &tally, [start, middle, end_sample, settled]))
 }
 
 fn sample(bridge: &BridgeProcess) -> Sample {
@@ -272,21 +286,21 @@ async fn slowloris(addr: SocketAddr, tally: &Tally, end: Instant) {
     }
 }
 
-fn rows(secs: u64, t: &Tally, samples: [Sample; 3]) -> Vec<Row> {
-    let scenario = format!("soak, {secs} s mixed load");
+fn rows(secs: u64, t: &Tally, samples: [Sample; 4]) -> Vec<Row> {
+    let scenario = format!("soak, {secs} s mixed load, retention {RETENTION_SECS} s");
     let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
-    let [(r0, f0), (r1, f1), (r2, f2)] = samples;
+    let [(r0, f0), (r1, f1), (r2, f2), (r3, f3)] = samples;
     let mib = |kib: u64| format!("{:.1}", kib as f64 / 1024.0);
     vec![
         Row::new(
             &scenario,
-            "bridge RSS: start, middle, end",
-            format!("{} → {} → {} MiB", mib(r0), mib(r1), mib(r2)),
+            "bridge RSS: start, middle, end, settled",
+            format!("{} → {} → {} → {} MiB", mib(r0), mib(r1), mib(r2), mib(r3)),
         ),
         Row::new(
             &scenario,
-            "bridge open fds: start, middle, end",
-            format!("{f0} → {f1} → {f2}"),
+            "bridge open fds: start, middle, end, settled",
+            format!("{f0} → {f1} → {f2} → {f3}"),
         ),
         Row::new(
             &scenario,
