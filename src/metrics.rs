@@ -85,6 +85,9 @@ pub struct Metrics {
     pub connections_refused: IntCounterVec,
     /// Connections the bridge closed, by reason (`header_timeout`, `body_timeout`, `evicted`).
     pub connections_closed: IntCounterVec,
+    /// Requests about upstream tasks (tools that run only as a task), by method
+    /// (`tasks/get`, `tasks/result`, `tasks/cancel`) and outcome (`ok`, `error`).
+    pub upstream_task_requests: IntCounterVec,
 }
 
 impl Metrics {
@@ -128,6 +131,11 @@ impl Metrics {
             "bridge_upstream_restarts_total",
             "Times an upstream connection was re-established after it went down",
             &["upstream"],
+        );
+        let upstream_task_requests = counter(
+            "bridge_upstream_task_requests_total",
+            "Requests about upstream tasks, by method and outcome",
+            &["method", "outcome"],
         );
         let limit_hits = counter(
             "bridge_limit_hits_total",
@@ -228,6 +236,7 @@ impl Metrics {
             upstream_up,
             upstream_restarts,
             limit_hits,
+            upstream_task_requests,
             auth_rejections,
             jwks_fetches,
             refused: RefusedRequests(refused),

@@ -22,7 +22,7 @@ use rmcp::{
 };
 use sse_stream::Sse;
 
-use super::{envelope::Envelope, oversize::Oversize};
+use super::{envelope::Envelope, oversize::Oversize, task_support::TaskSupportMap};
 
 /// Room for an SSE event's framing (`event:`, `id:`, `data: ` and line ends) above the limit.
 const SSE_FRAMING: usize = 64 * 1024;
@@ -36,12 +36,16 @@ type Posted = Result<StreamableHttpPostResponse, StreamableHttpError<reqwest::Er
 pub(super) struct BoundedHttp {
     inner: reqwest::Client,
     oversize: Oversize,
+    /// Where `tools/list` answers on SSE streams leave their tools' task support
+    /// (`task_support.rs`; a plain JSON answer reaches this wrapper already parsed, without it).
+    task_support: TaskSupportMap,
 }
 
 impl BoundedHttp {
     /// The client, and `config` with rmcp's own bounds set to match.
     pub(super) fn new(
         oversize: Oversize,
+        task_support: TaskSupportMap,
         config: StreamableHttpClientTransportConfig,
     ) -> Result<(Self, StreamableHttpClientTransportConfig), reqwest::Error> {
         // As rmcp's default client: no idle pooling (rmcp measured 40 ms stalls from
@@ -54,7 +58,14 @@ impl BoundedHttp {
         let config = config
             .max_json_response_size(limit)
             .max_sse_event_size(limit.saturating_add(SSE_FRAMING));
-        Ok((Self { inner, oversize }, config))
+        Ok((
+            Self {
+                inner,
+                oversize,
+                task_support,
+            },
+            config,
+        ))
     }
 
     fn limits(&self) -> StreamableHttpResponseLimits {
@@ -82,9 +93,13 @@ impl BoundedHttp {
     /// GET stream), blamed for an event so large that rmcp stopped reading the stream.
     fn bound_events(&self, events: Events, request: Option<RequestId>) -> Events {
         let oversize = self.oversize.clone();
+        let task_support = self.task_support.clone();
         events
             .map(move |event| match event {
                 Ok(mut sse) => {
+                    if let Some(data) = &sse.data {
+                        task_support.sniff(data.as_bytes());
+                    }
                     if sse
                         .data
                         .as_ref()
