@@ -26,6 +26,7 @@ use crate::{
     metrics::Metrics,
     shutdown::{Shutdown, ShutdownGuard, Stage, TaskCount, Tasks},
     store::{MemoryStore, RedisOptions, RedisStore, Store, StoreError},
+    traces::{self, Traces},
     upstream::{UpstreamLimits, UpstreamState, Upstreams},
 };
 
@@ -45,6 +46,9 @@ const UPSTREAMS_STOP_TIMEOUT: Duration = Duration::from_secs(15);
 /// How long the store may take to stop its upkeep (giving the lease up is one command) and to
 /// close its connections.
 const STORE_STOP_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long the last export of traces may take (the exporter's own bound, and a second for
+/// its thread to end).
+const TRACES_FLUSH_TIMEOUT: Duration = traces::FLUSH_TIMEOUT.saturating_add(Duration::from_secs(1));
 
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
@@ -499,11 +503,18 @@ impl RunningBridge {
         self.shutdown.count()
     }
 
+    /// Export `traces` until the bridge stops, and flush them as the last step of its
+    /// shutdown (see [`Stage::Traces`]).
+    pub fn export_traces(&self, traces: Traces) {
+        traces.flush_at_shutdown(&self.shutdown.tasks(Stage::Traces));
+    }
+
     /// Stop in order, and return when every task of the bridge has ended: take no new calls,
     /// give running jobs `grace` to finish, cancel the rest upstream (each gets its terminal
     /// event), close the HTTP side (SSE streams end after their terminal events, MCP sessions
     /// end), stop the upstreams (children exit), then stop the store (the lease is given up,
-    /// then its connections close). Each stage gets its tasks' end, or drops them past a bound.
+    /// then its connections close), and last flush the traces. Each stage gets its tasks' end,
+    /// or drops them past a bound.
     pub async fn shutdown(self, grace: Duration) {
         self.jobs.close();
         self.drain_jobs(grace).await;
@@ -521,6 +532,7 @@ impl RunningBridge {
             (Stage::Upstreams, UPSTREAMS_STOP_TIMEOUT),
             (Stage::Store, STORE_STOP_TIMEOUT),
             (Stage::Connections, STORE_STOP_TIMEOUT),
+            (Stage::Traces, TRACES_FLUSH_TIMEOUT),
         ];
         for (stage, within) in stages {
             self.shutdown.stop(stage, within).await;

@@ -11,7 +11,9 @@
 //! reasons, `_meta` keys, the wire form of events): a leaf that imports nothing of the bridge.
 //! [`config`] is the one typed configuration, imported by the others. [`shutdown`] owns every
 //! background task and stops them in order (a leaf too); [`wait`] is the one way to back off
-//! before a retry and to sleep until a deadline (a leaf). No modules import each other,
+//! before a retry and to sleep until a deadline (a leaf); [`traces`] exports the spans of tool
+//! calls over OpenTelemetry when the `OTEL_*` variables ask for it (it references only
+//! [`shutdown`]). No modules import each other,
 //! directly or around a loop: `tests/architecture.rs` checks both.
 
 pub mod app;
@@ -26,5 +28,6 @@ pub mod metrics;
 pub mod model;
 pub mod shutdown;
 pub mod store;
+pub mod traces;
 pub mod upstream;
 pub mod wait;

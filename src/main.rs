@@ -13,6 +13,7 @@ use mcp_progress_bridge::{
     demo,
     http::access_log,
     model::{CorrelationId, JobId},
+    traces::Traces,
 };
 use tracing_subscriber::{
     EnvFilter, Layer, filter::FilterExt, layer::SubscriberExt, util::SubscriberInitExt,
@@ -105,7 +106,8 @@ enum TokenKind {
     },
 }
 
-fn init_logging(json: bool, client: bool) {
+/// Logs to stderr, and with `traces`, the bridge's spans to the OTLP exporter as well.
+fn init_logging(json: bool, client: bool, traces: Option<&Traces>) {
     // The client commands report their own errors; the MCP SDK's would repeat them. The bridge
     // keeps rmcp at warn: at info it dumps each peer's whole `initialize` info at every start.
     let default = if client {
@@ -125,9 +127,15 @@ fn init_logging(json: bool, client: bool) {
         .with_ansi(ansi);
     let registry = tracing_subscriber::registry();
     if json {
-        registry.with(layer.json().with_filter(filter)).init();
+        registry
+            .with(layer.json().with_filter(filter))
+            .with(traces.map(Traces::layer))
+            .init();
     } else {
-        registry.with(layer.with_filter(filter)).init();
+        registry
+            .with(layer.with_filter(filter))
+            .with(traces.map(Traces::layer))
+            .init();
     }
 }
 
@@ -139,9 +147,20 @@ async fn main() -> ExitCode {
         command,
     } = Cli::parse();
     let client = matches!(command, Some(Command::Watch(_) | Command::Call(_)));
-    init_logging(log_json, client);
+    // Only the bridge itself exports traces (a demo-tools child inherits the variables).
+    let traces = match command {
+        None | Some(Command::Serve(_)) => match Traces::from_env() {
+            Ok(traces) => traces,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::from(EXIT_CONFIG);
+            }
+        },
+        _ => None,
+    };
+    init_logging(log_json, client, traces.as_ref());
     match command.unwrap_or(Command::Serve(ServeArgs::default())) {
-        Command::Serve(args) => serve(args.or(outer)).await,
+        Command::Serve(args) => serve(args.or(outer), traces).await,
         Command::Token(token) => {
             refuse_serve_options(&outer, "token", false);
             let config = token.config.clone().or(outer.config);
@@ -217,7 +236,7 @@ fn error_chain(error: &anyhow::Error) -> String {
     text
 }
 
-async fn serve(args: ServeArgs) -> ExitCode {
+async fn serve(args: ServeArgs, traces: Option<Traces>) -> ExitCode {
     raise_open_file_limit();
     let config = match load_config(&args) {
         Ok(config) => config,
@@ -226,7 +245,7 @@ async fn serve(args: ServeArgs) -> ExitCode {
             return ExitCode::from(EXIT_CONFIG);
         }
     };
-    match run(config).await {
+    match run(config, traces).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => fail(&e),
     }
@@ -324,11 +343,15 @@ fn load_config(args: &ServeArgs) -> Result<Config, mcp_progress_bridge::config::
     Config::load(args.config.as_deref(), &overrides)
 }
 
-async fn run(config: Config) -> anyhow::Result<()> {
+async fn run(config: Config, traces: Option<Traces>) -> anyhow::Result<()> {
     tracing::info!(config = %config.source.display(), "starting");
     let grace = Duration::from_secs(config.jobs.shutdown_grace_secs);
     let public_url = config.server.public_url.clone();
     let bridge = app::start(config).await?;
+    if let Some(traces) = traces {
+        tracing::info!("exporting traces over OTLP/HTTP (OTEL_EXPORTER_OTLP_* variables)");
+        bridge.export_traces(traces);
+    }
     if let Some(warning) = public_url_mismatch(&public_url, bridge.addr) {
         tracing::warn!("{warning}");
     }

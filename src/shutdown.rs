@@ -45,18 +45,22 @@ pub enum Stage {
     /// The store's upkeep: the expiry sweep; with Redis, the subscription task and the lease
     /// maintenance (which gives the lease up as it stops).
     Store,
-    /// The store's connections (Redis), closed last.
+    /// The store's connections (Redis).
     Connections,
+    /// The export of traces (when they are on): flushed last, so that the spans of the jobs
+    /// the shutdown ended are in it.
+    Traces,
 }
 
 impl Stage {
     /// Every stage, in the order the bridge stops them.
-    pub const ALL: [Stage; 5] = [
+    pub const ALL: [Stage; 6] = [
         Stage::Jobs,
         Stage::Http,
         Stage::Upstreams,
         Stage::Store,
         Stage::Connections,
+        Stage::Traces,
     ];
 
     fn index(self) -> usize {
@@ -136,7 +140,7 @@ impl Tasks {
 /// The owner of every background task of the bridge. Cheap to clone; stopping is the app's.
 #[derive(Clone)]
 pub struct Shutdown {
-    stages: [Tasks; 5],
+    stages: [Tasks; 6],
 }
 
 impl Default for Shutdown {

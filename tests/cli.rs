@@ -12,7 +12,7 @@ use common::*;
 use mcp_progress_bridge::config::CallMode;
 use serde_json::json;
 use tokio::{
-    io::{AsyncBufReadExt, BufReader},
+    io::{AsyncBufReadExt, AsyncReadExt, BufReader},
     process::Command,
 };
 
@@ -468,5 +468,70 @@ async fn watch_on_a_finished_job_shows_its_steps_without_a_stale_eta() {
         !stderr.contains("ETA"),
         "replayed steps carry no ETA: {stderr}"
     );
+    bridge.shutdown(Duration::from_secs(1)).await;
+}
+
+/// A question the job's tool asks: `watch` prints it, its fields, and the command that
+/// answers it (with the handle's input_url); answered that way, the job completes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_prints_a_question_and_how_to_answer_it() {
+    let bridge = start_bridge(|c| c.jobs.mode = CallMode::Async).await;
+    let client = connect(&bridge).await;
+    let handle = running_job(&client, "demo__ask", json!({"question": "Which port?"})).await;
+    let input_url = handle.raw["input_url"].as_str().unwrap().to_string();
+    let mut child = bin()
+        .args(["watch", &handle.events_url, "--input-url", &input_url])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("watch starts");
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let mut printed = Vec::new();
+    within("watch prints the question", async {
+        while let Some(line) = lines.next_line().await.unwrap() {
+            let done = line.contains("curl -X POST");
+            printed.push(line);
+            if done {
+                return;
+            }
+        }
+        panic!("watch ended before the question: {printed:?}");
+    })
+    .await;
+    let text = printed.join("\n");
+    assert!(text.contains("the tool asks (question q"), "{text}");
+    assert!(text.contains("Which port?"), "{text}");
+    assert!(text.contains("field answer: string, required"), "{text}");
+    assert!(text.contains(&input_url), "the handle's input_url: {text}");
+    let answered = reqwest::Client::new()
+        .post(&input_url)
+        .json(&json!({"action": "accept", "content": {"answer": "8080"}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answered.status(), 200);
+    let mut rest = Vec::new();
+    let status = within("watch exits", async {
+        while let Some(line) = lines.next_line().await.unwrap() {
+            rest.push(line);
+        }
+        child.wait().await.unwrap()
+    })
+    .await;
+    assert_eq!(status.code(), Some(0), "{rest:?}");
+    assert!(
+        rest.iter().any(|l| l.contains("answered: accept")),
+        "{rest:?}"
+    );
+    let mut stdout = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut stdout)
+        .await
+        .unwrap();
+    assert!(stdout.contains("you said: 8080"), "{stdout}");
     bridge.shutdown(Duration::from_secs(1)).await;
 }

@@ -315,3 +315,101 @@ async fn a_2026_caller_answers_in_input_required_rounds() {
     assert_eq!(first_text(&result), "you said: Linus");
     bridge.shutdown(Duration::from_secs(1)).await;
 }
+
+/// The job tool `answer_job_input` answers the job's question, for its owner only: another
+/// principal gets "no job", as for the other job tools; a mismatch is a tool error naming
+/// the field; a second answer is refused; `wait_for_job` then has the result.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_agent_answers_with_the_answer_job_input_tool() {
+    const TOKEN_A: &str = "token-of-a-0123456789abcdef";
+    const TOKEN_B: &str = "token-of-b-0123456789abcdef";
+    let bridge = start_bridge(|c| {
+        c.jobs.mode = CallMode::Async;
+        c.auth.mcp_tokens = vec![
+            McpToken::named("a", Secret::literal(TOKEN_A)),
+            McpToken::named("b", Secret::literal(TOKEN_B)),
+        ];
+    })
+    .await;
+    let a = connect_with_token(&bridge, TOKEN_A).await;
+    let b = connect_with_token(&bridge, TOKEN_B).await;
+    let handle = running_job(&a, "demo__ask", json!({"question": "Port?"})).await;
+    read_sse(&handle.events_url, None, |e| e.event == "input_required").await;
+    let waiting = structured(
+        &call(
+            &a,
+            "wait_for_job",
+            json!({"job_id": handle.job_id, "timeout_seconds": 0}),
+        )
+        .await,
+    );
+    assert_eq!(waiting["status"], "input_required");
+    assert_eq!(waiting["input_requests"][0]["message"], "Port?");
+    assert!(
+        waiting["instructions"]
+            .as_str()
+            .unwrap()
+            .contains("answer_job_input")
+    );
+    let answer =
+        |content: Value| json!({"job_id": handle.job_id, "action": "accept", "content": content});
+    let of_b = call(&b, "answer_job_input", answer(json!({"answer": "80"}))).await;
+    assert_eq!(of_b.is_error, Some(true));
+    assert!(
+        first_text(&of_b).contains("no job"),
+        "{}",
+        first_text(&of_b)
+    );
+    let bad = call(&a, "answer_job_input", answer(json!({"answer": 80}))).await;
+    assert_eq!(bad.is_error, Some(true));
+    assert!(
+        first_text(&bad).contains("content.answer"),
+        "{}",
+        first_text(&bad)
+    );
+    let good = call(&a, "answer_job_input", answer(json!({"answer": "8080"}))).await;
+    assert_ne!(good.is_error, Some(true), "{}", first_text(&good));
+    assert_eq!(structured(&good)["answered"], true);
+    let again = call(&a, "answer_job_input", answer(json!({"answer": "1"}))).await;
+    assert_eq!(again.is_error, Some(true));
+    assert!(
+        first_text(&again).contains("no question waiting"),
+        "{}",
+        first_text(&again)
+    );
+    let done = call(
+        &a,
+        "wait_for_job",
+        json!({"job_id": handle.job_id, "timeout_seconds": 10}),
+    )
+    .await;
+    assert_eq!(first_text(&done), "you said: 8080");
+    let events = read_job_events(&handle.events_url).await;
+    let answered = events.iter().find(|e| e.event == "input_answered").unwrap();
+    assert_eq!(answered.data["by"], "answer_job_input");
+    bridge.shutdown(Duration::from_secs(1)).await;
+}
+
+/// An upstream's `sampling/createMessage` and `roots/list` during a call go to the waiting
+/// caller that declared sampling and roots; without one, sampling is refused with an error that
+/// says why and the roots are none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sampling_and_roots_go_to_a_waiting_caller_that_declared_them() {
+    let bridge = start_bridge(|c| c.jobs.mode = CallMode::Sync).await;
+    let able = connect_sampling(&bridge.mcp_url(), "hello from the model", &["file:///work"]).await;
+    let result = call(&able, "demo__sample", json!({"prompt": "Greet"})).await;
+    assert_eq!(first_text(&result), "the model said: hello from the model");
+    let result = call(&able, "demo__roots", json!({})).await;
+    assert_eq!(first_text(&result), "roots: file:///work");
+
+    let plain = connect(&bridge).await;
+    let result = call(&plain, "demo__sample", json!({})).await;
+    assert!(
+        first_text(&result).contains("sampling is not available"),
+        "{}",
+        first_text(&result)
+    );
+    let result = call(&plain, "demo__roots", json!({})).await;
+    assert_eq!(first_text(&result), "roots: none");
+    bridge.shutdown(Duration::from_secs(1)).await;
+}

@@ -32,7 +32,12 @@ const PYTHON_MODES: [&str; 4] = [
     "legacy",
     "2026-07-28",
 ];
-const JOB_TOOLS: [&str; 3] = ["get_job_status", "wait_for_job", "cancel_job"];
+const JOB_TOOLS: [&str; 4] = [
+    "get_job_status",
+    "wait_for_job",
+    "cancel_job",
+    "answer_job_input",
+];
 /// Capabilities a server may have that the bridge deliberately does not pass on: Tasks are the
 /// bridge's own (jobs, and the Tasks extension it advertises itself), extensions are per
 /// server.
@@ -141,10 +146,11 @@ async fn scenario(program: &Path, args: &[&str]) {
 #[derive(Default)]
 struct Hidden {
     tools: &'static [&'static str],
-    /// Tools the upstream lists only to clients that declare elicitation. The bridge declares it
-    /// to every upstream (a person answers on the job's page), so through the bridge they are
-    /// listed whatever the caller's revision and capabilities.
-    for_eliciting_clients: &'static [&'static str],
+    /// Tools the upstream lists only to clients that declare elicitation, sampling or roots.
+    /// The bridge declares them to every upstream (a person answers a question on the job's
+    /// page; sampling and roots go to a waiting caller that has them, else an error / none), so
+    /// through the bridge they are listed whatever the caller's revision and capabilities.
+    for_capable_clients: &'static [&'static str],
     resources: &'static [&'static str],
     prompts: &'static [&'static str],
 }
@@ -187,7 +193,7 @@ fn through_bridge(direct: &Value, name: &str, hidden: &Hidden) -> Value {
         .unwrap()
         .iter()
         .map(|t| t["name"].as_str().unwrap())
-        .chain(hidden.for_eliciting_clients.iter().copied())
+        .chain(hidden.for_capable_clients.iter().copied())
         .filter(|t| !hidden.tools.contains(t))
         .map(prefixed)
         .collect();
@@ -407,10 +413,15 @@ fn only(upstreams: Vec<UpstreamConfig>) -> impl FnOnce(&mut Config) {
 }
 
 /// server-everything registers `trigger-elicitation-request` only for a client that declares
-/// elicitation (its tools/trigger-elicitation-request.js).
+/// elicitation, `trigger-sampling-request` for sampling, `get-roots-list` for roots (its
+/// tools/*.js).
 const EVERYTHING: Hidden = Hidden {
     tools: &[],
-    for_eliciting_clients: &["trigger-elicitation-request"],
+    for_capable_clients: &[
+        "trigger-elicitation-request",
+        "trigger-sampling-request",
+        "get-roots-list",
+    ],
     resources: &[],
     prompts: &[],
 };
@@ -437,7 +448,7 @@ async fn server_everything_over_http_looks_the_same_through_the_bridge() {
 /// What tests hide of the fixture with `expose`.
 const FIXTURE_HIDDEN: Hidden = Hidden {
     tools: &["delete_everything"],
-    for_eliciting_clients: &[],
+    for_capable_clients: &[],
     resources: &["fixture://secret"],
     prompts: &["secret_prompt"],
 };

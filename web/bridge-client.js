@@ -11,6 +11,11 @@
 //   });
 //   cancelButton.onclick = () => watch.cancel();
 //
+// A tool may ask a question while it runs (status `input_required`): `onInputRequired(question)`
+// gets `{key, message, requested_schema}`, and `watch.answer({action: "accept", content})` (or
+// `{action: "decline"}` / `{action: "cancel"}`) sends the answer to the handle's `input_url`
+// (pass it as options.inputUrl).
+//
 // URLs handed out by the bridge (events_url, status_url, cancel_url) are used exactly as given:
 // they may carry a capability token (`?token=`) that only the bridge knows how to make.
 
@@ -23,7 +28,10 @@ export const JOB_META_KEY = "mcp-progress-bridge/job";
 /** The request `_meta` key that picks the call mode of one tools/call: async, sync or auto. */
 export const MODE_META_KEY = "mcp-progress-bridge/mode";
 
-const JOB_EVENTS = ["status", "progress", "log", "heartbeat", "reset", ...TERMINAL_EVENTS];
+/** The events about a tool's question: asked, and answered (by anyone, or the timeout). */
+export const INPUT_EVENTS = Object.freeze(["input_required", "input_answered"]);
+
+const JOB_EVENTS = ["status", "progress", "log", "heartbeat", "reset", ...INPUT_EVENTS, ...TERMINAL_EVENTS];
 
 // ---------------------------------------------------------------------------------------------
 // Job state: a pure reducer over the event stream, so a page and a test agree on what an event
@@ -49,6 +57,8 @@ export function emptyJob(jobId = null) {
     /** The latest heartbeat: `{elapsed_ms, since_progress_ms, at}` while running. */
     heartbeat: null,
     logs: [],
+    /** The tool's questions waiting for an answer: `{key, message, requested_schema}`. */
+    input_requests: [],
   };
 }
 
@@ -78,6 +88,18 @@ export function reduceJob(state, type, data, seq = null) {
     case "log":
       next.logs = [...state.logs, data].slice(-MAX_LOGS);
       return next;
+    case "input_required":
+      next.input_requests = [
+        ...state.input_requests.filter((q) => q.key !== data.key),
+        { key: data.key, message: data.message, requested_schema: data.requested_schema },
+      ];
+      next.status = "input_required";
+      next.heartbeat = null;
+      return next;
+    case "input_answered":
+      next.input_requests = state.input_requests.filter((q) => q.key !== data.key);
+      if (next.status === "input_required" && next.input_requests.length === 0) next.status = "running";
+      return next;
     case "heartbeat":
       next.heartbeat = {
         elapsed_ms: data.elapsed_ms ?? null,
@@ -97,6 +119,7 @@ export function reduceJob(state, type, data, seq = null) {
       next.finished_at = data.ts ?? next.finished_at;
       next.eta_ms = null;
       next.heartbeat = null;
+      next.input_requests = [];
       return next;
     default:
       return state;
@@ -109,6 +132,7 @@ function fromSnapshot(s) {
     if (key in s && key !== "logs") job[key] = s[key];
   }
   job.error = s.error ?? null;
+  job.input_requests = Array.isArray(s.input_requests) ? s.input_requests : [];
   return job;
 }
 
@@ -160,6 +184,11 @@ function parseSeq(event) {
  *   onLog(data, job)          {job_id, seq, ts, level, logger, data}
  *   onHeartbeat(data, job)    {elapsed_ms, since_progress_ms}: running, no news
  *   onReset(snapshot, job)    history no longer covered the gap: start over from this snapshot
+ *   onInputRequired(question, job)  the tool asks {key, message, requested_schema} (also for a
+ *                             question already waiting when the stream opens); answer with
+ *                             answer()
+ *   onInputAnswered(data, job)  {key, action, by}: a question was answered (by anyone, or
+ *                             declined by the timeout); job.input_requests has those left
  *   onDone(data, job)         the terminal event: data.status is completed, failed or cancelled
  *   onError(error, job)       the stream was refused (unknown or expired job, wrong token) or
  *                             broke for good; the watch is closed
@@ -170,9 +199,12 @@ function parseSeq(event) {
  *   cancelUrl                 where cancel() POSTs (default: the events URL with its last path
  *                             segment `events` replaced by `cancel`, query kept)
  *   headers                   sent with cancel() (e.g. {Authorization: "Bearer …"})
- *   fetch                     the fetch implementation for cancel()
+ *   fetch                     the fetch implementation for cancel() and answer()
+ *   inputUrl                  where answer() POSTs: the handle's `input_url` (it carries a
+ *                             token of its own; without it, the events URL's `…/input` with
+ *                             options.headers, for a bearer-authenticated page)
  *
- * Returns {cancel(), close(), job, lastEventId, connection}. Replay and resumption are the
+ * Returns {cancel(), answer(answer), close(), job, lastEventId, connection}. Replay and resumption are the
  * EventSource's own: after a dropped connection it reconnects with Last-Event-ID and the bridge
  * sends exactly what was missed. Events at or before the resume position are skipped, so a
  * duplicate never moves a progress bar back; the terminal event never is. On the terminal event
@@ -231,6 +263,7 @@ export function watchJob(eventsUrl, handlers = {}, options = {}) {
       }
       setConnection("open");
       const data = parseData(event);
+      const asked = new Set(job.input_requests.map((q) => q.key));
       job = reduceJob(job, type, data, seq);
       const handler = {
         status: handlers.onStatus,
@@ -238,12 +271,17 @@ export function watchJob(eventsUrl, handlers = {}, options = {}) {
         log: handlers.onLog,
         heartbeat: handlers.onHeartbeat,
         reset: handlers.onReset,
+        input_answered: handlers.onInputAnswered,
       }[type];
       if (terminal) {
         close();
         handlers.onDone?.(data, job);
       } else {
         handler?.(data, job);
+        // A new question, from its event or from a snapshot that already lists it.
+        for (const question of job.input_requests) {
+          if (!asked.has(question.key)) handlers.onInputRequired?.(question, job);
+        }
       }
       handlers.onEvent?.(type, data, job);
     });
@@ -267,7 +305,92 @@ export function watchJob(eventsUrl, handlers = {}, options = {}) {
         headers: options.headers,
         fetch: options.fetch,
       }),
+    /** Answer the tool's question: {action: "accept", content: {…}} or {action: "decline"} /
+     * {action: "cancel"}; `key` picks the question (default: the oldest waiting). Resolves when
+     * the tool has it; rejects with an InputRefusedError (400 with the field that does not fit,
+     * 409 when nothing waits any more). */
+    answer: (answer) => {
+      const key = answer.key ?? job.input_requests[0]?.key;
+      return answerJob(options.inputUrl ?? inputUrlFor(eventsUrl), key ? { ...answer, key } : answer, {
+        headers: options.headers,
+        fetch: options.fetch,
+      });
+    },
   };
+}
+
+/** The input URL next to an events URL, query kept. The handle's own `input_url` carries the
+ * input token; this one only works with a bearer credential in headers. */
+export function inputUrlFor(eventsUrl) {
+  const url = new URL(eventsUrl, globalThis.location?.href);
+  if (!url.pathname.endsWith("/events")) {
+    throw new Error(`cannot tell the input URL from ${eventsUrl}: pass options.inputUrl`);
+  }
+  url.pathname = url.pathname.replace(/\/events$/, "/input");
+  return url.toString();
+}
+
+/** An answer the bridge did not take. `status` 400: it does not fit the question (`field`
+ * names which part, like "content.answer"); 409: no question waits (answered already, timed
+ * out); 413: too large; 404: unknown job or wrong token. */
+export class InputRefusedError extends Error {
+  constructor(status, message) {
+    super(message);
+    this.name = "InputRefusedError";
+    this.status = status;
+    this.field = /\b(content(?:\.[^:\s]+)?):/.exec(message)?.[1] ?? null;
+  }
+}
+
+/** POST an answer to a job's input URL. Resolves to the bridge's body ({job_id, answered}). */
+export async function answerJob(inputUrl, answer, { headers = {}, fetch: fetchImpl } = {}) {
+  const f = fetchImpl ?? globalThis.fetch;
+  const response = await f(inputUrl, {
+    method: "POST",
+    headers: { "Content-Type": "application/json", ...headers },
+    body: JSON.stringify(answer),
+  });
+  const body = await response.json().catch(() => null);
+  if (response.ok) return body;
+  const why = body?.error?.message ?? `HTTP ${response.status}`;
+  throw new InputRefusedError(response.status, why);
+}
+
+/**
+ * The content of an answer from form values (strings, as inputs give them), typed as the
+ * question's requested_schema says: numbers and integers parsed, booleans from true/false or
+ * checkbox state, empty optional fields left out. Throws an InputRefusedError (status 400,
+ * `field` set) for a value that cannot be read as its type, before anything is sent.
+ */
+export function contentFromForm(schema, values) {
+  const content = {};
+  const required = new Set(schema?.required ?? []);
+  for (const [name, property] of Object.entries(schema?.properties ?? {})) {
+    const raw = values[name];
+    if (raw === undefined || raw === null || raw === "") {
+      if (required.has(name) && property?.type !== "boolean") {
+        throw new InputRefusedError(400, `content.${name}: is required`);
+      }
+      if (property?.type !== "boolean") continue;
+    }
+    switch (property?.type) {
+      case "number":
+      case "integer": {
+        const n = Number(raw);
+        if (!Number.isFinite(n) || (property.type === "integer" && !Number.isInteger(n))) {
+          throw new InputRefusedError(400, `content.${name}: must be a${property.type === "integer" ? "n integer" : " number"}`);
+        }
+        content[name] = n;
+        break;
+      }
+      case "boolean":
+        content[name] = raw === true || raw === "true" || raw === "on";
+        break;
+      default:
+        content[name] = String(raw);
+    }
+  }
+  return content;
 }
 
 /** The cancel URL next to an events URL: `…/jobs/ID/events?q` → `…/jobs/ID/cancel?q`. Used
@@ -367,7 +490,7 @@ export function watchCorrelation(url, handlers = {}, options = {}) {
       }
       handlers.onReset?.(data);
     });
-    for (const type of ["progress", "log", "heartbeat", ...TERMINAL_EVENTS]) {
+    for (const type of ["progress", "log", "heartbeat", ...INPUT_EVENTS, ...TERMINAL_EVENTS]) {
       source.addEventListener(type, (event) => {
         const data = parseData(event);
         setConnection("open");

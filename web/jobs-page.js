@@ -3,12 +3,15 @@
 // module an application frontend would use.
 
 import {
+  InputRefusedError,
   McpClient,
   McpHttpError,
   MODE_META_KEY,
   TERMINAL_EVENTS,
+  answerJob,
   cancelJob,
   cancelUrlFor,
+  contentFromForm,
   emptyJob,
   formatDuration,
   fractionDone,
@@ -162,7 +165,7 @@ function setText(node, text) {
 
 function render(card) {
   const { node, job } = card;
-  const running = job.status === "running" || job.status === "unknown";
+  const running = job.status === "running" || job.status === "unknown" || job.status === "input_required";
   node.dataset.status = card.phase === "calling" && job.status === "unknown" ? "calling" : job.status;
   node.dataset.jobId = job.job_id ?? "";
   node.dataset.connection = card.connection;
@@ -170,7 +173,10 @@ function render(card) {
   setText($(".job-id", node), job.job_id ?? "");
   const status = $(".job-status", node);
   status.dataset.status = node.dataset.status;
-  setText(status, node.dataset.status === "unknown" ? "starting" : node.dataset.status);
+  setText(
+    status,
+    { unknown: "starting", input_required: "waiting for your answer" }[node.dataset.status] ?? node.dataset.status,
+  );
 
   const connection = $(".job-connection", node);
   connection.dataset.connection = card.connection;
@@ -205,6 +211,7 @@ function render(card) {
   setText($(".job-count", node), count);
   bar.setAttribute("aria-label", `progress of ${card.tool ?? "the job"}: ${count || job.status}`);
   setText($(".job-message", node), card.note ?? job.message ?? "");
+  renderQuestion(card);
 
   const now = Date.now() + card.skew;
   const end = job.finished_at ?? (running ? now : null);
@@ -257,6 +264,158 @@ function render(card) {
   }
 }
 
+// --- a tool's question ------------------------------------------------------------------------
+
+/** Show the job's oldest waiting question as a form built from its requested schema; hide it
+ * once answered. A form already shown for the same question is left alone (what the person
+ * typed stays). */
+function renderQuestion(card) {
+  const box = $(".job-input", card.node);
+  const question = card.job.input_requests?.[0];
+  if (!question || TERMINAL_EVENTS.includes(card.job.status)) {
+    box.hidden = true;
+    box.dataset.key = "";
+    box.replaceChildren();
+    return;
+  }
+  box.hidden = false;
+  if (box.dataset.key === question.key) return;
+  box.dataset.key = question.key;
+  box.replaceChildren(questionForm(card, question));
+}
+
+function questionForm(card, question) {
+  const schema = question.requested_schema ?? {};
+  const required = new Set(schema.required ?? []);
+  const prefix = `q${card.key}-${question.key}`;
+  const form = document.createElement("form");
+  form.className = "question";
+  form.noValidate = true;
+  form.setAttribute("aria-labelledby", `${prefix}-message`);
+  const message = document.createElement("p");
+  message.className = "question-message";
+  message.id = `${prefix}-message`;
+  message.textContent = question.message;
+  form.append(message);
+  const inputs = new Map();
+  for (const [name, property] of Object.entries(schema.properties ?? {})) {
+    const field = document.createElement("div");
+    field.className = "field";
+    const id = `${prefix}-${name}`;
+    const label = document.createElement("label");
+    label.htmlFor = id;
+    label.textContent = `${property.title ?? name}${required.has(name) ? "" : " (optional)"}`;
+    let input;
+    if (Array.isArray(property.enum)) {
+      input = document.createElement("select");
+      if (!required.has(name)) input.append(new Option("", ""));
+      property.enum.forEach((value, i) => input.append(new Option(property.enumNames?.[i] ?? String(value), String(value))));
+    } else {
+      input = document.createElement("input");
+      if (property.type === "boolean") {
+        input.type = "checkbox";
+        field.classList.add("check");
+      } else if (property.type === "number" || property.type === "integer") {
+        input.type = "number";
+        input.step = property.type === "integer" ? "1" : "any";
+        if (property.minimum != null) input.min = String(property.minimum);
+        if (property.maximum != null) input.max = String(property.maximum);
+      } else {
+        input.type = { email: "email", uri: "url", date: "date", "date-time": "datetime-local" }[property.format] ?? "text";
+        if (property.minLength != null) input.minLength = property.minLength;
+        if (property.maxLength != null) input.maxLength = property.maxLength;
+      }
+    }
+    input.id = id;
+    input.name = name;
+    input.required = required.has(name);
+    if (property.default !== undefined) {
+      if (input.type === "checkbox") input.checked = property.default === true;
+      else input.value = String(property.default);
+    }
+    field.append(label, input);
+    if (property.description) {
+      const hint = document.createElement("p");
+      hint.className = "hint";
+      hint.id = `${id}-hint`;
+      hint.textContent = property.description;
+      input.setAttribute("aria-describedby", hint.id);
+      field.append(hint);
+    }
+    inputs.set(name, input);
+    form.append(field);
+  }
+  const error = document.createElement("p");
+  error.className = "error";
+  error.setAttribute("role", "alert");
+  const buttons = document.createElement("div");
+  buttons.className = "answer-buttons";
+  const button = (text, className, type = "button") => {
+    const b = document.createElement("button");
+    b.type = type;
+    b.className = className;
+    b.textContent = text;
+    buttons.append(b);
+    return b;
+  };
+  button("Send answer", "answer-accept", "submit");
+  const decline = button("Decline", "answer-decline");
+  const cancel = button("Cancel", "answer-cancel");
+  form.append(error, buttons);
+
+  const showError = (e) => {
+    error.textContent = e.message;
+    for (const input of inputs.values()) input.removeAttribute("aria-invalid");
+    const name = e.field?.startsWith("content.") ? e.field.slice("content.".length) : null;
+    const bad = name ? inputs.get(name) : null;
+    if (bad) {
+      bad.setAttribute("aria-invalid", "true");
+      bad.setAttribute("aria-errormessage", error.id || (error.id = `${prefix}-error`));
+      bad.focus();
+    }
+  };
+  const send = async (answer) => {
+    for (const b of buttons.children) b.disabled = true;
+    error.textContent = "";
+    try {
+      await answerCard(card, { ...answer, key: question.key });
+      card.note = `answer sent (${answer.action})`;
+      render(card);
+    } catch (e) {
+      showError(e);
+      for (const b of buttons.children) b.disabled = false;
+    }
+  };
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    const values = {};
+    for (const [name, input] of inputs) values[name] = input.type === "checkbox" ? input.checked : input.value.trim();
+    let content;
+    try {
+      content = contentFromForm(schema, values);
+    } catch (e) {
+      showError(e);
+      return;
+    }
+    send({ action: "accept", content });
+  });
+  decline.addEventListener("click", () => send({ action: "decline" }));
+  cancel.addEventListener("click", () => send({ action: "cancel" }));
+  return form;
+}
+
+/** Send an answer: to the handle's input_url (its own token), else through the job tool
+ * answer_job_input with this page's MCP credential. */
+async function answerCard(card, answer) {
+  if (card.handle?.input_url) {
+    return answerJob(card.handle.input_url, answer, { headers: authHeaders() });
+  }
+  if (!card.job.job_id) throw new Error("this job has no input URL and no job ID to answer with");
+  const result = await withAuth(() => mcp.callTool("answer_job_input", { job_id: card.job.job_id, ...answer }));
+  if (result.isError) throw new InputRefusedError(400, resultText(result));
+  return result.structuredContent;
+}
+
 function fmt(n) {
   return Number.isInteger(n) ? String(n) : n.toFixed(2);
 }
@@ -279,7 +438,7 @@ function resultText(result) {
 
 // Elapsed times and liveness move even without events.
 setInterval(() => {
-  for (const card of cards.values()) if (card.job.status === "running") render(card);
+  for (const card of cards.values()) if (["running", "input_required"].includes(card.job.status)) render(card);
 }, 500);
 
 // --- following a job --------------------------------------------------------------------------
@@ -315,6 +474,7 @@ function follow(card, handle) {
     },
     {
       cancelUrl: handle.cancel_url,
+      inputUrl: handle.input_url,
       headers: authHeaders(),
     },
   );

@@ -93,7 +93,10 @@ pub async fn call(args: &CallArgs) -> Result<Outcome, CliError> {
         Some((job_id, events_url)) => {
             eprintln!("{} is running as job {job_id}", args.tool);
             eprintln!("events: {events_url}");
-            watch::watch(&events_url).await
+            let input_url = value["structuredContent"]["input_url"]
+                .as_str()
+                .map(str::to_string);
+            watch::watch(&events_url, input_url.as_deref()).await
         }
         // Answered directly (sync, or auto within its budget): the result is the outcome.
         None if result.is_error == Some(true) => Ok(Outcome::Failed(serde_json::json!({

@@ -1,6 +1,9 @@
 //! `mcp-progress-bridge watch <events_url>`: follow a job's event stream until its terminal
 //! event, with a progress bar, then print the result. A dropped connection is resumed with
-//! `Last-Event-ID` (reqwest-eventsource sends it), so no step is lost or shown twice.
+//! `Last-Event-ID` (reqwest-eventsource sends it), so no step is lost or shown twice. A
+//! question the job's tool asks (`input_required`) is printed with how to answer it: the
+//! `curl` for the handle's `input_url` (given with `--input-url`, or by `call`), the jobs page,
+//! or the MCP tool `answer_job_input`.
 
 use std::{process::ExitCode, time::Duration};
 
@@ -25,11 +28,15 @@ pub struct WatchArgs {
     /// The job's events_url, exactly as the job handle gave it (keep any ?token=).
     #[arg(value_name = "EVENTS_URL")]
     pub events_url: String,
+    /// The job's input_url from the same handle: printed in the command that answers a
+    /// question the tool asks.
+    #[arg(long, value_name = "INPUT_URL")]
+    pub input_url: Option<String>,
 }
 
 /// Run the command: the outcome's exit code (0, 1, 130), or 2 when the job cannot be followed.
 pub async fn run(args: WatchArgs) -> ExitCode {
-    match watch(&args.events_url).await {
+    match watch(&args.events_url, args.input_url.as_deref()).await {
         Ok(outcome) => {
             report(&outcome);
             outcome.exit_code()
@@ -75,8 +82,9 @@ impl RetryPolicy for Reconnect {
     }
 }
 
-/// Follow `events_url` to the job's terminal event.
-pub async fn watch(events_url: &str) -> Result<Outcome, CliError> {
+/// Follow `events_url` to the job's terminal event; `input_url` goes into the answer command
+/// printed with a question.
+pub async fn watch(events_url: &str, input_url: Option<&str>) -> Result<Outcome, CliError> {
     let url = reqwest::Url::parse(events_url).map_err(|e| {
         CliError::Usage(format!(
             "{events_url:?} is not a URL ({e}): pass the events_url from a job handle, e.g. http://127.0.0.1:8080/jobs/<job_id>/events"
@@ -90,7 +98,11 @@ pub async fn watch(events_url: &str) -> Result<Outcome, CliError> {
     source.set_retry_policy(Box::new(Reconnect(DEFAULT_RECONNECT)));
 
     let display = Display::for_stderr();
-    let outcome = follow(&mut source, &display, events_url).await;
+    let answering = Answering {
+        input_url: input_url.map(str::to_string),
+        page: page_url(events_url),
+    };
+    let outcome = follow(&mut source, &display, events_url, answering).await;
     display.finish();
     source.close();
     outcome
@@ -100,8 +112,12 @@ async fn follow(
     source: &mut EventSource,
     display: &Display,
     events_url: &str,
+    answering: Answering,
 ) -> Result<Outcome, CliError> {
-    let mut job = JobView::default();
+    let mut job = JobView {
+        answering,
+        ..JobView::default()
+    };
     let mut failures = 0u32;
     let mut opened_once = false;
     while let Some(item) = source.next().await {
@@ -203,6 +219,25 @@ struct JobView {
     history_end: Option<u64>,
     created_at: Option<u64>,
     shown: Shown,
+    answering: Answering,
+    /// The questions already printed (a snapshot and a replayed event may both carry one).
+    asked: std::collections::HashSet<String>,
+}
+
+/// Where a question can be answered.
+#[derive(Debug, Default)]
+struct Answering {
+    input_url: Option<String>,
+    /// The jobs page of the bridge the events URL is on.
+    page: Option<String>,
+}
+
+/// The jobs page (`/`) of the bridge that serves `events_url`.
+fn page_url(events_url: &str) -> Option<String> {
+    let mut url = reqwest::Url::parse(events_url).ok()?;
+    url.set_path("/");
+    url.set_query(None);
+    Some(url.to_string())
 }
 
 impl JobView {
@@ -250,6 +285,17 @@ impl JobView {
                 }
                 None
             }
+            "input_required" => {
+                self.ask(&data, display);
+                None
+            }
+            "input_answered" => {
+                let key = data["key"].as_str().unwrap_or("?");
+                let action = data["action"].as_str().unwrap_or("?");
+                let by = data["by"].as_str().unwrap_or("?");
+                display.note(&format!("question {key} answered: {action} (by {by})"));
+                None
+            }
             "completed" => Some(Outcome::Completed(data)),
             "failed" => Some(Outcome::Failed(data)),
             "cancelled" => Some(Outcome::Cancelled(data)),
@@ -274,6 +320,66 @@ impl JobView {
             display.note("history no longer covers the gap: resumed from the current state");
         }
         display.snapshot(data["status"].as_str().unwrap_or("running"), &self.shown);
+        for question in data["input_requests"].as_array().into_iter().flatten() {
+            self.ask(question, display);
+        }
+    }
+
+    /// Print a question the tool asks, its fields, and how to answer it.
+    fn ask(&mut self, question: &Value, display: &Display) {
+        let key = question["key"].as_str().unwrap_or_default();
+        if !self.asked.insert(key.to_string()) {
+            return;
+        }
+        let message = question["message"].as_str().unwrap_or("(no message)");
+        let mut text = format!("the tool asks (question {key}): {message}");
+        let schema = &question["requested_schema"];
+        let required: Vec<&str> = schema["required"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect();
+        let mut example = serde_json::Map::new();
+        for (name, property) in schema["properties"].as_object().into_iter().flatten() {
+            let kind = property["type"].as_str().unwrap_or("string");
+            let mut line = format!("\n  field {name}: {kind}");
+            if required.contains(&name.as_str()) {
+                line.push_str(", required");
+            }
+            if let Some(allowed) = property["enum"].as_array() {
+                line.push_str(&format!(", one of {}", Value::Array(allowed.clone())));
+            }
+            if let Some(description) = property["description"].as_str() {
+                line.push_str(&format!(" ({description})"));
+            }
+            text.push_str(&line);
+            let value = match (property["enum"].get(0), kind) {
+                (Some(first), _) => first.clone(),
+                (None, "number" | "integer") => Value::from(0),
+                (None, "boolean") => Value::Bool(true),
+                _ => Value::from("…"),
+            };
+            example.insert(name.clone(), value);
+        }
+        let body = serde_json::json!({"action": "accept", "content": example, "key": key});
+        let url = self
+            .answering
+            .input_url
+            .as_deref()
+            .unwrap_or("<the input_url of the job handle>");
+        text.push_str(&format!(
+            "\nanswer it (unanswered, it is declined after the bridge's jobs.input_timeout_secs):\n  \
+             curl -X POST -H 'Content-Type: application/json' -d '{body}' '{url}'\n  \
+             (or {{\"action\": \"decline\"}} / {{\"action\": \"cancel\"}})"
+        ));
+        if let Some(page) = &self.answering.page {
+            text.push_str(&format!(
+                "\n  or on the jobs page {page} (follow the job there), or with the MCP tool \
+                 answer_job_input"
+            ));
+        }
+        display.note(&text);
     }
 
     fn progress(&mut self, seq: Option<u64>, data: &Value, display: &Display) {

@@ -160,6 +160,18 @@ pub struct FailAfterArgs {
     pub delay_ms: u64,
 }
 
+/// Arguments of `sample`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct SampleArgs {
+    /// What to ask the client's model.
+    #[serde(default = "say_hello")]
+    pub prompt: String,
+}
+
+fn say_hello() -> String {
+    "Say hello.".into()
+}
+
 /// Arguments of `ask`.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct AskArgs {

@@ -3,7 +3,8 @@
 //! Each one is a case the bridge must handle: steady progress, a burst of
 //! progress before anything else, a tool error, logs during a call, a tool
 //! that ignores cancellation, one that never answers, one that kills its own
-//! process, one that answers with a JSON-RPC error. One more, `bench_progress`, exists for the benchmark harness
+//! process, one that answers with a JSON-RPC error, one that shows the `_meta`
+//! it got. One more, `bench_progress`, exists for the benchmark harness
 //! (`src/bin/bench`): it stamps each progress message with its send time.
 //! Every tool that waits also watches the call's cancellation token
 //! (`RequestContext::ct`, fired by the client's `notifications/cancelled`, and
@@ -11,12 +12,15 @@
 
 use std::time::Duration;
 
+// `sample` and `roots` use sampling and roots, deprecated by SEP-2577 but still sent.
+#[allow(deprecated)]
 use rmcp::{
     RoleServer,
     handler::server::wrapper::Parameters,
     model::{
-        CallToolResult, ClientResult, ContentBlock, ElicitRequest, ElicitRequestParams,
-        ElicitationAction, ElicitationSchema, ServerRequest,
+        CallToolResult, ClientResult, ContentBlock, CreateMessageRequest,
+        CreateMessageRequestParams, ElicitRequest, ElicitRequestParams, ElicitationAction,
+        ElicitationSchema, ListRootsRequest, SamplingMessage, ServerRequest,
     },
     service::RequestContext,
     tool, tool_router,
@@ -27,7 +31,7 @@ use super::{
     args::{
         ArgumentError, AskArgs, BURST, BenchProgressArgs, CrashArgs, DELAY_MS, ECHO_BYTES,
         EchoArgs, FailAfterArgs, INTERVAL_US, IgnoreCancelArgs, InstantProgressArgs,
-        LogAndCountArgs, NoTotalArgs, SECONDS, STEPS, SlowCountArgs, check,
+        LogAndCountArgs, NoTotalArgs, SECONDS, STEPS, SampleArgs, SlowCountArgs, check,
     },
     report::CallReporter,
 };
@@ -204,6 +208,53 @@ impl DemoTools {
     }
 
     #[tool(
+        description = "Asks the client's model `prompt` (default \"Say hello.\") with sampling/createMessage (at most 100 tokens), and returns \"the model said: <text>\", or \"no sample: <error>\" when the client does not sample."
+    )]
+    #[allow(deprecated)]
+    async fn sample(
+        &self,
+        Parameters(SampleArgs { prompt }): Parameters<SampleArgs>,
+        context: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        let params = CreateMessageRequestParams::new(vec![SamplingMessage::user_text(prompt)], 100);
+        let request = ServerRequest::CreateMessageRequest(CreateMessageRequest::new(params));
+        let text = match context.peer.send_request(request).await {
+            Ok(ClientResult::CreateMessageResult(result)) => {
+                let said = serde_json::to_value(&result.message.content).unwrap_or_default();
+                let said = said["text"]
+                    .as_str()
+                    .or_else(|| said[0]["text"].as_str())
+                    .unwrap_or_default()
+                    .to_string();
+                format!("the model said: {said}")
+            }
+            Ok(_) => "no sample: the client answered something else".into(),
+            Err(e) => format!("no sample: {e}"),
+        };
+        text_result(text)
+    }
+
+    #[tool(
+        description = "Asks the client for its roots (roots/list) and returns \"roots: <uri>, …\", \"roots: none\", or \"no roots: <error>\"."
+    )]
+    #[allow(deprecated)]
+    async fn roots(&self, context: RequestContext<RoleServer>) -> CallToolResult {
+        let request = ServerRequest::ListRootsRequest(ListRootsRequest::default());
+        let text = match context.peer.send_request(request).await {
+            Ok(ClientResult::ListRootsResult(result)) if result.roots.is_empty() => {
+                "roots: none".to_string()
+            }
+            Ok(ClientResult::ListRootsResult(result)) => {
+                let uris: Vec<&str> = result.roots.iter().map(|r| r.uri.as_str()).collect();
+                format!("roots: {}", uris.join(", "))
+            }
+            Ok(_) => "no roots: the client answered something else".into(),
+            Err(e) => format!("no roots: {e}"),
+        };
+        text_result(text)
+    }
+
+    #[tool(
         description = "Returns `text` unchanged, at once, with no progress; `repeat` times over if given (a large result for testing limits)."
     )]
     fn echo(&self, Parameters(EchoArgs { text, repeat }): Parameters<EchoArgs>) -> ToolOutcome {
@@ -329,6 +380,27 @@ impl DemoTools {
         // that read only text content.
         Ok(CallToolResult::structured(
             serde_json::json!({ "cancelled": cancelled }),
+        ))
+    }
+
+    #[tool(
+        description = "Returns the `_meta` this call arrived with, as structured content ({\"meta\": {...}, \"traceparent_header\": ...}): the progress token, a W3C traceparent and whatever else the client (or a bridge in between) put there; served over HTTP, also the request's traceparent header. Use it to check what reaches a tool server."
+    )]
+    async fn echo_meta(
+        &self,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, rmcp::ErrorData> {
+        let meta = serde_json::to_value(&context.meta).map_err(|error| {
+            rmcp::ErrorData::internal_error(format!("could not encode the _meta: {error}"), None)
+        })?;
+        // Served over HTTP, the request's `traceparent` header too (null on stdio).
+        let header = context
+            .extensions
+            .get::<http::request::Parts>()
+            .and_then(|parts| parts.headers.get("traceparent"))
+            .and_then(|value| value.to_str().ok());
+        Ok(CallToolResult::structured(
+            serde_json::json!({ "meta": meta, "traceparent_header": header }),
         ))
     }
 

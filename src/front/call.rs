@@ -7,12 +7,16 @@ use rmcp::model::{LoggingLevel, LoggingMessageNotificationParam};
 use std::{sync::Arc, time::Duration};
 
 use futures::{FutureExt, future::BoxFuture};
+// Sampling and roots are deprecated by SEP-2577 but upstreams still send them; the bridge
+// relays them to a waiting caller that has them.
+#[allow(deprecated)]
 use rmcp::{
     ErrorData, RoleServer,
     model::{
-        CallToolRequestParams, CallToolResponse, CallToolResult, ClientResult, ElicitRequest,
-        ElicitRequestParams, ElicitResult, ElicitationAction, JsonObject,
-        ProgressNotificationParam, ProgressToken, ServerRequest,
+        CallToolRequestParams, CallToolResponse, CallToolResult, ClientResult,
+        CreateMessageRequest, CreateMessageRequestParams, CreateMessageResult, ElicitRequest,
+        ElicitRequestParams, ElicitResult, ElicitationAction, JsonObject, ListRootsRequest,
+        ListRootsResult, ProgressNotificationParam, ProgressToken, ServerRequest,
     },
     service::{Peer, RequestContext},
 };
@@ -33,7 +37,7 @@ use crate::{
         CorrelationId, FailureReason, InputAction, JobFailure, JobId, ProgressUpdate,
         meta::MODE_META_KEY,
     },
-    upstream::{CallOutcome, CallSink, Upstream, UpstreamError, UpstreamState},
+    upstream::{CallOutcome, CallSink, Upstream, UpstreamError, UpstreamState, no_sampling},
     wait::sleep_until,
 };
 
@@ -59,13 +63,30 @@ struct JobSink {
     forward: Forward,
 }
 
-/// The waiting MCP caller that declared form elicitation, while it waits, on a revision with
-/// sessions: the tool's questions are sent to it as `elicitation/create` (a 2026-07-28 caller
-/// gets them in an `input_required` answer instead, see `rounds`). Emptied when the caller's
+/// The waiting MCP caller, while it waits, on a revision with sessions: the tool's questions
+/// are sent to it as `elicitation/create` if it declared form elicitation (a 2026-07-28 caller
+/// gets them in an `input_required` answer instead, see `rounds`), and the upstream's
+/// `sampling/createMessage` and `roots/list` if it declared those. Emptied when the caller's
 /// request is answered (its [`ForwardGuard`] drops); a question it does not take goes to the
-/// job.
+/// job, a sample nobody takes is refused, and roots nobody gives are none.
 #[derive(Clone, Default)]
-struct Forward(Arc<parking_lot::Mutex<Option<Peer<RoleServer>>>>);
+struct Forward(Arc<parking_lot::Mutex<Option<Caller>>>);
+
+/// A waiting caller's session, and what it declared it takes.
+#[derive(Clone)]
+struct Caller {
+    peer: Peer<RoleServer>,
+    questions: bool,
+    sampling: bool,
+    roots: bool,
+}
+
+impl Forward {
+    /// The waiting caller, if it takes what `takes` says.
+    fn caller(&self, takes: impl Fn(&Caller) -> bool) -> Option<Caller> {
+        self.0.lock().clone().filter(|c| takes(c))
+    }
+}
 
 /// Empties a [`Forward`] when the caller stops waiting, however it stops.
 struct ForwardGuard(Forward);
@@ -78,11 +99,11 @@ impl Drop for ForwardGuard {
 
 impl CallSink for JobSink {
     fn input(&self, request: ElicitRequestParams) -> BoxFuture<'static, ElicitResult> {
-        let caller = self.forward.0.lock().clone();
+        let caller = self.forward.caller(|c| c.questions);
         let (jobs, job) = (self.jobs.clone(), self.job);
         async move {
-            if let Some(peer) = caller {
-                match elicit(&peer, request.clone()).await {
+            if let Some(caller) = caller {
+                match elicit(&caller.peer, request.clone()).await {
                     Ok(answer) => return answer,
                     Err(e) => tracing::info!(%job, error = %e,
                         "the waiting caller did not take the question; the job asks instead"),
@@ -107,6 +128,53 @@ impl CallSink for JobSink {
             let mut result = ElicitResult::new(action);
             result.content = answer.content;
             result
+        }
+        .boxed()
+    }
+
+    #[allow(deprecated)]
+    fn sample(
+        &self,
+        request: CreateMessageRequestParams,
+    ) -> BoxFuture<'static, Result<CreateMessageResult, ErrorData>> {
+        let caller = self.forward.caller(|c| c.sampling);
+        async move {
+            let Some(caller) = caller else {
+                return Err(no_sampling());
+            };
+            let request = ServerRequest::CreateMessageRequest(CreateMessageRequest::new(request));
+            match caller.peer.send_request(request).await {
+                Ok(ClientResult::CreateMessageResult(result)) => Ok(*result),
+                Ok(_) => Err(ErrorData::internal_error(
+                    "the MCP caller answered sampling/createMessage with something else",
+                    None,
+                )),
+                // The caller's own refusal goes to the tool as it is.
+                Err(rmcp::ServiceError::McpError(e)) => Err(e),
+                Err(e) => Err(ErrorData::internal_error(
+                    format!("the MCP caller did not answer sampling/createMessage: {e}"),
+                    None,
+                )),
+            }
+        }
+        .boxed()
+    }
+
+    #[allow(deprecated)]
+    fn roots(&self) -> BoxFuture<'static, ListRootsResult> {
+        let caller = self.forward.caller(|c| c.roots);
+        async move {
+            let Some(caller) = caller else {
+                return ListRootsResult::default();
+            };
+            let request = ServerRequest::ListRootsRequest(ListRootsRequest::default());
+            match caller.peer.send_request(request).await {
+                Ok(ClientResult::ListRootsResult(result)) => result,
+                other => {
+                    tracing::info!(outcome = ?other.err(), "the MCP caller gave no roots");
+                    ListRootsResult::default()
+                }
+            }
         }
         .boxed()
     }
@@ -352,10 +420,19 @@ impl Front {
         // sent to it on its session, or at 2026-07-28 in an `input_required` answer (see
         // `rounds`).
         let forward = Forward::default();
-        let answers_itself = mode != CallMode::Async && caller_takes_questions(context);
-        let rounds = answers_itself && rounds::answers_in_rounds(context);
-        if answers_itself && !rounds {
-            *forward.0.lock() = Some(context.peer.clone());
+        let waits = mode != CallMode::Async;
+        let at_2026 = rounds::answers_in_rounds(context);
+        let rounds = waits && at_2026 && caller_takes_questions(context);
+        if waits && !at_2026 {
+            let capabilities = context.client_capabilities().unwrap_or_default();
+            #[allow(deprecated)]
+            let caller = Caller {
+                peer: context.peer.clone(),
+                questions: caller_takes_questions(context),
+                sampling: capabilities.sampling.is_some(),
+                roots: capabilities.roots.is_some(),
+            };
+            *forward.0.lock() = Some(caller);
         }
         let sink = Arc::new(JobSink {
             intake: pending.intake(),

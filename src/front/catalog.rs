@@ -9,7 +9,7 @@ use rmcp::{
 };
 use schemars::JsonSchema;
 
-use super::job_tools::{JobArgs, WaitArgs};
+use super::job_tools::{AnswerArgs, JobArgs, WaitArgs};
 use crate::{auth::Identity, config::CallMode, upstream::Upstreams};
 
 /// Separates the upstream name from the tool name in the names the agent sees.
@@ -20,6 +20,7 @@ const MAX_TOOL_NAME: usize = 128;
 pub const GET_JOB_STATUS: &str = "get_job_status";
 pub const WAIT_FOR_JOB: &str = "wait_for_job";
 pub const CANCEL_JOB: &str = "cancel_job";
+pub const ANSWER_JOB_INPUT: &str = "answer_job_input";
 
 /// Split `<upstream>__<tool>`. Upstream names cannot contain the separator, so the first one
 /// is the split point and the tool part may contain anything.
@@ -93,6 +94,15 @@ pub fn job_tools() -> Vec<Tool> {
              the job ends as cancelled.",
             schema::<JobArgs>(),
         ),
+        Tool::new(
+            ANSWER_JOB_INPUT,
+            "Answer the question a job's tool asked (get_job_status shows status \
+             input_required and the question in input_requests: its message and the \
+             requested_schema of the answer). action accept with content (an object with the \
+             schema's fields), or decline, or cancel. Only ask the user and answer what they \
+             said; the job then goes on.",
+            schema::<AnswerArgs>(),
+        ),
     ]
 }
 
@@ -149,7 +159,10 @@ mod tests {
         });
         let tools = job_tools();
         let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
-        assert_eq!(names, [GET_JOB_STATUS, WAIT_FOR_JOB, CANCEL_JOB]);
+        assert_eq!(
+            names,
+            [GET_JOB_STATUS, WAIT_FOR_JOB, CANCEL_JOB, ANSWER_JOB_INPUT]
+        );
         for (tool, want) in tools.iter().zip([&job_only, &wait, &job_only]) {
             let got = serde_json::Value::Object((*tool.input_schema).clone());
             assert_eq!(&got, want, "{}", tool.name);

@@ -1,4 +1,5 @@
-//! The bridge's own tools for the agent: look at, wait for, and cancel a job.
+//! The bridge's own tools for the agent: look at, wait for, cancel a job, and answer its
+//! tool's question.
 //!
 //! Everything an agent can get wrong here (a missing or malformed job ID, an unknown job, a
 //! bad timeout) is answered with a tool error that says so: the model reads tool errors, while
@@ -16,12 +17,14 @@ use serde_json::json;
 
 use super::{
     Front,
+    catalog::ANSWER_JOB_INPUT,
     handle::{attach_job_meta, error_result, json_result},
 };
 use crate::{
     auth::{Identity, may_access},
+    jobs::InputError,
     jobs::JobsError,
-    model::{JobId, JobSnapshot, JobStatus},
+    model::{InputAction, InputAnswer, JobId, JobSnapshot, JobStatus},
     store::CancelAck,
 };
 
@@ -40,6 +43,25 @@ pub(super) struct JobArgs {
     /// The job_id from the job handle a tool call returned.
     #[schemars(regex(pattern = r"^[0-9a-f]{32}$"))]
     job_id: String,
+}
+
+/// The arguments of `answer_job_input`: an answer to the job's question, as
+/// `POST /jobs/{id}/input` takes it.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct AnswerArgs {
+    /// The job_id from the job handle a tool call returned.
+    #[schemars(regex(pattern = r"^[0-9a-f]{32}$"))]
+    job_id: String,
+    /// accept (with content), decline, or cancel.
+    action: InputAction,
+    /// For accept: an object with the fields the question's requested_schema names.
+    #[serde(default)]
+    content: Option<JsonObject>,
+    /// Which question (its key from get_job_status's input_requests); the oldest when left
+    /// out.
+    #[serde(default)]
+    key: Option<String>,
 }
 
 /// The arguments of `wait_for_job`.
@@ -156,10 +178,18 @@ impl Front {
             "total": snapshot.total,
             "message": snapshot.message,
             "eta_ms": snapshot.eta_ms,
-            "instructions": format!(
-                "The job is still running ({}). Call wait_for_job again with job_id \"{id}\".",
-                progress_phrase(&snapshot)
-            ),
+            "input_requests": snapshot.input_requests,
+            "instructions": if snapshot.status == JobStatus::InputRequired {
+                format!(
+                    "The job's tool asks a question (input_requests): ask the user, answer with \
+                     answer_job_input (job_id \"{id}\"), then call wait_for_job again."
+                )
+            } else {
+                format!(
+                    "The job is still running ({}). Call wait_for_job again with job_id \"{id}\".",
+                    progress_phrase(&snapshot)
+                )
+            },
         })))
     }
 
@@ -209,6 +239,50 @@ impl Front {
                     "cancelled": status == JobStatus::Cancelled,
                     "message": message,
                 })))
+            }
+        }
+    }
+
+    /// `answer_job_input`: the job's question answered (the same checks as every answer
+    /// path: the schema, `jobs.max_input_bytes`, first answer wins). Another caller's job is
+    /// unknown.
+    pub(super) async fn answer_job_input(
+        &self,
+        args: Option<JsonObject>,
+        identity: &Identity,
+    ) -> ToolAnswer {
+        let (id, answer) = match parse_args::<AnswerArgs>(args).and_then(|a| {
+            let id = parse_job_id(&a.job_id)?;
+            let answer = InputAnswer {
+                action: a.action,
+                content: a.content.map(serde_json::Value::Object),
+                key: a.key,
+            };
+            Ok((id, answer))
+        }) {
+            Ok(v) => v,
+            Err(result) => return Ok(result),
+        };
+        if self.visible_job(id, identity).await?.is_none() {
+            return Ok(unknown_job(id));
+        }
+        let action = answer.action;
+        match self.inner.jobs.answer(id, answer, ANSWER_JOB_INPUT).await {
+            Ok(()) => Ok(json_result(json!({
+                "job_id": id,
+                "answered": true,
+                "action": action,
+                "message": format!(
+                    "answered ({}); the job goes on: call wait_for_job with job_id \"{id}\" for its result",
+                    action.as_str()
+                ),
+            }))),
+            Err(InputError::UnknownJob) => Ok(unknown_job(id)),
+            Err(e @ InputError::NothingToAnswer) => Ok(error_result(format!(
+                "{e}: call get_job_status with job_id \"{id}\" to see whether it asks anything"
+            ))),
+            Err(e @ (InputError::Mismatch(_) | InputError::TooLarge { .. })) => {
+                Ok(error_result(format!("{e}; answer again")))
             }
         }
     }

@@ -39,7 +39,7 @@ use rmcp::{
     service::{NotificationContext, RequestContext, SubscriptionContext},
 };
 
-pub use catalog::{CANCEL_JOB, GET_JOB_STATUS, SEPARATOR, WAIT_FOR_JOB};
+pub use catalog::{ANSWER_JOB_INPUT, CANCEL_JOB, GET_JOB_STATUS, SEPARATOR, WAIT_FOR_JOB};
 pub use handle::Links;
 pub use quota::JobQuota;
 pub use resources::URI_PREFIX;
@@ -57,7 +57,8 @@ use callers::Callers;
 const INSTRUCTIONS: &str = "Tools named <server>__<tool> run on the tool servers behind this \
 bridge. A long call may answer with a job handle (job_id, events_url) instead of its result: \
 call wait_for_job with that job_id to get the result, get_job_status to look without waiting, \
-and cancel_job to stop it.";
+cancel_job to stop it, and answer_job_input to answer a question the job's tool asks \
+(status input_required).";
 
 #[derive(Clone)]
 pub struct Front {
@@ -168,6 +169,10 @@ impl ServerHandler for Front {
                     .await?
                     .into(),
                 CANCEL_JOB => self.cancel_job(request.arguments, &identity).await?.into(),
+                ANSWER_JOB_INPUT => self
+                    .answer_job_input(request.arguments, &identity)
+                    .await?
+                    .into(),
                 _ => self.call_upstream(request, context, &identity).await?,
             })
         }

@@ -11,6 +11,7 @@ use tokio::{
     sync::{mpsc, watch},
     time::Instant,
 };
+use tracing::Instrument;
 
 use super::{Finished, Intake, PendingJob, Running, Work, WorkOutcome, terminal_body};
 use crate::{
@@ -18,6 +19,7 @@ use crate::{
     metrics::Metrics,
     model::{EventBody, FailureReason, Heartbeat, JobFailure, JobId, ProgressUpdate},
     store::{Store, StoreError},
+    traces,
     wait::sleep_until,
 };
 
@@ -252,11 +254,23 @@ impl Runner {
         tracing::error!(job = %self.id(), %error, "could not write a job event");
     }
 
-    /// Write the terminal event, tell local waiters, and forget the job here.
+    /// Write the terminal event, tell local waiters, and forget the job here. Runs in the
+    /// job's span; with traces on, the write has a span of its own (`terminal_event`), so a
+    /// trace shows when readers could see the end.
     pub(super) async fn finish(self, finished: Finished) {
         let body = terminal_body(&finished);
         let status = body.kind().as_str();
-        if let Err(error) = self.store.append(self.id(), body).await {
+        if let EventBody::Failed { failure, .. } = &body {
+            traces::failed(&tracing::Span::current(), failure.message.as_str());
+        }
+        let written = self
+            .store
+            .append(self.id(), body)
+            .instrument(traces::span(|| {
+                tracing::info_span!("terminal_event", status)
+            }))
+            .await;
+        if let Err(error) = written {
             self.store_failed(&error);
         }
         self.metrics

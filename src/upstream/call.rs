@@ -8,11 +8,12 @@ use rmcp::{
     model::{
         CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotification,
         CancelledNotificationParam, ClientNotification, ClientRequest, CustomRequest, JsonObject,
-        RequestId, ServerResult,
+        RequestId, RequestMetaObject, ServerResult,
     },
     service::{Peer, PeerRequestOptions},
 };
 use tokio::sync::{oneshot, watch};
+use tracing::{Instrument, Span};
 
 use super::{
     Upstream, UpstreamError,
@@ -20,7 +21,7 @@ use super::{
     task_call::{self, TaskCall},
     task_support::TaskSupport,
 };
-use crate::model::FailureReason;
+use crate::{model::FailureReason, traces};
 
 /// How long to wait, after a connection dropped mid-call, for the supervisor to learn why
 /// (a child's exit status takes a moment to be reaped).
@@ -43,6 +44,8 @@ pub enum CallOutcome {
 /// A call sent upstream. Split it into the outcome (a future) and the canceller.
 pub struct UpstreamCall {
     upstream: String,
+    /// Open until the outcome is known or no longer awaited (see [`call_span`]).
+    span: Span,
     rx: oneshot::Receiver<Result<ServerResult, ServiceError>>,
     closed: watch::Receiver<Option<String>>,
     route: RouteGuard,
@@ -78,7 +81,9 @@ impl Drop for RouteGuard {
 
 impl Upstream {
     /// Send `tools/call` for `tool` (the upstream's own name). Progress and log notifications
-    /// of the call go to `sink` until the outcome is known.
+    /// of the call go to `sink` until the outcome is known. With traces on, the request's
+    /// `_meta` carries the call's trace context (`traceparent`, `tracestate`): rmcp's client
+    /// adds its `progressToken` to `_meta` and leaves the other keys alone.
     pub async fn call(
         &self,
         tool: &str,
@@ -107,9 +112,19 @@ impl Upstream {
             request.extensions.insert(route.marker);
             ClientRequest::CallToolRequest(request)
         };
+        let span = call_span(self.name(), tool);
+        let mut options = PeerRequestOptions::no_options();
+        if let Some(trace) = traces::propagation(&span) {
+            let mut meta = RequestMetaObject::new();
+            meta.set_traceparent(trace.traceparent);
+            if let Some(state) = trace.tracestate {
+                meta.set_tracestate(state);
+            }
+            options = options.with_meta(meta);
+        }
         let handle = live
             .peer
-            .send_request_with_option(request, PeerRequestOptions::no_options())
+            .send_request_with_option(request, options)
             .await
             .map_err(|source| UpstreamError::Send {
                 name: self.name().to_string(),
@@ -124,6 +139,7 @@ impl Upstream {
         });
         Ok(UpstreamCall {
             upstream: self.name().to_string(),
+            span,
             rx: handle.rx,
             closed: live.closed,
             route,
@@ -143,6 +159,7 @@ impl UpstreamCall {
     pub fn split(self) -> (BoxFuture<'static, CallOutcome>, CallCanceller) {
         let UpstreamCall {
             upstream,
+            span,
             rx,
             closed,
             route,
@@ -166,8 +183,32 @@ impl UpstreamCall {
                 (Err(outcome), _) => outcome,
             }
         };
-        (outcome.boxed(), canceller)
+        if span.is_none() {
+            return (outcome.boxed(), canceller);
+        }
+        (traced(outcome, span).boxed(), canceller)
     }
+}
+
+/// `outcome` in the call's span, which records how the call ended.
+async fn traced(outcome: impl Future<Output = CallOutcome>, span: Span) -> CallOutcome {
+    let outcome = outcome.instrument(span.clone()).await;
+    match &outcome {
+        CallOutcome::Result(result) if result.is_error == Some(true) => {
+            traces::failed(&span, "tool error");
+        }
+        CallOutcome::Result(_) => {}
+        CallOutcome::RpcError(error) => traces::failed(&span, error.message.as_ref()),
+        CallOutcome::Failed { message, .. } => traces::failed(&span, message.as_str()),
+    }
+    outcome
+}
+
+/// The span of one call sent upstream, a child of the job's span (the current one), when
+/// traces are on. It ends when the outcome is known, or when the job stops waiting for it
+/// (cancelled, timed out).
+fn call_span(upstream: &str, tool: &str) -> Span {
+    traces::span(|| tracing::info_span!("upstream_call", upstream, upstream_tool = tool))
 }
 
 /// The upstream's answer to the request, or how the call ended without one.

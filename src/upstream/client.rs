@@ -3,11 +3,15 @@
 
 use std::sync::Arc;
 
+// Sampling and roots are deprecated by SEP-2577 but upstreams still send them.
+#[allow(deprecated)]
 use rmcp::{
     ClientHandler, ErrorData,
     model::{
-        ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult, ElicitationCapability,
-        FormElicitationCapability, Implementation, ResourceUpdatedNotificationParam,
+        ClientCapabilities, ClientConfig, CreateMessageRequestParams, CreateMessageResult,
+        ElicitRequestParams, ElicitResult, ElicitationCapability, FormElicitationCapability,
+        Implementation, ListRootsResult, ResourceUpdatedNotificationParam, RootsCapabilities,
+        SamplingCapability,
     },
     service::{NotificationContext, RequestContext, RoleClient},
 };
@@ -18,7 +22,8 @@ use super::{ResourceUpdated, tap::CallRoutes};
 /// Progress and log notifications never get here in time to matter (the transport tap routes
 /// them first); this handler watches for changed lists and updated resources, and passes an
 /// `elicitation/create` to the call it belongs to (see `CallRoutes::input`), whose job finds a
-/// person to answer. Sampling and roots get rmcp's defaults.
+/// person to answer; `sampling/createMessage` and `roots/list` likewise to the call, whose
+/// waiting caller may answer them (else: an error, and no roots).
 #[derive(Clone)]
 pub(super) struct UpstreamClient {
     pub routes: Arc<CallRoutes>,
@@ -63,12 +68,33 @@ impl ClientHandler for UpstreamClient {
         Ok(self.routes.input(request).await)
     }
 
+    #[allow(deprecated)]
+    async fn create_message(
+        &self,
+        params: CreateMessageRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<CreateMessageResult, ErrorData> {
+        self.routes.sample(params).await
+    }
+
+    #[allow(deprecated)]
+    async fn list_roots(
+        &self,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ListRootsResult, ErrorData> {
+        Ok(self.routes.roots().await)
+    }
+
     /// Form elicitation: a person watching the job answers (or the waiting MCP caller).
+    /// Sampling and roots: relayed to a waiting caller that has them (else an error / none).
+    #[allow(deprecated)]
     fn get_info(&self) -> ClientConfig {
         let mut elicitation = ElicitationCapability::default();
         elicitation.form = Some(FormElicitationCapability::default());
         let mut capabilities = ClientCapabilities::default();
         capabilities.elicitation = Some(elicitation);
+        capabilities.sampling = Some(SamplingCapability::default());
+        capabilities.roots = Some(RootsCapabilities::default());
         ClientConfig::new(
             capabilities,
             Implementation::new("mcp-progress-bridge", env!("CARGO_PKG_VERSION")),

@@ -7,6 +7,9 @@
 //! request each POST carries, so it turns those into the error [`Oversize::answer`] makes, and
 //! it checks each SSE event's data against the limit to the byte (rmcp's event bound also
 //! counts the SSE framing, so it is set a little above the limit).
+//!
+//! It also sends a request's W3C trace context (`_meta.traceparent`, `tracestate`) as HTTP
+//! headers, for the tracing of an HTTP server that reads only those.
 
 use std::{collections::HashMap, sync::Arc};
 
@@ -14,7 +17,7 @@ use futures::{StreamExt, stream::BoxStream};
 use http::{HeaderName, HeaderValue};
 use reqwest_rmcp as reqwest;
 use rmcp::{
-    model::{ClientJsonRpcMessage, JsonRpcMessage, RequestId},
+    model::{ClientJsonRpcMessage, GetMeta, JsonRpcMessage, RequestId},
     transport::streamable_http_client::{
         SseError, StreamableHttpClient, StreamableHttpClientTransportConfig, StreamableHttpError,
         StreamableHttpPostResponse, StreamableHttpResponseLimits,
@@ -28,6 +31,8 @@ use super::{envelope::Envelope, oversize::Oversize, task_support::TaskSupportMap
 const SSE_FRAMING: usize = 64 * 1024;
 /// Redirects followed for one request (rmcp's default client follows as many).
 const MAX_REDIRECTS: usize = 10;
+const TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
+const TRACESTATE: HeaderName = HeaderName::from_static("tracestate");
 
 type Events = BoxStream<'static, Result<Sse, SseError>>;
 type Posted = Result<StreamableHttpPostResponse, StreamableHttpError<reqwest::Error>>;
@@ -148,6 +153,23 @@ fn too_large(error: &SseError) -> bool {
     matches!(error, SseError::Body(e) if e.to_string().contains("exceeded the maximum size"))
 }
 
+/// A request's W3C trace context (`_meta.traceparent` and `tracestate`, set by the upstream
+/// call when traces are on) as HTTP headers too: what an HTTP server's own tracing reads.
+fn trace_headers(message: &ClientJsonRpcMessage, headers: &mut HashMap<HeaderName, HeaderValue>) {
+    let JsonRpcMessage::Request(request) = message else {
+        return;
+    };
+    let meta = request.request.get_meta();
+    for (name, value) in [
+        (TRACEPARENT, meta.get_traceparent()),
+        (TRACESTATE, meta.get_tracestate()),
+    ] {
+        if let Some(value) = value.and_then(|v| HeaderValue::from_str(v).ok()) {
+            headers.insert(name, value);
+        }
+    }
+}
+
 fn request_id(message: &ClientJsonRpcMessage) -> Option<RequestId> {
     match message {
         JsonRpcMessage::Request(request) => Some(request.id.clone()),
@@ -220,6 +242,8 @@ impl StreamableHttpClient for BoundedHttp {
         limits: StreamableHttpResponseLimits,
     ) -> Posted {
         let request = request_id(&message);
+        let mut custom_headers = custom_headers;
+        trace_headers(&message, &mut custom_headers);
         let posted = self
             .inner
             .post_message_with_response_limits(

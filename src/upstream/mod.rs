@@ -33,7 +33,7 @@ pub use call::{CallCanceller, CallOutcome, UpstreamCall};
 pub use error::{SessionError, Unreachable, UpstreamError};
 pub use offer::ListKind;
 pub use requests::RequestError;
-pub use tap::CallSink;
+pub use tap::{CallSink, no_sampling};
 pub use task_support::TaskSupport;
 use task_support::TaskSupportMap;
 

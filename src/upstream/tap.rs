@@ -21,12 +21,14 @@ use std::sync::{
 
 use dashmap::DashMap;
 use futures::{FutureExt, future::BoxFuture};
+// Sampling and roots are deprecated by SEP-2577 but upstreams still send them.
+#[allow(deprecated)]
 use rmcp::{
-    RoleClient,
+    ErrorData, RoleClient,
     model::{
-        ClientRequest, ElicitRequestParams, ElicitResult, ElicitationAction, GetExtensions,
-        GetMeta, JsonRpcMessage, ProgressNotificationParam, ProgressToken, RequestId,
-        ServerNotification,
+        ClientRequest, CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams,
+        ElicitResult, ElicitationAction, GetExtensions, GetMeta, JsonRpcMessage, ListRootsResult,
+        ProgressNotificationParam, ProgressToken, RequestId, ServerNotification,
     },
     service::{RxJsonRpcMessage, TxJsonRpcMessage},
     transport::Transport,
@@ -47,6 +49,33 @@ pub trait CallSink: Send + Sync + 'static {
         let _ = request;
         std::future::ready(ElicitResult::new(ElicitationAction::Decline)).boxed()
     }
+    /// The upstream asks for a sample of the caller's model (`sampling/createMessage`). Like
+    /// `input`, may wait. The default refuses ([`no_sampling`]).
+    #[allow(deprecated)]
+    fn sample(
+        &self,
+        request: CreateMessageRequestParams,
+    ) -> BoxFuture<'static, Result<CreateMessageResult, ErrorData>> {
+        let _ = request;
+        std::future::ready(Err(no_sampling())).boxed()
+    }
+    /// The upstream asks for the caller's roots (`roots/list`). The default: none.
+    #[allow(deprecated)]
+    fn roots(&self) -> BoxFuture<'static, ListRootsResult> {
+        std::future::ready(ListRootsResult::default()).boxed()
+    }
+}
+
+/// The answer to a `sampling/createMessage` nobody can take: there is no model behind the
+/// bridge, only a caller that may have one.
+pub fn no_sampling() -> ErrorData {
+    ErrorData::new(
+        rmcp::model::ErrorCode::METHOD_NOT_FOUND,
+        "sampling is not available: this call's MCP caller is not waiting on it, or did not \
+         declare the sampling capability (the bridge relays sampling/createMessage only to a \
+         waiting sync caller that declared it, on a revision with sessions)",
+        None,
+    )
 }
 
 /// The 2025-11-25 task status notification (rmcp 3.11 knows only 2026-07-28's
@@ -249,23 +278,54 @@ impl CallRoutes {
     /// goes to the call only when that is the only call in flight here; otherwise it is
     /// declined (guessing would show one caller's question to another).
     pub(super) fn input(&self, request: ElicitRequestParams) -> BoxFuture<'static, ElicitResult> {
+        match self.only_call("input") {
+            Some(sink) => sink.input(request),
+            None => std::future::ready(ElicitResult::new(ElicitationAction::Decline)).boxed(),
+        }
+    }
+
+    /// A `sampling/createMessage`, routed as `input` is (refused with no single call).
+    #[allow(deprecated)]
+    pub(super) fn sample(
+        &self,
+        request: CreateMessageRequestParams,
+    ) -> BoxFuture<'static, Result<CreateMessageResult, ErrorData>> {
+        match self.only_call("sampling") {
+            Some(sink) => sink.sample(request),
+            None => std::future::ready(Err(no_sampling())).boxed(),
+        }
+    }
+
+    /// A `roots/list`, routed as `input` is (no roots with no single call).
+    #[allow(deprecated)]
+    pub(super) fn roots(&self) -> BoxFuture<'static, ListRootsResult> {
+        match self.only_call("roots") {
+            Some(sink) => sink.roots(),
+            None => std::future::ready(ListRootsResult::default()).boxed(),
+        }
+    }
+
+    /// The sink of the only call in flight here, if there is exactly one; otherwise the
+    /// request (`what`) is counted (`limit="ambiguous_input"`) and answered without a call.
+    fn only_call(&self, what: &str) -> Option<Arc<dyn CallSink>> {
         let only = if self.routes.len() == 1 {
             self.routes.iter().next().map(|r| r.sink.clone())
         } else {
             None
         };
-        match only {
-            Some(sink) => sink.input(request),
-            None => {
-                self.metrics
-                    .limit_hits
-                    .with_label_values(&["ambiguous_input"])
-                    .inc();
-                tracing::info!(upstream = %self.upstream, calls = self.routes.len(),
-                    "an upstream asked for input with no single call in flight: declined");
-                std::future::ready(ElicitResult::new(ElicitationAction::Decline)).boxed()
-            }
+        // A session-level `roots/list` (a server may ask at connection) belongs to no call and
+        // is no ambiguity.
+        let ambiguous = !(what == "roots" && self.routes.is_empty());
+        if only.is_none() && ambiguous {
+            self.metrics
+                .limit_hits
+                .with_label_values(&["ambiguous_input"])
+                .inc();
+            tracing::info!(upstream = %self.upstream, calls = self.routes.len(), request = what,
+                "an upstream asked its client something with no single call in flight: \
+                 answered without a caller");
         }
+        only
     }
 
     pub(super) fn in_flight(&self) -> usize {

@@ -25,9 +25,12 @@ const executablePath = process.env.CHROMIUM ?? "/usr/bin/chromium";
 const STEP_TIMEOUT = 30_000;
 const jobSecret = process.env.JOB_SECRET;
 
-/// A correlation token, by the formula in the README (what an application backend mints).
+/// A correlation token valid for an hour, by the formula in docs/security.md (what an
+/// application backend mints): `<expires>.` + base64url(HMAC(secret, "v2:correlation:<expires>:<cid>")).
 function correlationToken(cid) {
-  return createHmac("sha256", jobSecret).update(`correlation:${cid}`).digest("base64url");
+  const expires = Math.floor(Date.now() / 1000) + 3600;
+  const mac = createHmac("sha256", jobSecret).update(`v2:correlation:${expires}:${cid}`).digest("base64url");
+  return `${expires}.${mac}`;
 }
 
 mkdirSync(shots, { recursive: true });
@@ -86,9 +89,9 @@ page.on("console", (message) => {
 });
 
 /** Start a call from the form; returns the new card's locator once it has a job ID. */
-async function callTool(args, { mode = "", correlation = "" } = {}) {
+async function callTool(args, { mode = "", correlation = "", tool = "demo__slow_count" } = {}) {
   const before = await page.locator("#jobs > li").count();
-  await page.getByLabel("Tool", { exact: true }).selectOption("demo__slow_count");
+  await page.getByLabel("Tool", { exact: true }).selectOption(tool);
   await page.getByLabel("Arguments (JSON object)").fill(JSON.stringify(args));
   await page.getByLabel("Mode").selectOption(mode);
   await page.getByLabel("Correlation ID (optional)").fill(correlation);
@@ -183,6 +186,34 @@ await step("a sync call shows progress from the MCP request itself, then its job
   assert(result.includes("counted to 4"), `result: ${result}`);
   const id = await jobIdOf(card);
   assert(sameList(await seen(id), range(4)), `steps: ${await seen(id)}`);
+});
+
+await step("a tool's question is answered through the page's form, and the job completes with the answer", async () => {
+  const card = await callTool({ question: "Which colour?" }, { mode: "async", tool: "demo__ask" });
+  await jobIdOf(card);
+  await waitStatus(card, "input_required");
+  const form = card.locator(".job-input form");
+  await form.waitFor({ timeout: STEP_TIMEOUT });
+  const asked = await form.locator(".question-message").textContent();
+  assert(asked === "Which colour?", `the question is shown: ${asked}`);
+  const field = form.locator("input[name=answer]");
+  assert(await field.isVisible(), "a field for the schema's `answer`");
+  assert((await field.getAttribute("required")) !== null, "required, as the schema says");
+  for (const name of ["Send answer", "Decline", "Cancel"]) {
+    assert(await form.getByRole("button", { name, exact: true }).isVisible(), `button ${name}`);
+  }
+  // Empty: refused on the page, naming the field, before anything is sent.
+  await form.getByRole("button", { name: "Send answer" }).click();
+  await form.locator(".error", { hasText: "content.answer" }).waitFor({ timeout: STEP_TIMEOUT });
+  assert((await field.getAttribute("aria-invalid")) === "true", "the field is marked invalid");
+  assert((await card.locator(".job-status").getAttribute("data-status")) === "input_required", "still asking");
+  await page.screenshot({ path: path.join(shots, "jobs-page-question.png"), fullPage: true });
+  await field.fill("teal");
+  await form.getByRole("button", { name: "Send answer" }).click();
+  await waitStatus(card, "completed");
+  const result = await card.locator(".job-result").textContent();
+  assert(result.includes("you said: teal"), `the tool got the answer: ${result}`);
+  assert(await card.locator(".job-input").isHidden(), "the form goes away once answered");
 });
 
 await step("the follow view: a pasted job ID, and a correlation ID followed before its job starts", async () => {

@@ -7,12 +7,15 @@ use std::{
     sync::{Arc, Mutex},
 };
 
+// Sampling and roots are deprecated by SEP-2577; the tests still exercise their relay.
+#[allow(deprecated)]
 use rmcp::{
     ClientHandler, RoleClient, ServiceExt,
     model::{
         CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig,
-        ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationCapability,
-        FormElicitationCapability, Implementation, ProgressNotificationParam, ProtocolVersion,
+        CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams, ElicitResult,
+        ElicitationAction, ElicitationCapability, FormElicitationCapability, Implementation,
+        ListRootsResult, ProgressNotificationParam, ProtocolVersion, Root, SamplingMessage,
     },
     service::{
         ClientLifecycleMode, ClientServiceExt, NotificationContext, RequestContext, RunningService,
@@ -36,6 +39,10 @@ pub struct ProgressRecorder {
     info: Option<ClientConfig>,
     /// Answer every `elicitation/create` by accepting `{"answer": this}` (decline when `None`).
     answer: Option<String>,
+    /// Answer every `sampling/createMessage` with this text (refuse when `None`).
+    sample: Option<String>,
+    /// What `roots/list` answers.
+    roots: Vec<String>,
 }
 
 impl ProgressRecorder {
@@ -59,6 +66,34 @@ impl ClientHandler for ProgressRecorder {
                 .with_content(json!({ "answer": answer })),
             None => ElicitResult::new(ElicitationAction::Decline),
         })
+    }
+
+    #[allow(deprecated)]
+    async fn create_message(
+        &self,
+        _params: CreateMessageRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<CreateMessageResult, rmcp::ErrorData> {
+        match &self.sample {
+            Some(text) => Ok(CreateMessageResult::new(
+                SamplingMessage::assistant_text(text.clone()),
+                "test-model".into(),
+            )),
+            None => Err(rmcp::ErrorData::invalid_request("no model here", None)),
+        }
+    }
+
+    #[allow(deprecated)]
+    async fn list_roots(
+        &self,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ListRootsResult, rmcp::ErrorData> {
+        Ok(ListRootsResult::new(
+            self.roots
+                .iter()
+                .map(|uri| Root::new(uri.clone()))
+                .collect(),
+        ))
     }
 
     async fn on_progress(
@@ -143,6 +178,28 @@ pub async fn connect_2026(url: &str, token: Option<&str>, tasks: bool) -> McpCli
     )
     .await
     .expect("MCP server/discover")
+}
+
+/// rmcp's client on a handshake revision, declaring sampling (answering every request with
+/// `sample`) and roots (`roots`).
+#[allow(deprecated)]
+pub async fn connect_sampling(url: &str, sample: &str, roots: &[&str]) -> McpClient {
+    let mut capabilities = ClientCapabilities::default();
+    capabilities.sampling = Some(Default::default());
+    capabilities.roots = Some(Default::default());
+    let recorder = ProgressRecorder {
+        info: Some(ClientConfig::new(
+            capabilities,
+            Implementation::new("bridge-tests", "1"),
+        )),
+        sample: Some(sample.to_string()),
+        roots: roots.iter().map(|r| r.to_string()).collect(),
+        ..Default::default()
+    };
+    let transport = StreamableHttpClientTransport::from_uri(url);
+    within("MCP initialize", recorder.serve(transport))
+        .await
+        .expect("MCP initialize")
 }
 
 /// rmcp's client at 2026-07-28 (bearer `token` if any), declaring form elicitation and

@@ -1,0 +1,111 @@
+//! Traces over OpenTelemetry (OTLP/HTTP, protobuf), when the standard `OTEL_*` variables ask
+//! for them; nothing at all otherwise.
+//!
+//! One trace follows a tool call: the MCP request (`mcp_request`, continuing the caller's W3C
+//! `traceparent` from the HTTP header or the request's `_meta`), the job it starts (`job`), the
+//! call sent upstream (`upstream_call`, whose context goes on to the tool server in the
+//! request's `_meta.traceparent`), and the writing of the job's terminal event
+//! (`terminal_event`). These are the bridge's own `tracing` spans: the `tracing-opentelemetry`
+//! layer turns them into OpenTelemetry spans, and only them (no other crate's spans, and no
+//! log events: a log line may quote what a client sent).
+//!
+//! Off by default at no cost: without `OTEL_EXPORTER_OTLP_ENDPOINT` or
+//! `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`, [`Traces::from_env`] builds no exporter and no layer,
+//! and [`enabled`] is false, so the request path reads no trace header and writes no `_meta`.
+//!
+//! A leaf beside `shutdown`: it knows spans and W3C trace context, nothing of the bridge's
+//! stages (the modules that own the spans call [`continue_from`], [`propagation`] and
+//! [`failed`]).
+
+mod context;
+mod export;
+
+use std::{
+    sync::atomic::{AtomicBool, Ordering},
+    time::Duration,
+};
+
+use opentelemetry::trace::TracerProvider as _;
+use opentelemetry_sdk::trace::SdkTracerProvider;
+use tracing::Subscriber;
+use tracing_subscriber::{Layer, filter::filter_fn, registry::LookupSpan};
+
+pub use context::{TraceParent, continue_from, failed, propagation, span};
+pub use export::TracesError;
+
+use crate::shutdown::Tasks;
+
+/// Whether spans are exported (set once, when the layer is installed). Read on the request
+/// path so that with traces off it costs one relaxed load.
+static ENABLED: AtomicBool = AtomicBool::new(false);
+
+/// How long the last export at shutdown may take. The stage that flushes waits a little more
+/// (see `app`'s shutdown order).
+pub const FLUSH_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The instrumentation scope named in every exported span.
+const SCOPE: &str = env!("CARGO_PKG_NAME");
+
+/// Whether this process exports traces.
+pub fn enabled() -> bool {
+    ENABLED.load(Ordering::Relaxed)
+}
+
+/// The trace pipeline: an OTLP/HTTP exporter behind a batch processor (its own thread, which
+/// sends each batch through the bridge's HTTP client on the runtime, see `export`).
+pub struct Traces {
+    provider: SdkTracerProvider,
+}
+
+impl Traces {
+    /// The pipeline the `OTEL_*` environment asks for, or `None` when it asks for none (no
+    /// endpoint set, `OTEL_TRACES_EXPORTER=none`, or `OTEL_SDK_DISABLED=true`). Call it inside
+    /// the Tokio runtime: exports run on it. An error names the variable to fix.
+    pub fn from_env() -> Result<Option<Self>, TracesError> {
+        let Some(settings) = export::Settings::from_env()? else {
+            return Ok(None);
+        };
+        let provider = export::provider(settings)?;
+        Ok(Some(Self { provider }))
+    }
+
+    /// The layer that turns the bridge's spans into OpenTelemetry spans. Installing it turns
+    /// [`enabled`] on.
+    pub fn layer<S>(&self) -> impl Layer<S> + use<S>
+    where
+        S: Subscriber + for<'a> LookupSpan<'a>,
+    {
+        ENABLED.store(true, Ordering::Relaxed);
+        tracing_opentelemetry::layer()
+            .with_tracer(self.provider.tracer(SCOPE))
+            // What an operator needs is the span's own fields; each of these would add
+            // attributes (or work on every enter) to every span.
+            .with_tracked_inactivity(false)
+            .with_threads(false)
+            .with_location(false)
+            .with_target(false)
+            .with_level(false)
+            .with_filter(filter_fn(|meta| {
+                meta.is_span() && meta.target().starts_with(env!("CARGO_CRATE_NAME"))
+            }))
+    }
+
+    /// Export what is left when `tasks`' stage stops: the last stage, so that the spans of
+    /// every job ended by the shutdown are in the flush.
+    pub fn flush_at_shutdown(self, tasks: &Tasks) {
+        let stopping = tasks.stopping().clone();
+        let provider = self.provider;
+        tasks.spawn(async move {
+            stopping.cancelled().await;
+            // Blocks until the batch thread has sent its last batch (or the bound passed).
+            let flushed =
+                tokio::task::spawn_blocking(move || provider.shutdown_with_timeout(FLUSH_TIMEOUT))
+                    .await;
+            match flushed {
+                Ok(Ok(())) => tracing::debug!("traces flushed"),
+                Ok(Err(error)) => tracing::warn!(%error, "the last traces could not be exported"),
+                Err(error) => tracing::warn!(%error, "the trace flush did not finish"),
+            }
+        });
+    }
+}
