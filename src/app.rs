@@ -385,6 +385,7 @@ fn routes(
         metrics: core.metrics.clone(),
         readiness: readiness(),
         keep_alive: Duration::from_secs(config.server.keep_alive_secs),
+        max_sse_buffer_bytes: config.limits.max_sse_buffer_bytes,
         shutdown: http.stopping().clone(),
         guard: guard.clone(),
         inputs: Some(Arc::new(JobInputs(core.jobs.clone()))),

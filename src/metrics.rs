@@ -88,6 +88,9 @@ pub struct Metrics {
     /// Requests about upstream tasks (tools that run only as a task), by method
     /// (`tasks/get`, `tasks/result`, `tasks/cancel`) and outcome (`ok`, `error`).
     pub upstream_task_requests: IntCounterVec,
+    /// SSE readers the bridge dropped, by reason (`buffer`: it held
+    /// `limits.max_sse_buffer_bytes` unread and took nothing for a keep-alive interval).
+    pub sse_readers_dropped: IntCounterVec,
 }
 
 impl Metrics {
@@ -162,6 +165,12 @@ impl Metrics {
             "HTTP connections closed by the bridge: header or body too slow, or idle longest when the connection cap was reached",
             &["reason"],
         );
+        let sse_readers_dropped = counter(
+            "bridge_sse_readers_dropped_total",
+            "SSE readers dropped by the bridge: buffer = it held limits.max_sse_buffer_bytes unread and read nothing for a keep-alive interval",
+            &["reason"],
+        );
+        sse_readers_dropped.with_label_values(&["buffer"]);
         let refused = counter(
             "bridge_requests_refused_total",
             "Requests and connections refused before any handler ran, by reason",
@@ -243,6 +252,7 @@ impl Metrics {
             connections_open,
             connections_refused,
             connections_closed,
+            sse_readers_dropped,
         }
     }
 

@@ -273,6 +273,7 @@ fn api() -> (axum::Router, JobId, String) {
             metrics,
             readiness: Arc::new(AlwaysReady),
             keep_alive: Duration::from_secs(15),
+            max_sse_buffer_bytes: 4 << 20,
             shutdown: Default::default(),
             inputs: None,
         });

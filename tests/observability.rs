@@ -29,6 +29,7 @@ const LABELS: &[(&str, &[&str])] = &[
     ("bridge_progress_dropped_total", &["reason"]),
     ("bridge_log_dropped_total", &["reason"]),
     ("bridge_sse_subscribers", &[]),
+    ("bridge_sse_readers_dropped_total", &["reason"]),
     ("bridge_upstream_up", &["upstream"]),
     ("bridge_upstream_restarts_total", &["upstream"]),
     ("bridge_limit_hits_total", &["limit"]),

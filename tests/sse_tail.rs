@@ -145,6 +145,7 @@ async fn serve(store: Arc<Faulty>, keep_alive: Duration) -> String {
         metrics,
         readiness: Arc::new(AlwaysReady),
         keep_alive,
+        max_sse_buffer_bytes: 4 << 20,
         shutdown: Default::default(),
         inputs: None,
     });

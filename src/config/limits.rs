@@ -43,6 +43,11 @@ pub struct LimitsConfig {
     /// Largest message read from an upstream, in bytes (a tool's result, mostly): a larger
     /// answer fails its job with `result_too_large`, a larger notification is dropped.
     pub max_result_bytes: usize,
+    /// Bytes of frames one SSE reader may hold unread (queued in the bridge or in its write
+    /// buffer) before the bridge stops making more for it; a reader that holds this much and
+    /// takes nothing for a keep-alive interval is dropped (it reconnects with
+    /// `Last-Event-ID`). A frame larger than this is still sent, alone.
+    pub max_sse_buffer_bytes: usize,
 }
 
 impl Default for LimitsConfig {
@@ -60,6 +65,7 @@ impl Default for LimitsConfig {
             max_connections_per_address: 1024,
             reserved_fds: 512,
             max_result_bytes: 16 * 1024 * 1024,
+            max_sse_buffer_bytes: 4 * 1024 * 1024,
         }
     }
 }
@@ -75,7 +81,7 @@ pub(super) fn validate(
     limits: &LimitsConfig,
     err: impl Fn(&str, String) -> ConfigError,
 ) -> Result<(), ConfigError> {
-    let checks: [(&str, u64, u64, u64); 12] = [
+    let checks: [(&str, u64, u64, u64); 13] = [
         (
             "limits.max_request_bytes",
             limits.max_request_bytes as u64,
@@ -147,6 +153,12 @@ pub(super) fn validate(
             limits.max_result_bytes as u64,
             MIN_RESULT_BYTES,
             MAX_RESULT_BYTES,
+        ),
+        (
+            "limits.max_sse_buffer_bytes",
+            limits.max_sse_buffer_bytes as u64,
+            64 * 1024,
+            1024 * 1024 * 1024,
         ),
     ];
     for (key, value, min, max) in checks {

@@ -145,6 +145,11 @@ pub struct BenchProgressArgs {
     #[serde(default)]
     #[schemars(range(min = 0, max = 60_000))]
     pub delay_ms: u64,
+    /// Pad the result text with `x` up to this many bytes (0 to 268435456; 0: no padding),
+    /// for a large result after many progress events.
+    #[serde(default)]
+    #[schemars(range(min = 0, max = 268_435_456))]
+    pub result_bytes: u64,
 }
 
 /// Arguments of `fail_after`.

@@ -425,7 +425,7 @@ impl DemoTools {
     }
 
     #[tool(
-        description = "For benchmarks: waits `delay_ms` (default 0), then sends `count` progress notifications (default 10) on a fixed schedule `interval_us` microseconds apart (default 0: back-to-back). Each message is `sent_at_us=T`, T being the Unix time in microseconds just before the send, so a reader can time the delivery. Returns \"sent N progress notifications\"."
+        description = "For benchmarks: waits `delay_ms` (default 0), then sends `count` progress notifications (default 10) on a fixed schedule `interval_us` microseconds apart (default 0: back-to-back). Each message is `sent_at_us=T`, T being the Unix time in microseconds just before the send, so a reader can time the delivery. Returns \"sent N progress notifications\", padded with `x` up to `result_bytes` if given (a large result after many events)."
     )]
     async fn bench_progress(
         &self,
@@ -435,6 +435,8 @@ impl DemoTools {
         let count = check("count", args.count, STEPS)?;
         let interval = Duration::from_micros(check("interval_us", args.interval_us, INTERVAL_US)?);
         let delay = Duration::from_millis(check("delay_ms", args.delay_ms, DELAY_MS)?);
+        let result_bytes =
+            check("result_bytes", args.result_bytes, 0..=ECHO_BYTES as u64)? as usize;
         let reporter = CallReporter::new(&context);
         // A fixed schedule (not a sleep after each send), so a slow send does not stretch it.
         let start = tokio::time::Instant::now() + delay;
@@ -461,7 +463,11 @@ impl DemoTools {
                 )
                 .await;
         }
-        Ok(text_result(format!("sent {count} progress notifications")))
+        let mut text = format!("sent {count} progress notifications");
+        if text.len() < result_bytes {
+            text.push_str(&"x".repeat(result_bytes - text.len()));
+        }
+        Ok(text_result(text))
     }
 }
 

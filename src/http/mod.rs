@@ -73,6 +73,8 @@ pub struct ApiState {
     pub readiness: Arc<dyn Readiness>,
     /// Interval of keep-alive comments on idle SSE streams.
     pub keep_alive: Duration,
+    /// Bytes one SSE reader may hold unread (`limits.max_sse_buffer_bytes`).
+    pub max_sse_buffer_bytes: usize,
     /// Fired at shutdown: open SSE streams end so the server can close.
     pub shutdown: tokio_util::sync::CancellationToken,
     /// Who may open which job URL, and the stream limits (see `auth`).
@@ -179,10 +181,12 @@ async fn job_events(
     Path(id): Path<String>,
     headers: HeaderMap,
     query: StreamQueryResult,
+    outflow: Option<Extension<Arc<serve::Outflow>>>,
 ) -> Result<Response, ApiError> {
     let id = job_id(&id)?;
     let after = last_event_id(&headers, &stream_query(query)?)?;
-    sse::respond(&state, Channel::Job(id), after, None).await
+    let outflow = outflow.map(|Extension(o)| o);
+    sse::respond(&state, Channel::Job(id), after, None, outflow).await
 }
 
 /// A correlation's stream. Opened with a credential, it shows the caller's own jobs of that
@@ -193,6 +197,7 @@ async fn correlation_events(
     headers: HeaderMap,
     query: StreamQueryResult,
     access: Option<Extension<auth::JobAccess>>,
+    outflow: Option<Extension<Arc<serve::Outflow>>>,
 ) -> Result<Response, ApiError> {
     let cid: CorrelationId = cid.parse().map_err(|_| ApiError::NotFound)?;
     let after = last_event_id(&headers, &stream_query(query)?)?;
@@ -200,7 +205,8 @@ async fn correlation_events(
         Some(Extension(auth::JobAccess::Caller(identity))) => Some(identity),
         _ => None,
     };
-    sse::respond(&state, Channel::Correlation(cid), after, only).await
+    let outflow = outflow.map(|Extension(o)| o);
+    sse::respond(&state, Channel::Correlation(cid), after, only, outflow).await
 }
 
 async fn job_cancel(

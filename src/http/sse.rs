@@ -19,6 +19,12 @@
 //! same ID are passed over (their events, heartbeats, and entries in `status`/`reset`). The
 //! reader's position moves past a passed-over event like past a sent one, so resuming works
 //! the same; the `id:`s it sees then have gaps.
+//!
+//! What a reader holds unread is bounded in bytes (`limits.max_sse_buffer_bytes`, counted in
+//! the connection's [`Outflow`]): past the bound, history is not queued but read again once
+//! the queue has gone out (`behind`), so a fresh reader of a job with a long history, or one
+//! catching up, holds about the bound, not the history; a reader that holds the bound and
+//! takes nothing is dropped by its connection (see [`Outflow`]).
 
 use std::{
     collections::{HashMap, VecDeque},
@@ -38,7 +44,7 @@ use futures::StreamExt;
 use tokio::time::{Instant, Sleep};
 use tokio_util::sync::WaitForCancellationFutureOwned;
 
-use super::{ApiError, ApiState};
+use super::{ApiError, ApiState, serve::Outflow};
 use crate::{
     auth::{Identity, may_access},
     metrics::Metrics,
@@ -60,12 +66,14 @@ const CATCH_UP: Backoff = Backoff {
 };
 
 /// Open `channel` for a reader at `after` (its Last-Event-ID) and answer with the stream;
-/// `only`: the jobs of a correlation this caller may see, not all of them.
+/// `only`: the jobs of a correlation this caller may see, not all of them; `outflow`: the
+/// connection's (see [`Outflow`]), when it is served by the bridge's own loop.
 pub async fn respond(
     state: &ApiState,
     channel: Channel,
     after: Option<Seq>,
     only: Option<Arc<Identity>>,
+    outflow: Option<Arc<Outflow>>,
 ) -> Result<Response, ApiError> {
     // A correlation stream has no snapshot to start from: a fresh reader replays it whole.
     let after = match channel {
@@ -89,12 +97,21 @@ pub async fn respond(
         )));
     }
     let filter = only.map(JobFilter::new);
+    let outflow = outflow.unwrap_or_default();
+    outflow.arm(
+        state.max_sse_buffer_bytes,
+        state.keep_alive,
+        state
+            .metrics
+            .sse_readers_dropped
+            .with_label_values(&["buffer"]),
+    );
     let tail = Tail::start(
         state,
         channel,
         if fresh { None } else { after },
         opened,
-        filter,
+        (filter, outflow),
     )
     .await;
     let stream = futures::stream::unfold(tail, |mut tail| async move {
@@ -137,7 +154,16 @@ struct Tail {
     /// The sequence number of the last event this reader has been sent.
     last: Seq,
     live: LiveStream,
+    /// Frames made and not yet handed to hyper; their bytes are counted in `outflow` (and in
+    /// `queued`, to take them off if the stream ends first).
     queue: VecDeque<Bytes>,
+    queued: usize,
+    /// What this reader holds unread, and the bound on it (`limits.max_sse_buffer_bytes`):
+    /// past it, history is not queued but read again once the queue has gone out.
+    outflow: Arc<Outflow>,
+    bound: usize,
+    /// History after `last` is still to be queued (held back by the bound).
+    behind: bool,
     /// The terminal event is queued (or the channel is gone): end after the queue.
     done: bool,
     /// History could not be read for a catch-up: when to try again.
@@ -239,13 +265,20 @@ fn event_job(data: &[u8]) -> Option<JobId> {
     serde_json::from_slice::<Named>(data).ok().map(|n| n.job_id)
 }
 
+impl Drop for Tail {
+    fn drop(&mut self) {
+        self.outflow.discarded(self.queued);
+        self.outflow.disarm();
+    }
+}
+
 impl Tail {
     async fn start(
         state: &ApiState,
         channel: Channel,
         after: Option<Seq>,
         opened: Opened,
-        filter: Option<JobFilter>,
+        (filter, outflow): (Option<JobFilter>, Arc<Outflow>),
     ) -> Self {
         let Opened {
             head,
@@ -260,7 +293,11 @@ impl Tail {
             channel,
             last: head,
             live,
-            queue: VecDeque::from([Bytes::from_static(RETRY_FRAME)]),
+            queue: VecDeque::new(),
+            queued: 0,
+            outflow,
+            bound: state.max_sse_buffer_bytes,
+            behind: false,
             done: false,
             retry_at: None,
             retries: CATCH_UP.pauses(),
@@ -271,42 +308,71 @@ impl Tail {
             filter,
             _guard: SubscriberGuard::new(state.metrics.clone()),
         };
+        tail.push(Bytes::from_static(RETRY_FRAME));
         let snapshot = tail.visible(snapshot);
         match after {
             None => {
                 // The status event sits just before the replayed history, so a reader that
                 // resumes from its id gets exactly that history again.
                 let base = backlog.first().map_or(head, |e| e.seq - 1);
-                tail.queue
-                    .extend(snapshot_frame(EventKind::Status, base, &snapshot));
-                tail.last = base;
-                for event in backlog {
-                    tail.deliver(&event).await;
+                for chunk in snapshot_frame(EventKind::Status, base, &snapshot) {
+                    tail.push(chunk);
                 }
+                tail.last = base;
+                tail.deliver_all(backlog).await;
             }
             Some(_) if !covered => tail.push_reset(head, ended, &snapshot),
             Some(after) => {
                 tail.last = after;
-                for event in backlog {
-                    tail.deliver(&event).await;
-                }
+                tail.deliver_all(backlog).await;
             }
         }
-        if ended && !tail.done {
+        if ended && !tail.done && !tail.behind {
             tail.send_terminal().await;
         }
         tail
+    }
+
+    /// Queue a frame, counting its bytes as held by the reader.
+    fn push(&mut self, frame: Bytes) {
+        self.queued += frame.len();
+        self.outflow.queued(frame.len());
+        self.queue.push_back(frame);
+    }
+
+    /// Whether one more frame may be queued: the reader holds less than the bound, or
+    /// nothing is queued (a frame larger than the bound goes alone).
+    fn has_room(&self) -> bool {
+        self.queue.is_empty() || self.outflow.held() < self.bound
+    }
+
+    /// Deliver `events` (history, oldest first) while there is room; past it, the rest is
+    /// read again from history once the queue has gone out.
+    async fn deliver_all(&mut self, events: Vec<Arc<StoredEvent>>) {
+        for event in events {
+            if !self.has_room() {
+                self.behind = true;
+                return;
+            }
+            self.deliver(&event).await;
+        }
     }
 
     /// The next bytes to write, or `None` when the stream is over.
     async fn next_frame(&mut self) -> Option<Bytes> {
         loop {
             if let Some(frame) = self.queue.pop_front() {
+                self.queued -= frame.len();
                 self.idle_deadline = Instant::now() + self.keep_alive;
-                return Some(frame);
+                return Some(self.outflow.send(frame));
             }
             if self.done {
                 return None;
+            }
+            if self.behind && self.retry_at.is_none() {
+                // The queue has gone out: the history held back by the bound comes next.
+                self.catch_up().await;
+                continue;
             }
             let retry_at = self.retry_at;
             // Biased: events already delivered (a job's terminal event, written before the
@@ -328,7 +394,7 @@ impl Tail {
                             self.catch_up().await;
                         }
                         if self.queue.is_empty() && !self.done {
-                            self.queue.push_back(Bytes::from_static(KEEP_ALIVE_FRAME));
+                            self.push(Bytes::from_static(KEEP_ALIVE_FRAME));
                         }
                     } else {
                         let deadline = self.idle_deadline;
@@ -346,8 +412,12 @@ impl Tail {
                     if event.seq > self.last {
                         self.catch_up().await;
                     }
-                    if event.seq <= self.last && !self.done && self.admits(&event).await {
-                        self.queue.push_back(event.frame.clone())
+                    if event.seq <= self.last
+                        && !self.done
+                        && !self.behind
+                        && self.admits(&event).await
+                    {
+                        self.push(event.frame.clone())
                     }
                 }
                 Some(LiveItem::Event(event)) if event.seq <= self.last => {}
@@ -388,7 +458,7 @@ impl Tail {
     }
 
     fn send(&mut self, event: &StoredEvent) {
-        self.queue.push_back(event.frame.clone());
+        self.push(event.frame.clone());
         self.last = event.seq;
         // A job's stream ends with its terminal event; a correlation's goes on (more jobs may
         // join it) until the reader leaves.
@@ -402,9 +472,7 @@ impl Tail {
         match self.store.replay(&self.channel, self.last).await {
             Ok(replay) if replay.covered => {
                 self.read_history();
-                for event in replay.events {
-                    self.deliver(&event).await;
-                }
+                self.deliver_all(replay.events).await;
             }
             Ok(_) => self.reset().await,
             Err(error) => self.retry_later(&error),
@@ -420,8 +488,10 @@ impl Tail {
         self.retry_at = Some(Instant::now() + self.retries.next_pause());
     }
 
-    /// History answered: no retry pending, and the next outage starts from the first pause.
+    /// History answered: no retry pending, and the next outage starts from the first pause;
+    /// nothing held back (until the bound holds something back again).
     fn read_history(&mut self) {
+        self.behind = false;
         self.retry_at = None;
         self.retries.reset();
     }
@@ -450,8 +520,9 @@ impl Tail {
     /// before the history it precedes.
     fn push_reset(&mut self, head: Seq, ended: bool, snapshot: &ChannelSnapshot) {
         let at = if ended { head.saturating_sub(1) } else { head };
-        self.queue
-            .extend(snapshot_frame(EventKind::Reset, at, snapshot));
+        for chunk in snapshot_frame(EventKind::Reset, at, snapshot) {
+            self.push(chunk);
+        }
         self.last = at;
     }
 
@@ -459,6 +530,11 @@ impl Tail {
     /// that reconnected after the end): send the terminal event itself, so every client sees
     /// one and knows to stop reconnecting.
     async fn send_terminal(&mut self) {
+        if !self.has_room() {
+            // After the queue has gone out, from history (the terminal event is there).
+            self.behind = true;
+            return;
+        }
         self.done = true;
         let Ok(replay) = self
             .store
@@ -468,7 +544,7 @@ impl Tail {
             return;
         };
         if let Some(event) = replay.events.last().filter(|e| e.is_terminal()) {
-            self.queue.push_back(event.frame.clone());
+            self.push(event.frame.clone());
         }
     }
 }

@@ -27,6 +27,7 @@ mod redis;
 mod report;
 mod soak;
 mod sse;
+mod stalled;
 mod stats;
 
 use std::{
@@ -165,7 +166,7 @@ pub fn stdio_upstream_config(bin: &Path, mode: &str) -> String {
     )
 }
 
-const SCENARIOS: [&str; 7] = [
+const SCENARIOS: [&str; 8] = [
     "passthrough",
     "latency",
     "redis",
@@ -173,6 +174,7 @@ const SCENARIOS: [&str; 7] = [
     "many-jobs",
     "fanout",
     "soak",
+    "stalled",
 ];
 
 #[tokio::main]
@@ -284,6 +286,7 @@ async fn run_plan(
             "many-jobs" => many_jobs::run(ctx).await,
             "fanout" => fanout::run(ctx, size.unwrap_or(1_000)).await,
             "soak" => soak::run(ctx).await,
+            "stalled" => stalled::run(ctx).await,
             _ => unreachable!("checked in main"),
         };
         match result {

@@ -80,6 +80,15 @@ pub async fn run(ctx: &Ctx) -> Result<Vec<Row>, String> {
     Ok(rows)
 }
 
+/// The config section of a Redis store under a key prefix of its own, or why there is none.
+pub async fn store_config() -> Result<String, String> {
+    let url = redis_url();
+    ping(&url)
+        .await
+        .map_err(|why| format!("no Redis at {url} ({why})"))?;
+    Ok(store_section(&url))
+}
+
 /// `PING` over a raw connection: no Redis client is needed just to know one is there.
 async fn ping(url: &str) -> Result<(), String> {
     let hostport = url

@@ -26,6 +26,7 @@
 
 mod body;
 mod connections;
+mod outflow;
 
 use std::{net::SocketAddr, sync::Arc, time::Duration};
 
@@ -41,9 +42,11 @@ use tokio::{
 use tower_service::Service;
 
 pub use self::body::{BodyTimedOut, is_body_timeout};
+pub use self::outflow::Outflow;
 use self::{
     body::TimedBody,
     connections::{Caps, Close, Connections, Refused, Slot},
+    outflow::Metered,
 };
 use crate::shutdown::Tasks;
 
@@ -216,10 +219,12 @@ impl Listener {
             // (measured: progress p99 26.7 ms without it; see BENCHMARKS.md).
             tracing::debug!(%error, "could not set TCP_NODELAY on a connection");
         }
+        let outflow = Arc::new(Outflow::default());
         let service = hyper::service::service_fn(|request: hyper::Request<Incoming>| {
             let busy = slot.busy();
             let (mut parts, body) = request.into_parts();
             parts.extensions.insert(ConnectInfo(peer));
+            parts.extensions.insert(outflow.clone());
             let body = TimedBody::new(body, self.body_read_timeout, self.body_expired.clone());
             // `Router::call` needs `&mut`; a clone is a reference count.
             let answer = self
@@ -231,13 +236,18 @@ impl Listener {
                 Ok::<_, std::convert::Infallible>(response.map(|body| Answer { body, _busy: busy }))
             }
         });
+        let tcp = Metered::new(tcp, outflow.clone());
         let connection = self.http1.serve_connection(TokioIo::new(tcp), service);
         tokio::pin!(connection);
         let signal = slot.signal();
+        let stalled = outflow.stalled();
+        tokio::pin!(stalled);
         let mut graceful = false;
         let result = loop {
             tokio::select! {
                 result = connection.as_mut() => break result,
+                // An SSE reader that stopped reading at its bound: dropped (counted).
+                () = &mut stalled => return,
                 () = signal.changed() => match signal.order() {
                     Close::Now | Close::Evicted => return,
                     Close::Graceful if !graceful => {

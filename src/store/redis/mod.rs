@@ -25,6 +25,7 @@ mod maintenance;
 mod outbox;
 mod scripts;
 mod sessions;
+mod shared;
 
 use std::{sync::Arc, time::Duration};
 
@@ -43,6 +44,7 @@ use self::{
     link::{Link, LinkError},
     outbox::{Held, Owned, Write},
     scripts::Scripts,
+    shared::SharedHistory,
 };
 use super::{
     CancelAck, CancelRequest, ChannelSnapshot, Opened, Replay, Store, StoreError, StoredEvent,
@@ -97,6 +99,8 @@ struct Inner {
     outage_buffer: usize,
     /// Wakes the maintenance task to write held events.
     flush: Notify,
+    /// Large history events read back, one copy for every reader holding them.
+    read_back: SharedHistory,
 }
 
 /// How an append script call ended.
@@ -177,6 +181,7 @@ impl RedisStore {
             lease: options.lease,
             outage_buffer: options.outage_buffer.max(1),
             flush: Notify::new(),
+            read_back: SharedHistory::default(),
         });
         let connections = shutdown.tasks(Stage::Connections);
         connections.spawn(cmd.clone().supervise(connections.clone()));
@@ -458,10 +463,12 @@ impl Inner {
                 )
             }
         };
-        let oldest = entries(parts.next().ok_or_else(malformed)?)
+        let oldest = entries(parts.next().ok_or_else(malformed)?, Arc::new)
             .first()
             .map(|e| e.seq);
-        let events = entries(parts.next().ok_or_else(malformed)?);
+        let events = entries(parts.next().ok_or_else(malformed)?, |event| {
+            self.read_back.share(channel, event)
+        });
         let oldest = oldest.unwrap_or(head + 1);
         let covered = after >= head || after + 1 >= oldest;
         Ok(Some(Read {
@@ -509,8 +516,8 @@ fn pairs(value: Value) -> Vec<(String, Vec<u8>)> {
         .collect()
 }
 
-/// Stream entries (`[[id, [field, value]], …]`) as events.
-fn entries(value: Value) -> Vec<Arc<StoredEvent>> {
+/// Stream entries (`[[id, [field, value]], …]`) as events, each made shareable by `share`.
+fn entries(value: Value, share: impl Fn(StoredEvent) -> Arc<StoredEvent>) -> Vec<Arc<StoredEvent>> {
     let Value::Array(items) = value else {
         return Vec::new();
     };
@@ -525,7 +532,7 @@ fn entries(value: Value) -> Vec<Arc<StoredEvent>> {
             let seq = entry_seq(&id)?;
             let (_, frame) = pairs(fields).pop()?;
             let event = parse_frame(Bytes::from(frame))?;
-            (event.seq == seq).then(|| Arc::new(event))
+            (event.seq == seq).then(|| share(event))
         })
         .collect()
 }

@@ -1,0 +1,244 @@
+//! What a connection's response stream holds for a reader that does not read, in bytes, and
+//! the watch that drops that reader when it holds too much (`limits.max_sse_buffer_bytes`).
+//!
+//! An SSE stream is pulled: hyper asks it for the next frame only when its write buffer has
+//! room, and that buffer only drains as fast as the socket takes bytes. A reader that never
+//! reads therefore stops the stream where it is; what it holds is what the stream made before
+//! that: the frames queued in the stream (its start, or a catch-up from history) and the
+//! frames hyper took but has not written. The stream counts those bytes here ([`held`]):
+//! added when a frame is queued, taken off when hyper takes a small frame (hyper holds at
+//! most 16 buffers and about 400 KiB before it stops asking) or when hyper drops a large one
+//! (written, or the connection gone). The stream stops queuing history past the bound and
+//! reads the rest later, once the reader has taken what it was given, so one reader holds
+//! about the bound at most, plus one frame (a frame larger than the bound goes alone).
+//!
+//! A stopped stream is not polled, so it cannot notice that its reader left it standing: the
+//! connection's own task does ([`Outflow::stalled`]). Once a stream is [armed](Outflow::arm),
+//! the connection looks every `every` (the keep-alive interval) and closes when the stream
+//! holds the bound or more and the socket has taken no byte since the last look. The reader
+//! reconnects with its `Last-Event-ID` and is caught up from history, or gets a `reset`, as
+//! any reader that fell behind. A slow reader that reads keeps its stream: bytes move.
+//!
+//! [`held`]: Outflow::held
+
+use std::{
+    io,
+    pin::Pin,
+    sync::{
+        Arc,
+        atomic::{AtomicU64, AtomicUsize, Ordering},
+    },
+    task::{Context, Poll},
+    time::Duration,
+};
+
+use bytes::Bytes;
+use parking_lot::Mutex;
+use prometheus::IntCounter;
+use tokio::{
+    io::{AsyncRead, AsyncWrite, ReadBuf},
+    net::TcpStream,
+    sync::Notify,
+};
+
+/// Frames from this size up are counted until hyper drops them (a wrapper allocated per
+/// frame); smaller ones until hyper takes them (hyper holds 16 at most: 64 KiB uncounted).
+const LARGE: usize = 4096;
+
+/// Looks in a row at which the socket has taken nothing before a reader at its bound is
+/// dropped: one whole interval at least. A reader that reads can still pause: a client
+/// measured in the tests took no byte for over a second while parsing a 10 MiB event.
+const QUIET_LOOKS: u32 = 2;
+
+/// One connection's outgoing bytes (see the module doc).
+#[derive(Default)]
+pub struct Outflow {
+    /// Bytes the socket has taken, all responses together (only ever compared with itself).
+    written: AtomicU64,
+    /// Bytes of frames the stream made that the reader has not been sent.
+    held: AtomicUsize,
+    /// Set by the stream at its start; `None` again at its end.
+    watch: Mutex<Option<Watch>>,
+    armed: Notify,
+}
+
+#[derive(Clone)]
+struct Watch {
+    bound: usize,
+    every: Duration,
+    dropped: IntCounter,
+}
+
+impl Outflow {
+    /// The bytes of frames queued or in hyper's hands, not yet written.
+    pub fn held(&self) -> usize {
+        self.held.load(Ordering::Relaxed)
+    }
+
+    /// A frame of `len` bytes was queued.
+    pub fn queued(&self, len: usize) {
+        self.held.fetch_add(len, Ordering::Relaxed);
+    }
+
+    /// Queued frames of `len` bytes in all will not be sent (the stream ended).
+    pub fn discarded(&self, len: usize) {
+        self.held.fetch_sub(len, Ordering::Relaxed);
+    }
+
+    /// Hand a queued frame to hyper: a small one stops counting now, a large one when hyper
+    /// drops it.
+    pub fn send(self: &Arc<Self>, frame: Bytes) -> Bytes {
+        let len = frame.len();
+        if len < LARGE {
+            self.discarded(len);
+            return frame;
+        }
+        Bytes::from_owner(Sending {
+            frame,
+            outflow: self.clone(),
+        })
+    }
+
+    /// A stream starts on this connection: drop its reader when it holds `bound` bytes or
+    /// more and the socket takes nothing for `every`; count it in `dropped`.
+    pub fn arm(&self, bound: usize, every: Duration, dropped: IntCounter) {
+        *self.watch.lock() = Some(Watch {
+            bound,
+            every,
+            dropped,
+        });
+        self.armed.notify_one();
+    }
+
+    /// The stream has ended.
+    pub fn disarm(&self) {
+        *self.watch.lock() = None;
+    }
+
+    /// Return when the armed stream's reader has stood still at its bound (counted); never
+    /// while no stream is armed.
+    pub async fn stalled(&self) {
+        loop {
+            self.armed.notified().await;
+            let mut last = self.written.load(Ordering::Relaxed);
+            let mut quiet = 0;
+            loop {
+                let Some(watch) = self.watch.lock().clone() else {
+                    break;
+                };
+                tokio::time::sleep(watch.every).await;
+                let written = self.written.load(Ordering::Relaxed);
+                quiet = if written == last { quiet + 1 } else { 0 };
+                last = written;
+                if quiet >= QUIET_LOOKS && self.held() >= watch.bound && self.watch.lock().is_some()
+                {
+                    watch.dropped.inc();
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// A large frame in hyper's hands; its bytes stop counting when hyper drops it.
+struct Sending {
+    frame: Bytes,
+    outflow: Arc<Outflow>,
+}
+
+impl AsRef<[u8]> for Sending {
+    fn as_ref(&self) -> &[u8] {
+        &self.frame
+    }
+}
+
+impl Drop for Sending {
+    fn drop(&mut self) {
+        self.outflow.discarded(self.frame.len());
+    }
+}
+
+/// A connection's socket, counting what it writes into its [`Outflow`].
+pub struct Metered {
+    tcp: TcpStream,
+    outflow: Arc<Outflow>,
+}
+
+impl Metered {
+    pub fn new(tcp: TcpStream, outflow: Arc<Outflow>) -> Self {
+        Self { tcp, outflow }
+    }
+
+    fn count(&self, written: &Poll<io::Result<usize>>) {
+        if let Poll::Ready(Ok(n)) = written {
+            self.outflow.written.fetch_add(*n as u64, Ordering::Relaxed);
+        }
+    }
+}
+
+impl AsyncRead for Metered {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().tcp).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for Metered {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        let written = Pin::new(&mut this.tcp).poll_write(cx, buf);
+        this.count(&written);
+        written
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        let written = Pin::new(&mut this.tcp).poll_write_vectored(cx, bufs);
+        this.count(&written);
+        written
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.tcp.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().tcp).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().tcp).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn large_frames_count_until_dropped_small_ones_until_taken() {
+        let outflow = Arc::new(Outflow::default());
+        let small = Bytes::from_static(b"id: 1\n\n");
+        let large = Bytes::from(vec![b'x'; LARGE]);
+        outflow.queued(small.len());
+        outflow.queued(large.len());
+        assert_eq!(outflow.held(), small.len() + LARGE);
+        let _ = outflow.send(small);
+        assert_eq!(outflow.held(), LARGE);
+        let sent = outflow.send(large);
+        assert_eq!((sent.len(), outflow.held()), (LARGE, LARGE));
+        drop(sent);
+        assert_eq!(outflow.held(), 0);
+    }
+}
