@@ -111,7 +111,10 @@ impl http::InputAnswers for JobInputs {
                     InputError::NothingToAnswer => {
                         http::InputRefusal::NothingToAnswer(e.to_string())
                     }
-                    InputError::Mismatch(_) => http::InputRefusal::Mismatch(e.to_string()),
+                    InputError::Mismatch(ref mismatch) => http::InputRefusal::Mismatch {
+                        field: mismatch.field.clone(),
+                        message: e.to_string(),
+                    },
                     InputError::TooLarge { .. } => http::InputRefusal::TooLarge(e.to_string()),
                 })
         }

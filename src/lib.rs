@@ -13,7 +13,8 @@
 //! background task and stops them in order (a leaf too); [`wait`] is the one way to back off
 //! before a retry and to sleep until a deadline (a leaf); [`traces`] exports the spans of tool
 //! calls over OpenTelemetry when the `OTEL_*` variables ask for it (it references only
-//! [`shutdown`]). No modules import each other,
+//! [`shutdown`]); [`tls`] sets up TLS for the clients to upstreams (a leaf). No modules import
+//! each other,
 //! directly or around a loop: `tests/architecture.rs` checks both.
 
 pub mod app;
@@ -28,6 +29,7 @@ pub mod metrics;
 pub mod model;
 pub mod shutdown;
 pub mod store;
+pub mod tls;
 pub mod traces;
 pub mod upstream;
 pub mod wait;

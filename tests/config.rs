@@ -113,6 +113,21 @@ fn bad_configs_exit_2_naming_the_file_and_key() {
             "store.key_prefix",
         ),
         ("unknown store key", "[store]\nredis = 1\n", "redis"),
+        (
+            "missing ca_file",
+            "[[upstreams]]\nname = \"t\"\ntransport = \"http\"\nurl = \"https://x/mcp\"\nca_file = \"/nonexistent/ca.pem\"\n",
+            "upstreams[0].ca_file",
+        ),
+        (
+            "ca_file that is no PEM",
+            "[[upstreams]]\nname = \"t\"\ntransport = \"http\"\nurl = \"https://x/mcp\"\nca_file = \"/proc/version\"\n",
+            "upstreams[0].ca_file",
+        ),
+        (
+            "ca_file for an http url",
+            "[[upstreams]]\nname = \"t\"\ntransport = \"http\"\nurl = \"http://x/mcp\"\nca_file = \"/proc/version\"\n",
+            "upstreams[0].ca_file",
+        ),
     ];
     for (what, toml, key) in cases {
         let (code, stderr) = run_with(toml);

@@ -199,6 +199,7 @@ impl Container {
     async fn mcp_client(&self) -> McpClient {
         let config = StreamableHttpClientTransportConfig::with_uri(format!("{}/mcp", self.base))
             .auth_header(TOKEN);
+        mcp_progress_bridge::tls::use_ring();
         within(
             "MCP initialize through the published port",
             ProgressRecorder::default().serve(StreamableHttpClientTransport::from_config(config)),

@@ -73,6 +73,7 @@ fn recorder() -> (Recorder, mpsc::UnboundedReceiver<Seen>) {
 
 async fn connect_http(demo: &HttpDemo) -> (Client, mpsc::UnboundedReceiver<Seen>) {
     let (handler, rx) = recorder();
+    mcp_progress_bridge::tls::use_ring();
     let transport = StreamableHttpClientTransport::from_uri(demo.url.as_str());
     let client = tokio::time::timeout(WAIT, handler.serve(transport))
         .await

@@ -63,6 +63,7 @@ async fn a_question_is_answered_through_the_jobs_input_url_once() {
             .unwrap()
             .contains("content.answer")
     );
+    assert_eq!(body["error"]["field"], "content.answer", "{body}");
     let (status, body) = post_answer(
         &url,
         json!({"action": "accept", "content": {"answer": "Ada"}}),
@@ -384,7 +385,8 @@ async fn the_agent_answers_with_the_answer_job_input_tool() {
     )
     .await;
     assert_eq!(first_text(&done), "you said: 8080");
-    let events = read_job_events(&handle.events_url).await;
+    // From the start of its history (the job has ended: a fresh stream is its snapshot).
+    let events = read_sse(&handle.events_url, Some(0), SseEvent::is_terminal).await;
     let answered = events.iter().find(|e| e.event == "input_answered").unwrap();
     assert_eq!(answered.data["by"], "answer_job_input");
     bridge.shutdown(Duration::from_secs(1)).await;

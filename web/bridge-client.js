@@ -334,11 +334,13 @@ export function inputUrlFor(eventsUrl) {
  * names which part, like "content.answer"); 409: no question waits (answered already, timed
  * out); 413: too large; 404: unknown job or wrong token. */
 export class InputRefusedError extends Error {
-  constructor(status, message) {
+  constructor(status, message, field = null) {
     super(message);
     this.name = "InputRefusedError";
     this.status = status;
-    this.field = /\b(content(?:\.[^:\s]+)?):/.exec(message)?.[1] ?? null;
+    // The bridge's 400 names it in `error.field`; older bridges (and the job tool's text) only
+    // in the message: "…: content.answer: must be a string".
+    this.field = field ?? /\b(content(?:\.[^:\s]+)?):/.exec(message)?.[1] ?? null;
   }
 }
 
@@ -353,7 +355,7 @@ export async function answerJob(inputUrl, answer, { headers = {}, fetch: fetchIm
   const body = await response.json().catch(() => null);
   if (response.ok) return body;
   const why = body?.error?.message ?? `HTTP ${response.status}`;
-  throw new InputRefusedError(response.status, why);
+  throw new InputRefusedError(response.status, why, body?.error?.field ?? null);
 }
 
 /**

@@ -135,6 +135,7 @@ async fn call_tool(args: &CallArgs, arguments: JsonObject) -> Result<CallToolRes
             value,
         )]));
     }
+    crate::tls::use_ring();
     let transport = StreamableHttpClientTransport::from_config(config);
     let client = ().serve(transport).await.map_err(|e| {
         let text = e.to_string();

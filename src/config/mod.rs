@@ -251,6 +251,9 @@ pub struct UpstreamConfig {
     /// http: headers sent with every request (for example `Authorization`).
     #[serde(default)]
     pub headers: BTreeMap<String, String>,
+    /// http: a PEM file of CA certificates trusted for this upstream's https URL, on top of the
+    /// system's (for a private CA). Read at start and at each connection.
+    pub ca_file: Option<PathBuf>,
     /// Call mode for every tool of this upstream (overrides `[jobs] mode`).
     pub mode: Option<CallMode>,
     /// Hard limit of one call of any of this upstream's tools, in seconds (none by default).
@@ -340,6 +343,7 @@ impl UpstreamConfig {
             tools: BTreeMap::new(),
             expose: Expose::default(),
             logs: LogAttribution::None,
+            ca_file: None,
         }
     }
 

@@ -343,6 +343,12 @@ fn validate_stdio(upstream: &UpstreamConfig) -> Result<(), (&'static str, String
             "`headers` are for http upstreams; this one is stdio".into(),
         ));
     }
+    if upstream.ca_file.is_some() {
+        return Err((
+            "ca_file",
+            "`ca_file` is for http upstreams; this one is stdio".into(),
+        ));
+    }
     Ok(())
 }
 
@@ -351,8 +357,10 @@ fn validate_http(upstream: &UpstreamConfig) -> Result<(), (&'static str, String)
     let Some(url) = upstream.url.as_deref() else {
         return Err(("url", "an http upstream needs a url".into()));
     };
-    match url::Url::parse(url) {
-        Ok(u) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => {}
+    let https = match url::Url::parse(url) {
+        Ok(u) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => {
+            u.scheme() == "https"
+        }
         Ok(u) => {
             return Err((
                 "url",
@@ -363,6 +371,15 @@ fn validate_http(upstream: &UpstreamConfig) -> Result<(), (&'static str, String)
             ));
         }
         Err(e) => return Err(("url", format!("invalid URL {url:?}: {e}"))),
+    };
+    if let Some(ca_file) = &upstream.ca_file {
+        if !https {
+            return Err((
+                "ca_file",
+                format!("`ca_file` is for an https url; this one is {url:?}"),
+            ));
+        }
+        crate::tls::read_ca_file(ca_file).map_err(|e| ("ca_file", e.to_string()))?;
     }
     if upstream.command.is_some() || !upstream.args.is_empty() {
         return Err((

@@ -21,6 +21,10 @@ pub enum ApiError {
     NotFound,
     #[error("{0}")]
     BadRequest(String),
+    /// A body that does not fit what was asked: 400 like `BadRequest`, with the part that does
+    /// not fit (`content.answer`) in the body's `field`, for a form to mark.
+    #[error("{message}")]
+    Unfit { message: String, field: String },
     /// A valid credential that does not open this endpoint.
     #[error("{0}")]
     Forbidden(String),
@@ -38,7 +42,7 @@ impl ApiError {
     fn code(&self) -> &'static str {
         match self {
             ApiError::NotFound => "not_found",
-            ApiError::BadRequest(_) => "bad_request",
+            ApiError::BadRequest(_) | ApiError::Unfit { .. } => "bad_request",
             ApiError::Forbidden(_) => "forbidden",
             ApiError::Unavailable(_) => "unavailable",
             ApiError::Conflict(_) => "conflict",
@@ -49,7 +53,7 @@ impl ApiError {
     fn status(&self) -> StatusCode {
         match self {
             ApiError::NotFound => StatusCode::NOT_FOUND,
-            ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
+            ApiError::BadRequest(_) | ApiError::Unfit { .. } => StatusCode::BAD_REQUEST,
             ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
             ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Conflict(_) => StatusCode::CONFLICT,
@@ -71,7 +75,10 @@ const UNAVAILABLE_RETRY_AFTER_SECS: u32 = 5;
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let body = json!({ "error": { "code": self.code(), "message": self.to_string() } });
+        let mut body = json!({ "error": { "code": self.code(), "message": self.to_string() } });
+        if let ApiError::Unfit { field, .. } = &self {
+            body["error"]["field"] = json!(field);
+        }
         let mut response = (self.status(), Json(body)).into_response();
         if matches!(self, ApiError::Unavailable(_)) {
             response.headers_mut().insert(

@@ -54,8 +54,9 @@ pub enum InputRefusal {
     UnknownJob,
     /// Nothing waiting (answered already, timed out, none asked): 409.
     NothingToAnswer(String),
-    /// It does not fit the question's schema: 400 naming the field.
-    Mismatch(String),
+    /// It does not fit the question's schema: 400 naming the field (in the message, and as
+    /// `field`).
+    Mismatch { message: String, field: String },
     /// 413.
     TooLarge(String),
 }
@@ -257,7 +258,7 @@ async fn job_input(
         Ok(()) => Ok(Json(json!({ "job_id": id, "answered": true })).into_response()),
         Err(InputRefusal::UnknownJob) => Err(ApiError::NotFound),
         Err(InputRefusal::NothingToAnswer(m)) => Err(ApiError::Conflict(m)),
-        Err(InputRefusal::Mismatch(m)) => Err(ApiError::BadRequest(m)),
+        Err(InputRefusal::Mismatch { message, field }) => Err(ApiError::Unfit { message, field }),
         Err(InputRefusal::TooLarge(m)) => Err(ApiError::TooLarge(m)),
     }
 }

@@ -5,7 +5,10 @@
 
 use std::{sync::Arc, time::Duration};
 
-use rmcp::service::{ClientInitializeError, ServiceError};
+use rmcp::{
+    service::{ClientInitializeError, ServiceError},
+    transport::streamable_http_client::StreamableHttpError,
+};
 
 #[derive(Debug, thiserror::Error)]
 pub enum UpstreamError {
@@ -50,9 +53,12 @@ pub enum SessionError {
     },
     #[error("MCP initialize timed out after {0:?}")]
     InitializeTimeout(Duration),
-    #[error("cannot connect to {url}: {source}")]
+    /// `detail`: the error and its causes (see [`with_causes`]): the cause is what says what to
+    /// fix (a refused connection, a certificate the bridge does not trust).
+    #[error("cannot connect to {url}: {detail}")]
     Connect {
         url: String,
+        detail: String,
         #[source]
         source: Box<ClientInitializeError>,
     },
@@ -60,10 +66,45 @@ pub enum SessionError {
     ConnectTimeout { url: String, timeout: Duration },
     #[error("cannot set up an HTTP client: {0}")]
     HttpClient(#[source] reqwest_rmcp::Error),
+    #[error("ca_file: {0}")]
+    CaFile(#[source] crate::tls::CaFileError),
     /// A session that was up ended: the child exited, the connection closed, a health check
     /// failed, or the bridge stopped it. The bridge's own account of it.
     #[error("{0}")]
     Ended(String),
+}
+
+/// Why a Streamable HTTP handshake failed, down to the cause: for a transport error, the HTTP
+/// client's error and its causes, without rmcp's wrappers (which name the transport's Rust
+/// type, and hide the causes: neither `TransportError`'s `error` nor
+/// `StreamableHttpError::Client` is marked as the source).
+pub(super) fn initialize_detail(error: &ClientInitializeError) -> String {
+    let ClientInitializeError::TransportError { error, context } = error else {
+        return with_causes(error);
+    };
+    let transport = error.error.as_ref();
+    let detail = match transport.downcast_ref::<StreamableHttpError<reqwest_rmcp::Error>>() {
+        Some(StreamableHttpError::Client(client)) => with_causes(client),
+        _ => with_causes(transport),
+    };
+    format!("{detail} (when {context})")
+}
+
+/// `error`'s message followed by those of its causes that it does not already include: the
+/// HTTP client's "error sending request" says nothing of why, its causes do ("invalid peer
+/// certificate: UnknownIssuer").
+fn with_causes(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut cause = error.source();
+    while let Some(e) = cause {
+        let message = e.to_string();
+        if !text.contains(&message) {
+            text.push_str(": ");
+            text.push_str(&message);
+        }
+        cause = e.source();
+    }
+    text
 }
 
 #[cfg(test)]

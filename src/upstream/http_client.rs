@@ -8,6 +8,9 @@
 //! it checks each SSE event's data against the limit to the byte (rmcp's event bound also
 //! counts the SSE framing, so it is set a little above the limit).
 //!
+//! Its TLS: rustls on ring (see [`crate::tls`]), the system's roots plus the upstream's
+//! `ca_file`.
+//!
 //! It also sends a request's W3C trace context (`_meta.traceparent`, `tracestate`) as HTTP
 //! headers, for the tracing of an HTTP server that reads only those.
 
@@ -23,6 +26,7 @@ use rmcp::{
         StreamableHttpPostResponse, StreamableHttpResponseLimits,
     },
 };
+use rustls::pki_types::CertificateDer;
 use sse_stream::Sse;
 
 use super::{envelope::Envelope, oversize::Oversize, task_support::TaskSupportMap};
@@ -47,18 +51,24 @@ pub(super) struct BoundedHttp {
 }
 
 impl BoundedHttp {
-    /// The client, and `config` with rmcp's own bounds set to match.
+    /// The client, trusting `extra_roots` besides the system's, and `config` with rmcp's own
+    /// bounds set to match.
     pub(super) fn new(
         oversize: Oversize,
         task_support: TaskSupportMap,
+        extra_roots: Vec<CertificateDer<'static>>,
         config: StreamableHttpClientTransportConfig,
     ) -> Result<(Self, StreamableHttpClientTransportConfig), reqwest::Error> {
+        crate::tls::use_ring();
         // As rmcp's default client: no idle pooling (rmcp measured 40 ms stalls from
         // Delayed ACK on reused connections), redirects only within the origin.
-        let inner = reqwest::Client::builder()
+        let mut builder = reqwest::Client::builder()
             .pool_max_idle_per_host(0)
-            .redirect(same_origin_redirects())
-            .build()?;
+            .redirect(same_origin_redirects());
+        for root in extra_roots {
+            builder = builder.add_root_certificate(reqwest::Certificate::from_der(&root)?);
+        }
+        let inner = builder.build()?;
         let limit = oversize.limit();
         let config = config
             .max_json_response_size(limit)

@@ -175,9 +175,15 @@ impl Upstream {
             .custom_headers(headers)
             .reinit_on_expired_session(true)
             .max_concurrent_requests(HTTP_MAX_CONCURRENT);
+        // Read at each connection: a renewed CA file is picked up on the next reconnect.
+        let extra_roots = match &config.ca_file {
+            Some(path) => crate::tls::read_ca_file(path).map_err(SessionError::CaFile)?,
+            None => Vec::new(),
+        };
         let (client, transport_config) = BoundedHttp::new(
             self.oversize(),
             self.inner.task_support.clone(),
+            extra_roots,
             transport_config,
         )
         .map_err(SessionError::HttpClient)?;
@@ -192,6 +198,7 @@ impl Upstream {
             }),
             Ok(Err(e)) => Err(SessionError::Connect {
                 url,
+                detail: super::error::initialize_detail(&e),
                 source: Box::new(e),
             }),
             Err(_) => Err(SessionError::ConnectTimeout {

@@ -140,6 +140,7 @@ pub async fn connect_with(url: &str, token: Option<&str>, correlation: Option<&s
         );
         config = config.custom_headers(headers);
     }
+    mcp_progress_bridge::tls::use_ring();
     let transport = StreamableHttpClientTransport::from_config(config);
     within(
         "MCP initialize",
@@ -171,6 +172,7 @@ pub async fn connect_2026(url: &str, token: Option<&str>, tasks: bool) -> McpCli
     let lifecycle = ClientLifecycleMode::Discover {
         preferred_versions: vec![ProtocolVersion::V_2026_07_28],
     };
+    mcp_progress_bridge::tls::use_ring();
     let transport = StreamableHttpClientTransport::from_config(config);
     within(
         "MCP server/discover",
@@ -196,6 +198,7 @@ pub async fn connect_sampling(url: &str, sample: &str, roots: &[&str]) -> McpCli
         roots: roots.iter().map(|r| r.to_string()).collect(),
         ..Default::default()
     };
+    mcp_progress_bridge::tls::use_ring();
     let transport = StreamableHttpClientTransport::from_uri(url);
     within("MCP initialize", recorder.serve(transport))
         .await
@@ -224,6 +227,7 @@ pub async fn connect_2026_answering(url: &str, token: Option<&str>, answer: &str
     let lifecycle = ClientLifecycleMode::Discover {
         preferred_versions: vec![ProtocolVersion::V_2026_07_28],
     };
+    mcp_progress_bridge::tls::use_ring();
     let transport = StreamableHttpClientTransport::from_config(config);
     within(
         "MCP server/discover",
@@ -248,6 +252,7 @@ pub async fn connect_answering(url: &str, answer: &str) -> McpClient {
         answer: Some(answer.to_string()),
         ..Default::default()
     };
+    mcp_progress_bridge::tls::use_ring();
     let transport = StreamableHttpClientTransport::from_uri(url);
     within("MCP initialize", recorder.serve(transport))
         .await

@@ -8,6 +8,7 @@
 //! - `sse`: an SSE reader built on reqwest-eventsource;
 //! - `http`: plain HTTP (JSON, metrics, a raw request line);
 //! - `proxy`: a proxy that cuts connections on demand;
+//! - `tls`: an https front (a private CA, tokio-rustls) for a plain-HTTP server;
 //! - `redis`: the test Redis, per-test key prefixes, a private `redis-server`;
 //! - `idp`: a real OpenID Connect provider (npm `oidc-provider`) that issues JWT access tokens;
 //! - `prereq`: prerequisites outside Rust (Python, node, Chromium) and running them.
@@ -29,11 +30,12 @@ mod process;
 mod proxy;
 mod redis;
 mod sse;
+mod tls;
 mod wait;
 
 // Every binary takes what it needs of these; the rest is unused there, not dead.
 #[allow(unused_imports)]
 pub use self::{
     bridge::*, http::*, idp::*, job::*, mcp::*, prereq::*, process::BridgeProcess, proxy::*,
-    redis::*, sse::*, wait::*,
+    redis::*, sse::*, tls::*, wait::*,
 };

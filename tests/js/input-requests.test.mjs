@@ -106,7 +106,12 @@ describe("watchJob with questions", () => {
 
 describe("answerJob", () => {
   it("a 400 names the field; a 409 says nothing waits", async () => {
-    const bad = fakeFetch(400, { error: { code: "bad_request", message: "the answer does not fit the question's schema: content.answer: must be a string" } });
+    const bad = fakeFetch(400, { error: { code: "bad_request", message: "the answer does not fit the question's schema: content.answer: must be a string", field: "content.answer" } });
+    await assert.rejects(
+      answerJob(INPUT, { action: "accept" }, { fetch: fakeFetch(400, { error: { message: "x", field: "content" } }) }),
+      (e) => e.field === "content",
+      "the body's field wins",
+    );
     await assert.rejects(answerJob(INPUT, { action: "accept", content: { answer: 5 } }, { fetch: bad }), (e) => {
       assert.ok(e instanceof InputRefusedError);
       assert.equal(e.status, 400);

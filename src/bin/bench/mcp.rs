@@ -88,6 +88,7 @@ pub type Client<H = BenchClient> = RunningService<RoleClient, H>;
 pub async fn connect_http<H: ClientHandler>(url: &str, handler: H) -> Result<Client<H>, String> {
     let config =
         StreamableHttpClientTransportConfig::with_uri(url.to_string()).max_concurrent_requests(512);
+    mcp_progress_bridge::tls::use_ring();
     let transport = StreamableHttpClientTransport::from_config(config);
     match tokio::time::timeout(CALL_TIMEOUT, handler.serve(transport)).await {
         Ok(Ok(client)) => Ok(client),
