@@ -6,7 +6,7 @@ use std::{net::SocketAddr, sync::Arc, time::Duration};
 use axum::Router;
 use rmcp::transport::{
     StreamableHttpServerConfig, StreamableHttpService,
-    streamable_http_server::session::{SessionStore, local::LocalSessionManager},
+    streamable_http_server::session::SessionStore,
 };
 use serde_json::json;
 use tokio::net::TcpListener;
@@ -20,6 +20,7 @@ use crate::{
         admin::{AdminState, UpstreamsReport},
         auth::Guard,
         mcp_answers::McpAnswers,
+        sessions::{BridgeSessions, SessionGate, SessionLookup},
         surface::Surface,
     },
     jobs::{InputError, Jobs},
@@ -193,11 +194,7 @@ pub async fn start_with_listener(
     let http = shutdown.tasks(Stage::Http);
     let job_tokens = JobTokens::from_config(&config.auth);
     let guard = Guard::new(&config, job_tokens.clone(), &core.metrics)?;
-    let lookup = http::sessions::SessionLookup {
-        local: Arc::new(LocalSessionManager::default()),
-        shared: mcp_sessions,
-    };
-    let mcp = mcp_service(&config, &core, job_tokens, &lookup, &http);
+    let (mcp, lookup) = mcp_service(&config, &core, job_tokens, mcp_sessions, &http);
     let answers = McpAnswers::new();
     let surface = routes(&config, &core, mcp, (&guard, &answers, lookup), &http);
     let (addr, admin_addr) = serve(&config, listener, surface, &core.metrics, &http).await?;
@@ -283,7 +280,7 @@ fn start_store(
         ),
         StoreBackend::Redis => {
             let redis = RedisStore::start(redis_options(config), replica.to_string(), shutdown)?;
-            let sessions = redis.mcp_sessions();
+            let sessions = redis.mcp_sessions(Duration::from_secs(config.server.session_idle_secs));
             (Arc::new(redis), Some(sessions))
         }
     };
@@ -316,14 +313,14 @@ fn mcp_service(
     config: &Config,
     core: &Core,
     job_tokens: JobTokens,
-    sessions: &http::sessions::SessionLookup,
+    shared_sessions: Option<McpSessions>,
     http: &Tasks,
-) -> StreamableHttpService<Front, LocalSessionManager> {
+) -> (StreamableHttpService<Front, BridgeSessions>, SessionLookup) {
     let front = Front::new(
         core.upstreams.clone(),
         core.jobs.clone(),
         config.jobs.clone(),
-        Links::new(&config.server.public_url, job_tokens),
+        Links::new(&config.server.public_url, job_tokens.clone()),
         config.server.correlation_header.clone(),
         JobQuota::new(config.limits.max_jobs_per_token),
         config.limits.max_resource_subscriptions,
@@ -342,28 +339,39 @@ fn mcp_service(
         &config.server,
         config.limits.max_request_bytes,
     );
-    mcp_config.session_store = sessions.shared.clone();
+    mcp_config.session_store = shared_sessions.clone();
+    let ended = {
+        let front = front.clone();
+        Arc::new(move |session: &str| front.session_ended(session))
+    };
+    let sessions = SessionLookup {
+        local: Arc::new(BridgeSessions::new(
+            Duration::from_secs(config.server.session_idle_secs),
+            job_tokens,
+            ended,
+        )),
+        shared: shared_sessions,
+    };
     count_sessions(&core.metrics, &sessions.local);
-    StreamableHttpService::new(
+    let service = StreamableHttpService::new(
         move || Ok(front.clone()),
         sessions.local.clone(),
         mcp_config,
-    )
+    );
+    (service, sessions)
 }
 
 /// `bridge_mcp_sessions_open`: the sessions rmcp holds in this replica, read at each scrape
 /// (rmcp removes a session from its map when the session ends, however it ends). The 2026-07-28
 /// revision has no sessions: its requests are not counted here.
-fn count_sessions(metrics: &Metrics, manager: &Arc<LocalSessionManager>) {
+fn count_sessions(metrics: &Metrics, manager: &Arc<BridgeSessions>) {
     let manager = Arc::downgrade(manager);
     metrics.gauge_fn(
         "bridge_mcp_sessions_open",
         "MCP sessions open in this replica",
         move || {
-            let manager = manager.upgrade()?;
             // Never wait in a scrape: a session being opened right now holds the lock.
-            let sessions = manager.sessions.try_read().ok()?;
-            i64::try_from(sessions.len()).ok()
+            i64::try_from(manager.upgrade()?.try_count()?).ok()
         },
     );
 }
@@ -373,8 +381,8 @@ fn count_sessions(metrics: &Metrics, manager: &Arc<LocalSessionManager>) {
 fn routes(
     config: &Config,
     core: &Core,
-    mcp: StreamableHttpService<Front, LocalSessionManager>,
-    (guard, answers, sessions): (&Guard, &McpAnswers, http::sessions::SessionLookup),
+    mcp: StreamableHttpService<Front, BridgeSessions>,
+    (guard, answers, sessions): (&Guard, &McpAnswers, SessionLookup),
     http: &Tasks,
 ) -> Surface {
     let readiness = || {
@@ -402,7 +410,15 @@ fn routes(
         api,
         admin,
         guard,
-        (answers, sessions),
+        (
+            answers,
+            SessionGate::new(
+                sessions,
+                config.limits.max_sessions,
+                config.limits.max_initialize_bytes,
+                core.metrics.refused.clone(),
+            ),
+        ),
         config.limits.max_request_bytes,
         config.server.admin_listen.is_some(),
     )

@@ -24,15 +24,19 @@ pub enum Refusal {
     SubscriberLimit,
     /// A cap on open connections (total or per client address).
     ConnectionLimit,
+    /// `limits.max_sessions`: an `initialize` while the replica holds that many MCP sessions
+    /// (503).
+    SessionLimit,
 }
 
 impl Refusal {
-    pub const ALL: [Refusal; 5] = [
+    pub const ALL: [Refusal; 6] = [
         Refusal::Auth,
         Refusal::RateLimit,
         Refusal::BodySize,
         Refusal::SubscriberLimit,
         Refusal::ConnectionLimit,
+        Refusal::SessionLimit,
     ];
 
     pub fn label(self) -> &'static str {
@@ -42,6 +46,7 @@ impl Refusal {
             Refusal::BodySize => "body_size",
             Refusal::SubscriberLimit => "subscriber_limit",
             Refusal::ConnectionLimit => "connection_limit",
+            Refusal::SessionLimit => "session_limit",
         }
     }
 }

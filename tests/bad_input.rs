@@ -292,8 +292,9 @@ async fn every_bad_mcp_message_gets_a_clear_client_error_and_the_bridge_keeps_se
             body: br#"{"jsonrpc":"2.0","id":15,"method":"tools/list"}"#.to_vec(),
             headers: &[("mcp-session-id", "no-such-session")],
             status: 404,
-            rpc_error: None,
-            says: "",
+            // Not an id this bridge mints (none of any principal): refused before rmcp.
+            rpc_error: Some(-32600),
+            says: "send initialize",
         },
     ];
     let mut failures = Failures::default();

@@ -41,6 +41,7 @@ const LABELS: &[(&str, &[&str])] = &[
     ("bridge_jwks_fetches_total", &["outcome"]),
     ("bridge_requests_refused_total", &["reason"]),
     ("bridge_mcp_sessions_open", &[]),
+    ("bridge_mcp_session_states", &[]),
     ("bridge_connections_open", &["listener"]),
     ("bridge_connections_refused_total", &["reason"]),
     ("bridge_connections_closed_total", &["reason"]),
@@ -71,6 +72,7 @@ async fn metrics_count_refusals_sessions_and_the_build_with_bounded_series() {
         "body_size",
         "subscriber_limit",
         "connection_limit",
+        "session_limit",
     ] {
         assert_eq!(
             value(
@@ -160,7 +162,9 @@ async fn metrics_count_refusals_sessions_and_the_build_with_bounded_series() {
 
     client.cancel().await.unwrap();
     eventually("the closed session is no longer counted", || async {
-        value(&scrape(&bridge.base).await, "bridge_mcp_sessions_open", &[]) == Some(0.0)
+        let now = scrape(&bridge.base).await;
+        value(&now, "bridge_mcp_sessions_open", &[]) == Some(0.0)
+            && value(&now, "bridge_mcp_session_states", &[]) == Some(0.0)
     })
     .await;
     bridge.shutdown(Duration::from_secs(1)).await;

@@ -11,7 +11,8 @@
 //! where `<expires>` is the Unix time (seconds, decimal, no sign or leading zeros) from which
 //! the token no longer opens anything, `<scope>` is `job` (read one job: snapshot and events),
 //! `job-cancel` (cancel it), `job-input` (answer its questions) or `correlation` (read one
-//! correlation stream), and `<id>` the job ID (32 lowercase hex digits) or the correlation ID
+//! correlation stream) (and `mcp-session`, the tag in an MCP session's id: `http::sessions`),
+//! and `<id>` the job ID (32 lowercase hex digits) or the correlation ID
 //! as sent in the header. The key is the secret's UTF-8 bytes.
 //!
 //! Why this shape:
@@ -67,6 +68,9 @@ pub enum TokenScope {
     JobInput,
     /// One correlation's event stream.
     Correlation,
+    /// An MCP session of one principal: the tag in its `Mcp-Session-Id` (see
+    /// `http::sessions`), so that no other principal can use the session.
+    McpSession,
 }
 
 impl TokenScope {
@@ -77,6 +81,7 @@ impl TokenScope {
             TokenScope::JobCancel => "job-cancel",
             TokenScope::JobInput => "job-input",
             TokenScope::Correlation => "correlation",
+            TokenScope::McpSession => "mcp-session",
         }
     }
 }

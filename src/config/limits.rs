@@ -43,6 +43,13 @@ pub struct LimitsConfig {
     /// Largest message read from an upstream, in bytes (a tool's result, mostly): a larger
     /// answer fails its job with `result_too_large`, a larger notification is dropped.
     pub max_result_bytes: usize,
+    /// MCP sessions open at once in this replica; an `initialize` past it gets 503 with
+    /// `Retry-After` (sessions already open keep working). Closed, idle and abandoned sessions
+    /// make room (`server.session_idle_secs`).
+    pub max_sessions: usize,
+    /// Largest `initialize` request accepted on `/mcp`, in bytes (413 past it): a session keeps
+    /// its client's `initialize` parameters for its whole life.
+    pub max_initialize_bytes: usize,
     /// Bytes of frames one SSE reader may hold unread (queued in the bridge or in its write
     /// buffer) before the bridge stops making more for it; a reader that holds this much and
     /// takes nothing for a keep-alive interval is dropped (it reconnects with
@@ -65,6 +72,8 @@ impl Default for LimitsConfig {
             max_connections_per_address: 1024,
             reserved_fds: 512,
             max_result_bytes: 16 * 1024 * 1024,
+            max_sessions: 4096,
+            max_initialize_bytes: 64 * 1024,
             max_sse_buffer_bytes: 4 * 1024 * 1024,
         }
     }
@@ -81,7 +90,7 @@ pub(super) fn validate(
     limits: &LimitsConfig,
     err: impl Fn(&str, String) -> ConfigError,
 ) -> Result<(), ConfigError> {
-    let checks: [(&str, u64, u64, u64); 13] = [
+    let checks: [(&str, u64, u64, u64); 15] = [
         (
             "limits.max_request_bytes",
             limits.max_request_bytes as u64,
@@ -159,6 +168,18 @@ pub(super) fn validate(
             limits.max_sse_buffer_bytes as u64,
             64 * 1024,
             1024 * 1024 * 1024,
+        ),
+        (
+            "limits.max_sessions",
+            limits.max_sessions as u64,
+            1,
+            10_000_000,
+        ),
+        (
+            "limits.max_initialize_bytes",
+            limits.max_initialize_bytes as u64,
+            1024,
+            4 * 1024 * 1024,
         ),
     ];
     for (key, value, min, max) in checks {

@@ -86,6 +86,10 @@ pub struct ServerConfig {
     /// Seconds a request body may take to arrive in full after its head (408 on `/mcp`, and
     /// the connection closes).
     pub body_read_timeout_secs: u64,
+    /// Seconds an MCP session may go without a message either way (a request, a response, a
+    /// notification) before it is closed and forgotten; its next request gets 404 and the
+    /// client initializes again. Jobs it started keep running.
+    pub session_idle_secs: u64,
 }
 
 impl Default for ServerConfig {
@@ -101,6 +105,7 @@ impl Default for ServerConfig {
             admin_listen: None,
             header_read_timeout_secs: 10,
             body_read_timeout_secs: 30,
+            session_idle_secs: 1800,
         }
     }
 }

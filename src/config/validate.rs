@@ -148,6 +148,12 @@ fn validate_server(
             "must be between 1 and 300 (proxies cut idle streams after about 60 s)".into(),
         ));
     }
+    if server.session_idle_secs == 0 || server.session_idle_secs > 7 * 24 * 3600 {
+        return Err(err(
+            "server.session_idle_secs",
+            "must be between 1 and 604800 (a week)".into(),
+        ));
+    }
     for (key, secs) in [
         (
             "server.header_read_timeout_secs",

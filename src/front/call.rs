@@ -654,6 +654,10 @@ impl Front {
     ) -> Response {
         let links = &self.inner.links;
         let deadline = waiting.budget.map(|b| Instant::now() + b);
+        // The caller's session, if the bridge follows it (it sent `notifications/initialized`):
+        // its end is then told apart from the client's own cancel.
+        let session = super::caller_session(context)
+            .filter(|session| self.inner.callers.has_session(session));
         let asked = self.asked(waiting.handle.id);
         tokio::pin!(asked);
         loop {
@@ -678,6 +682,14 @@ impl Front {
                     return answer(&finished, links, waiting.handle.id).map(Into::into);
                 }
                 _ = context.ct.cancelled() => {
+                    // The session ended (closed, idle): the request goes with it, the job
+                    // does not. Only the client's own cancel (or shutdown) ends the job.
+                    let session_ended = session
+                        .as_deref()
+                        .is_some_and(|session| !self.inner.callers.has_session(session));
+                    if session_ended && !self.inner.jobs.is_closed() {
+                        return Ok(error_result("the MCP session ended; the job goes on").into());
+                    }
                     self.inner.jobs.cancel_local(waiting.handle.id, "the MCP client cancelled its request".into());
                     return Ok(error_result("cancelled by the client").into());
                 }

@@ -89,7 +89,7 @@ impl Callers {
         metrics: Arc<Metrics>,
         tasks: Tasks,
     ) -> Arc<Self> {
-        Arc::new(Self {
+        let callers = Arc::new(Self {
             tasks,
             state: Mutex::new(State::default()),
             next_listener: AtomicU64::new(1),
@@ -97,11 +97,49 @@ impl Callers {
             upstreams,
             max_subscriptions,
             metrics,
-        })
+        });
+        callers.count_sessions();
+        callers
     }
 
     fn state(&self) -> parking_lot::MutexGuard<'_, State> {
         self.state.lock()
+    }
+
+    /// `bridge_mcp_session_states`: the sessions this keeps state for (they must go when
+    /// rmcp's do).
+    fn count_sessions(self: &Arc<Self>) {
+        let callers = Arc::downgrade(self);
+        self.metrics.gauge_fn(
+            "bridge_mcp_session_states",
+            "MCP sessions the bridge keeps state for (log level, subscriptions, list-change notices) in this replica",
+            move || {
+                let callers = callers.upgrade()?;
+                let sessions = callers.state.try_lock()?.sessions.len();
+                i64::try_from(sessions).ok()
+            },
+        );
+    }
+
+    /// Whether `session` is open (initialized and not ended).
+    pub fn has_session(&self, session: &str) -> bool {
+        self.state().sessions.contains_key(session)
+    }
+
+    /// A session ended (closed, idle, or the bridge stopping): forget it, and give back what
+    /// it followed upstream. Called from rmcp's session handling, so it does not wait.
+    pub fn end_session(self: &Arc<Self>, session: &str) {
+        let Some(ended) = self.state().sessions.remove(session) else {
+            return;
+        };
+        let followed: Vec<Followed> = ended.subscriptions.into_values().collect();
+        if followed.is_empty() {
+            return;
+        }
+        let callers = self.clone();
+        // Unsubscribing upstream is a request: a short task of the HTTP stage.
+        self.tasks
+            .spawn_until_stopped(async move { callers.release(followed).await });
     }
 
     /// A session finished its handshake. `session` is its `Mcp-Session-Id` (none outside HTTP).

@@ -116,6 +116,15 @@ impl Front {
     }
 }
 
+impl Front {
+    /// An MCP session ended (`DELETE`, idle, shutdown): its state goes. Told before rmcp
+    /// cancels the session's requests, so that a sync call cut off this way leaves its job
+    /// running (see `answer_when_done`).
+    pub fn session_ended(&self, session: &str) {
+        self.inner.callers.end_session(session);
+    }
+}
+
 impl ServerHandler for Front {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(capabilities::union(&self.inner.upstreams))

@@ -92,6 +92,11 @@ impl McpMethod {
     pub fn is_tool_call(&self) -> bool {
         self.0 == "tools/call"
     }
+
+    /// `initialize`: on the handshake revisions, it opens a session.
+    pub fn is_initialize(&self) -> bool {
+        self.0 == "initialize"
+    }
 }
 
 fn error(status: StatusCode, id: Value, code: i64, message: String) -> Response {

@@ -1,32 +1,285 @@
-//! MCP sessions as the HTTP side sees them, in front of rmcp's session handling.
+//! MCP sessions as the HTTP side sees them, around rmcp's session handling: who may use a
+//! session, how many there may be, and telling the front door when one ends.
 //!
+//! - **Bound to a principal.** A session's `Mcp-Session-Id` is `<nonce>.<tag>`: 32 random hex
+//!   digits, and a capability token (`auth::job_tokens`, scope `mcp-session`, no expiry) for
+//!   `<nonce>:<principal>`, the principal that sent `initialize`: an HMAC under
+//!   `auth.job_secret`, so a rotated-out secret also ends the sessions it signed. A request that
+//!   names a session with another principal's credential gets 404, as for an unknown session
+//!   (counted in `bridge_requests_refused_total{reason="auth"}`): it learns nothing, not even
+//!   that the session exists. Derived, not stored, so it holds the same on every replica that
+//!   shares the secret, and with the Redis session records nothing more is kept. The id is
+//!   minted in [`BridgeSessions::create_session`], which rmcp calls while serving the
+//!   `initialize` POST, inside [`gate`]: the principal reaches it through a task-local.
+//! - **Bounded.** At `limits.max_sessions` sessions in this replica, an `initialize` gets 503
+//!   (`bridge_requests_refused_total{reason="session_limit"}`) while every open session keeps
+//!   working. An `initialize` larger than `limits.max_initialize_bytes` gets 413: a session
+//!   keeps its client's `initialize` parameters (rmcp's peer info) for its whole life.
+//! - **Freed.** A session ends on `DELETE`, after `server.session_idle_secs` without a
+//!   message either way (rmcp's own idle timer, `SessionConfig::keep_alive`), or at shutdown.
+//!   rmcp then drops it from its map; [`SessionEnded`] tells the front door, which forgets its
+//!   state for the session (log level, resource subscriptions) at once. It is told *before*
+//!   rmcp cancels the session's requests in flight, so a sync call cut off by its session's
+//!   end leaves its job running (a job is not a session: its URLs keep working).
 //! - `DELETE /mcp` of a live session answers 200 (rmcp answers 202, which the MCP SDK clients
 //!   log as "Session termination failed: 202": they expect 200 or 204, and the reference SDK
 //!   servers answer 200); of a session that is closed, expired or never existed, 404, like
 //!   any other request naming an unknown session.
 
-use std::sync::Arc;
+use std::{
+    future::Future,
+    sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering},
+    },
+    time::Duration,
+};
 
 use axum::{
     Json,
     extract::{Request, State},
-    http::{Method, StatusCode},
+    http::{HeaderValue, Method, StatusCode, header},
     middleware::Next,
     response::{IntoResponse, Response},
 };
-use rmcp::transport::streamable_http_server::session::{
-    SessionId, SessionManager, SessionStore, local::LocalSessionManager,
+use futures::Stream;
+use http_body::Body as _;
+use rmcp::{
+    RoleServer,
+    model::{ClientJsonRpcMessage, ServerJsonRpcMessage},
+    service::{RxJsonRpcMessage, TxJsonRpcMessage},
+    transport::{
+        Transport, WorkerTransport,
+        streamable_http_server::session::{
+            RestoreOutcome, ServerSseMessage, SessionId, SessionManager, SessionStore,
+            local::{
+                LocalSessionManager, LocalSessionManagerError, LocalSessionWorker, SessionConfig,
+                create_local_session,
+            },
+        },
+    },
 };
 use serde_json::json;
+
+use super::mcp_input::McpMethod;
+use crate::{
+    auth::{Identity, JobTokens, TokenScope},
+    metrics::{Refusal, RefusedRequests},
+    model::Principal,
+};
 
 /// The `Mcp-Session-Id` header.
 pub const SESSION_HEADER: &str = "mcp-session-id";
 
-/// Where the sessions are: this replica's (rmcp's session manager), and, with Redis, the
-/// records any replica can restore a session from.
+/// How long a client refused for `limits.max_sessions` is asked to wait.
+const SESSION_LIMIT_RETRY: Duration = Duration::from_secs(10);
+
+tokio::task_local! {
+    /// The principal of the `initialize` being served, for [`BridgeSessions::create_session`].
+    static OPENING: Principal;
+}
+
+/// Told the id of a session that ended (however it ended). May be told twice.
+pub type SessionEnded = Arc<dyn Fn(&str) + Send + Sync>;
+
+/// rmcp's local session manager, with session ids bound to a principal and each session's end
+/// reported (see the module doc).
+pub struct BridgeSessions {
+    local: LocalSessionManager,
+    tokens: JobTokens,
+    ended: SessionEnded,
+}
+
+impl BridgeSessions {
+    /// `idle`: `server.session_idle_secs`; `tokens` sign the ids; `ended` is told of every
+    /// session that ends.
+    pub fn new(idle: Duration, tokens: JobTokens, ended: SessionEnded) -> Self {
+        let mut local = LocalSessionManager::default();
+        local.session_config.keep_alive = Some(idle);
+        Self {
+            local,
+            tokens,
+            ended,
+        }
+    }
+
+    /// Sessions open in this replica; `None` while one is being added or removed (never wait
+    /// in a metrics scrape).
+    pub fn try_count(&self) -> Option<usize> {
+        self.local.sessions.try_read().ok().map(|s| s.len())
+    }
+
+    async fn count(&self) -> usize {
+        self.local.sessions.read().await.len()
+    }
+
+    /// A new session id for `principal`.
+    fn mint(&self, principal: &Principal) -> SessionId {
+        let mut nonce = [0u8; 16];
+        getrandom::fill(&mut nonce).expect("the operating system's random number generator failed");
+        let nonce: String = nonce.iter().map(|b| format!("{b:02x}")).collect();
+        // No expiry of its own: a session ends when it idles (`server.session_idle_secs`).
+        let tag = self.tokens.mint_until(
+            TokenScope::McpSession,
+            &tag_message(&nonce, principal),
+            u64::MAX,
+        );
+        format!("{nonce}.{tag}").into()
+    }
+
+    /// Whether `id` is a session id minted for `principal` (by any replica with the same key).
+    pub fn belongs(&self, id: &str, principal: &Principal) -> bool {
+        let Some((nonce, tag)) = id.split_once('.') else {
+            return false;
+        };
+        nonce.len() == 32
+            && nonce.bytes().all(|b| b.is_ascii_hexdigit())
+            && self
+                .tokens
+                .verify(TokenScope::McpSession, &tag_message(nonce, principal), tag)
+    }
+
+    fn watched(&self, id: SessionId, transport: WorkerTransport<LocalSessionWorker>) -> Watched {
+        Watched {
+            inner: transport,
+            id,
+            ended: Some(self.ended.clone()),
+        }
+    }
+}
+
+fn tag_message(nonce: &str, principal: &Principal) -> String {
+    format!("{nonce}:{principal}")
+}
+
+impl SessionManager for BridgeSessions {
+    type Error = LocalSessionManagerError;
+    type Transport = Watched;
+
+    async fn create_session(&self) -> Result<(SessionId, Self::Transport), Self::Error> {
+        // Outside `gate` (no principal in scope) only the open bridge's one principal fits.
+        let principal = OPENING
+            .try_with(Principal::clone)
+            .unwrap_or_else(|_| Principal::anonymous());
+        let id = self.mint(&principal);
+        let config: SessionConfig = self.local.session_config.clone();
+        let (handle, worker) = create_local_session(id.clone(), config);
+        self.local.sessions.write().await.insert(id.clone(), handle);
+        let transport = self.watched(id.clone(), WorkerTransport::spawn(worker));
+        Ok((id, transport))
+    }
+
+    fn initialize_session(
+        &self,
+        id: &SessionId,
+        message: ClientJsonRpcMessage,
+    ) -> impl Future<Output = Result<ServerJsonRpcMessage, Self::Error>> + Send {
+        self.local.initialize_session(id, message)
+    }
+
+    fn has_session(
+        &self,
+        id: &SessionId,
+    ) -> impl Future<Output = Result<bool, Self::Error>> + Send {
+        self.local.has_session(id)
+    }
+
+    async fn close_session(&self, id: &SessionId) -> Result<(), Self::Error> {
+        // Before rmcp cancels the session's requests: see the module doc.
+        (self.ended)(id);
+        self.local.close_session(id).await
+    }
+
+    fn create_stream(
+        &self,
+        id: &SessionId,
+        message: ClientJsonRpcMessage,
+    ) -> impl Future<
+        Output = Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error>,
+    > + Send {
+        self.local.create_stream(id, message)
+    }
+
+    fn accept_message(
+        &self,
+        id: &SessionId,
+        message: ClientJsonRpcMessage,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send {
+        self.local.accept_message(id, message)
+    }
+
+    fn create_standalone_stream(
+        &self,
+        id: &SessionId,
+    ) -> impl Future<
+        Output = Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error>,
+    > + Send {
+        self.local.create_standalone_stream(id)
+    }
+
+    fn resume(
+        &self,
+        id: &SessionId,
+        last_event_id: String,
+    ) -> impl Future<
+        Output = Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error>,
+    > + Send {
+        self.local.resume(id, last_event_id)
+    }
+
+    async fn restore_session(
+        &self,
+        id: SessionId,
+    ) -> Result<RestoreOutcome<Self::Transport>, Self::Error> {
+        Ok(match self.local.restore_session(id.clone()).await? {
+            RestoreOutcome::Restored(transport) => {
+                RestoreOutcome::Restored(self.watched(id, transport))
+            }
+            RestoreOutcome::AlreadyPresent => RestoreOutcome::AlreadyPresent,
+            _ => RestoreOutcome::NotSupported,
+        })
+    }
+}
+
+/// A session's transport, which tells [`SessionEnded`] when the session's worker stops (a
+/// `DELETE`, the idle timer): rmcp's service reads the end here before it cancels the
+/// session's requests.
+pub struct Watched {
+    inner: WorkerTransport<LocalSessionWorker>,
+    id: SessionId,
+    ended: Option<SessionEnded>,
+}
+
+impl Transport<RoleServer> for Watched {
+    type Error = <WorkerTransport<LocalSessionWorker> as Transport<RoleServer>>::Error;
+
+    fn send(
+        &mut self,
+        item: TxJsonRpcMessage<RoleServer>,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        self.inner.send(item)
+    }
+
+    async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleServer>> {
+        let message = self.inner.receive().await;
+        if message.is_none()
+            && let Some(ended) = self.ended.take()
+        {
+            ended(&self.id);
+        }
+        message
+    }
+
+    fn close(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send {
+        self.inner.close()
+    }
+}
+
+/// Where the sessions are: this replica's, and, with Redis, the records any replica can
+/// restore a session from.
 #[derive(Clone)]
 pub struct SessionLookup {
-    pub local: Arc<LocalSessionManager>,
+    pub local: Arc<BridgeSessions>,
     pub shared: Option<Arc<dyn SessionStore>>,
 }
 
@@ -45,32 +298,139 @@ impl SessionLookup {
     }
 }
 
-/// In front of rmcp on `/mcp`: `DELETE` answered as the MCP clients expect.
-pub async fn end_session(
-    State(sessions): State<SessionLookup>,
-    request: Request,
-    next: Next,
-) -> Response {
-    if request.method() != Method::DELETE {
-        return next.run(request).await;
+/// What [`gate`] needs: the sessions, the bounds, and where refusals are counted.
+#[derive(Clone)]
+pub struct SessionGate {
+    sessions: SessionLookup,
+    max_sessions: usize,
+    max_initialize_bytes: usize,
+    /// `initialize` requests admitted whose session may not be in the map yet.
+    opening: Arc<AtomicUsize>,
+    /// Admissions one at a time, so that two cannot both take the last place.
+    admitting: Arc<tokio::sync::Mutex<()>>,
+    refused: RefusedRequests,
+}
+
+impl SessionGate {
+    pub fn new(
+        sessions: SessionLookup,
+        max_sessions: usize,
+        max_initialize_bytes: usize,
+        refused: RefusedRequests,
+    ) -> Self {
+        Self {
+            sessions,
+            max_sessions,
+            max_initialize_bytes,
+            opening: Arc::default(),
+            admitting: Arc::default(),
+            refused,
+        }
     }
-    // Without the header (or with one that is not text) rmcp's own 400 says what is missing.
-    let Some(id) = request
+
+    /// A place for one more session, held until its `initialize` has been answered (by then
+    /// the session is in rmcp's map, or failed).
+    async fn admit(&self) -> Option<Opening> {
+        let _turn = self.admitting.lock().await;
+        // Read the admitted ones first: one that lands in the map between the two reads is
+        // counted twice (a refusal too many, never a session too many).
+        let opening = self.opening.load(Ordering::Acquire);
+        let open = self.sessions.local.count().await;
+        if open + opening >= self.max_sessions {
+            return None;
+        }
+        self.opening.fetch_add(1, Ordering::AcqRel);
+        Some(Opening(self.opening.clone()))
+    }
+}
+
+/// An admitted `initialize`; its place is given back when dropped.
+struct Opening(Arc<AtomicUsize>);
+
+impl Drop for Opening {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// In front of rmcp on `/mcp` (after the credential and the first look at the message): a
+/// session used by its own principal only, `initialize` admitted within the bounds, and
+/// `DELETE` answered as the MCP clients expect.
+pub async fn gate(State(gate): State<SessionGate>, request: Request, next: Next) -> Response {
+    let principal = request
+        .extensions()
+        .get::<Arc<Identity>>()
+        .map(|identity| identity.principal.clone())
+        .unwrap_or_else(Principal::anonymous);
+    // Without the header (or with one that is not text) rmcp says what is missing.
+    let id = request
         .headers()
         .get(SESSION_HEADER)
         .and_then(|v| v.to_str().ok())
-        .map(str::to_string)
-    else {
+        .map(str::to_string);
+    if let Some(id) = id {
+        if !gate.sessions.local.belongs(&id, &principal) {
+            gate.refused.count(Refusal::Auth);
+            return unknown_session();
+        }
+        if request.method() != Method::DELETE {
+            return next.run(request).await;
+        }
+        if !gate.sessions.exists(&id).await {
+            return unknown_session();
+        }
+        let response = next.run(request).await;
+        if response.status() == StatusCode::ACCEPTED {
+            return StatusCode::OK.into_response();
+        }
+        return response;
+    }
+    let opens_session = request.method() == Method::POST
+        && request
+            .extensions()
+            .get::<McpMethod>()
+            .is_some_and(McpMethod::is_initialize);
+    if !opens_session {
         return next.run(request).await;
+    }
+    let size = request.body().size_hint().upper().unwrap_or(u64::MAX);
+    if size > gate.max_initialize_bytes as u64 {
+        gate.refused.count(Refusal::BodySize);
+        return refusal(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!(
+                "the initialize request is larger than {} bytes (limits.max_initialize_bytes): \
+                 a session keeps it for its whole life; send a smaller one",
+                gate.max_initialize_bytes
+            ),
+        );
+    }
+    let Some(_opening) = gate.admit().await else {
+        gate.refused.count(Refusal::SessionLimit);
+        let mut response = refusal(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "this bridge holds {} MCP sessions, its limit (limits.max_sessions); retry \
+                 later, and end sessions you no longer use with DELETE",
+                gate.max_sessions
+            ),
+        );
+        response.headers_mut().insert(
+            header::RETRY_AFTER,
+            HeaderValue::from(SESSION_LIMIT_RETRY.as_secs()),
+        );
+        return response;
     };
-    if !sessions.exists(&id).await {
-        return unknown_session();
-    }
-    let response = next.run(request).await;
-    if response.status() == StatusCode::ACCEPTED {
-        return StatusCode::OK.into_response();
-    }
-    response
+    OPENING.scope(principal, next.run(request)).await
+}
+
+/// A refused `initialize`, as a JSON-RPC error.
+fn refusal(status: StatusCode, message: String) -> Response {
+    let body = json!({ "jsonrpc": "2.0", "id": null, "error": {
+        "code": -32000,
+        "message": message,
+    } });
+    (status, Json(body)).into_response()
 }
 
 /// 404 for a session that is not (or no longer) here: the client initializes again.
@@ -80,4 +440,41 @@ pub fn unknown_session() -> Response {
         "message": "no such MCP session: it was closed, expired, or never existed here; send initialize to start a new one",
     } });
     (StatusCode::NOT_FOUND, Json(body)).into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sessions() -> BridgeSessions {
+        BridgeSessions::new(
+            Duration::from_secs(60),
+            JobTokens::new(b"0123456789abcdef0123456789abcdef"),
+            Arc::new(|_: &str| {}),
+        )
+    }
+
+    #[test]
+    fn a_session_id_belongs_to_its_principal_only() {
+        let sessions = sessions();
+        let alice = Principal::token("alice");
+        let bob = Principal::token("bob");
+        let id = sessions.mint(&alice);
+        assert!(sessions.belongs(&id, &alice));
+        assert!(!sessions.belongs(&id, &bob));
+        assert!(!sessions.belongs(&id, &Principal::anonymous()));
+        // Another key (another deployment) does not recognise it.
+        let other = BridgeSessions::new(
+            Duration::from_secs(60),
+            JobTokens::new(b"another secret, another secret!!"),
+            Arc::new(|_: &str| {}),
+        );
+        assert!(!other.belongs(&id, &alice));
+        // Ids of another shape (rmcp's UUIDs, tampered nonces) belong to nobody.
+        assert!(!sessions.belongs("7f1c0f8e-8f3b-4f0e-9d7a-1d2c3b4a5f6e", &alice));
+        let (nonce, tag) = id.split_once('.').unwrap();
+        let flipped = if nonce.starts_with('0') { "1" } else { "0" };
+        assert!(!sessions.belongs(&format!("{flipped}{}.{tag}", &nonce[1..]), &alice));
+        assert_ne!(sessions.mint(&alice), id, "ids are random");
+    }
 }

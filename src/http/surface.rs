@@ -25,7 +25,7 @@ pub fn assemble(
     api: Router,
     admin: Router,
     guard: &auth::Guard,
-    (answers, sessions): (&McpAnswers, sessions::SessionLookup),
+    (answers, sessions): (&McpAnswers, sessions::SessionGate),
     max_request_bytes: usize,
     admin_apart: bool,
 ) -> Surface {
@@ -39,10 +39,7 @@ pub fn assemble(
             answers.clone(),
             mcp_answers::hold_until_written,
         ))
-        .route_layer(middleware::from_fn_with_state(
-            sessions,
-            sessions::end_session,
-        ))
+        .route_layer(middleware::from_fn_with_state(sessions, sessions::gate))
         .route_layer(middleware::from_fn(move |request, next| {
             mcp_input::check_mcp_post(max_request_bytes, refused.clone(), request, next)
         }))

@@ -458,8 +458,8 @@ impl RawMcp {
         (status, body)
     }
 
-    /// initialize + notifications/initialized; keeps the session ID.
-    pub async fn initialize(&mut self) -> RawAnswer {
+    /// initialize alone; keeps the session ID, if one is given.
+    pub async fn initialize_only(&mut self) -> RawAnswer {
         let answer = self
             .post(
                 r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#,
@@ -471,6 +471,12 @@ impl RawMcp {
             .get("mcp-session-id")
             .and_then(|v| v.to_str().ok())
             .map(str::to_string);
+        answer
+    }
+
+    /// initialize + notifications/initialized; keeps the session ID.
+    pub async fn initialize(&mut self) -> RawAnswer {
+        let answer = self.initialize_only().await;
         let done = self
             .post(
                 r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,

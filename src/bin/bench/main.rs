@@ -25,6 +25,7 @@ mod proc;
 mod process;
 mod redis;
 mod report;
+mod sessions;
 mod soak;
 mod sse;
 mod stalled;
@@ -56,7 +57,7 @@ pub struct Args {
     #[arg(long, value_name = "PATH")]
     markdown: Option<PathBuf>,
     /// Run only these scenarios (comma-separated): passthrough, latency, redis, ingest,
-    /// many-jobs, fanout, soak.
+    /// many-jobs, fanout, soak, stalled, sessions.
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// The bridge binary (default: `mcp-progress-bridge` next to this one, built if needed).
@@ -166,7 +167,7 @@ pub fn stdio_upstream_config(bin: &Path, mode: &str) -> String {
     )
 }
 
-const SCENARIOS: [&str; 8] = [
+const SCENARIOS: [&str; 9] = [
     "passthrough",
     "latency",
     "redis",
@@ -174,6 +175,7 @@ const SCENARIOS: [&str; 8] = [
     "many-jobs",
     "fanout",
     "soak",
+    "sessions",
     "stalled",
 ];
 
@@ -286,6 +288,7 @@ async fn run_plan(
             "many-jobs" => many_jobs::run(ctx).await,
             "fanout" => fanout::run(ctx, size.unwrap_or(1_000)).await,
             "soak" => soak::run(ctx).await,
+            "sessions" => sessions::run(ctx).await,
             "stalled" => stalled::run(ctx).await,
             _ => unreachable!("checked in main"),
         };

@@ -5,7 +5,9 @@
 //! `initialize`. With a session store, it records the client's `initialize` parameters there,
 //! and a replica that gets a request for a session it does not know restores it from the
 //! record instead of answering 404 (which would make the client initialize again). The record
-//! is the only thing that needs sharing: the bridge's MCP handler keeps no per-session state.
+//! is the only thing that needs sharing: the bridge's own per-session state (log level,
+//! subscriptions) is rebuilt by the restore, and who may use the session is in its id (see
+//! `http::sessions`).
 //!
 //! This sits in the Redis engine because it shares the engine's connection (no extra Redis
 //! connection per replica) and key prefix; it knows nothing of jobs.
@@ -23,13 +25,13 @@ use super::{
     link::{Link, LinkError},
 };
 
-/// How long an unused session record stays. rmcp ends an idle session after 5 minutes on the
-/// replica holding it; a record outliving that only lets a client resume a little later.
-const SESSION_TTL: Duration = Duration::from_secs(24 * 3600);
-
 pub(super) struct RedisSessions {
     cmd: Arc<Link>,
     keys: Keys,
+    /// How long a record stays unless a replica restores the session from it (which renews
+    /// it): the sessions' idle time (`server.session_idle_secs`), after which the replica that
+    /// held the session has closed it too.
+    ttl: Duration,
 }
 
 impl RedisSessions {
@@ -42,7 +44,7 @@ impl RedisSessions {
 impl SessionStore for RedisSessions {
     async fn load(&self, session_id: &str) -> Result<Option<SessionState>, SessionStoreError> {
         let key = self.key(session_id);
-        let ttl = SESSION_TTL.as_millis() as u64;
+        let ttl = self.ttl.as_millis() as u64;
         let record: Option<Vec<u8>> = match self
             .cmd
             .run(|mut conn| async move {
@@ -74,7 +76,7 @@ impl SessionStore for RedisSessions {
     async fn store(&self, session_id: &str, state: &SessionState) -> Result<(), SessionStoreError> {
         let key = self.key(session_id);
         let record = serde_json::to_vec(state)?;
-        let ttl = SESSION_TTL.as_millis() as u64;
+        let ttl = self.ttl.as_millis() as u64;
         self.cmd
             .run(|mut conn| async move {
                 ::redis::cmd("SET")
@@ -103,11 +105,13 @@ impl SessionStore for RedisSessions {
 }
 
 impl RedisStore {
-    /// The MCP session store for rmcp's Streamable HTTP server (see the module doc).
-    pub fn mcp_sessions(&self) -> Arc<dyn SessionStore> {
+    /// The MCP session store for rmcp's Streamable HTTP server (see the module doc); a record
+    /// lives `ttl` (the sessions' idle time) unless a replica restores its session.
+    pub fn mcp_sessions(&self, ttl: Duration) -> Arc<dyn SessionStore> {
         Arc::new(RedisSessions {
             cmd: self.inner.cmd.clone(),
             keys: self.inner.keys.clone(),
+            ttl,
         })
     }
 }
