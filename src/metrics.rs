@@ -90,6 +90,9 @@ pub struct Metrics {
     pub connections_refused: IntCounterVec,
     /// Connections the bridge closed, by reason (`header_timeout`, `body_timeout`, `evicted`).
     pub connections_closed: IntCounterVec,
+    /// Requests about upstream tasks (tools that run only as a task), by method
+    /// (`tasks/get`, `tasks/result`, `tasks/cancel`) and outcome (`ok`, `error`).
+    pub upstream_task_requests: IntCounterVec,
     /// SSE readers the bridge dropped, by reason (`buffer`: it held
     /// `limits.max_sse_buffer_bytes` unread and took nothing for a keep-alive interval).
     pub sse_readers_dropped: IntCounterVec,
@@ -136,6 +139,11 @@ impl Metrics {
             "bridge_upstream_restarts_total",
             "Times an upstream connection was re-established after it went down",
             &["upstream"],
+        );
+        let upstream_task_requests = counter(
+            "bridge_upstream_task_requests_total",
+            "Requests about upstream tasks, by method and outcome",
+            &["method", "outcome"],
         );
         let limit_hits = counter(
             "bridge_limit_hits_total",
@@ -242,6 +250,7 @@ impl Metrics {
             upstream_up,
             upstream_restarts,
             limit_hits,
+            upstream_task_requests,
             auth_rejections,
             jwks_fetches,
             refused: RefusedRequests(refused),

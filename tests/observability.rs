@@ -33,6 +33,10 @@ const LABELS: &[(&str, &[&str])] = &[
     ("bridge_upstream_up", &["upstream"]),
     ("bridge_upstream_restarts_total", &["upstream"]),
     ("bridge_limit_hits_total", &["limit"]),
+    (
+        "bridge_upstream_task_requests_total",
+        &["method", "outcome"],
+    ),
     ("bridge_auth_rejections_total", &["reason"]),
     ("bridge_jwks_fetches_total", &["outcome"]),
     ("bridge_requests_refused_total", &["reason"]),

@@ -7,8 +7,8 @@ use rmcp::{
     ErrorData, RoleClient, ServiceError,
     model::{
         CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotification,
-        CancelledNotificationParam, ClientNotification, ClientRequest, JsonObject, RequestId,
-        RequestMetaObject, ServerResult,
+        CancelledNotificationParam, ClientNotification, ClientRequest, CustomRequest, JsonObject,
+        RequestId, RequestMetaObject, ServerResult,
     },
     service::{Peer, PeerRequestOptions},
 };
@@ -18,6 +18,8 @@ use tracing::{Instrument, Span};
 use super::{
     Upstream, UpstreamError,
     tap::{CallRoutes, CallSink, RouteMarker},
+    task_call::{self, TaskCall},
+    task_support::TaskSupport,
 };
 use crate::{model::FailureReason, traces};
 
@@ -48,13 +50,21 @@ pub struct UpstreamCall {
     closed: watch::Receiver<Option<String>>,
     route: RouteGuard,
     canceller: CallCanceller,
+    /// Set when the upstream runs the tool only as a task: the bridge follows the task.
+    task: Option<TaskCall>,
 }
 
-/// Sends `notifications/cancelled` for one call, to the one upstream that runs it.
+/// Sends `notifications/cancelled` for one call, to the one upstream that runs it (and
+/// `tasks/cancel`, once the call became an upstream task).
 #[derive(Clone)]
 pub struct CallCanceller {
     peer: Peer<RoleClient>,
     id: RequestId,
+    /// The upstream task's ID once known, for `tasks/cancel`.
+    task: Option<(
+        Arc<std::sync::OnceLock<String>>,
+        Arc<crate::metrics::Metrics>,
+    )>,
 }
 
 /// Unroutes the call's notifications when the call is over or abandoned.
@@ -85,13 +95,24 @@ impl Upstream {
         };
         let route = RouteGuard {
             routes: self.inner.routes.clone(),
-            marker: self.inner.routes.add(sink),
+            marker: self.inner.routes.add(sink.clone()),
+        };
+        let as_task = self.task_support(tool) == Some(TaskSupport::Required);
+        let request = if as_task {
+            let mut request =
+                CustomRequest::new("tools/call", Some(task_call::call_params(tool, arguments)));
+            request.extensions.insert(route.marker);
+            ClientRequest::CustomRequest(request)
+        } else {
+            let mut params = CallToolRequestParams::new(tool.to_string());
+            if let Some(arguments) = arguments {
+                params = params.with_arguments(arguments);
+            }
+            let mut request = CallToolRequest::new(params);
+            request.extensions.insert(route.marker);
+            ClientRequest::CallToolRequest(request)
         };
         let span = call_span(self.name(), tool);
-        let mut params = CallToolRequestParams::new(tool.to_string());
-        if let Some(arguments) = arguments {
-            params = params.with_arguments(arguments);
-        }
         let mut options = PeerRequestOptions::no_options();
         if let Some(trace) = traces::propagation(&span) {
             let mut meta = RequestMetaObject::new();
@@ -101,16 +122,21 @@ impl Upstream {
             }
             options = options.with_meta(meta);
         }
-        let mut request = CallToolRequest::new(params);
-        request.extensions.insert(route.marker);
         let handle = live
             .peer
-            .send_request_with_option(ClientRequest::CallToolRequest(request), options)
+            .send_request_with_option(request, options)
             .await
             .map_err(|source| UpstreamError::Send {
                 name: self.name().to_string(),
                 source,
             })?;
+        let task = as_task.then(|| TaskCall {
+            peer: live.peer.clone(),
+            sink,
+            task_id: Arc::default(),
+            metrics: self.inner.metrics.clone(),
+            routes: self.inner.routes.clone(),
+        });
         Ok(UpstreamCall {
             upstream: self.name().to_string(),
             span,
@@ -120,7 +146,11 @@ impl Upstream {
             canceller: CallCanceller {
                 peer: live.peer,
                 id: handle.id,
+                task: task
+                    .as_ref()
+                    .map(|t| (t.task_id.clone(), t.metrics.clone())),
             },
+            task,
         })
     }
 }
@@ -134,8 +164,25 @@ impl UpstreamCall {
             closed,
             route,
             canceller,
+            task,
         } = self;
-        let outcome = outcome(upstream, rx, closed, route);
+        let outcome = async move {
+            let first = answer(&upstream, rx, closed.clone(), &route).await;
+            match (first, task) {
+                (Ok(result), None) => {
+                    drop(route);
+                    tool_result(result, &upstream)
+                }
+                // The call lives on as the task: what the upstream asks meanwhile (a question
+                // it sends while the task waits in `input_required`) still belongs to it.
+                (Ok(created), Some(task)) => {
+                    let outcome = task_call::follow(upstream, created, task, closed).await;
+                    drop(route);
+                    outcome
+                }
+                (Err(outcome), _) => outcome,
+            }
+        };
         if span.is_none() {
             return (outcome.boxed(), canceller);
         }
@@ -164,30 +211,30 @@ fn call_span(upstream: &str, tool: &str) -> Span {
     traces::span(|| tracing::info_span!("upstream_call", upstream, upstream_tool = tool))
 }
 
-async fn outcome(
-    upstream: String,
+/// The upstream's answer to the request, or how the call ended without one.
+async fn answer(
+    upstream: &str,
     rx: oneshot::Receiver<Result<ServerResult, ServiceError>>,
     mut closed: watch::Receiver<Option<String>>,
-    route: RouteGuard,
-) -> CallOutcome {
+    route: &RouteGuard,
+) -> Result<ServerResult, CallOutcome> {
     let answer = rx.await;
     let too_large = route.routes.too_large(route.marker);
-    // The response is the end of the call: nothing the upstream says about it afterwards
-    // belongs to it any more.
-    drop(route);
+    // The response is the end of a plain call: nothing the upstream says about it afterwards
+    // belongs to it any more, so the caller drops the route at once (a task call keeps it).
     if let Some(limit) = too_large {
-        return CallOutcome::Failed {
+        return Err(CallOutcome::Failed {
             reason: FailureReason::ResultTooLarge,
             message: format!(
                 "the answer of upstream {upstream} is larger than limits.max_result_bytes \
                  ({limit} bytes) and was dropped; ask the tool for less, or have the bridge's \
                  operator raise the limit"
             ),
-        };
+        });
     }
     match answer {
-        Ok(Ok(result)) => tool_result(result, &upstream),
-        Ok(Err(ServiceError::McpError(error))) => CallOutcome::RpcError(error),
+        Ok(Ok(result)) => Ok(result),
+        Ok(Err(ServiceError::McpError(error))) => Err(CallOutcome::RpcError(error)),
         Ok(Err(ServiceError::TransportClosed)) | Err(_) => {
             let why =
                 match tokio::time::timeout(CLOSE_REASON_WAIT, closed.wait_for(Option::is_some))
@@ -196,19 +243,19 @@ async fn outcome(
                     Ok(Ok(reason)) => reason.clone().unwrap_or_default(),
                     _ => "connection closed".to_string(),
                 };
-            CallOutcome::Failed {
+            Err(CallOutcome::Failed {
                 reason: FailureReason::UpstreamLost,
                 message: format!("upstream {upstream} went away during the call: {why}"),
-            }
+            })
         }
-        Ok(Err(error)) => CallOutcome::Failed {
+        Ok(Err(error)) => Err(CallOutcome::Failed {
             reason: FailureReason::UpstreamError,
             message: format!("upstream {upstream}: {error}"),
-        },
+        }),
     }
 }
 
-fn tool_result(result: ServerResult, upstream: &str) -> CallOutcome {
+pub(super) fn tool_result(result: ServerResult, upstream: &str) -> CallOutcome {
     match result {
         ServerResult::CallToolResult(result) => CallOutcome::Result(result),
         // A server may answer a tool call with an empty object; that is an empty result.
@@ -253,6 +300,12 @@ impl CallCanceller {
         ));
         if let Err(e) = self.peer.send_notification(notification).await {
             tracing::debug!(error = %e, "cancel did not reach the upstream (connection gone)");
+        }
+        // The call became a task upstream: cancelling the request no longer stops it.
+        if let Some((id, metrics)) = &self.task
+            && let Some(id) = id.get()
+        {
+            task_call::cancel(&self.peer, metrics, id).await;
         }
     }
 

@@ -29,7 +29,7 @@ use rmcp::{
 use rustls::pki_types::CertificateDer;
 use sse_stream::Sse;
 
-use super::{envelope::Envelope, oversize::Oversize};
+use super::{envelope::Envelope, oversize::Oversize, task_support::TaskSupportMap};
 
 /// Room for an SSE event's framing (`event:`, `id:`, `data: ` and line ends) above the limit.
 const SSE_FRAMING: usize = 64 * 1024;
@@ -45,6 +45,9 @@ type Posted = Result<StreamableHttpPostResponse, StreamableHttpError<reqwest::Er
 pub(super) struct BoundedHttp {
     inner: reqwest::Client,
     oversize: Oversize,
+    /// Where `tools/list` answers on SSE streams leave their tools' task support
+    /// (`task_support.rs`; a plain JSON answer reaches this wrapper already parsed, without it).
+    task_support: TaskSupportMap,
 }
 
 impl BoundedHttp {
@@ -52,6 +55,7 @@ impl BoundedHttp {
     /// bounds set to match.
     pub(super) fn new(
         oversize: Oversize,
+        task_support: TaskSupportMap,
         extra_roots: Vec<CertificateDer<'static>>,
         config: StreamableHttpClientTransportConfig,
     ) -> Result<(Self, StreamableHttpClientTransportConfig), reqwest::Error> {
@@ -69,7 +73,14 @@ impl BoundedHttp {
         let config = config
             .max_json_response_size(limit)
             .max_sse_event_size(limit.saturating_add(SSE_FRAMING));
-        Ok((Self { inner, oversize }, config))
+        Ok((
+            Self {
+                inner,
+                oversize,
+                task_support,
+            },
+            config,
+        ))
     }
 
     fn limits(&self) -> StreamableHttpResponseLimits {
@@ -97,9 +108,13 @@ impl BoundedHttp {
     /// GET stream), blamed for an event so large that rmcp stopped reading the stream.
     fn bound_events(&self, events: Events, request: Option<RequestId>) -> Events {
         let oversize = self.oversize.clone();
+        let task_support = self.task_support.clone();
         events
             .map(move |event| match event {
                 Ok(mut sse) => {
+                    if let Some(data) = &sse.data {
+                        task_support.sniff(data.as_bytes());
+                    }
                     if sse
                         .data
                         .as_ref()

@@ -16,7 +16,11 @@ use std::{
 
 use tokio::io::{AsyncRead, ReadBuf};
 
-use super::{envelope::Envelope, oversize::Oversize};
+use super::{
+    envelope::Envelope,
+    oversize::Oversize,
+    task_support::{MAX_SNIFFED_LINE, TaskSupportMap},
+};
 
 /// Bytes read from the child at a time.
 const CHUNK: usize = 64 * 1024;
@@ -46,10 +50,23 @@ struct Lines {
     cut: bool,
     /// The line's request has been answered with the error.
     answered: bool,
+    /// Where `tools/list` answers leave their tools' task support (`task_support.rs`).
+    task_support: TaskSupportMap,
+    /// The current line, while it is short enough to be sniffed for task support.
+    line: Vec<u8>,
 }
 
 impl<R> LineCap<R> {
+    #[cfg(test)]
     pub(super) fn new(inner: R, oversize: Oversize) -> Self {
+        Self::with_task_support(inner, oversize, TaskSupportMap::default())
+    }
+
+    pub(super) fn with_task_support(
+        inner: R,
+        oversize: Oversize,
+        task_support: TaskSupportMap,
+    ) -> Self {
         Self {
             inner,
             lines: Lines {
@@ -58,6 +75,8 @@ impl<R> LineCap<R> {
                 envelope: Envelope::default(),
                 cut: false,
                 answered: false,
+                task_support,
+                line: Vec::new(),
             },
             chunk: vec![0; CHUNK].into_boxed_slice(),
             out: Vec::with_capacity(CHUNK),
@@ -104,6 +123,9 @@ impl Lines {
                 None => (bytes, &[][..]),
             };
             self.envelope.feed(part);
+            if self.len + part.len() <= MAX_SNIFFED_LINE {
+                self.line.extend_from_slice(part);
+            }
             if !self.cut {
                 let room = self.oversize.limit() - self.len;
                 out.extend_from_slice(&part[..part.len().min(room)]);
@@ -129,6 +151,14 @@ impl Lines {
     }
 
     fn end_line(&mut self, out: &mut Vec<u8>) {
+        if self.len <= MAX_SNIFFED_LINE {
+            self.task_support.sniff(&self.line);
+        }
+        // Keep the buffer for the next line, unless a long one grew it.
+        self.line.clear();
+        if self.line.capacity() > 64 * 1024 {
+            self.line = Vec::new();
+        }
         if !self.cut {
             out.push(b'\n');
         } else if !self.answered {

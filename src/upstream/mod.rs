@@ -18,6 +18,8 @@ mod requests;
 mod stdio;
 mod supervisor;
 mod tap;
+mod task_call;
+mod task_support;
 
 use std::{collections::HashMap, sync::Arc};
 
@@ -32,6 +34,8 @@ pub use error::{SessionError, Unreachable, UpstreamError};
 pub use offer::ListKind;
 pub use requests::RequestError;
 pub use tap::{CallSink, no_sampling};
+pub use task_support::TaskSupport;
+use task_support::TaskSupportMap;
 
 use crate::{
     config::{TransportKind, UpstreamConfig},
@@ -210,6 +214,8 @@ struct Inner {
     metrics: Arc<Metrics>,
     /// Where a stdio child's helpers run (the supervisor's stage).
     tasks: Tasks,
+    /// The tools' `execution.taskSupport`, as the last `tools/list` answers declared it.
+    task_support: TaskSupportMap,
 }
 
 #[derive(Clone)]
@@ -251,8 +257,15 @@ impl Upstream {
                 subscriptions: Mutex::new(HashMap::new()),
                 metrics,
                 tasks,
+                task_support: TaskSupportMap::default(),
             }),
         }
+    }
+
+    /// What the upstream declared as `tool`'s `execution.taskSupport` (stdio upstreams; see
+    /// `task_support.rs`), `None` for a tool that declared none.
+    pub fn task_support(&self, tool: &str) -> Option<TaskSupport> {
+        self.inner.task_support.get(tool)
     }
 
     pub fn name(&self) -> &str {

@@ -136,7 +136,8 @@ impl Upstream {
             stdio::spawn(&self.inner.config, &self.inner.tasks).map_err(SessionError::Spawn)?;
         let oversize = self.oversize();
         let line_cap = line_cap::rmcp_line_cap(oversize.limit());
-        let stdout = LineCap::new(child.stdout, oversize);
+        let stdout =
+            LineCap::with_task_support(child.stdout, oversize, self.inner.task_support.clone());
         let transport = Tap::new(
             AsyncRwTransport::new_client(stdout, child.stdin).with_max_line_length(line_cap),
             self.inner.routes.clone(),
@@ -179,9 +180,13 @@ impl Upstream {
             Some(path) => crate::tls::read_ca_file(path).map_err(SessionError::CaFile)?,
             None => Vec::new(),
         };
-        let (client, transport_config) =
-            BoundedHttp::new(self.oversize(), extra_roots, transport_config)
-                .map_err(SessionError::HttpClient)?;
+        let (client, transport_config) = BoundedHttp::new(
+            self.oversize(),
+            self.inner.task_support.clone(),
+            extra_roots,
+            transport_config,
+        )
+        .map_err(SessionError::HttpClient)?;
         let transport = Tap::new(
             StreamableHttpClientTransport::with_client(client, transport_config),
             self.inner.routes.clone(),

@@ -78,6 +78,12 @@ pub fn no_sampling() -> ErrorData {
     )
 }
 
+/// The 2025-11-25 task status notification (rmcp 3.11 knows only 2026-07-28's
+/// `notifications/tasks`, so it arrives as a custom notification).
+const TASK_STATUS_METHOD: &str = "notifications/tasks/status";
+/// Status notifications of one task waiting to be read.
+const TASK_STATUS_QUEUE: usize = 16;
+
 /// Marks an outgoing `tools/call` with the route its notifications go to.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct RouteMarker(pub u64);
@@ -90,6 +96,12 @@ pub(super) struct CallRoutes {
     routes: DashMap<u64, Route>,
     by_token: DashMap<ProgressToken, u64>,
     by_request: DashMap<RequestId, u64>,
+    /// Upstream tasks the bridge follows (`task_call.rs`), by task ID: where their
+    /// `notifications/tasks/status` go.
+    tasks: DashMap<String, tokio::sync::mpsc::Sender<serde_json::Value>>,
+    /// The latest statuses of tasks nobody follows yet: the upstream may announce a task's
+    /// first stage before its answer to the `tools/call` names the task.
+    unclaimed: parking_lot::Mutex<std::collections::VecDeque<serde_json::Value>>,
     logs: LogAttribution,
     metrics: Arc<Metrics>,
 }
@@ -110,6 +122,8 @@ impl CallRoutes {
             routes: DashMap::new(),
             by_token: DashMap::new(),
             by_request: DashMap::new(),
+            tasks: DashMap::new(),
+            unclaimed: Default::default(),
             logs,
             metrics,
         })
@@ -164,6 +178,51 @@ impl CallRoutes {
     /// Whether the call's answer was dropped as too large, and the limit it passed.
     pub(super) fn too_large(&self, marker: RouteMarker) -> Option<usize> {
         self.routes.get(&marker.0).and_then(|route| route.too_large)
+    }
+
+    /// Follow the status notifications of upstream task `id` (until [`Self::unwatch_task`]).
+    /// Bounded: a status that finds the queue full is dropped; the next poll sees it anyway.
+    pub(super) fn watch_task(&self, id: &str) -> tokio::sync::mpsc::Receiver<serde_json::Value> {
+        let (tx, rx) = tokio::sync::mpsc::channel(TASK_STATUS_QUEUE);
+        let mut unclaimed = self.unclaimed.lock();
+        unclaimed.retain(|status| {
+            if status["taskId"] != id {
+                return true;
+            }
+            let _ = tx.try_send(status.clone());
+            false
+        });
+        self.tasks.insert(id.to_string(), tx);
+        rx
+    }
+
+    pub(super) fn unwatch_task(&self, id: &str) {
+        self.tasks.remove(id);
+    }
+
+    /// A `notifications/tasks/status` (2025-11-25): to the call that follows the task, if any.
+    fn task_status(&self, params: Option<&serde_json::Value>) {
+        let Some(params) = params else { return };
+        let Some(id) = params["taskId"].as_str() else {
+            return;
+        };
+        if let Some(tx) = self.tasks.get(id) {
+            let _ = tx.try_send(params.clone());
+            return;
+        }
+        let mut unclaimed = self.unclaimed.lock();
+        if self.tasks.contains_key(id) {
+            // Claimed meanwhile (`watch_task` holds this lock while it registers).
+            drop(unclaimed);
+            if let Some(tx) = self.tasks.get(id) {
+                let _ = tx.try_send(params.clone());
+            }
+            return;
+        }
+        if unclaimed.len() == TASK_STATUS_QUEUE {
+            unclaimed.pop_front();
+        }
+        unclaimed.push_back(params.clone());
     }
 
     fn progress(&self, params: &ProgressNotificationParam) {
@@ -320,6 +379,10 @@ where
                         continue;
                     }
                     ServerNotification::LoggingMessageNotification(m) => self.routes.log(&m.params),
+                    ServerNotification::CustomNotification(c) if c.method == TASK_STATUS_METHOD => {
+                        self.routes.task_status(c.params.as_ref());
+                        continue;
+                    }
                     _ => {}
                 }
             }

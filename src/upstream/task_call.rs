@@ -1,0 +1,273 @@
+//! A call to a tool whose upstream runs it only as a task (`execution.taskSupport:
+//! "required"`, MCP 2025-11-25): the bridge sends the task-augmented `tools/call`, polls the
+//! upstream's `tasks/get` at the interval the upstream suggests, and fetches the result with
+//! `tasks/result` once the task is `completed`. Each new `statusMessage` becomes a progress
+//! step of the job (the only news a task gives while it runs), so the job's SSE channel shows
+//! the task's stages. The upstream's `notifications/tasks/status` (the TypeScript SDK sends one
+//! per change) are taken in as they come, so a stage shorter than the poll interval is not
+//! missed; polling remains for upstreams that send none. Cancelling the job sends `tasks/cancel` for the task (see
+//! [`CallCanceller::cancel`](super::CallCanceller::cancel)).
+//!
+//! The requests go out as rmcp `CustomRequest`s and their answers are read as JSON: rmcp 3.11
+//! models the 2026-07-28 task shapes (`resultType: "task"`, no `tasks/result`), not these.
+
+use std::{
+    sync::{Arc, OnceLock},
+    time::Duration,
+};
+
+use rmcp::{
+    RoleClient, ServiceError,
+    model::{
+        ClientRequest, CustomRequest, NumberOrString, ProgressNotificationParam, ProgressToken,
+        ServerResult,
+    },
+    service::Peer,
+};
+use serde_json::{Value, json};
+use tokio::sync::watch;
+
+use super::{
+    call::CallOutcome,
+    tap::{CallRoutes, CallSink},
+};
+use crate::{metrics::Metrics, model::FailureReason};
+
+/// Polling bounds, whatever `pollInterval` the upstream suggests: often enough to show its
+/// stages, rarely enough not to flood it.
+const MIN_POLL: Duration = Duration::from_millis(100);
+const MAX_POLL: Duration = Duration::from_secs(10);
+/// When the upstream suggests no interval.
+const DEFAULT_POLL: Duration = Duration::from_secs(1);
+/// How long a `tasks/get`, `tasks/result` or `tasks/cancel` may take.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// What a task call needs besides the first answer.
+pub(super) struct TaskCall {
+    pub peer: Peer<RoleClient>,
+    pub sink: Arc<dyn CallSink>,
+    /// Set once the upstream named the task: what `tasks/cancel` needs.
+    pub task_id: Arc<OnceLock<String>>,
+    pub metrics: Arc<Metrics>,
+    /// Where the upstream's `notifications/tasks/status` are routed.
+    pub routes: Arc<CallRoutes>,
+}
+
+/// The `params` of a task-augmented `tools/call`.
+pub(super) fn call_params(tool: &str, arguments: Option<rmcp::model::JsonObject>) -> Value {
+    let mut params = json!({ "name": tool, "task": {} });
+    if let Some(arguments) = arguments {
+        params["arguments"] = Value::Object(arguments);
+    }
+    params
+}
+
+/// Follow the task the first answer created to its end. An upstream that answered with a plain
+/// result after all gets that result taken as it is.
+pub(super) async fn follow(
+    upstream: String,
+    created: ServerResult,
+    call: TaskCall,
+    mut closed: watch::Receiver<Option<String>>,
+) -> CallOutcome {
+    let created_json = serde_json::to_value(&created).unwrap_or_default();
+    let task = if created_json["task"].is_object() {
+        &created_json["task"]
+    } else {
+        &created_json
+    };
+    let Some(id) = task["taskId"].as_str().map(str::to_string) else {
+        return super::call::tool_result(created, &upstream);
+    };
+    let _ = call.task_id.set(id.clone());
+    let mut statuses = call.routes.watch_task(&id);
+    let _unwatch = Unwatch(&call.routes, &id);
+    let mut state = TaskState::default();
+    state.update(task, &call.sink);
+    while !state.is_terminal() {
+        tokio::select! {
+            // A status the upstream pushes: every stage, even those shorter than a poll.
+            Some(status) = statuses.recv() => {
+                state.update(&status, &call.sink);
+                if state.status != "input_required" {
+                    continue;
+                }
+            }
+            () = tokio::time::sleep(state.poll) => {}
+            gone = closed.wait_for(Option::is_some) => {
+                let why = gone.ok().and_then(|r| r.clone()).unwrap_or_default();
+                return CallOutcome::Failed {
+                    reason: FailureReason::UpstreamLost,
+                    message: format!("upstream {upstream} went away while its task {id} ran: {why}"),
+                };
+            }
+        }
+        match request(
+            &call.peer,
+            &call.metrics,
+            "tasks/get",
+            &id,
+            Some(REQUEST_TIMEOUT),
+        )
+        .await
+        {
+            Ok(answer) => state.update(&answer, &call.sink),
+            Err(outcome) => return outcome,
+        }
+        if state.status == "input_required" {
+            // The 2025-11-25 way: the upstream's questions come while the client waits on
+            // `tasks/result`, which answers once the task has ended.
+            return result(&upstream, &call, &id, None).await;
+        }
+    }
+    match state.status.as_str() {
+        "completed" => result(&upstream, &call, &id, Some(REQUEST_TIMEOUT)).await,
+        "cancelled" => CallOutcome::Failed {
+            reason: FailureReason::Cancelled,
+            message: format!(
+                "upstream {upstream} cancelled its task {id}{}",
+                state.suffix()
+            ),
+        },
+        _ => CallOutcome::Failed {
+            reason: FailureReason::UpstreamError,
+            message: format!("upstream {upstream}'s task {id} failed{}", state.suffix()),
+        },
+    }
+}
+
+/// The task's result (`tasks/result`), waiting at most `within` (none: until the task ends, which
+/// the job's own timeout or a cancel bounds).
+async fn result(
+    upstream: &str,
+    call: &TaskCall,
+    id: &str,
+    within: Option<Duration>,
+) -> CallOutcome {
+    match request(&call.peer, &call.metrics, "tasks/result", id, within).await {
+        Ok(result) => match serde_json::from_value(result) {
+            Ok(result) => CallOutcome::Result(result),
+            Err(e) => CallOutcome::Failed {
+                reason: FailureReason::UpstreamError,
+                message: format!(
+                    "upstream {upstream}'s task {id} ended with something that is not a tool \
+                     result: {e}"
+                ),
+            },
+        },
+        Err(outcome) => outcome,
+    }
+}
+
+/// Send `tasks/cancel` for `id`; the upstream's answer only acknowledges it.
+pub(super) async fn cancel(peer: &Peer<RoleClient>, metrics: &Metrics, id: &str) {
+    if let Err(e) = request(peer, metrics, "tasks/cancel", id, Some(REQUEST_TIMEOUT)).await {
+        tracing::debug!(?e, "tasks/cancel did not reach the upstream");
+    }
+}
+
+/// Stops routing a task's status notifications when its call ends, however it ends.
+struct Unwatch<'a>(&'a CallRoutes, &'a str);
+
+impl Drop for Unwatch<'_> {
+    fn drop(&mut self) {
+        self.0.unwatch_task(self.1);
+    }
+}
+
+/// What the polls and status notifications have learned.
+struct TaskState {
+    status: String,
+    message: Option<String>,
+    poll: Duration,
+    steps: u32,
+}
+
+impl Default for TaskState {
+    fn default() -> Self {
+        Self {
+            status: "working".into(),
+            message: None,
+            poll: DEFAULT_POLL,
+            steps: 0,
+        }
+    }
+}
+
+impl TaskState {
+    /// Take in one task object (`tasks/get` answer or the created task); a new status message
+    /// is one more progress step.
+    fn update(&mut self, task: &Value, sink: &Arc<dyn CallSink>) {
+        if let Some(status) = task["status"].as_str() {
+            self.status = status.to_string();
+        }
+        let interval = task["pollInterval"]
+            .as_u64()
+            .or_else(|| task["pollIntervalMs"].as_u64());
+        if let Some(ms) = interval {
+            self.poll = Duration::from_millis(ms).clamp(MIN_POLL, MAX_POLL);
+        }
+        let message = task["statusMessage"].as_str().map(str::to_string);
+        if message.is_some() && message != self.message {
+            self.steps += 1;
+            self.message = message.clone();
+            // The token is not looked at: the sink is this call's own.
+            let token = ProgressToken(NumberOrString::Number(0));
+            let mut progress = ProgressNotificationParam::new(token, f64::from(self.steps));
+            progress.message = message;
+            sink.progress(&progress);
+        }
+    }
+
+    fn is_terminal(&self) -> bool {
+        matches!(self.status.as_str(), "completed" | "failed" | "cancelled")
+    }
+
+    fn suffix(&self) -> String {
+        self.message
+            .as_deref()
+            .map(|m| format!(": {m}"))
+            .unwrap_or_default()
+    }
+}
+
+/// One task request by its method, answered as JSON.
+async fn request(
+    peer: &Peer<RoleClient>,
+    metrics: &Metrics,
+    method: &str,
+    id: &str,
+    within: Option<Duration>,
+) -> Result<Value, CallOutcome> {
+    let request =
+        ClientRequest::CustomRequest(CustomRequest::new(method, Some(json!({ "taskId": id }))));
+    let sent = peer.send_request(request);
+    let answer = match within {
+        Some(within) => tokio::time::timeout(within, sent).await,
+        None => Ok(sent.await),
+    };
+    let outcome = if matches!(answer, Ok(Ok(_))) {
+        "ok"
+    } else {
+        "error"
+    };
+    metrics
+        .upstream_task_requests
+        .with_label_values(&[method, outcome])
+        .inc();
+    match answer {
+        Ok(Ok(result)) => Ok(serde_json::to_value(&result).unwrap_or_default()),
+        Ok(Err(ServiceError::McpError(error))) => Err(CallOutcome::RpcError(error)),
+        Ok(Err(error)) => Err(CallOutcome::Failed {
+            reason: FailureReason::UpstreamLost,
+            message: format!("{method} for task {id}: {error}"),
+        }),
+        Err(_) => Err(CallOutcome::Failed {
+            reason: FailureReason::Timeout,
+            message: format!(
+                "{method} for task {id} got no answer in {}s",
+                within.unwrap_or_default().as_secs()
+            ),
+        }),
+    }
+}
