@@ -240,7 +240,7 @@ async fn large_result(
 }
 
 /// A reader that sends its request and never reads a byte of the answer.
-async fn open_never_read(addr: SocketAddr, path: &str) -> Result<TcpStream, String> {
+pub async fn open_never_read(addr: SocketAddr, path: &str) -> Result<TcpStream, String> {
     let mut tcp = TcpStream::connect(addr)
         .await
         .map_err(|e| format!("stalled reader: {e}"))?;

@@ -5,10 +5,9 @@
 //! reader goes after 4 to 6 s). Each store runs twice in the same run, side by side: with the
 //! bound at its most (1 GiB: nobody is dropped, what they hold stays held) and at its default.
 
-use std::{net::SocketAddr, time::Duration};
+use std::time::Duration;
 
 use serde_json::json;
-use tokio::{io::AsyncWriteExt, net::TcpStream};
 
 use crate::{
     Ctx,
@@ -73,7 +72,7 @@ async fn measure(bridge: &BridgeProcess) -> Result<[u64; 3], String> {
     let path = mcp::events_path(&handle)?;
     let mut stalled = Vec::new();
     for _ in 0..STALLED {
-        stalled.push(never_reads(bridge.addr, &path).await?);
+        stalled.push(crate::soak::open_never_read(bridge.addr, &path).await?);
     }
     let mut crowd = Crowd::spawn(bridge.addr, std::slice::from_ref(&path), 1, EVENTS);
     crowd.wait_connected().await?;
@@ -92,17 +91,4 @@ async fn measure(bridge: &BridgeProcess) -> Result<[u64; 3], String> {
     drop(stalled);
     let _ = front.cancel().await;
     Ok([start, held, after])
-}
-
-/// A reader that sends its request and never reads a byte of the answer.
-async fn never_reads(addr: SocketAddr, path: &str) -> Result<TcpStream, String> {
-    let mut tcp = TcpStream::connect(addr)
-        .await
-        .map_err(|e| format!("stalled reader: {e}"))?;
-    let request =
-        format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nAccept: text/event-stream\r\n\r\n");
-    tcp.write_all(request.as_bytes())
-        .await
-        .map_err(|e| format!("stalled reader: {e}"))?;
-    Ok(tcp)
 }
