@@ -183,6 +183,7 @@ async fn lists_every_tool_with_description_and_schema() {
         "fail_after",
         "fail_rpc",
         "ask",
+        "ask_in_rounds",
         "sample",
         "roots",
         "echo",

@@ -55,6 +55,15 @@ pub struct LimitsConfig {
     /// takes nothing for a keep-alive interval is dropped (it reconnects with
     /// `Last-Event-ID`). A frame larger than this is still sent, alone.
     pub max_sse_buffer_bytes: usize,
+    /// Rounds of `input_required` one call of a 2026-07-28 upstream may go through (each
+    /// answered and retried by the bridge); the round past it fails the job.
+    pub max_input_rounds: usize,
+    /// Input requests (elicitation, sampling, roots) one `input_required` round of an upstream
+    /// may carry; a round with more fails the job.
+    pub max_input_requests_per_round: usize,
+    /// Largest `requestState` of an upstream's `input_required` answer, in bytes (the bridge
+    /// echoes it back); a larger one fails the job.
+    pub max_request_state_bytes: usize,
 }
 
 impl Default for LimitsConfig {
@@ -75,6 +84,9 @@ impl Default for LimitsConfig {
             max_sessions: 4096,
             max_initialize_bytes: 64 * 1024,
             max_sse_buffer_bytes: 4 * 1024 * 1024,
+            max_input_rounds: 16,
+            max_input_requests_per_round: 16,
+            max_request_state_bytes: 64 * 1024,
         }
     }
 }
@@ -90,7 +102,7 @@ pub(super) fn validate(
     limits: &LimitsConfig,
     err: impl Fn(&str, String) -> ConfigError,
 ) -> Result<(), ConfigError> {
-    let checks: [(&str, u64, u64, u64); 15] = [
+    let checks: [(&str, u64, u64, u64); 18] = [
         (
             "limits.max_request_bytes",
             limits.max_request_bytes as u64,
@@ -180,6 +192,24 @@ pub(super) fn validate(
             limits.max_initialize_bytes as u64,
             1024,
             4 * 1024 * 1024,
+        ),
+        (
+            "limits.max_input_rounds",
+            limits.max_input_rounds as u64,
+            1,
+            1000,
+        ),
+        (
+            "limits.max_input_requests_per_round",
+            limits.max_input_requests_per_round as u64,
+            1,
+            1000,
+        ),
+        (
+            "limits.max_request_state_bytes",
+            limits.max_request_state_bytes as u64,
+            16,
+            16 * 1024 * 1024,
         ),
     ];
     for (key, value, min, max) in checks {

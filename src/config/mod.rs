@@ -282,6 +282,24 @@ pub struct UpstreamConfig {
     /// an upstream that logs nothing after its answers and serves one user (docs/security.md).
     #[serde(default)]
     pub logs: LogAttribution,
+    /// How the bridge starts its MCP session with the upstream: `handshake` (the default:
+    /// `initialize`, revision 2025-11-25 or the newest the upstream offers below it), or
+    /// `2026-07-28` (`server/discover`, no session; the upstream may then answer a call with
+    /// `input_required`, which the bridge answers and retries, docs/tasks.md).
+    #[serde(default)]
+    pub protocol: UpstreamProtocol,
+}
+
+/// `[[upstreams]] protocol`: the MCP lifecycle the bridge uses with an upstream.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, JsonSchema)]
+pub enum UpstreamProtocol {
+    /// `initialize` / `notifications/initialized`: 2025-11-25 and earlier.
+    #[default]
+    #[serde(rename = "handshake")]
+    Handshake,
+    /// `server/discover` at 2026-07-28, every request self-contained.
+    #[serde(rename = "2026-07-28")]
+    V2026_07_28,
 }
 
 /// `[[upstreams]] logs`: which of an upstream's log messages (`notifications/message`) are
@@ -349,6 +367,7 @@ impl UpstreamConfig {
             expose: Expose::default(),
             logs: LogAttribution::None,
             ca_file: None,
+            protocol: UpstreamProtocol::Handshake,
         }
     }
 

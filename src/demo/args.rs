@@ -177,6 +177,32 @@ fn say_hello() -> String {
     "Say hello.".into()
 }
 
+/// Arguments of `ask_in_rounds`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct RoundsArgs {
+    /// Rounds of questions (1 to 20), one `input_required` answer each.
+    #[serde(default = "one")]
+    #[schemars(range(min = 1, max = 20))]
+    pub rounds: u32,
+    /// Questions in each round (1 to 100).
+    #[serde(default = "one")]
+    #[schemars(range(min = 1, max = 100))]
+    pub per_round: u32,
+    /// Also ask the client's model (sampling/createMessage) in the first round.
+    #[serde(default)]
+    pub sample: bool,
+    /// Also ask for the client's roots (roots/list) in the first round.
+    #[serde(default)]
+    pub roots: bool,
+    /// Ask again after every answer, never finishing (for testing a client's bound on rounds).
+    #[serde(default)]
+    pub forever: bool,
+    /// Bytes of padding added to `requestState` (0 to 1048576), for testing a client's bound.
+    #[serde(default)]
+    #[schemars(range(min = 0, max = 1_048_576))]
+    pub state_padding: usize,
+}
+
 /// Arguments of `ask`.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct AskArgs {

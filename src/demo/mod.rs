@@ -13,6 +13,7 @@
 mod args;
 mod cancellations;
 mod report;
+mod rounds;
 mod serve;
 mod tools;
 
@@ -75,7 +76,8 @@ impl ServerHandler for DemoTools {
             "Demo tools for mcp-progress-bridge: slow tools that report progress \
              (slow_count, log_and_count, slow_count_no_total, instant_progress) and tools \
              that misbehave on purpose (fail_after, fail_rpc, ignore_cancel, hang, crash). \
-             `ask` asks the person behind the client a question (elicitation). \
+             `ask` asks the person behind the client a question (elicitation); \
+             `ask_in_rounds` asks in input_required rounds (protocol 2026-07-28). \
              `cancellations` lists the calls this server saw cancelled. `bench_progress` \
              stamps each notification with its send time, for the benchmark harness.",
         )

@@ -16,9 +16,12 @@ use std::time::Duration;
 #[allow(deprecated)]
 use rmcp::{
     RoleServer,
-    handler::server::wrapper::Parameters,
+    handler::server::{
+        tool::{InputResponses, RequestState},
+        wrapper::Parameters,
+    },
     model::{
-        CallToolResult, ClientResult, ContentBlock, CreateMessageRequest,
+        CallToolResponse, CallToolResult, ClientResult, ContentBlock, CreateMessageRequest,
         CreateMessageRequestParams, ElicitRequest, ElicitRequestParams, ElicitationAction,
         ElicitationSchema, ListRootsRequest, SamplingMessage, ServerRequest,
     },
@@ -31,7 +34,7 @@ use super::{
     args::{
         ArgumentError, AskArgs, BURST, BenchProgressArgs, CrashArgs, DELAY_MS, ECHO_BYTES,
         EchoArgs, FailAfterArgs, INTERVAL_US, IgnoreCancelArgs, InstantProgressArgs,
-        LogAndCountArgs, NoTotalArgs, SECONDS, STEPS, SampleArgs, SlowCountArgs, check,
+        LogAndCountArgs, NoTotalArgs, RoundsArgs, SECONDS, STEPS, SampleArgs, SlowCountArgs, check,
     },
     report::CallReporter,
 };
@@ -205,6 +208,19 @@ impl DemoTools {
         };
         reporter.progress(2, Some(2), "answered".to_owned()).await;
         text_result(text)
+    }
+
+    #[tool(
+        description = "At protocol 2026-07-28 only: asks for input in input_required answers (SEP-2322), `rounds` rounds (default 1) of `per_round` questions (default 1) each, every question a form with one required text field `answer`; with `sample` also a sample of the client's model, with `roots` also the client's roots, in the first round; with `forever` it never stops asking. `state_padding` pads requestState. Returns \"answers: a, b; the model said: …; roots: …\"."
+    )]
+    fn ask_in_rounds(
+        &self,
+        Parameters(args): Parameters<RoundsArgs>,
+        RequestState(state): RequestState,
+        InputResponses(responses): InputResponses,
+        context: RequestContext<RoleServer>,
+    ) -> CallToolResponse {
+        super::rounds::ask_in_rounds(args, state, responses, &context)
     }
 
     #[tool(

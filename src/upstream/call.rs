@@ -3,6 +3,7 @@
 use std::{sync::Arc, time::Duration};
 
 use futures::{FutureExt, future::BoxFuture};
+use parking_lot::Mutex;
 use rmcp::{
     ErrorData, RoleClient, ServiceError,
     model::{
@@ -17,6 +18,7 @@ use tracing::{Instrument, Span};
 
 use super::{
     Upstream, UpstreamError,
+    input_rounds::Rounds,
     tap::{CallRoutes, CallSink, RouteMarker},
     task_call::{self, TaskCall},
     task_support::TaskSupport,
@@ -52,6 +54,8 @@ pub struct UpstreamCall {
     canceller: CallCanceller,
     /// Set when the upstream runs the tool only as a task: the bridge follows the task.
     task: Option<TaskCall>,
+    /// To send the call again when a 2026-07-28 upstream answers `input_required`.
+    rounds: Rounds,
 }
 
 /// Sends `notifications/cancelled` for one call, to the one upstream that runs it (and
@@ -59,7 +63,8 @@ pub struct UpstreamCall {
 #[derive(Clone)]
 pub struct CallCanceller {
     peer: Peer<RoleClient>,
-    id: RequestId,
+    /// The request in flight: the first, or its latest retry after an `input_required` round.
+    id: Arc<Mutex<RequestId>>,
     /// The upstream task's ID once known, for `tasks/cancel`.
     task: Option<(
         Arc<std::sync::OnceLock<String>>,
@@ -68,9 +73,9 @@ pub struct CallCanceller {
 }
 
 /// Unroutes the call's notifications when the call is over or abandoned.
-struct RouteGuard {
+pub(super) struct RouteGuard {
     routes: Arc<CallRoutes>,
-    marker: RouteMarker,
+    pub(super) marker: RouteMarker,
 }
 
 impl Drop for RouteGuard {
@@ -98,6 +103,7 @@ impl Upstream {
             marker: self.inner.routes.add(sink.clone()),
         };
         let as_task = self.task_support(tool) == Some(TaskSupport::Required);
+        let retry_arguments = arguments.clone();
         let request = if as_task {
             let mut request =
                 CustomRequest::new("tools/call", Some(task_call::call_params(tool, arguments)));
@@ -130,6 +136,16 @@ impl Upstream {
                 name: self.name().to_string(),
                 source,
             })?;
+        let current = Arc::new(Mutex::new(handle.id));
+        let rounds = Rounds {
+            peer: live.peer.clone(),
+            tool: tool.to_string(),
+            arguments: retry_arguments,
+            sink: sink.clone(),
+            limits: self.inner.limits,
+            metrics: self.inner.metrics.clone(),
+            current: current.clone(),
+        };
         let task = as_task.then(|| TaskCall {
             peer: live.peer.clone(),
             sink,
@@ -145,12 +161,13 @@ impl Upstream {
             route,
             canceller: CallCanceller {
                 peer: live.peer,
-                id: handle.id,
+                id: current,
                 task: task
                     .as_ref()
                     .map(|t| (t.task_id.clone(), t.metrics.clone())),
             },
             task,
+            rounds,
         })
     }
 }
@@ -165,10 +182,17 @@ impl UpstreamCall {
             route,
             canceller,
             task,
+            rounds,
         } = self;
         let outcome = async move {
             let first = answer(&upstream, rx, closed.clone(), &route).await;
             match (first, task) {
+                // A 2026-07-28 upstream asks for input: answer, and call again.
+                (Ok(ServerResult::InputRequiredResult(asked)), None) => {
+                    let outcome = rounds.drive(&upstream, asked, closed, &route).await;
+                    drop(route);
+                    outcome
+                }
                 (Ok(result), None) => {
                     drop(route);
                     tool_result(result, &upstream)
@@ -212,7 +236,7 @@ fn call_span(upstream: &str, tool: &str) -> Span {
 }
 
 /// The upstream's answer to the request, or how the call ended without one.
-async fn answer(
+pub(super) async fn answer(
     upstream: &str,
     rx: oneshot::Receiver<Result<ServerResult, ServiceError>>,
     mut closed: watch::Receiver<Option<String>>,
@@ -260,10 +284,13 @@ pub(super) fn tool_result(result: ServerResult, upstream: &str) -> CallOutcome {
         ServerResult::CallToolResult(result) => CallOutcome::Result(result),
         // A server may answer a tool call with an empty object; that is an empty result.
         ServerResult::EmptyResult(_) => CallOutcome::Result(CallToolResult::default()),
+        // Only an upstream task's result gets here with it (a plain call's rounds are driven
+        // in `input_rounds`), and a task's result is final.
         ServerResult::InputRequiredResult(_) => CallOutcome::Failed {
             reason: FailureReason::Unsupported,
             message: format!(
-                "upstream {upstream} asked for user input during the call, which the bridge cannot provide"
+                "upstream {upstream} answered its task's result with input_required, which the \
+                 bridge does not answer there"
             ),
         },
         ServerResult::CreateTaskResult(_) => CallOutcome::Failed {
@@ -272,6 +299,18 @@ pub(super) fn tool_result(result: ServerResult, upstream: &str) -> CallOutcome {
                 "upstream {upstream} answered with a task, which the bridge did not ask for"
             ),
         },
+        // `input_required` whose requests rmcp could not read (a method other than
+        // elicitation, sampling and roots, or a malformed one).
+        ServerResult::CustomResult(custom) if custom.0["resultType"] == "input_required" => {
+            CallOutcome::Failed {
+                reason: FailureReason::Unsupported,
+                message: format!(
+                    "upstream {upstream} answered with input_required carrying requests the \
+                     bridge cannot read (it answers elicitation/create, sampling/createMessage \
+                     and roots/list)"
+                ),
+            }
+        }
         ServerResult::CustomResult(custom) => {
             match serde_json::from_value::<CallToolResult>(custom.0) {
                 Ok(result) => CallOutcome::Result(result),
@@ -296,7 +335,7 @@ impl CallCanceller {
     /// Tell the upstream to stop. Its eventual answer, if any, is ignored by the caller.
     pub async fn cancel(&self, reason: &str) {
         let notification = ClientNotification::CancelledNotification(CancelledNotification::new(
-            CancelledNotificationParam::new(Some(self.id.clone()), Some(reason.to_string())),
+            CancelledNotificationParam::new(Some(self.request_id()), Some(reason.to_string())),
         ));
         if let Err(e) = self.peer.send_notification(notification).await {
             tracing::debug!(error = %e, "cancel did not reach the upstream (connection gone)");
@@ -309,7 +348,8 @@ impl CallCanceller {
         }
     }
 
-    pub fn request_id(&self) -> &RequestId {
-        &self.id
+    /// The request in flight now.
+    pub fn request_id(&self) -> RequestId {
+        self.id.lock().clone()
     }
 }

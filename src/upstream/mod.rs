@@ -11,6 +11,7 @@ mod client;
 mod envelope;
 mod error;
 mod http_client;
+mod input_rounds;
 mod line_cap;
 mod offer;
 mod oversize;
@@ -55,6 +56,12 @@ pub struct UpstreamLimits {
     pub max_resource_read_bytes: usize,
     /// Largest message read from an upstream; a larger answer fails its request.
     pub max_result_bytes: usize,
+    /// `input_required` rounds of one call (2026-07-28 upstreams).
+    pub max_input_rounds: usize,
+    /// Input requests in one `input_required` round.
+    pub max_input_requests_per_round: usize,
+    /// Largest `requestState` echoed back.
+    pub max_request_state_bytes: usize,
 }
 
 /// An upstream said one of its resources changed (`notifications/resources/updated`).

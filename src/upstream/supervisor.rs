@@ -4,8 +4,8 @@ use std::{collections::HashMap, sync::Arc, time::Duration};
 
 use rmcp::{
     RoleClient, ServiceExt,
-    model::{ClientRequest, PingRequest},
-    service::RunningService,
+    model::{ClientRequest, PingRequest, ProtocolVersion},
+    service::{ClientInitializeError, ClientLifecycleMode, ClientServiceExt, RunningService},
     transport::{
         StreamableHttpClientTransport, async_rw::AsyncRwTransport,
         streamable_http_client::StreamableHttpClientTransportConfig,
@@ -25,7 +25,7 @@ use super::{
     tap::Tap,
 };
 use crate::{
-    config::TransportKind,
+    config::{TransportKind, UpstreamProtocol},
     wait::{Backoff, sleep_until},
 };
 
@@ -129,6 +129,28 @@ impl Upstream {
         }
     }
 
+    /// The MCP lifecycle on `transport` the upstream's `protocol` says: `initialize`, or
+    /// `server/discover` at 2026-07-28.
+    async fn start<T>(
+        &self,
+        transport: T,
+    ) -> Result<RunningService<RoleClient, UpstreamClient>, ClientInitializeError>
+    where
+        T: rmcp::transport::Transport<RoleClient> + 'static,
+    {
+        match self.inner.config.protocol {
+            UpstreamProtocol::Handshake => self.handler().serve(transport).await,
+            UpstreamProtocol::V2026_07_28 => {
+                let lifecycle = ClientLifecycleMode::Discover {
+                    preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+                };
+                self.handler()
+                    .serve_with_lifecycle(transport, lifecycle)
+                    .await
+            }
+        }
+    }
+
     /// Start the child and do the MCP handshake on its stdin/stdout; a child that fails the
     /// handshake is stopped at once, and its exit status goes into the error.
     async fn connect_stdio(&self) -> Result<Session, SessionError> {
@@ -143,7 +165,7 @@ impl Upstream {
             self.inner.routes.clone(),
         );
         let mut exited = child.exited;
-        match tokio::time::timeout(HANDSHAKE_TIMEOUT, self.handler().serve(transport)).await {
+        match tokio::time::timeout(HANDSHAKE_TIMEOUT, self.start(transport)).await {
             Ok(Ok(client)) => Ok(Session {
                 client,
                 child: Some((child.pid, exited)),
@@ -191,7 +213,7 @@ impl Upstream {
             StreamableHttpClientTransport::with_client(client, transport_config),
             self.inner.routes.clone(),
         );
-        match tokio::time::timeout(HANDSHAKE_TIMEOUT, self.handler().serve(transport)).await {
+        match tokio::time::timeout(HANDSHAKE_TIMEOUT, self.start(transport)).await {
             Ok(Ok(client)) => Ok(Session {
                 client,
                 child: None,

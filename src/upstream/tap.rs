@@ -154,11 +154,21 @@ impl CallRoutes {
     }
 
     fn bind(&self, marker: RouteMarker, request: RequestId, token: Option<ProgressToken>) {
+        // A call retried after an `input_required` round is a new request on the same route:
+        // the previous request's entries go.
         if let Some(mut route) = self.routes.get_mut(&marker.0) {
             self.by_request.insert(request.clone(), marker.0);
-            route.request = Some(request);
+            if let Some(old) = route.request.replace(request.clone())
+                && old != request
+            {
+                self.by_request.remove(&old);
+            }
             if let Some(token) = token {
-                route.token = Some(token.clone());
+                if let Some(old) = route.token.replace(token.clone())
+                    && old != token
+                {
+                    self.by_token.remove(&old);
+                }
                 self.by_token.insert(token, marker.0);
             }
         }

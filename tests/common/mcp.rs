@@ -237,6 +237,52 @@ pub async fn connect_2026_answering(url: &str, token: Option<&str>, answer: &str
     .expect("MCP server/discover")
 }
 
+/// rmcp's client declaring form elicitation (answering every question with `answer`),
+/// sampling (answering with `sample`) and roots (`roots`): on a handshake revision, or at
+/// 2026-07-28 (`server/discover`; its `call_tool` drives the `input_required` rounds) when
+/// `at_2026`.
+#[allow(deprecated)]
+pub async fn connect_answering_everything(
+    url: &str,
+    answer: &str,
+    sample: &str,
+    roots: &[&str],
+    at_2026: bool,
+) -> McpClient {
+    let mut capabilities = ClientCapabilities::default();
+    let mut elicitation = ElicitationCapability::default();
+    elicitation.form = Some(FormElicitationCapability::default());
+    capabilities.elicitation = Some(elicitation);
+    capabilities.sampling = Some(Default::default());
+    capabilities.roots = Some(Default::default());
+    let recorder = ProgressRecorder {
+        info: Some(ClientConfig::new(
+            capabilities,
+            Implementation::new("bridge-tests", "1"),
+        )),
+        answer: Some(answer.to_string()),
+        sample: Some(sample.to_string()),
+        roots: roots.iter().map(|r| r.to_string()).collect(),
+        ..Default::default()
+    };
+    mcp_progress_bridge::tls::use_ring();
+    let transport = StreamableHttpClientTransport::from_uri(url);
+    if at_2026 {
+        let lifecycle = ClientLifecycleMode::Discover {
+            preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+        };
+        return within(
+            "MCP server/discover",
+            recorder.serve_with_lifecycle(transport, lifecycle),
+        )
+        .await
+        .expect("MCP server/discover");
+    }
+    within("MCP initialize", recorder.serve(transport))
+        .await
+        .expect("MCP initialize")
+}
+
 /// rmcp's client on a handshake revision, declaring form elicitation and answering every
 /// question with `answer`.
 pub async fn connect_answering(url: &str, answer: &str) -> McpClient {
