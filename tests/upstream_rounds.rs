@@ -90,7 +90,10 @@ async fn without_a_waiting_caller_the_job_asks_each_round() {
     .await;
     let events = read_sse(&handle.events_url, None, |e| e.event == "input_required").await;
     let asked = events.last().unwrap();
-    assert_eq!(asked.data["message"], "Round 1, question 1: what is your answer?");
+    assert_eq!(
+        asked.data["message"],
+        "Round 1, question 1: what is your answer?"
+    );
     let (status, body) = post_answer(
         &input_url(&handle),
         json!({"action": "accept", "content": {"answer": "Grace"}}),

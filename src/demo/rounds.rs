@@ -8,6 +8,9 @@
 //! it returns `answers: …; the model said: …; roots: …`. A caller below 2026-07-28 gets a tool
 //! error: there the way to ask is a request of its own (see `ask`).
 
+// Sampling and roots are deprecated by SEP-2577 but still asked for.
+#![allow(deprecated)]
+
 use rmcp::{
     RoleServer,
     model::{
@@ -138,7 +141,6 @@ fn step(
         );
     }
     if told.round == 1 && args.sample {
-        #[allow(deprecated)]
         let params =
             CreateMessageRequestParams::new(vec![SamplingMessage::user_text("Say hello.")], 100);
         requests.insert(

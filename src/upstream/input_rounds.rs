@@ -209,10 +209,12 @@ impl Rounds {
                     });
                 }
             };
-            answer.map(|value| (key, value)).map_err(|e| CallOutcome::Failed {
-                reason: FailureReason::Internal,
-                message: format!("an answer for upstream {upstream} could not be written: {e}"),
-            })
+            answer
+                .map(|value| (key, value))
+                .map_err(|e| CallOutcome::Failed {
+                    reason: FailureReason::Internal,
+                    message: format!("an answer for upstream {upstream} could not be written: {e}"),
+                })
         }))
         .await?;
         Ok(answers.into_iter().collect())
