@@ -53,7 +53,9 @@ const MAX_HEADERS: usize = 100;
 #[derive(Debug, Clone, Copy)]
 pub struct DirectStream;
 
-/// A connection's first request head, as read by [`read_head`].
+/// A connection's first request head, as read by [`read_head`]. (Large only while it is read:
+/// a value per connection, moved once.)
+#[allow(clippy::large_enum_variant)]
 pub enum First {
     /// A `GET` of an event stream: the request to route, and the bytes it came in (replayed
     /// to hyper if the answer is not a stream).
@@ -99,6 +101,7 @@ async fn read_some(tcp: &TcpStream, buf: &mut BytesMut) -> io::Result<usize> {
     }
 }
 
+#[allow(clippy::large_enum_variant)]
 enum Look {
     More,
     Other,
@@ -424,7 +427,7 @@ mod tests {
         let raw = Out::frame(Bytes::from(vec![b'x'; 300]), false);
         assert_eq!(raw.len(), 300);
         let big = Out::frame(Bytes::from(vec![b'x'; 300]), true);
-        assert_eq!(&big.pieces()[0][..], b"12C\r\n");
+        assert_eq!(big.pieces()[0], b"12C\r\n");
     }
 
     #[test]
