@@ -136,6 +136,7 @@ impl Upstream {
             task_id: Arc::default(),
             metrics: self.inner.metrics.clone(),
             routes: self.inner.routes.clone(),
+            bounds: self.inner.limits.tasks,
         });
         Ok(UpstreamCall {
             upstream: self.name().to_string(),

@@ -31,14 +31,8 @@ use super::{
     call::CallOutcome,
     tap::{CallRoutes, CallSink},
 };
-use crate::{metrics::Metrics, model::FailureReason};
+use crate::{config::UpstreamTasksConfig, metrics::Metrics, model::FailureReason};
 
-/// Polling bounds, whatever `pollInterval` the upstream suggests: often enough to show its
-/// stages, rarely enough not to flood it.
-const MIN_POLL: Duration = Duration::from_millis(100);
-const MAX_POLL: Duration = Duration::from_secs(10);
-/// When the upstream suggests no interval.
-const DEFAULT_POLL: Duration = Duration::from_secs(1);
 /// How long a `tasks/get`, `tasks/result` or `tasks/cancel` may take.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -51,6 +45,9 @@ pub(super) struct TaskCall {
     pub metrics: Arc<Metrics>,
     /// Where the upstream's `notifications/tasks/status` are routed.
     pub routes: Arc<CallRoutes>,
+    /// `[upstream_tasks]`: the poll interval's bounds, the polls allowed, a status message's
+    /// size.
+    pub bounds: UpstreamTasksConfig,
 }
 
 /// The `params` of a task-augmented `tools/call`.
@@ -82,8 +79,9 @@ pub(super) async fn follow(
     let _ = call.task_id.set(id.clone());
     let mut statuses = call.routes.watch_task(&id);
     let _unwatch = Unwatch(&call.routes, &id);
-    let mut state = TaskState::default();
+    let mut state = TaskState::new(call.bounds, call.metrics.clone());
     state.update(task, &call.sink);
+    let mut polls: u64 = 0;
     while !state.is_terminal() {
         tokio::select! {
             // A status the upstream pushes: every stage, even those shorter than a poll.
@@ -102,6 +100,23 @@ pub(super) async fn follow(
                 };
             }
         }
+        if polls >= call.bounds.max_polls {
+            call.metrics
+                .limit_hits
+                .with_label_values(&[MAX_POLLS])
+                .inc();
+            cancel(&call.peer, &call.metrics, &id).await;
+            return CallOutcome::Failed {
+                reason: FailureReason::Timeout,
+                message: format!(
+                    "upstream {upstream}'s task {id} was still {} after {polls} polls \
+                     ({MAX_POLLS}); the bridge cancelled it{}",
+                    state.status,
+                    state.suffix()
+                ),
+            };
+        }
+        polls += 1;
         match request(
             &call.peer,
             &call.metrics,
@@ -175,39 +190,74 @@ impl Drop for Unwatch<'_> {
     }
 }
 
+/// The `limit` labels of `bridge_limit_hits_total` this module counts.
+const MAX_POLLS: &str = "upstream_tasks.max_polls";
+const MIN_POLL: &str = "upstream_tasks.min_poll_ms";
+const MAX_POLL: &str = "upstream_tasks.max_poll_ms";
+const STATUS_MESSAGE: &str = "upstream_tasks.max_status_message_bytes";
+/// The longest status (`status` field) taken as it is: the known ones are far shorter.
+const MAX_STATUS_LEN: usize = 32;
+
 /// What the polls and status notifications have learned.
 struct TaskState {
     status: String,
     message: Option<String>,
     poll: Duration,
     steps: u32,
-}
-
-impl Default for TaskState {
-    fn default() -> Self {
-        Self {
-            status: "working".into(),
-            message: None,
-            poll: DEFAULT_POLL,
-            steps: 0,
-        }
-    }
+    bounds: UpstreamTasksConfig,
+    metrics: Arc<Metrics>,
 }
 
 impl TaskState {
+    fn new(bounds: UpstreamTasksConfig, metrics: Arc<Metrics>) -> Self {
+        Self {
+            status: "working".into(),
+            message: None,
+            poll: Duration::from_millis(bounds.default_poll_ms),
+            steps: 0,
+            bounds,
+            metrics,
+        }
+    }
+
+    fn hit(&self, limit: &str) {
+        self.metrics.limit_hits.with_label_values(&[limit]).inc();
+    }
+
     /// Take in one task object (`tasks/get` answer or the created task); a new status message
     /// is one more progress step.
     fn update(&mut self, task: &Value, sink: &Arc<dyn CallSink>) {
         if let Some(status) = task["status"].as_str() {
-            self.status = status.to_string();
+            self.status = if status.len() <= MAX_STATUS_LEN {
+                status.to_string()
+            } else {
+                // Not a status of the extension: it can only be `failed`-like; kept short.
+                cut(status, MAX_STATUS_LEN)
+            };
         }
         let interval = task["pollInterval"]
-            .as_u64()
-            .or_else(|| task["pollIntervalMs"].as_u64());
+            .as_f64()
+            .or_else(|| task["pollIntervalMs"].as_f64());
         if let Some(ms) = interval {
-            self.poll = Duration::from_millis(ms).clamp(MIN_POLL, MAX_POLL);
+            let (min, max) = (self.bounds.min_poll_ms, self.bounds.max_poll_ms);
+            // `as` saturates: 1e300 ms is u64::MAX, a negative or NaN one 0.
+            let ms = ms as u64;
+            if ms < min {
+                self.hit(MIN_POLL);
+            } else if ms > max {
+                self.hit(MAX_POLL);
+            }
+            self.poll = Duration::from_millis(ms.clamp(min, max));
         }
-        let message = task["statusMessage"].as_str().map(str::to_string);
+        let max = self.bounds.max_status_message_bytes;
+        let message = task["statusMessage"].as_str().map(|m| {
+            if m.len() <= max {
+                m.to_string()
+            } else {
+                self.hit(STATUS_MESSAGE);
+                cut(m, max)
+            }
+        });
         if message.is_some() && message != self.message {
             self.steps += 1;
             self.message = message.clone();
@@ -229,6 +279,15 @@ impl TaskState {
             .map(|m| format!(": {m}"))
             .unwrap_or_default()
     }
+}
+
+/// `text` cut to at most `max` bytes at a character boundary, ended with `…`.
+fn cut(text: &str, max: usize) -> String {
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
 }
 
 /// One task request by its method, answered as JSON.
