@@ -40,7 +40,11 @@ fn hostile_upstream(python: &str) -> UpstreamConfig {
     ];
     upstream.mode = Some(CallMode::Async);
     // The job timeout that bounds a task that never ends (shorter than 5 polls at 300 ms).
-    upstream.tools.entry("stuck".into()).or_default().timeout_secs = Some(1);
+    upstream
+        .tools
+        .entry("stuck".into())
+        .or_default()
+        .timeout_secs = Some(1);
     with_tool_mode(upstream, "cancels", CallMode::Sync)
 }
 
@@ -125,8 +129,14 @@ async fn a_hostile_upstream_task_is_bounded_and_its_job_ends_truthfully() {
         "{events:#?}"
     );
     let metrics = metrics_text(&bridge.base).await;
-    assert!(hits(&metrics, "upstream_tasks.min_poll_ms") >= 1, "{metrics}");
-    assert!(hits(&metrics, "upstream_tasks.max_poll_ms") >= 1, "{metrics}");
+    assert!(
+        hits(&metrics, "upstream_tasks.min_poll_ms") >= 1,
+        "{metrics}"
+    );
+    assert!(
+        hits(&metrics, "upstream_tasks.max_poll_ms") >= 1,
+        "{metrics}"
+    );
 
     // A task that never ends, polled every 100 ms: past max_polls (5) the bridge cancels it
     // upstream and the job fails `timeout`, naming the key.

@@ -16,11 +16,7 @@ use std::{
 
 use tokio::io::{AsyncRead, ReadBuf};
 
-use super::{
-    envelope::Envelope,
-    oversize::Oversize,
-    task_support::TaskSupportMap,
-};
+use super::{envelope::Envelope, oversize::Oversize, task_support::TaskSupportMap};
 
 /// Bytes read from the child at a time.
 const CHUNK: usize = 64 * 1024;

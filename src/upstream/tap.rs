@@ -246,8 +246,7 @@ impl CallRoutes {
         tx: &tokio::sync::mpsc::Sender<serde_json::Value>,
         params: &serde_json::Value,
     ) {
-        if let Err(tokio::sync::mpsc::error::TrySendError::Full(_)) = tx.try_send(params.clone())
-        {
+        if let Err(tokio::sync::mpsc::error::TrySendError::Full(_)) = tx.try_send(params.clone()) {
             self.status_dropped();
         }
     }
