@@ -253,3 +253,48 @@ async fn a_required_tool_of_a_json_body_http_upstream_runs_as_a_task() {
     );
     bridge.shutdown(Duration::from_secs(2)).await;
 }
+
+/// A call that outlives its upstream connection: the Streamable HTTP server keeps its tasks
+/// (not bound to the MCP session), the connection is cut mid-task (the server ends every
+/// session and answers 503 for 3 s, long enough for the health check to fail and the
+/// supervisor to reconnect), and the job goes on polling the same task on the new connection:
+/// it completes with the task's result, its later stages on its SSE channel.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upstream_task_outlives_its_http_connection() {
+    let Some((_server, url, port)) = task_http_server(false).await else {
+        return;
+    };
+    let bridge = start_bridge(|c| {
+        c.jobs.mode = CallMode::Async;
+        let mut upstream = http_upstream("ts", &url);
+        upstream.health_check_secs = 1;
+        c.upstreams = vec![upstream];
+    })
+    .await;
+    let client = connect(&bridge).await;
+    let handle = running_job(
+        &client,
+        "ts__staged",
+        json!({"topic": "cut", "steps": 8, "step_ms": 500}),
+    )
+    .await;
+    read_sse(&handle.events_url, None, |e| e.event == "progress").await;
+    let (status, _) = post_json(&format!("http://127.0.0.1:{port}/admin/outage?ms=3000")).await;
+    assert_eq!(status, 200);
+
+    let events = read_job_events(&handle.events_url).await;
+    let done = events.last().unwrap();
+    assert_eq!(done.event, "completed", "{events:#?}");
+    assert_eq!(done.data["result"]["content"][0]["text"], "done: cut");
+    let seen = messages(&events);
+    assert!(
+        seen.contains(&"stage 8/8".to_string()),
+        "the stages after the cut reach the job's channel: {seen:?}"
+    );
+    let (_, upstreams) = get_json(&format!("{}/upstreams", bridge.base)).await;
+    assert!(
+        upstreams["upstreams"][0]["restarts"].as_u64() >= Some(1),
+        "the supervisor reconnected: {upstreams}"
+    );
+    bridge.shutdown(Duration::from_secs(2)).await;
+}

@@ -28,6 +28,10 @@ pub struct UpstreamTasksConfig {
     /// Bytes of one task's `statusMessage` kept (UTF-8, cut at a character boundary and ended
     /// with `…`): the progress message and the failure message it becomes.
     pub max_status_message_bytes: usize,
+    /// How long a call whose upstream task outlives its Streamable HTTP connection waits for
+    /// the next connection to poll the task there, in seconds (`0`: it fails `upstream_lost` at
+    /// once). A stdio child's tasks die with it: such a call fails at once whatever this says.
+    pub resume_within_secs: u64,
     /// Longest `tools/list` answer (a stdio line, an SSE event's data, a JSON body) read a
     /// second time for `execution.taskSupport`, in bytes; a larger list loses its declarations
     /// and its tools are called the plain way.
@@ -44,6 +48,7 @@ impl Default for UpstreamTasksConfig {
             max_queued_statuses: 16,
             max_status_message_bytes: 4096,
             max_declaration_bytes: 4 * 1024 * 1024,
+            resume_within_secs: 300,
         }
     }
 }
@@ -52,7 +57,13 @@ pub(super) fn validate(
     tasks: &UpstreamTasksConfig,
     err: impl Fn(&str, String) -> ConfigError,
 ) -> Result<(), ConfigError> {
-    let checks: [(&str, u64, u64, u64); 7] = [
+    let checks: [(&str, u64, u64, u64); 8] = [
+        (
+            "upstream_tasks.resume_within_secs",
+            tasks.resume_within_secs,
+            0,
+            86_400,
+        ),
         ("upstream_tasks.min_poll_ms", tasks.min_poll_ms, 10, 600_000),
         ("upstream_tasks.max_poll_ms", tasks.max_poll_ms, 10, 600_000),
         (

@@ -335,6 +335,13 @@ impl Upstream {
         self.inner.live.read().clone()
     }
 
+    /// The peer of the current connection, unless it has ended.
+    fn live_peer(&self) -> Option<Peer<RoleClient>> {
+        self.live()
+            .filter(|live| live.closed.borrow().is_none())
+            .map(|live| live.peer)
+    }
+
     fn set_live(&self, live: Option<Live>) {
         *self.inner.live.write() = live;
     }

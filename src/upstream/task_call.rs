@@ -8,6 +8,12 @@
 //! missed; polling remains for upstreams that send none. Cancelling the job sends `tasks/cancel` for the task (see
 //! [`CallCanceller::cancel`](super::CallCanceller::cancel)).
 //!
+//! A call that outlives its connection: on a Streamable HTTP upstream the task belongs to the
+//! server, not to the connection, so when the connection ends (or a request finds it gone) the
+//! call waits for the supervisor's next connection (at most
+//! `upstream_tasks.resume_within_secs`) and goes on polling the same task ID there. A stdio
+//! child that exits takes its tasks with it: that call fails `upstream_lost`, as before.
+//!
 //! The requests go out as rmcp `CustomRequest`s and their answers are read as JSON: rmcp 3.11
 //! models the 2026-07-28 task shapes (`resultType: "task"`, no `tasks/result`), not these.
 
@@ -15,6 +21,8 @@ use std::{
     sync::{Arc, OnceLock},
     time::Duration,
 };
+
+use tokio::time::Instant;
 
 use rmcp::{
     RoleClient, ServiceError,
@@ -28,6 +36,7 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 
 use super::{
+    Upstream,
     call::CallOutcome,
     tap::{CallRoutes, CallSink},
 };
@@ -38,7 +47,8 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// What a task call needs besides the first answer.
 pub(super) struct TaskCall {
-    pub peer: Peer<RoleClient>,
+    /// The upstream: each request goes to its connection of the moment.
+    pub upstream: Upstream,
     pub sink: Arc<dyn CallSink>,
     /// Set once the upstream named the task: what `tasks/cancel` needs.
     pub task_id: Arc<OnceLock<String>>,
@@ -48,6 +58,9 @@ pub(super) struct TaskCall {
     /// `[upstream_tasks]`: the poll interval's bounds, the polls allowed, a status message's
     /// size.
     pub bounds: UpstreamTasksConfig,
+    /// How long to wait for a new connection when the one the task started on is gone (a
+    /// Streamable HTTP upstream keeps its tasks); `None`: fail at once (stdio).
+    pub resume: Option<Duration>,
 }
 
 /// The `params` of a task-augmented `tools/call`.
@@ -82,6 +95,8 @@ pub(super) async fn follow(
     let mut state = TaskState::new(call.bounds, call.metrics.clone());
     state.update(task, &call.sink);
     let mut polls: u64 = 0;
+    let mut lost: Option<Instant> = None;
+    let mut watching = true;
     while !state.is_terminal() {
         tokio::select! {
             // A status the upstream pushes: every stage, even those shorter than a poll.
@@ -92,12 +107,18 @@ pub(super) async fn follow(
                 }
             }
             () = tokio::time::sleep(state.poll) => {}
-            gone = closed.wait_for(Option::is_some) => {
+            gone = closed.wait_for(Option::is_some), if watching => {
                 let why = gone.ok().and_then(|r| r.clone()).unwrap_or_default();
-                return CallOutcome::Failed {
-                    reason: FailureReason::UpstreamLost,
-                    message: format!("upstream {upstream} went away while its task {id} ran: {why}"),
-                };
+                if call.resume.is_none() {
+                    return CallOutcome::Failed {
+                        reason: FailureReason::UpstreamLost,
+                        message: format!("upstream {upstream} went away while its task {id} ran: {why}"),
+                    };
+                }
+                // The upstream keeps the task: poll it on the next connection.
+                tracing::info!(upstream = %upstream, task = %id, reason = %why,
+                    "connection ended while an upstream task ran; resuming it on the next one");
+                watching = false;
             }
         }
         if polls >= call.bounds.max_polls {
@@ -105,7 +126,9 @@ pub(super) async fn follow(
                 .limit_hits
                 .with_label_values(&[MAX_POLLS])
                 .inc();
-            cancel(&call.peer, &call.metrics, &id).await;
+            if let Some(peer) = call.upstream.live_peer() {
+                cancel(&peer, &call.metrics, &id).await;
+            }
             return CallOutcome::Failed {
                 reason: FailureReason::Timeout,
                 message: format!(
@@ -117,26 +140,33 @@ pub(super) async fn follow(
             };
         }
         polls += 1;
-        match request(
-            &call.peer,
-            &call.metrics,
+        match resumed(
+            &upstream,
+            &call,
             "tasks/get",
             &id,
             Some(REQUEST_TIMEOUT),
+            &mut lost,
         )
         .await
         {
-            Ok(answer) => state.update(&answer, &call.sink),
+            Ok(Some(answer)) => state.update(&answer, &call.sink),
+            // Not connected (yet): wait a poll interval, then try again.
+            Ok(None) => continue,
             Err(outcome) => return outcome,
+        }
+        if !watching && let Some(live) = call.upstream.live() {
+            closed = live.closed;
+            watching = true;
         }
         if state.status == "input_required" {
             // The 2025-11-25 way: the upstream's questions come while the client waits on
             // `tasks/result`, which answers once the task has ended.
-            return result(&upstream, &call, &id, None).await;
+            return result(&upstream, &call, &id, None, &mut lost).await;
         }
     }
     match state.status.as_str() {
-        "completed" => result(&upstream, &call, &id, Some(REQUEST_TIMEOUT)).await,
+        "completed" => result(&upstream, &call, &id, Some(REQUEST_TIMEOUT), &mut lost).await,
         "cancelled" => CallOutcome::Failed {
             reason: FailureReason::Cancelled,
             message: format!(
@@ -158,8 +188,18 @@ async fn result(
     call: &TaskCall,
     id: &str,
     within: Option<Duration>,
+    lost: &mut Option<Instant>,
 ) -> CallOutcome {
-    match request(&call.peer, &call.metrics, "tasks/result", id, within).await {
+    let answer = loop {
+        match resumed(upstream, call, "tasks/result", id, within, lost).await {
+            Ok(Some(answer)) => break Ok(answer),
+            Ok(None) => {
+                tokio::time::sleep(Duration::from_millis(call.bounds.default_poll_ms)).await
+            }
+            Err(outcome) => break Err(outcome),
+        }
+    };
+    match answer {
         Ok(result) => match serde_json::from_value(result) {
             Ok(result) => CallOutcome::Result(result),
             Err(e) => CallOutcome::Failed {
@@ -171,6 +211,66 @@ async fn result(
             },
         },
         Err(outcome) => outcome,
+    }
+}
+
+/// The `limit` label of a task whose upstream did not come back in time.
+const RESUME_WITHIN: &str = "upstream_tasks.resume_within_secs";
+
+/// One request for the task on the upstream's connection of the moment. A connection that is
+/// gone (or none at all) is `Ok(None)` while the call may wait for the next one (`lost` says
+/// since when it has been waiting; see [`TaskCall::resume`]); past that, or on stdio, it is the
+/// call's end (`upstream_lost`).
+async fn resumed(
+    upstream: &str,
+    call: &TaskCall,
+    method: &str,
+    id: &str,
+    within: Option<Duration>,
+    lost: &mut Option<Instant>,
+) -> Result<Option<Value>, CallOutcome> {
+    let answer = match call.upstream.live_peer() {
+        Some(peer) => request(&peer, &call.metrics, method, id, within).await,
+        None => Err(CallOutcome::Failed {
+            reason: FailureReason::UpstreamLost,
+            message: format!("{method} for task {id}: upstream {upstream} is not connected"),
+        }),
+    };
+    match answer {
+        Ok(answer) => {
+            if lost.take().is_some() {
+                tracing::info!(upstream = %upstream, task = %id, "upstream task resumed on a new connection");
+            }
+            Ok(Some(answer))
+        }
+        Err(CallOutcome::Failed {
+            reason: FailureReason::UpstreamLost,
+            message,
+        }) => {
+            let Some(window) = call.resume else {
+                return Err(CallOutcome::Failed {
+                    reason: FailureReason::UpstreamLost,
+                    message,
+                });
+            };
+            let since = *lost.get_or_insert_with(Instant::now);
+            if since.elapsed() >= window {
+                call.metrics
+                    .limit_hits
+                    .with_label_values(&[RESUME_WITHIN])
+                    .inc();
+                return Err(CallOutcome::Failed {
+                    reason: FailureReason::UpstreamLost,
+                    message: format!(
+                        "upstream {upstream} was not back within {}s ({RESUME_WITHIN}) while its \
+                         task {id} ran: {message}",
+                        window.as_secs()
+                    ),
+                });
+            }
+            Ok(None)
+        }
+        Err(outcome) => Err(outcome),
     }
 }
 
