@@ -246,6 +246,7 @@ fn start_core(
             max_input_rounds: config.limits.max_input_rounds,
             max_input_requests_per_round: config.limits.max_input_requests_per_round,
             max_request_state_bytes: config.limits.max_request_state_bytes,
+            tasks: config.upstream_tasks,
         },
         metrics.clone(),
         shutdown.tasks(Stage::Upstreams),

@@ -23,7 +23,7 @@ use super::{
     task_call::{self, TaskCall},
     task_support::TaskSupport,
 };
-use crate::{model::FailureReason, traces};
+use crate::{config::TransportKind, model::FailureReason, traces};
 
 /// How long to wait, after a connection dropped mid-call, for the supervisor to learn why
 /// (a child's exit status takes a moment to be reaped).
@@ -69,6 +69,7 @@ pub struct CallCanceller {
     task: Option<(
         Arc<std::sync::OnceLock<String>>,
         Arc<crate::metrics::Metrics>,
+        Upstream,
     )>,
 }
 
@@ -146,12 +147,20 @@ impl Upstream {
             metrics: self.inner.metrics.clone(),
             current: current.clone(),
         };
+        let bounds = self.inner.limits.tasks;
+        // A Streamable HTTP upstream keeps its tasks when a connection ends; a stdio child's
+        // die with it.
+        let resume = (matches!(self.inner.config.transport, TransportKind::Http)
+            && bounds.resume_within_secs > 0)
+            .then(|| Duration::from_secs(bounds.resume_within_secs));
         let task = as_task.then(|| TaskCall {
-            peer: live.peer.clone(),
+            upstream: self.clone(),
             sink,
             task_id: Arc::default(),
             metrics: self.inner.metrics.clone(),
             routes: self.inner.routes.clone(),
+            bounds,
+            resume,
         });
         Ok(UpstreamCall {
             upstream: self.name().to_string(),
@@ -164,7 +173,7 @@ impl Upstream {
                 id: current,
                 task: task
                     .as_ref()
-                    .map(|t| (t.task_id.clone(), t.metrics.clone())),
+                    .map(|t| (t.task_id.clone(), t.metrics.clone(), t.upstream.clone())),
             },
             task,
             rounds,
@@ -341,10 +350,12 @@ impl CallCanceller {
             tracing::debug!(error = %e, "cancel did not reach the upstream (connection gone)");
         }
         // The call became a task upstream: cancelling the request no longer stops it.
-        if let Some((id, metrics)) = &self.task
+        if let Some((id, metrics, upstream)) = &self.task
             && let Some(id) = id.get()
         {
-            task_call::cancel(&self.peer, metrics, id).await;
+            // On the connection of the moment: the task may have outlived the first one.
+            let peer = upstream.live_peer().unwrap_or_else(|| self.peer.clone());
+            task_call::cancel(&peer, metrics, id).await;
         }
     }
 

@@ -39,7 +39,7 @@ pub use task_support::TaskSupport;
 use task_support::TaskSupportMap;
 
 use crate::{
-    config::{TransportKind, UpstreamConfig},
+    config::{TransportKind, UpstreamConfig, UpstreamTasksConfig},
     metrics::Metrics,
     shutdown::Tasks,
 };
@@ -62,6 +62,8 @@ pub struct UpstreamLimits {
     pub max_input_requests_per_round: usize,
     /// Largest `requestState` echoed back.
     pub max_request_state_bytes: usize,
+    /// Bounds on the upstream's own tasks (`[upstream_tasks]`).
+    pub tasks: UpstreamTasksConfig,
 }
 
 /// An upstream said one of its resources changed (`notifications/resources/updated`).
@@ -248,7 +250,14 @@ impl Upstream {
         signals: Arc<Signals>,
         tasks: Tasks,
     ) -> Self {
-        let routes = CallRoutes::new(config.name.clone(), config.logs, metrics.clone());
+        let routes = CallRoutes::with_status_queue(
+            config.name.clone(),
+            config.logs,
+            metrics.clone(),
+            limits.tasks.max_queued_statuses,
+        );
+        let task_support =
+            TaskSupportMap::new(limits.tasks.max_declaration_bytes, Some(metrics.as_ref()));
         Self {
             inner: Arc::new(Inner {
                 config,
@@ -264,7 +273,7 @@ impl Upstream {
                 subscriptions: Mutex::new(HashMap::new()),
                 metrics,
                 tasks,
-                task_support: TaskSupportMap::default(),
+                task_support,
             }),
         }
     }
@@ -331,6 +340,13 @@ impl Upstream {
 
     fn live(&self) -> Option<Live> {
         self.inner.live.read().clone()
+    }
+
+    /// The peer of the current connection, unless it has ended.
+    fn live_peer(&self) -> Option<Peer<RoleClient>> {
+        self.live()
+            .filter(|live| live.closed.borrow().is_none())
+            .map(|live| live.peer)
     }
 
     fn set_live(&self, live: Option<Live>) {
