@@ -27,20 +27,18 @@ use std::{
 
 use axum::{
     Json,
-    body::Body,
     extract::{ConnectInfo, MatchedPath, Path, Query, Request, State},
     http::{HeaderMap, HeaderValue, StatusCode, header},
     middleware::Next,
     response::{IntoResponse, Response},
 };
-use futures::StreamExt;
 use prometheus::IntCounterVec;
 use serde::Deserialize;
 use serde_json::json;
 
 use super::{
     ApiError, ApiState,
-    limits::{CallRates, SUBSCRIBER_RETRY_AFTER, Subscribers},
+    limits::{CallRates, SUBSCRIBER_RETRY_AFTER, SubscriberPermit, Subscribers},
 };
 use crate::{
     auth::{
@@ -358,8 +356,10 @@ async fn job_access(
     Some(JobAccess::Caller(identity))
 }
 
-/// Serve an SSE route holding one of `channel`'s subscriber places for as long as the stream's
-/// body lives; with no place left, tell the client to come back later.
+/// Serve an SSE route holding one of `channel`'s subscriber places for as long as the stream
+/// lives; with no place left, tell the client to come back later. The place travels to the
+/// handler in the request's extensions ([`StreamPlace`]) and the stream holds it: no second
+/// body wrapper around the stream, polled on every frame, only to hold it.
 async fn serve_stream(guard: &Guard, channel: String, request: Request, next: Next) -> Response {
     let permit = match guard.subscribers.try_open(channel) {
         Ok(permit) => permit,
@@ -373,15 +373,25 @@ async fn serve_stream(guard: &Guard, channel: String, request: Request, next: Ne
             );
         }
     };
-    let response = next.run(request).await;
-    if !response.status().is_success() {
-        return response;
+    let mut request = request;
+    request.extensions_mut().insert(StreamPlace::new(permit));
+    // A handler that answers anything but a stream leaves the place in the request, dropped
+    // with it: the place is given back at once.
+    next.run(request).await
+}
+
+/// A stream's subscriber place on its way from the guard to the stream that holds it (request
+/// extensions must be `Clone`; the place is taken out once).
+#[derive(Clone)]
+pub struct StreamPlace(Arc<parking_lot::Mutex<Option<SubscriberPermit>>>);
+
+impl StreamPlace {
+    fn new(permit: SubscriberPermit) -> Self {
+        Self(Arc::new(parking_lot::Mutex::new(Some(permit))))
     }
-    // The place is held for as long as the stream's body is.
-    let (parts, body) = response.into_parts();
-    let body = body.into_data_stream().map(move |chunk| {
-        let _held = &permit;
-        chunk
-    });
-    Response::from_parts(parts, Body::from_stream(body))
+
+    /// The place, for the stream to hold (`None` if it was taken already).
+    pub fn take(&self) -> Option<SubscriberPermit> {
+        self.0.lock().take()
+    }
 }

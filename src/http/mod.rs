@@ -183,11 +183,15 @@ async fn job_events(
     headers: HeaderMap,
     query: StreamQueryResult,
     outflow: Option<Extension<Arc<serve::Outflow>>>,
+    place: Option<Extension<auth::StreamPlace>>,
 ) -> Result<Response, ApiError> {
     let id = job_id(&id)?;
     let after = last_event_id(&headers, &stream_query(query)?)?;
-    let outflow = outflow.map(|Extension(o)| o);
-    sse::respond(&state, Channel::Job(id), after, None, outflow).await
+    let held = sse::Held {
+        outflow: outflow.map(|Extension(o)| o),
+        place: place.and_then(|Extension(p)| p.take()),
+    };
+    sse::respond(&state, Channel::Job(id), after, None, held).await
 }
 
 /// A correlation's stream. Opened with a credential, it shows the caller's own jobs of that
@@ -199,6 +203,7 @@ async fn correlation_events(
     query: StreamQueryResult,
     access: Option<Extension<auth::JobAccess>>,
     outflow: Option<Extension<Arc<serve::Outflow>>>,
+    place: Option<Extension<auth::StreamPlace>>,
 ) -> Result<Response, ApiError> {
     let cid: CorrelationId = cid.parse().map_err(|_| ApiError::NotFound)?;
     let after = last_event_id(&headers, &stream_query(query)?)?;
@@ -206,8 +211,11 @@ async fn correlation_events(
         Some(Extension(auth::JobAccess::Caller(identity))) => Some(identity),
         _ => None,
     };
-    let outflow = outflow.map(|Extension(o)| o);
-    sse::respond(&state, Channel::Correlation(cid), after, only, outflow).await
+    let held = sse::Held {
+        outflow: outflow.map(|Extension(o)| o),
+        place: place.and_then(|Extension(p)| p.take()),
+    };
+    sse::respond(&state, Channel::Correlation(cid), after, only, held).await
 }
 
 async fn job_cancel(

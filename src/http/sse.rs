@@ -44,7 +44,7 @@ use futures::StreamExt;
 use tokio::time::{Instant, Sleep};
 use tokio_util::sync::WaitForCancellationFutureOwned;
 
-use super::{ApiError, ApiState, serve::Outflow};
+use super::{ApiError, ApiState, limits::SubscriberPermit, serve::Outflow};
 use crate::{
     auth::{Identity, may_access},
     metrics::Metrics,
@@ -65,15 +65,24 @@ const CATCH_UP: Backoff = Backoff {
     cap: Duration::from_secs(5),
 };
 
+/// What a stream holds for its life besides its state, handed in by the handler.
+pub struct Held {
+    /// The connection's outgoing bytes (see [`Outflow`]), when it is served by the bridge's
+    /// own loop; the stream also ends when that connection is told to close.
+    pub outflow: Option<Arc<Outflow>>,
+    /// The stream's subscriber place (`limits.max_subscribers[_per_channel]`), given back
+    /// when the stream ends.
+    pub place: Option<SubscriberPermit>,
+}
+
 /// Open `channel` for a reader at `after` (its Last-Event-ID) and answer with the stream;
-/// `only`: the jobs of a correlation this caller may see, not all of them; `outflow`: the
-/// connection's (see [`Outflow`]), when it is served by the bridge's own loop.
+/// `only`: the jobs of a correlation this caller may see, not all of them.
 pub async fn respond(
     state: &ApiState,
     channel: Channel,
     after: Option<Seq>,
     only: Option<Arc<Identity>>,
-    outflow: Option<Arc<Outflow>>,
+    held: Held,
 ) -> Result<Response, ApiError> {
     // A correlation stream has no snapshot to start from: a fresh reader replays it whole.
     let after = match channel {
@@ -97,7 +106,13 @@ pub async fn respond(
         )));
     }
     let filter = only.map(JobFilter::new);
-    let outflow = outflow.unwrap_or_default();
+    // Served by the bridge's loop, the stream ends when its connection is told to close (a
+    // flag, read without a lock on each poll); otherwise on the shutdown token.
+    let shutdown = match &held.outflow {
+        Some(_) => None,
+        None => Some(Box::pin(state.shutdown.clone().cancelled_owned())),
+    };
+    let outflow = held.outflow.unwrap_or_default();
     outflow.arm(
         state.max_sse_buffer_bytes,
         state.keep_alive,
@@ -112,6 +127,7 @@ pub async fn respond(
         if fresh { None } else { after },
         opened,
         (filter, outflow),
+        (shutdown, held.place),
     )
     .await;
     let stream = futures::stream::unfold(tail, |mut tail| async move {
@@ -176,10 +192,12 @@ struct Tail {
     /// touches the timer wheel once per `keep_alive`, not once per event.
     idle_deadline: Instant,
     idle: Pin<Box<Sleep>>,
-    /// Fires at shutdown. A child token of the server's, registered once for the stream's
-    /// life: waiting on the shared token itself would take its lock on every event of every
-    /// stream (to register, and to poll).
-    shutdown: Pin<Box<WaitForCancellationFutureOwned>>,
+    /// Fires at shutdown, for a stream not served by the bridge's loop. Served by the loop,
+    /// the stream ends when `outflow` says its connection is closing: an atomic flag read on
+    /// each poll, where a token's future takes its lock on every poll of every stream.
+    shutdown: Option<Pin<Box<WaitForCancellationFutureOwned>>>,
+    /// The stream's subscriber place, given back when it ends.
+    _place: Option<SubscriberPermit>,
     /// The jobs this reader may see, when it is not all of them.
     filter: Option<JobFilter>,
     _guard: SubscriberGuard,
@@ -279,6 +297,10 @@ impl Tail {
         after: Option<Seq>,
         opened: Opened,
         (filter, outflow): (Option<JobFilter>, Arc<Outflow>),
+        (shutdown, place): (
+            Option<Pin<Box<WaitForCancellationFutureOwned>>>,
+            Option<SubscriberPermit>,
+        ),
     ) -> Self {
         let Opened {
             head,
@@ -304,7 +326,8 @@ impl Tail {
             keep_alive: state.keep_alive,
             idle_deadline: Instant::now() + state.keep_alive,
             idle: Box::pin(tokio::time::sleep(state.keep_alive)),
-            shutdown: Box::pin(state.shutdown.child_token().cancelled_owned()),
+            shutdown,
+            _place: place,
             filter,
             _guard: SubscriberGuard::new(state.metrics.clone()),
         };
@@ -402,7 +425,7 @@ impl Tail {
                     }
                     continue;
                 }
-                _ = &mut self.shutdown => return None,
+                () = Self::stopping(&self.outflow, &mut self.shutdown) => return None,
             };
             match item {
                 Some(LiveItem::Event(event)) if event.ephemeral => {
@@ -429,6 +452,23 @@ impl Tail {
                 None => self.done = true,
             }
         }
+    }
+
+    /// Ready once the stream must end for shutdown: its connection is closing, or (not served
+    /// by the bridge's loop) the shutdown token fired.
+    fn stopping<'a>(
+        outflow: &'a Outflow,
+        token: &'a mut Option<Pin<Box<WaitForCancellationFutureOwned>>>,
+    ) -> impl std::future::Future<Output = ()> + 'a {
+        std::future::poll_fn(move |cx| {
+            if outflow.closing() {
+                return std::task::Poll::Ready(());
+            }
+            match token {
+                Some(token) => token.as_mut().poll(cx),
+                None => std::task::Poll::Pending,
+            }
+        })
     }
 
     /// Whether this reader may see `event` (always, without a filter).

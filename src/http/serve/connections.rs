@@ -14,7 +14,8 @@
 //!
 //! Each connection waits on a [`Signal`] of its own rather than on a token shared by all: a
 //! shared `CancellationToken` is a shared mutex, taken by every connection task at every wake-up
-//! (once per SSE event per reader), while a connection's own `Notify` is never contended.
+//! (once per SSE event per reader). A signal has one waiter, its connection's task, and takes
+//! no lock at all: an atomic order and an `AtomicWaker`.
 
 use std::{
     collections::{BTreeSet, HashMap},
@@ -23,8 +24,10 @@ use std::{
         Arc, Mutex, MutexGuard,
         atomic::{AtomicU8, Ordering},
     },
+    task::Poll,
 };
 
+use futures::task::AtomicWaker;
 use prometheus::IntGauge;
 use tokio::{sync::Notify, time::Instant};
 
@@ -34,8 +37,8 @@ use tokio::{sync::Notify, time::Instant};
 pub enum Close {
     /// Nothing: keep serving.
     No = 0,
-    /// The bridge is stopping: finish the request in progress (an SSE stream ends on the HTTP
-    /// stage's token), then close.
+    /// The bridge is stopping: finish the request in progress (an SSE stream ends once its
+    /// queued frames are out), then close.
     Graceful = 1,
     /// It was idle longest when a new connection needed its place: close now.
     Evicted = 2,
@@ -43,20 +46,19 @@ pub enum Close {
     Now = 3,
 }
 
-/// One connection's mailbox: what it was told last, and the wake-up that says so.
+/// One connection's mailbox: what it was told last, and the wake-up that says so (one
+/// waiter: the connection's task).
 #[derive(Default)]
 pub struct Signal {
     close: AtomicU8,
-    wake: Notify,
+    wake: AtomicWaker,
 }
 
 impl Signal {
     /// Tell the connection; a stronger order is never weakened.
     fn send(&self, close: Close) {
         self.close.fetch_max(close as u8, Ordering::AcqRel);
-        // A permit is stored if the connection is not waiting yet: it sees the order when it
-        // does.
-        self.wake.notify_one();
+        self.wake.wake();
     }
 
     /// What the connection has been told.
@@ -69,9 +71,21 @@ impl Signal {
         }
     }
 
-    /// Wait for the next order.
-    pub async fn changed(&self) {
-        self.wake.notified().await;
+    /// Wait until the order is another than `seen` (what the caller last acted on), and
+    /// return it. No lock: the waker is registered atomically, then the order read again.
+    pub async fn changed(&self, seen: Close) -> Close {
+        std::future::poll_fn(|cx| {
+            let order = self.order();
+            if order != seen {
+                return Poll::Ready(order);
+            }
+            self.wake.register(cx.waker());
+            match self.order() {
+                order if order != seen => Poll::Ready(order),
+                _ => Poll::Pending,
+            }
+        })
+        .await
     }
 }
 
@@ -338,7 +352,7 @@ mod tests {
         assert_eq!((connections.len(), gauge.get()), (2, 2));
         connections.close_all(Close::Now);
         connections.close_all(Close::Graceful);
-        a.signal().changed().await;
+        assert_eq!(a.signal().changed(Close::No).await, Close::Now);
         assert_eq!(a.signal().order(), Close::Now, "never weakened");
         drop(a);
         let waiting = tokio::spawn({

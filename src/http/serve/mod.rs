@@ -20,9 +20,9 @@
 //!
 //! Shutdown: the loop runs on the HTTP stage's tasks. When the stage stops, it stops accepting,
 //! tells each connection to close gracefully (hyper finishes the response in progress: an SSE
-//! stream ends on the same token after its last frames), and waits until they have. If the
-//! stage overruns its bound, the loop is dropped, and dropping it closes every connection at
-//! once.
+//! stream ends after its queued frames, on its connection's [`Outflow::close`]), and waits
+//! until they have. If the stage overruns its bound, the loop is dropped, and dropping it
+//! closes every connection at once.
 
 mod body;
 mod connections;
@@ -242,20 +242,24 @@ impl Listener {
         let signal = slot.signal();
         let stalled = outflow.stalled();
         tokio::pin!(stalled);
-        let mut graceful = false;
+        let mut seen = Close::No;
         let result = loop {
             tokio::select! {
                 result = connection.as_mut() => break result,
                 // An SSE reader that stopped reading at its bound: dropped (counted).
                 () = &mut stalled => return,
-                () = signal.changed() => match signal.order() {
-                    Close::Now | Close::Evicted => return,
-                    Close::Graceful if !graceful => {
-                        graceful = true;
-                        connection.as_mut().graceful_shutdown();
+                order = signal.changed(seen) => {
+                    seen = order;
+                    match order {
+                        Close::Now | Close::Evicted => return,
+                        Close::Graceful => {
+                            // A stream in progress sees it when hyper polls it next (below).
+                            outflow.close();
+                            connection.as_mut().graceful_shutdown();
+                        }
+                        Close::No => {}
                     }
-                    Close::Graceful | Close::No => {}
-                },
+                }
             }
         };
         match result {

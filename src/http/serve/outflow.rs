@@ -26,7 +26,7 @@ use std::{
     pin::Pin,
     sync::{
         Arc,
-        atomic::{AtomicU64, AtomicUsize, Ordering},
+        atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering},
     },
     task::{Context, Poll},
     time::Duration,
@@ -60,6 +60,9 @@ pub struct Outflow {
     /// Set by the stream at its start; `None` again at its end.
     watch: Mutex<Option<Watch>>,
     armed: Notify,
+    /// The connection has been told to close gracefully (shutdown): its stream ends after
+    /// the frames it has queued. Set by the connection's task, which then polls the stream.
+    closing: AtomicBool,
 }
 
 #[derive(Clone)]
@@ -73,6 +76,17 @@ impl Outflow {
     /// The bytes of frames queued or in hyper's hands, not yet written.
     pub fn held(&self) -> usize {
         self.held.load(Ordering::Relaxed)
+    }
+
+    /// Whether the connection has been told to close (see [`Outflow::close`]).
+    pub fn closing(&self) -> bool {
+        self.closing.load(Ordering::Relaxed)
+    }
+
+    /// The connection is closing gracefully: a stream on it ends at its next poll, once its
+    /// queued frames are out.
+    pub fn close(&self) {
+        self.closing.store(true, Ordering::Relaxed);
     }
 
     /// A frame of `len` bytes was queued.
