@@ -44,7 +44,11 @@ use futures::StreamExt;
 use tokio::time::{Instant, Sleep};
 use tokio_util::sync::WaitForCancellationFutureOwned;
 
-use super::{ApiError, ApiState, limits::SubscriberPermit, serve::Outflow};
+use super::{
+    ApiError, ApiState,
+    limits::SubscriberPermit,
+    serve::{DirectStream, Outflow},
+};
 use crate::{
     auth::{Identity, may_access},
     metrics::Metrics,
@@ -145,6 +149,8 @@ pub async fn respond(
         HeaderValue::from_static("no-cache, no-transform"),
     );
     headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    // The bridge's loop may write it on the socket itself (see `serve::direct`).
+    response.extensions_mut().insert(DirectStream);
     Ok(response)
 }
 

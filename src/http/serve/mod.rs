@@ -26,11 +26,23 @@
 
 mod body;
 mod connections;
+mod direct;
 mod outflow;
 
-use std::{net::SocketAddr, sync::Arc, time::Duration};
+use std::{
+    future::poll_fn,
+    net::SocketAddr,
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
+    time::Duration,
+};
 
 use axum::{Router, extract::ConnectInfo};
+use bytes::Bytes;
+use http::Version;
+use http_body::Body as _;
 use hyper::{body::Incoming, server::conn::http1};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use prometheus::{IntCounter, IntCounterVec, IntGauge};
@@ -38,14 +50,17 @@ use tokio::{
     io::{AsyncReadExt, AsyncWriteExt},
     net::{TcpListener, TcpStream},
     sync::Semaphore,
+    time::Instant,
 };
 use tower_service::Service;
 
 pub use self::body::{BodyTimedOut, is_body_timeout};
+pub use self::direct::DirectStream;
 pub use self::outflow::Outflow;
 use self::{
     body::TimedBody,
-    connections::{Caps, Close, Connections, Refused, Slot},
+    connections::{Caps, Close, Connections, Refused, Signal, Slot},
+    direct::{First, Out, Rewind},
     outflow::Metered,
 };
 use crate::shutdown::Tasks;
@@ -98,6 +113,7 @@ struct Listener {
     routes: Router,
     http1: http1::Builder,
     connections: Arc<Connections>,
+    header_read_timeout: Duration,
     body_read_timeout: Duration,
     lingering: Arc<Semaphore>,
     counters: Counters,
@@ -125,6 +141,7 @@ pub fn spawn(
         routes,
         http1,
         connections: Connections::new(caps, counters.open.clone()),
+        header_read_timeout: options.header_read_timeout,
         body_read_timeout: options.body_read_timeout,
         lingering: Arc::new(Semaphore::new(MAX_LINGERING)),
         body_expired: counters.closed.with_label_values(&["body_timeout"]),
@@ -211,7 +228,8 @@ impl Listener {
         }
     }
 
-    /// Serve one connection until it closes, or until it is told to.
+    /// Serve one connection until it closes, or until it is told to: its first request head
+    /// is read here, and a stream request is served by [`direct`]; anything else by hyper.
     async fn serve(&self, tcp: TcpStream, peer: SocketAddr, slot: Slot) {
         if let Err(error) = tcp.set_nodelay(true) {
             // SSE frames and MCP answers are small writes that must leave at once: with
@@ -219,30 +237,139 @@ impl Listener {
             // (measured: progress p99 26.7 ms without it; see BENCHMARKS.md).
             tracing::debug!(%error, "could not set TCP_NODELAY on a connection");
         }
+        // A head must be complete this long after the connection opened (as hyper's timer).
+        let deadline = Instant::now() + self.header_read_timeout;
+        let first = tokio::select! {
+            first = direct::read_head(&tcp, deadline) => first,
+            // No request in progress: whatever the order, the connection closes now.
+            _ = slot.signal().changed(Close::No) => return,
+        };
         let outflow = Arc::new(Outflow::default());
+        let tcp = Metered::new(tcp, outflow.clone());
+        match first {
+            First::Closed => {}
+            First::TimedOut => self.header_timed_out(),
+            First::Other(read) => {
+                let io = Rewind::new(read, tcp);
+                let start = Start::Fresh(deadline);
+                Box::pin(self.serve_hyper(io, peer, &slot, outflow, (start, Close::No))).await;
+            }
+            First::Stream(request, read) => {
+                self.serve_stream(request, read, tcp, peer, &slot, outflow)
+                    .await
+            }
+        }
+    }
+
+    fn header_timed_out(&self) {
+        self.counters
+            .closed
+            .with_label_values(&["header_timeout"])
+            .inc();
+    }
+
+    /// Route a stream request; write the stream on the socket ([`direct`]), or hand any
+    /// other answer to hyper, which writes it as the answer to the head `read` (replayed).
+    async fn serve_stream(
+        &self,
+        mut request: hyper::Request<axum::body::Body>,
+        read: Bytes,
+        tcp: Metered,
+        peer: SocketAddr,
+        slot: &Slot,
+        outflow: Arc<Outflow>,
+    ) {
+        let busy = slot.busy();
+        let version = request.version();
+        request.extensions_mut().insert(ConnectInfo(peer));
+        request.extensions_mut().insert(outflow.clone());
+        let signal = slot.signal();
+        let mut seen = Close::No;
+        let answer = self.routes.clone().call(request);
+        tokio::pin!(answer);
+        let response = loop {
+            tokio::select! {
+                response = answer.as_mut() => break match response {
+                    Ok(response) => response,
+                    Err(never) => match never {},
+                },
+                order = signal.changed(seen) => {
+                    seen = order;
+                    match order {
+                        Close::Now | Close::Evicted => return,
+                        Close::Graceful => outflow.close(),
+                        Close::No => {}
+                    }
+                }
+            }
+        };
+        if response.extensions().get::<DirectStream>().is_none() {
+            let io = Rewind::new(read, tcp);
+            let start = Start::Answered(response, busy);
+            Box::pin(self.serve_hyper(io, peer, slot, outflow, (start, seen))).await;
+            return;
+        }
+        drop(read);
+        pump(tcp, response, version, (signal, seen), &outflow).await;
+        drop(busy);
+    }
+
+    /// Serve a connection with hyper until it closes, or until it is told to.
+    async fn serve_hyper(
+        &self,
+        io: Rewind,
+        peer: SocketAddr,
+        slot: &Slot,
+        outflow: Arc<Outflow>,
+        (start, mut seen): (Start, Close),
+    ) {
+        let (deadline, answered) = match start {
+            Start::Fresh(deadline) => (Some(deadline), None),
+            Start::Answered(response, busy) => (None, Some((response, busy))),
+        };
+        let answered = parking_lot::Mutex::new(answered);
+        let started = AtomicBool::new(deadline.is_none());
         let service = hyper::service::service_fn(|request: hyper::Request<Incoming>| {
-            let busy = slot.busy();
-            let (mut parts, body) = request.into_parts();
-            parts.extensions.insert(ConnectInfo(peer));
-            parts.extensions.insert(outflow.clone());
-            let body = TimedBody::new(body, self.body_read_timeout, self.body_expired.clone());
-            // `Router::call` needs `&mut`; a clone is a reference count.
-            let answer = self
-                .routes
-                .clone()
-                .call(hyper::Request::from_parts(parts, body));
+            started.store(true, Ordering::Relaxed);
+            // The first request's answer, when the router has given it already.
+            let ready = answered.lock().take();
+            let routed = match ready {
+                Some(ready) => Err(ready),
+                None => {
+                    let busy = slot.busy();
+                    let (mut parts, body) = request.into_parts();
+                    parts.extensions.insert(ConnectInfo(peer));
+                    parts.extensions.insert(outflow.clone());
+                    let body =
+                        TimedBody::new(body, self.body_read_timeout, self.body_expired.clone());
+                    // `Router::call` needs `&mut`; a clone is a reference count.
+                    let answer = self
+                        .routes
+                        .clone()
+                        .call(hyper::Request::from_parts(parts, body));
+                    Ok((answer, busy))
+                }
+            };
             async move {
-                let response = answer.await?;
+                let (response, busy) = match routed {
+                    Ok((answer, busy)) => (answer.await?, busy),
+                    Err(ready) => ready,
+                };
                 Ok::<_, std::convert::Infallible>(response.map(|body| Answer { body, _busy: busy }))
             }
         });
-        let tcp = Metered::new(tcp, outflow.clone());
-        let connection = self.http1.serve_connection(TokioIo::new(tcp), service);
+        let connection = self.http1.serve_connection(TokioIo::new(io), service);
         tokio::pin!(connection);
+        if seen == Close::Graceful {
+            connection.as_mut().graceful_shutdown();
+        }
         let signal = slot.signal();
         let stalled = outflow.stalled();
         tokio::pin!(stalled);
-        let mut seen = Close::No;
+        // The first head's deadline counts from the connection's opening, not from here.
+        let head_due = tokio::time::sleep_until(deadline.unwrap_or_else(Instant::now));
+        tokio::pin!(head_due);
+        let mut watch_head = deadline.is_some();
         let result = loop {
             tokio::select! {
                 result = connection.as_mut() => break result,
@@ -260,17 +387,108 @@ impl Listener {
                         Close::No => {}
                     }
                 }
+                () = &mut head_due, if watch_head => {
+                    watch_head = false;
+                    if !started.load(Ordering::Relaxed) {
+                        self.header_timed_out();
+                        return;
+                    }
+                }
             }
         };
         match result {
-            Err(error) if error.is_timeout() => {
-                self.counters
-                    .closed
-                    .with_label_values(&["header_timeout"])
-                    .inc();
-            }
+            Err(error) if error.is_timeout() => self.header_timed_out(),
             Err(error) => tracing::debug!(%error, %peer, "HTTP connection ended with an error"),
             Ok(()) => {}
+        }
+    }
+}
+
+/// How hyper starts on a connection: from its first head (due by this instant), or with the
+/// answer to it, routed already (and the request it keeps busy).
+enum Start {
+    Fresh(Instant),
+    Answered(hyper::Response<axum::body::Body>, connections::Busy),
+}
+
+/// Write a stream's response head and frames on the socket until the stream ends (then close
+/// the connection), the reader leaves or stalls at its bound, or the connection is told to
+/// close (gracefully: the stream ends after its queued frames).
+async fn pump(
+    mut tcp: Metered,
+    response: hyper::Response<axum::body::Body>,
+    version: Version,
+    (signal, mut seen): (&Signal, Close),
+    outflow: &Outflow,
+) {
+    let chunked = version == Version::HTTP_11;
+    let head = direct::response_head(&response, chunked, version == Version::HTTP_10);
+    let mut body = response.into_body();
+    let stalled = outflow.stalled();
+    tokio::pin!(stalled);
+    let mut out = Some(Out::raw(head));
+    let mut ended = false;
+    loop {
+        if let Some(piece) = &mut out {
+            tokio::select! {
+                biased;
+                written = direct::write_out(&mut tcp, piece) => {
+                    if written.is_err() {
+                        return;
+                    }
+                    // A large frame stops counting as held here (see `Outflow::send`).
+                    out = None;
+                }
+                () = &mut stalled => return,
+                order = signal.changed(seen) => {
+                    seen = order;
+                    match order {
+                        Close::Now | Close::Evicted => return,
+                        Close::Graceful => outflow.close(),
+                        Close::No => {}
+                    }
+                }
+            }
+            continue;
+        }
+        if ended {
+            let _ = tcp.shutdown().await;
+            return;
+        }
+        let frame = tokio::select! {
+            biased;
+            frame = poll_fn(|cx| std::pin::Pin::new(&mut body).poll_frame(cx)) => frame,
+            () = &mut stalled => return,
+            order = signal.changed(seen) => {
+                seen = order;
+                match order {
+                    Close::Now | Close::Evicted => return,
+                    // The stream ends at its next poll, after its queued frames.
+                    Close::Graceful => outflow.close(),
+                    Close::No => {}
+                }
+                continue;
+            }
+            () = direct::reader_left(&tcp) => return,
+        };
+        match frame {
+            None => {
+                ended = true;
+                if chunked {
+                    out = Some(Out::raw(Bytes::from_static(b"0\r\n\r\n")));
+                }
+            }
+            Some(Err(error)) => {
+                tracing::debug!(%error, "an event stream failed");
+                return;
+            }
+            Some(Ok(frame)) => {
+                if let Ok(data) = frame.into_data()
+                    && !data.is_empty()
+                {
+                    out = Some(Out::frame(data, chunked));
+                }
+            }
         }
     }
 }

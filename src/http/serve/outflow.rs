@@ -183,6 +183,11 @@ impl Metered {
         Self { tcp, outflow }
     }
 
+    /// The socket itself, for reads (which are not counted).
+    pub fn tcp(&self) -> &TcpStream {
+        &self.tcp
+    }
+
     fn count(&self, written: &Poll<io::Result<usize>>) {
         if let Poll::Ready(Ok(n)) = written {
             self.outflow.written.fetch_add(*n as u64, Ordering::Relaxed);
