@@ -117,6 +117,9 @@ impl http::InputAnswers for JobInputs {
                         message: e.to_string(),
                     },
                     InputError::TooLarge { .. } => http::InputRefusal::TooLarge(e.to_string()),
+                    InputError::Unconfirmed { .. } | InputError::Unreachable(_) => {
+                        http::InputRefusal::Undelivered(e.to_string())
+                    }
                 })
         }
         .boxed()
@@ -304,6 +307,8 @@ fn redis_options(config: &Config) -> RedisOptions {
         lease: Duration::from_secs(config.store.lease_secs),
         outage_buffer: config.store.outage_buffer,
         command_timeout: Duration::from_millis(config.store.command_timeout_ms),
+        relay_timeout: Duration::from_millis(config.store.input_relay_timeout_ms),
+        max_answer_bytes: config.jobs.max_input_bytes,
     }
 }
 

@@ -93,6 +93,11 @@ pub struct Metrics {
     /// Requests about upstream tasks (tools that run only as a task), by method
     /// (`tasks/get`, `tasks/result`, `tasks/cancel`) and outcome (`ok`, `error`).
     pub upstream_task_requests: IntCounterVec,
+    /// Answers to a job's question relayed between replicas (through Redis), by outcome: on
+    /// the answering replica `taken`, `mismatch`, `too_large`, `nothing_to_answer`,
+    /// `unknown_job`, `unconfirmed`, `owner_away`, `busy`, `store_unavailable`; on the job's
+    /// replica `expired` (arrived after its sender stopped waiting, dropped).
+    pub input_relays: IntCounterVec,
     /// SSE readers the bridge dropped, by reason (`buffer`: it held
     /// `limits.max_sse_buffer_bytes` unread and took nothing for a keep-alive interval).
     pub sse_readers_dropped: IntCounterVec,
@@ -144,6 +149,11 @@ impl Metrics {
             "bridge_upstream_task_requests_total",
             "Requests about upstream tasks, by method and outcome",
             &["method", "outcome"],
+        );
+        let input_relays = counter(
+            "bridge_input_relays_total",
+            "Answers to a job's question relayed to or from another replica, by outcome",
+            &["outcome"],
         );
         let limit_hits = counter(
             "bridge_limit_hits_total",
@@ -251,6 +261,7 @@ impl Metrics {
             upstream_restarts,
             limit_hits,
             upstream_task_requests,
+            input_relays,
             auth_rejections,
             jwks_fetches,
             refused: RefusedRequests(refused),

@@ -37,6 +37,7 @@ const LABELS: &[(&str, &[&str])] = &[
         "bridge_upstream_task_requests_total",
         &["method", "outcome"],
     ),
+    ("bridge_input_relays_total", &["outcome"]),
     ("bridge_auth_rejections_total", &["reason"]),
     ("bridge_jwks_fetches_total", &["outcome"]),
     ("bridge_requests_refused_total", &["reason"]),

@@ -11,8 +11,10 @@ use std::time::Duration;
 use common::*;
 use futures::StreamExt;
 use mcp_progress_bridge::{
-    model::{Channel, EventBody, EventKind, JobId, NewJob, ProgressUpdate},
-    store::{CancelAck, ChannelSnapshot, Store},
+    model::{
+        Channel, EventBody, EventKind, InputAction, InputAnswer, JobId, NewJob, ProgressUpdate,
+    },
+    store::{AnswerVerdict, CancelAck, ChannelSnapshot, Relayed, Store},
 };
 
 fn new_job(owner: &str) -> NewJob {
@@ -279,4 +281,136 @@ async fn a_slow_command_fails_alone_and_the_connection_stays() {
     a.store.ping().await.unwrap();
     let after = client_id(&mut conn, &name).await;
     assert_eq!(after, Some(before), "the same connection, not a new one");
+}
+
+/// Wait until `replica`'s control channel has its subscriber (the store subscribes it once its
+/// pub/sub connection is up, which may be after `ping` first answers).
+async fn until_listening(url: &str, prefix: &str, replica: &str) {
+    let channel = format!("{prefix}:v2:control:{{{replica}}}");
+    let client = redis::Client::open(url).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    eventually("the control channel is subscribed", || {
+        let mut conn = conn.clone();
+        let channel = channel.clone();
+        async move {
+            let (_, count): (String, u64) = redis::cmd("PUBSUB")
+                .arg("NUMSUB")
+                .arg(&channel)
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            count == 1
+        }
+    })
+    .await;
+    let _: () = redis::cmd("PING").query_async(&mut conn).await.unwrap();
+}
+
+/// An answer relayed to the job's replica: it arrives there alone with what was sent, and the
+/// verdict that replica sends back is the relay's outcome. One it does not answer in time is
+/// unconfirmed (and expired for the owner by then); one for a replica nobody hears is
+/// `OwnerAway` at once; a control message past `jobs.max_input_bytes` plus its overhead is
+/// dropped unread.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_relayed_answer_gets_the_owners_verdict_or_is_unconfirmed() {
+    let Some(url) = test_redis("redis_store::relay").await else {
+        return;
+    };
+    let prefix = RedisPrefix::new(&url, "store-relay");
+    let owner = store_replica(&url, &prefix, 100).await;
+    let other = store_replica(&url, &prefix, 100).await;
+    until_listening(&url, &prefix, &owner.name).await;
+    until_listening(&url, &prefix, &other.name).await;
+    let mut requests = owner.store.answer_requests();
+    let mut elsewhere = other.store.answer_requests();
+    let job = JobId::random();
+    let answer = InputAnswer {
+        action: InputAction::Accept,
+        content: Some(serde_json::json!({"answer": 5})),
+        key: Some("q1".into()),
+    };
+
+    // A verdict comes back.
+    let relay = other
+        .store
+        .relay_answer(&owner.name, job, answer.clone(), "test".into());
+    let owner_side = async {
+        let request = within("the owner gets the answer", requests.next())
+            .await
+            .unwrap();
+        assert_eq!(
+            (request.job_id, &request.answer, request.by.as_str()),
+            (job, &answer, "test")
+        );
+        assert!(!request.reply.expired());
+        let verdict = AnswerVerdict::Mismatch {
+            field: "content.answer".into(),
+            problem: "must be a string".into(),
+        };
+        owner
+            .store
+            .reply_answer(request.reply, verdict)
+            .await
+            .unwrap();
+    };
+    let (relayed, ()) = tokio::join!(relay, owner_side);
+    assert_eq!(
+        relayed.unwrap(),
+        Relayed::Verdict(AnswerVerdict::Mismatch {
+            field: "content.answer".into(),
+            problem: "must be a string".into(),
+        })
+    );
+    assert!(
+        tokio::time::timeout(Duration::from_millis(200), elsewhere.next())
+            .await
+            .is_err(),
+        "only the owner gets it"
+    );
+
+    // No verdict: unconfirmed, and the owner must not take it any more.
+    let relayed = other
+        .store
+        .relay_answer(&owner.name, job, answer.clone(), "test".into())
+        .await
+        .unwrap();
+    assert!(
+        matches!(relayed, Relayed::Unconfirmed { .. }),
+        "{relayed:?}"
+    );
+    let late = within("the unanswered request", requests.next())
+        .await
+        .unwrap();
+    assert!(late.reply.expired(), "its sender stopped waiting");
+
+    // Nobody listens for that replica.
+    let relayed = other
+        .store
+        .relay_answer("replica-nobody", job, answer.clone(), "test".into())
+        .await
+        .unwrap();
+    assert_eq!(relayed, Relayed::OwnerAway);
+
+    // Too large a control message is dropped; the one after it arrives.
+    let channel = format!("{prefix}:v2:control:{{{}}}", owner.name);
+    let message = |text: &str| {
+        serde_json::json!({
+            "answer_for": job, "answer": {"action": "accept", "content": {"answer": text}},
+            "by": "raw", "reply_to": other.name, "request": 999_999,
+            "expires_ms": u64::MAX / 2,
+        })
+        .to_string()
+    };
+    let client = redis::Client::open(url.as_str()).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    for text in ["x".repeat(65_536 + 4096), "small".to_string()] {
+        let _: i64 = redis::cmd("PUBLISH")
+            .arg(&channel)
+            .arg(message(&text))
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+    }
+    let next = within("the small message", requests.next()).await.unwrap();
+    assert_eq!(next.answer.content.unwrap()["answer"], "small");
 }

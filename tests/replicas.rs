@@ -15,6 +15,7 @@ use std::{
 };
 
 use common::*;
+use rmcp::model::{CallToolResponse, GetTaskParams, TaskPayload, TaskStatus, UpdateTaskParams};
 use serde_json::{Value, json};
 
 /// The lease the replicas in these tests hold (seconds).
@@ -589,4 +590,272 @@ async fn an_mcp_session_started_on_one_replica_is_served_by_another() {
         text.contains("\"result\"") && text.contains("\"tool\":\"demo__echo\""),
         "{text}"
     );
+}
+
+const TOKEN_A: &str = "token-of-a-0123456789abcdef";
+const TOKEN_B: &str = "token-of-b-0123456789abcdef";
+
+/// Two replicas whose `/mcp` takes the tokens of principals `a` and `b`, the demo tools in
+/// `mode` (job handles in async mode; in sync mode a 2026-07-28 caller gets the question in an
+/// `input_required` round).
+async fn two_replicas_with_tokens(
+    url: &str,
+    prefix: &str,
+    mode: &str,
+) -> (BridgeProcess, BridgeProcess) {
+    let config = format!(
+        "[jobs]\nmode = \"{mode}\"\n[auth]\njob_secret = \"{TEST_JOB_SECRET}\"\n\
+         mcp_tokens = [{{ name = \"a\", token = \"{TOKEN_A}\" }}, {{ name = \"b\", token = \"{TOKEN_B}\" }}]\n\
+         {}\n{}",
+        redis_store_toml(url, prefix, LEASE_SECS),
+        demo_upstream_toml("{}")
+    );
+    tokio::join!(spawn_bridge(&config, &[]), spawn_bridge(&config, &[]))
+}
+
+async fn post_answer(url: &str, body: Value) -> (u16, Value) {
+    let response = within(
+        "POST an answer",
+        reqwest::Client::new().post(url).json(&body).send(),
+    )
+    .await
+    .expect("POST");
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+/// The value of `bridge_input_relays_total{outcome}` in a replica's metrics (0 when absent).
+async fn relays(base: &str, outcome: &str) -> u64 {
+    let request = reqwest::Client::new()
+        .get(format!("{base}/metrics"))
+        .bearer_auth(TOKEN_A)
+        .send();
+    let response = within("GET /metrics", request).await.expect("GET /metrics");
+    assert_eq!(response.status().as_u16(), 200);
+    let metrics = within("the metrics text", response.text()).await.unwrap();
+    let line = format!("bridge_input_relays_total{{outcome=\"{outcome}\"}} ");
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(&line))
+        .map_or(0, |v| v.trim().parse().unwrap())
+}
+
+/// A question waits in the replica that runs the job (A); answers reach B, as behind a load
+/// balancer, by each path — the handle's `input_url`, `answer_job_input`, `tasks/update` —
+/// and B relays them to A through Redis: A checks them as a local answer (a mismatch is a
+/// 400 naming the field, given by B; a second answer 409), the job goes on with the answer,
+/// and another principal's answer on B finds no job.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn answers_that_reach_another_replica_are_taken_by_the_one_running_the_job() {
+    let Some(url) = test_redis("replicas::answers").await else {
+        return;
+    };
+    let prefix = RedisPrefix::new(&url, "answers");
+    let (a, b) = two_replicas_with_tokens(&url, &prefix, "async").await;
+
+    // 1. The handle's input_url, posted to B.
+    let on_a = connect_with(&a.mcp_url(), Some(TOKEN_A), None).await;
+    let handle = running_job(&on_a, "demo__ask", json!({"question": "Your name?"})).await;
+    let on_b_events = handle.events_url.replace(&a.base(), &b.base());
+    assert_ne!(on_b_events, handle.events_url);
+    read_sse(&on_b_events, None, |e| e.event == "input_required").await;
+    let input_url = handle.raw["input_url"].as_str().expect("input_url");
+    let on_b_input = input_url.replace(&a.base(), &b.base());
+    let (status, body) = post_answer(
+        &on_b_input,
+        json!({"action": "accept", "content": {"answer": 5}}),
+    )
+    .await;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["error"]["field"], "content.answer", "{body}");
+    let (status, body) = post_answer(
+        &on_b_input,
+        json!({"action": "accept", "content": {"answer": "Ada"}}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = post_answer(
+        &on_b_input,
+        json!({"action": "accept", "content": {"answer": "Eve"}}),
+    )
+    .await;
+    assert_eq!(status, 409, "a second answer: {body}");
+    let events = read_job_events(&on_b_events).await;
+    let answered = events.iter().find(|e| e.event == "input_answered").unwrap();
+    assert_eq!(answered.data["by"], "POST /jobs/{id}/input");
+    let last = events.last().unwrap();
+    assert_eq!(last.event, "completed");
+    assert_eq!(last.data["result"]["content"][0]["text"], "you said: Ada");
+    // The answer was relayed, not found on B (which has no question of its own).
+    assert_eq!(relays(&b.base(), "taken").await, 1);
+
+    // 2. answer_job_input on B: another principal finds no job; the owner's mismatch is
+    // named; the answer is taken once.
+    let handle = running_job(&on_a, "demo__ask", json!({"question": "Port?"})).await;
+    read_sse(
+        &handle.events_url.replace(&a.base(), &b.base()),
+        None,
+        |e| e.event == "input_required",
+    )
+    .await;
+    let b_as_a = connect_with(&b.mcp_url(), Some(TOKEN_A), None).await;
+    let b_as_b = connect_with(&b.mcp_url(), Some(TOKEN_B), None).await;
+    let answer =
+        |content: Value| json!({"job_id": handle.job_id, "action": "accept", "content": content});
+    let foreign = call(&b_as_b, "answer_job_input", answer(json!({"answer": "80"}))).await;
+    assert_eq!(foreign.is_error, Some(true));
+    assert!(
+        first_text(&foreign).contains("no job"),
+        "{}",
+        first_text(&foreign)
+    );
+    let bad = call(&b_as_a, "answer_job_input", answer(json!({"answer": 80}))).await;
+    assert_eq!(bad.is_error, Some(true));
+    assert!(
+        first_text(&bad).contains("content.answer"),
+        "{}",
+        first_text(&bad)
+    );
+    let good = call(
+        &b_as_a,
+        "answer_job_input",
+        answer(json!({"answer": "8080"})),
+    )
+    .await;
+    assert_ne!(good.is_error, Some(true), "{}", first_text(&good));
+    assert_eq!(structured(&good)["answered"], true);
+    let again = call(&b_as_a, "answer_job_input", answer(json!({"answer": "1"}))).await;
+    assert_eq!(again.is_error, Some(true));
+    assert!(
+        first_text(&again).contains("no question waiting"),
+        "{}",
+        first_text(&again)
+    );
+    let done = call(
+        &b_as_a,
+        "wait_for_job",
+        json!({"job_id": handle.job_id, "timeout_seconds": 20}),
+    )
+    .await;
+    assert_eq!(first_text(&done), "you said: 8080");
+
+    // 3. tasks/update on B for a task started on A.
+    let tasks_a = connect_2026(&a.mcp_url(), Some(TOKEN_A), true).await;
+    let created = within(
+        "tools/call",
+        tasks_a.call_tool_once(call_params("demo__ask", json!({"question": "Color?"}))),
+    )
+    .await
+    .unwrap();
+    let CallToolResponse::Task(created) = created else {
+        panic!("not a task: {created:?}");
+    };
+    let task_id = created.task.task_id;
+    let tasks_b = connect_2026(&b.mcp_url(), Some(TOKEN_A), true).await;
+    let key = eventually("the task asks, seen on B", || async {
+        let got = tasks_b
+            .get_task(GetTaskParams::new(task_id.clone()))
+            .await
+            .unwrap();
+        match got.task.payload {
+            TaskPayload::InputRequired { input_requests } => input_requests.into_keys().next(),
+            _ => None,
+        }
+    })
+    .await;
+    let update = |answer: Value| {
+        UpdateTaskParams::new(
+            task_id.clone(),
+            [(key.clone(), answer)].into_iter().collect(),
+        )
+    };
+    let good = json!({"action": "accept", "content": {"answer": "blue"}});
+    let tasks_b_as_b = connect_2026(&b.mcp_url(), Some(TOKEN_B), true).await;
+    let foreign = tasks_b_as_b.update_task(update(good.clone())).await;
+    assert!(
+        foreign.is_err(),
+        "another principal's tasks/update: {foreign:?}"
+    );
+    let bad = tasks_b
+        .update_task(update(json!({"action": "accept", "content": {"nope": 1}})))
+        .await;
+    let error = format!("{:?}", bad.expect_err("a mismatch is refused"));
+    assert!(error.contains("content"), "{error}");
+    tasks_b
+        .update_task(update(good))
+        .await
+        .expect("tasks/update");
+    let task = eventually("the task ends", || async {
+        let got = tasks_b
+            .get_task(GetTaskParams::new(task_id.clone()))
+            .await
+            .unwrap();
+        got.task.status().is_terminal().then_some(got.task)
+    })
+    .await;
+    assert_eq!(task.status(), TaskStatus::Completed);
+    let TaskPayload::Completed { result } = task.payload else {
+        unreachable!()
+    };
+    assert_eq!(result["content"][0]["text"], "you said: blue");
+
+    // Every answer B took went through A; A relayed none.
+    assert_eq!(relays(&b.base(), "taken").await, 3);
+    assert_eq!(relays(&b.base(), "mismatch").await, 3);
+    // (The second answers' 409s are B's own or A's verdict: B relays only while the job runs,
+    // and the demo tool ends at once once answered.)
+    assert_eq!(relays(&a.base(), "taken").await, 0);
+}
+
+/// At 2026-07-28 the caller that got the question in an `input_required` round on A retries
+/// the call with its answer on B: B relays the answer to A and answers with the job's result.
+/// Another principal's retry on B is refused like an unknown one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_input_required_retry_on_another_replica_answers_the_job() {
+    let Some(url) = test_redis("replicas::rounds").await else {
+        return;
+    };
+    let prefix = RedisPrefix::new(&url, "rounds");
+    let (a, b) = two_replicas_with_tokens(&url, &prefix, "sync").await;
+    let on_a = connect_2026_answering(&a.mcp_url(), Some(TOKEN_A), "Linus").await;
+    let params = || call_params("demo__ask", json!({"question": "Which kernel?"}));
+    let first = within("tools/call", on_a.call_tool_once(params()))
+        .await
+        .unwrap();
+    let CallToolResponse::InputRequired(asked) = first else {
+        panic!("not input_required: {first:?}");
+    };
+    let state = asked.request_state.clone().expect("requestState");
+    let key = asked
+        .input_requests
+        .clone()
+        .expect("inputRequests")
+        .into_keys()
+        .next()
+        .unwrap();
+    let retry = |answer: Value| {
+        params()
+            .with_request_state(state.clone())
+            .with_input_responses([(key.clone(), answer)].into_iter().collect())
+    };
+    let good = json!({"action": "accept", "content": {"answer": "Linus"}});
+    let b_as_b = connect_2026_answering(&b.mcp_url(), Some(TOKEN_B), "Eve").await;
+    let refused = within("B's retry", b_as_b.call_tool_once(retry(good.clone()))).await;
+    assert!(refused.is_err(), "another principal's retry: {refused:?}");
+    let b_as_a = connect_2026_answering(&b.mcp_url(), Some(TOKEN_A), "Linus").await;
+    let refused = within(
+        "a retry that does not fit",
+        b_as_a.call_tool_once(retry(json!({"action": "accept", "content": {"answer": 5}}))),
+    )
+    .await;
+    let error = format!("{:?}", refused.expect_err("a mismatch is refused"));
+    assert!(error.contains("content.answer"), "{error}");
+    let done = within("the retry on B", b_as_a.call_tool_once(retry(good)))
+        .await
+        .unwrap();
+    let CallToolResponse::Complete(result) = done else {
+        panic!("not complete: {done:?}");
+    };
+    assert_eq!(first_text(&result), "you said: Linus");
+    assert_eq!(relays(&b.base(), "taken").await, 1);
 }

@@ -118,6 +118,84 @@ async fn a_session_follows_at_most_max_resource_subscriptions() {
     bridge.shutdown(Duration::from_secs(2)).await;
 }
 
+/// rmcp runs each message of a session on a task of its own, so a request sent right after
+/// `notifications/initialized` may be handled before it (and a client may send requests before
+/// it at all, which rmcp serves). The request that comes first makes the session's state:
+/// before the fix `resources/subscribe` and `logging/setLevel` failed with "needs an MCP
+/// session" when they won that race. Sending them before `initialized` makes them win it
+/// every time. The state they made stays once `initialized` is handled: the subscription
+/// still counts against `limits.max_resource_subscriptions`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_that_overtake_notifications_initialized_find_the_sessions_state() {
+    let upstream = everything();
+    if !prerequisite(upstream.is_some(), "node and tests/interop/node_modules") {
+        return;
+    }
+    let bridge = start_bridge(|c| {
+        c.upstreams = vec![upstream.unwrap()];
+        c.limits.max_resource_subscriptions = 1;
+    })
+    .await;
+    let mut raw = RawMcp::new(&bridge.mcp_url(), None);
+    let init = raw.initialize_only().await;
+    assert_eq!(init.status, 200, "{}", init.body);
+    let a = "demo://resource/static/document/architecture.md";
+    let b = "demo://resource/static/document/extension.md";
+    let request = |id: u64, method: &str, params: Value| {
+        json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string()
+    };
+    let subscribed = raw
+        .post(request(2, "resources/subscribe", json!({"uri": a})), &[])
+        .await;
+    assert!(
+        subscribed
+            .message
+            .as_ref()
+            .is_some_and(|m| m.get("result").is_some()),
+        "resources/subscribe before initialized: {}",
+        subscribed.body
+    );
+    let level = raw
+        .post(
+            request(3, "logging/setLevel", json!({"level": "debug"})),
+            &[],
+        )
+        .await;
+    assert!(
+        level
+            .message
+            .as_ref()
+            .is_some_and(|m| m.get("result").is_some()),
+        "logging/setLevel before initialized: {}",
+        level.body
+    );
+    let done = raw
+        .post(
+            r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+            &[],
+        )
+        .await;
+    assert_eq!(done.status, 202, "{}", done.body);
+    // After initialized the first subscription still counts. (Whether the handshake's handler
+    // ran before this request cannot be seen from here; if it did, and replaced the state as
+    // the old code's did, the first subscription would be forgotten and this one taken.)
+    let refused = raw
+        .post(request(4, "resources/subscribe", json!({"uri": b})), &[])
+        .await;
+    let error = refused
+        .message
+        .as_ref()
+        .and_then(|m| m["error"]["message"].as_str())
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        error.contains("limits.max_resource_subscriptions"),
+        "the first subscription still counts: {}",
+        refused.body
+    );
+    bridge.shutdown(Duration::from_secs(2)).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_upstream_list_longer_than_the_limit_is_cut_and_counted() {
     let upstream = everything();

@@ -223,6 +223,10 @@ pub struct StoreConfig {
     pub outage_buffer: usize,
     /// Longest wait for one Redis command before the connection counts as lost.
     pub command_timeout_ms: u64,
+    /// An answer to a job's question that reaches a replica other than the one running the
+    /// job is passed to that one through Redis; the answering client waits at most this long
+    /// for its verdict (taken, does not fit, answered already), else is told it is unconfirmed.
+    pub input_relay_timeout_ms: u64,
 }
 
 impl Default for StoreConfig {
@@ -234,6 +238,7 @@ impl Default for StoreConfig {
             lease_secs: 15,
             outage_buffer: 1000,
             command_timeout_ms: 2000,
+            input_relay_timeout_ms: 5000,
         }
     }
 }

@@ -458,6 +458,14 @@ fn validate_store(store: &StoreConfig) -> Result<(), (&'static str, String)> {
     if !(100..=60_000).contains(&store.command_timeout_ms) {
         return Err(("command_timeout_ms", "must be between 100 and 60000".into()));
     }
+    if !(100..=60_000).contains(&store.input_relay_timeout_ms) {
+        return Err((
+            "input_relay_timeout_ms",
+            "must be between 100 and 60000 (an answer routed to another replica waits this \
+             long for its verdict)"
+                .into(),
+        ));
+    }
     Ok(())
 }
 

@@ -672,10 +672,10 @@ impl Front {
     ) -> Response {
         let links = &self.inner.links;
         let deadline = waiting.budget.map(|b| Instant::now() + b);
-        // The caller's session, if the bridge follows it (it sent `notifications/initialized`):
-        // its end is then told apart from the client's own cancel.
+        // The caller's session, followed from now on if its `notifications/initialized` has
+        // not been handled yet: its end is then told apart from the client's own cancel.
         let session = super::caller_session(context)
-            .filter(|session| self.inner.callers.has_session(session));
+            .filter(|session| self.inner.callers.join(session, &context.peer));
         let asked = self.asked(waiting.handle.id);
         tokio::pin!(asked);
         loop {

@@ -7,6 +7,15 @@
 //! subscription to a URI is one count on the upstream's own subscription (see
 //! `Upstream::subscribe`), released when the caller unsubscribes, its session closes or its
 //! listen request ends. A caller follows at most `limits.max_resource_subscriptions` URIs.
+//!
+//! A session's state is made by whichever comes first: its `notifications/initialized`, or a
+//! request that needs it (`resources/subscribe`, `logging/setLevel`, a waiting `tools/call`).
+//! rmcp handles every message on a task of its own, so a request sent right after the
+//! handshake may run before the notification's handler (and one that reaches another replica
+//! restores the session there with a replayed `initialized` just before it); a client may
+//! also send requests before `initialized`, which rmcp serves. Such a request used to find no
+//! state and fail ("needs an MCP session"), and the handshake's handler, had it run first,
+//! replaced state a request had made.
 
 // MCP logging is deprecated (SEP-2577) but clients still set levels; the bridge honours them.
 #![allow(deprecated)]
@@ -143,6 +152,7 @@ impl Callers {
     }
 
     /// A session finished its handshake. `session` is its `Mcp-Session-Id` (none outside HTTP).
+    /// State a request of the session made first is kept.
     pub async fn add_session(&self, session: Option<String>, peer: Peer<RoleServer>) {
         let key = session.unwrap_or_else(|| {
             format!(
@@ -152,22 +162,29 @@ impl Callers {
         });
         let closed = {
             let mut state = self.state();
-            state.sessions.insert(
-                key,
-                Session {
-                    peer,
-                    level: None,
-                    subscriptions: HashMap::new(),
-                },
-            );
-            take_closed(&mut state)
+            let closed = take_closed(&mut state);
+            joined(&mut state, &key, &peer);
+            closed
         };
         self.release(closed).await;
     }
 
+    /// Follow `session` (its `Mcp-Session-Id`) for a request of it that needs its state,
+    /// whether or not its `notifications/initialized` has been handled yet. False for a
+    /// request without a session and for a session whose transport has closed.
+    pub fn join(&self, session: &str, peer: &Peer<RoleServer>) -> bool {
+        !session.is_empty() && joined(&mut self.state(), session, peer).is_some()
+    }
+
     /// `logging/setLevel` of a session.
-    pub fn set_level(&self, session: &str, level: LoggingLevel) -> Result<(), ErrorData> {
-        match self.state().sessions.get_mut(session) {
+    pub fn set_level(
+        &self,
+        session: &str,
+        peer: &Peer<RoleServer>,
+        level: LoggingLevel,
+    ) -> Result<(), ErrorData> {
+        let mut state = self.state();
+        match joined_request(&mut state, session, peer) {
             Some(s) => {
                 s.level = Some(level);
                 Ok(())
@@ -182,7 +199,12 @@ impl Callers {
     }
 
     /// `resources/subscribe` of a session to `uri` (as the caller names it).
-    pub async fn subscribe(&self, session: &str, uri: &str) -> Result<(), ErrorData> {
+    pub async fn subscribe(
+        &self,
+        session: &str,
+        peer: &Peer<RoleServer>,
+        uri: &str,
+    ) -> Result<(), ErrorData> {
         let route = resources::route(&self.upstreams, uri)?;
         let followed = Followed {
             upstream: route.upstream.name().to_string(),
@@ -204,8 +226,8 @@ impl Callers {
             ));
         }
         {
-            let state = self.state();
-            let Some(s) = state.sessions.get(session) else {
+            let mut state = self.state();
+            let Some(s) = joined_request(&mut state, session, peer) else {
                 return Err(no_session("resources/subscribe"));
             };
             if s.subscriptions.contains_key(uri) {
@@ -484,6 +506,41 @@ impl Drop for ListenerGuard {
                 .spawn_until_stopped(async move { callers.release(followed).await });
         }
     }
+}
+
+/// The state of `session`, made now if it has none yet (see the module doc); `None` when its
+/// transport has closed (it ended: nothing is made for it).
+fn joined<'a>(
+    state: &'a mut State,
+    session: &str,
+    peer: &Peer<RoleServer>,
+) -> Option<&'a mut Session> {
+    if peer.is_transport_closed() {
+        return state.sessions.get_mut(session);
+    }
+    Some(
+        state
+            .sessions
+            .entry(session.to_string())
+            .or_insert_with(|| Session {
+                peer: peer.clone(),
+                level: None,
+                subscriptions: HashMap::new(),
+            }),
+    )
+}
+
+/// [`joined`] for a request, which names its session by `Mcp-Session-Id` (empty: it has
+/// none, on 2026-07-28 or outside HTTP).
+fn joined_request<'a>(
+    state: &'a mut State,
+    session: &str,
+    peer: &Peer<RoleServer>,
+) -> Option<&'a mut Session> {
+    if session.is_empty() {
+        return None;
+    }
+    joined(state, session, peer)
 }
 
 /// Remove closed sessions; what they followed is returned to be released.

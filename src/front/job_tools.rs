@@ -284,6 +284,9 @@ impl Front {
             Err(e @ (InputError::Mismatch(_) | InputError::TooLarge { .. })) => {
                 Ok(error_result(format!("{e}; answer again")))
             }
+            Err(e @ (InputError::Unconfirmed { .. } | InputError::Unreachable(_))) => {
+                Ok(error_result(e.to_string()))
+            }
         }
     }
 

@@ -299,7 +299,10 @@ impl ServerHandler for Front {
                 .is_some_and(|r| r.subscribe == Some(true))
         })?;
         let session = caller_session(&context).unwrap_or_default();
-        self.inner.callers.subscribe(&session, &request.uri).await
+        self.inner
+            .callers
+            .subscribe(&session, &context.peer, &request.uri)
+            .await
     }
 
     #[allow(deprecated)]
@@ -371,7 +374,9 @@ impl ServerHandler for Front {
     ) -> Result<(), ErrorData> {
         self.offered("logging/setLevel", |c| c.logging.is_some())?;
         let session = caller_session(&context).unwrap_or_default();
-        self.inner.callers.set_level(&session, request.level)
+        self.inner
+            .callers
+            .set_level(&session, &context.peer, request.level)
     }
 
     /// 2026-07-28 `subscriptions/listen`: every list's `list_changed` the bridge advertises,

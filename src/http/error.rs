@@ -31,6 +31,9 @@ pub enum ApiError {
     /// The store cannot answer: a message without internals (see `From<StoreError>`).
     #[error("{0}")]
     Unavailable(&'static str),
+    /// An answer for a job another replica runs that it did not confirm (or could not get).
+    #[error("{0}")]
+    Undelivered(String),
     /// The request is fine but the job is not in a state to take it (a second answer).
     #[error("{0}")]
     Conflict(String),
@@ -44,7 +47,7 @@ impl ApiError {
             ApiError::NotFound => "not_found",
             ApiError::BadRequest(_) | ApiError::Unfit { .. } => "bad_request",
             ApiError::Forbidden(_) => "forbidden",
-            ApiError::Unavailable(_) => "unavailable",
+            ApiError::Unavailable(_) | ApiError::Undelivered(_) => "unavailable",
             ApiError::Conflict(_) => "conflict",
             ApiError::TooLarge(_) => "too_large",
         }
@@ -55,7 +58,7 @@ impl ApiError {
             ApiError::NotFound => StatusCode::NOT_FOUND,
             ApiError::BadRequest(_) | ApiError::Unfit { .. } => StatusCode::BAD_REQUEST,
             ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
-            ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Unavailable(_) | ApiError::Undelivered(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Conflict(_) => StatusCode::CONFLICT,
             ApiError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
         }
@@ -80,7 +83,7 @@ impl IntoResponse for ApiError {
             body["error"]["field"] = json!(field);
         }
         let mut response = (self.status(), Json(body)).into_response();
-        if matches!(self, ApiError::Unavailable(_)) {
+        if matches!(self, ApiError::Unavailable(_) | ApiError::Undelivered(_)) {
             response.headers_mut().insert(
                 axum::http::header::RETRY_AFTER,
                 UNAVAILABLE_RETRY_AFTER_SECS.into(),

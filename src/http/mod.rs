@@ -59,6 +59,9 @@ pub enum InputRefusal {
     Mismatch { message: String, field: String },
     /// 413.
     TooLarge(String),
+    /// The job runs on another replica, which did not confirm the answer (or cannot be
+    /// reached): 503.
+    Undelivered(String),
 }
 
 /// Reports on the parts of the bridge `/readyz` covers besides the store.
@@ -238,7 +241,8 @@ async fn job_cancel(
 /// `POST /jobs/{id}/input` (the handle's `input_url`): `{"action": "accept", "content": {…}}`,
 /// or `decline` / `cancel`; `key` picks one of several waiting questions. 200 when the tool
 /// got it, 400 naming the field that does not fit, 409 when nothing waits for an answer, 413
-/// past `jobs.max_input_bytes`.
+/// past `jobs.max_input_bytes`, 503 when the job runs on another replica that did not confirm
+/// the answer in time or cannot be reached (the answer is passed on through Redis).
 async fn job_input(
     State(state): State<ApiState>,
     Path(id): Path<String>,
@@ -268,6 +272,7 @@ async fn job_input(
         Err(InputRefusal::NothingToAnswer(m)) => Err(ApiError::Conflict(m)),
         Err(InputRefusal::Mismatch { message, field }) => Err(ApiError::Unfit { message, field }),
         Err(InputRefusal::TooLarge(m)) => Err(ApiError::TooLarge(m)),
+        Err(InputRefusal::Undelivered(m)) => Err(ApiError::Undelivered(m)),
     }
 }
 

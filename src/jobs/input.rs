@@ -6,8 +6,12 @@
 //! any answer path ([`Jobs::answer`]), goes back to the tool, followed by an `input_answered`
 //! event. A question nobody answers within `jobs.input_timeout_secs` is declined, and the job
 //! goes on. The waiting questions of a job live in this replica, the one that runs its
-//! upstream call: an answer must reach it (one replica, or sticky routing, see
-//! docs/tasks.md).
+//! upstream call. An answer that reaches another replica (several behind a load balancer,
+//! with Redis) is relayed to this one through the store ([`Store::relay_answer`]): it is
+//! checked and taken here, as a local answer is, and the verdict goes back to the answering
+//! replica, which waits for it at most `store.input_relay_timeout_ms` (docs/replicas.md).
+//!
+//! [`Store::relay_answer`]: crate::store::Store::relay_answer
 
 use std::collections::HashMap;
 
@@ -15,7 +19,10 @@ use parking_lot::Mutex;
 use tokio::sync::oneshot;
 
 use super::Jobs;
-use crate::model::{EventBody, InputAction, InputAnswer, InputMismatch, InputQuestion, JobId};
+use crate::{
+    model::{EventBody, InputAction, InputAnswer, InputMismatch, InputQuestion, JobId},
+    store::{AnswerRequest, AnswerVerdict, Relayed},
+};
 
 /// Why an answer was not taken.
 #[derive(Debug, thiserror::Error)]
@@ -33,6 +40,19 @@ pub enum InputError {
     Mismatch(#[from] InputMismatch),
     #[error("the answer is {size} bytes, more than jobs.max_input_bytes ({limit})")]
     TooLarge { size: usize, limit: usize },
+    /// Relayed to the replica running the job, which gave no verdict in time.
+    #[error(
+        "the answer was passed to the bridge replica running the job, which did not confirm it \
+         within {waited_ms} ms (store.input_relay_timeout_ms): it was most likely not taken; \
+         look at the job's status (or its input_answered event) before answering again"
+    )]
+    Unconfirmed { waited_ms: u64 },
+    /// The replica running the job cannot be reached now; nothing was delivered.
+    #[error(
+        "the bridge replica running the job cannot be reached right now ({0}); the answer was \
+         not delivered: try again in a few seconds"
+    )]
+    Unreachable(&'static str),
 }
 
 /// One question waiting for its answer.
@@ -133,19 +153,129 @@ impl Jobs {
 
     /// Give the answer to job `id`'s question (`answer.key`, else its oldest), if it fits the
     /// question's schema and `jobs.max_input_bytes`. `by` names the answer path in the
-    /// `input_answered` event.
+    /// `input_answered` event. A job another replica runs gets it through the store, with the
+    /// same checks there (its verdict is this answer's outcome).
     pub async fn answer(&self, id: JobId, answer: InputAnswer, by: &str) -> Result<(), InputError> {
-        let size = serde_json::to_vec(&answer).map_or(0, |v| v.len());
-        let limit = self.inner.config.max_input_bytes;
-        if size > limit {
-            self.limit_hit("max_input_bytes");
-            return Err(InputError::TooLarge { size, limit });
-        }
+        self.fits_size(&answer)?;
         let waiting = match self.inner.inputs.take_fitting(id, &answer) {
             Ok(waiting) => waiting,
             Err(Some(mismatch)) => return Err(mismatch.into()),
-            Err(None) => return Err(self.no_question(id).await),
+            Err(None) => {
+                return match self.snapshot(id).await {
+                    Ok(Some(s)) if s.owner != self.inner.replica && !s.status.is_terminal() => {
+                        self.relay(&s.owner, id, answer, by).await
+                    }
+                    Ok(Some(_)) => Err(InputError::NothingToAnswer),
+                    _ => Err(InputError::UnknownJob),
+                };
+            }
         };
+        self.give(id, waiting, answer, by).await
+    }
+
+    /// An answer for a job this replica runs, relayed by the replica it reached: checked and
+    /// taken as a local one (never relayed on), and the verdict sent back.
+    pub(super) async fn answer_relayed(&self, request: AnswerRequest) {
+        let AnswerRequest {
+            job_id: id,
+            answer,
+            by,
+            reply,
+        } = request;
+        if reply.expired() {
+            self.relay_counted("expired");
+            return;
+        }
+        let outcome = match self.fits_size(&answer) {
+            Err(e) => Err(e),
+            Ok(()) => match self.inner.inputs.take_fitting(id, &answer) {
+                Ok(waiting) => self.give(id, waiting, answer, &by).await,
+                Err(Some(mismatch)) => Err(mismatch.into()),
+                Err(None) => Err(self.no_question(id).await),
+            },
+        };
+        let verdict = match outcome {
+            Ok(()) => AnswerVerdict::Taken,
+            Err(InputError::Mismatch(m)) => AnswerVerdict::Mismatch {
+                field: m.field,
+                problem: m.problem,
+            },
+            Err(InputError::TooLarge { size, limit }) => AnswerVerdict::TooLarge { size, limit },
+            Err(InputError::UnknownJob) => AnswerVerdict::UnknownJob,
+            Err(_) => AnswerVerdict::NothingToAnswer,
+        };
+        if let Err(e) = self.inner.store.reply_answer(reply, verdict).await {
+            tracing::warn!(job = %id, error = %e, "the verdict on a relayed answer was not sent");
+        }
+    }
+
+    /// Pass the answer to `owner`, the replica running job `id`, and take its verdict.
+    async fn relay(
+        &self,
+        owner: &str,
+        id: JobId,
+        answer: InputAnswer,
+        by: &str,
+    ) -> Result<(), InputError> {
+        let relayed = self
+            .inner
+            .store
+            .relay_answer(owner, id, answer, by.to_string())
+            .await;
+        let (outcome, result) = match relayed {
+            Ok(Relayed::Verdict(verdict)) => match verdict {
+                AnswerVerdict::Taken => ("taken", Ok(())),
+                AnswerVerdict::UnknownJob => ("unknown_job", Err(InputError::UnknownJob)),
+                AnswerVerdict::NothingToAnswer => {
+                    ("nothing_to_answer", Err(InputError::NothingToAnswer))
+                }
+                AnswerVerdict::Mismatch { field, problem } => (
+                    "mismatch",
+                    Err(InputError::Mismatch(InputMismatch { field, problem })),
+                ),
+                AnswerVerdict::TooLarge { size, limit } => {
+                    ("too_large", Err(InputError::TooLarge { size, limit }))
+                }
+            },
+            Ok(Relayed::Unconfirmed { waited_ms }) => {
+                self.limit_hit("input_relay_timeout_ms");
+                ("unconfirmed", Err(InputError::Unconfirmed { waited_ms }))
+            }
+            Ok(Relayed::OwnerAway) => (
+                "owner_away",
+                Err(InputError::Unreachable(
+                    "it does not listen on its Redis channel: it may be restarting",
+                )),
+            ),
+            Ok(Relayed::Busy) => {
+                self.limit_hit("input_relays");
+                (
+                    "busy",
+                    Err(InputError::Unreachable(
+                        "too many answers of this replica wait for verdicts",
+                    )),
+                )
+            }
+            Err(e) => {
+                tracing::warn!(job = %id, error = %e, "an answer could not be relayed");
+                (
+                    "store_unavailable",
+                    Err(InputError::Unreachable("the job store is unreachable")),
+                )
+            }
+        };
+        self.relay_counted(outcome);
+        result
+    }
+
+    /// Hand a taken question its answer, and record `input_answered`.
+    async fn give(
+        &self,
+        id: JobId,
+        waiting: Waiting,
+        answer: InputAnswer,
+        by: &str,
+    ) -> Result<(), InputError> {
         let key = waiting.question.key.clone();
         let action = answer.action;
         // The asker may have timed out this instant: then the answer is not used.
@@ -154,6 +284,24 @@ impl Jobs {
         }
         self.answered(id, &key, action, by).await;
         Ok(())
+    }
+
+    fn fits_size(&self, answer: &InputAnswer) -> Result<(), InputError> {
+        let size = serde_json::to_vec(answer).map_or(0, |v| v.len());
+        let limit = self.inner.config.max_input_bytes;
+        if size > limit {
+            self.limit_hit("max_input_bytes");
+            return Err(InputError::TooLarge { size, limit });
+        }
+        Ok(())
+    }
+
+    fn relay_counted(&self, outcome: &str) {
+        self.inner
+            .metrics
+            .input_relays
+            .with_label_values(&[outcome])
+            .inc();
     }
 
     pub fn max_input_bytes(&self) -> usize {

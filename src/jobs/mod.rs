@@ -170,6 +170,7 @@ impl Jobs {
             }),
         };
         tasks.spawn_until_stopped(jobs.clone().route_cancels());
+        tasks.spawn_until_stopped(jobs.clone().route_answers());
         jobs
     }
 
@@ -210,6 +211,18 @@ impl Jobs {
             if let Some(running) = running {
                 running.cancel(request.reason);
             }
+        }
+    }
+
+    /// Answers other replicas relayed for jobs running here (through the store): each is
+    /// taken or refused on a task of its own, and its verdict sent back.
+    async fn route_answers(self) {
+        let mut requests = self.inner.store.answer_requests();
+        while let Some(request) = requests.next().await {
+            let jobs = self.clone();
+            self.inner
+                .tasks
+                .spawn_until_stopped(async move { jobs.answer_relayed(request).await });
         }
     }
 

@@ -77,7 +77,7 @@ impl InputAnswer {
 }
 
 /// Why an answer does not fit: the field (`content`, or `content.<name>`) and what is wrong.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, thiserror::Error)]
 #[error("{field}: {problem}")]
 pub struct InputMismatch {
     pub field: String,

@@ -11,7 +11,8 @@
 //! store's own because they describe how a store hands things out, and only a store makes
 //! them: [`StoredEvent`] (an event numbered and rendered once at append time), what opening a
 //! channel returns ([`Opened`], [`ChannelSnapshot`], [`LiveItem`], [`Replay`]), and the cancel
-//! routing between replicas ([`CancelRequest`], [`CancelAck`]).
+//! and answer routing between replicas ([`CancelRequest`], [`CancelAck`], [`AnswerRequest`],
+//! [`AnswerVerdict`], [`Relayed`]).
 
 pub mod memory;
 pub mod redis;
@@ -20,13 +21,13 @@ mod stored_event;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use futures::stream::BoxStream;
+use futures::{StreamExt, stream::BoxStream};
 
 pub use memory::MemoryStore;
 pub use redis::{RedisOptions, RedisStore};
 pub use stored_event::StoredEvent;
 
-use crate::model::{Channel, EventBody, Heartbeat, JobId, JobSnapshot, NewJob, Seq};
+use crate::model::{Channel, EventBody, Heartbeat, InputAnswer, JobId, JobSnapshot, NewJob, Seq};
 
 /// Why the store could not do what was asked. The message is whole (what happened and what
 /// to check), for the log: it may name the Redis address and the OS error. A client is told
@@ -112,6 +113,69 @@ pub enum CancelAck {
     Unknown,
 }
 
+/// An answer to a question of a job this replica runs, passed on by the replica it reached
+/// (the question waits only here, in the job's runner).
+#[derive(Debug, Clone)]
+pub struct AnswerRequest {
+    pub job_id: JobId,
+    pub answer: InputAnswer,
+    /// The answer path, for the job's `input_answered` event.
+    pub by: String,
+    /// Where the verdict goes ([`Store::reply_answer`]).
+    pub reply: ReplyTo,
+}
+
+/// The replica waiting for the verdict on a relayed answer, and until when it waits.
+#[derive(Debug, Clone)]
+pub struct ReplyTo {
+    pub(crate) replica: String,
+    pub(crate) id: u64,
+    /// Milliseconds since the epoch: past it the answering replica has told its client the
+    /// answer is unconfirmed, so the answer must not be taken any more.
+    pub(crate) expires_ms: u64,
+}
+
+impl ReplyTo {
+    /// The answering replica no longer waits: the answer must be dropped, not taken.
+    pub fn expired(&self) -> bool {
+        now_ms() > self.expires_ms
+    }
+}
+
+/// What the job's replica did with a relayed answer: the same outcomes as a local answer.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "verdict", rename_all = "snake_case")]
+pub enum AnswerVerdict {
+    /// The tool has it.
+    Taken,
+    UnknownJob,
+    NothingToAnswer,
+    Mismatch {
+        field: String,
+        problem: String,
+    },
+    TooLarge {
+        size: usize,
+        limit: usize,
+    },
+}
+
+/// How relaying an answer to the job's replica ended, for the answering replica.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Relayed {
+    Verdict(AnswerVerdict),
+    /// No verdict within the wait (`store.input_relay_timeout_ms`): the job's replica drops
+    /// the answer if it gets it later, but one on its way at the deadline may have been taken.
+    Unconfirmed {
+        waited_ms: u64,
+    },
+    /// Nobody listens on the job's replica's channel (it is gone, or reconnecting to Redis):
+    /// nothing was delivered.
+    OwnerAway,
+    /// Too many answers of this replica wait for verdicts already.
+    Busy,
+}
+
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
     /// Record a new running job (and announce it on its correlation channel, if any).
@@ -144,6 +208,28 @@ pub trait Store: Send + Sync + 'static {
 
     /// Cancel requests for jobs that this replica owns.
     fn cancel_requests(&self) -> BoxStream<'static, CancelRequest>;
+
+    /// Pass an answer for job `job` to its replica `owner` (not this one), and wait (bounded)
+    /// for its verdict. A store of one replica has nobody to pass it to.
+    async fn relay_answer(
+        &self,
+        _owner: &str,
+        _job: JobId,
+        _answer: InputAnswer,
+        _by: String,
+    ) -> Result<Relayed, StoreError> {
+        Ok(Relayed::OwnerAway)
+    }
+
+    /// Answers other replicas passed on for jobs this replica runs (none have expired yet).
+    fn answer_requests(&self) -> BoxStream<'static, AnswerRequest> {
+        futures::stream::pending().boxed()
+    }
+
+    /// Send the verdict on a relayed answer back to the replica that waits for it.
+    async fn reply_answer(&self, _to: ReplyTo, _verdict: AnswerVerdict) -> Result<(), StoreError> {
+        Ok(())
+    }
 
     /// Drop finished jobs past retention. Returns how many were dropped.
     async fn expire(&self) -> Result<usize, StoreError>;

@@ -144,6 +144,8 @@ pub async fn store_replica_with(
         lease: Duration::from_secs(15),
         outage_buffer: 100,
         command_timeout,
+        relay_timeout: Duration::from_secs(5),
+        max_answer_bytes: 65_536,
     };
     let store = RedisStore::start(options, name.clone(), &shutdown).expect("store");
     eventually("the store connects", || async {

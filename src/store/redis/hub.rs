@@ -36,14 +36,22 @@ use super::{
     link::{Link, LinkError},
 };
 use crate::{
-    model::JobId,
-    store::{CancelRequest, LiveItem, LiveStream},
+    model::{InputAnswer, JobId},
+    store::{AnswerRequest, AnswerVerdict, CancelRequest, LiveItem, LiveStream, ReplyTo},
 };
 
 /// Live events buffered per channel for readers momentarily behind (as in the memory store).
 const LIVE_CAPACITY: usize = 256;
 /// Cancel requests between the control channel and this replica's job runner.
 const CANCEL_CAPACITY: usize = 1024;
+/// Relayed answers between the control channel and this replica's job runner (one lost to a
+/// full ring is unconfirmed for its sender, as if it had timed out).
+const ANSWER_CAPACITY: usize = 256;
+/// Answers of this replica waiting for a verdict from another one at once; one more is
+/// refused at once (`Relayed::Busy`).
+pub(super) const MAX_RELAYS: usize = 1024;
+/// What a control message may carry besides the answer itself (IDs, names, the JSON around).
+const CONTROL_OVERHEAD: usize = 4096;
 /// Subscribe requests waiting for the subscription task; a full queue makes callers wait.
 const REQUEST_CAPACITY: usize = 1024;
 /// Most channels in one `SUBSCRIBE`/`UNSUBSCRIBE` command.
@@ -59,6 +67,36 @@ const RESUBSCRIBE_RETRY: Duration = Duration::from_millis(500);
 pub(super) struct ControlMessage {
     pub job_id: JobId,
     pub reason: String,
+}
+
+/// An answer to a question of a job the receiving replica runs, from the replica it reached.
+#[derive(Debug, Serialize, Deserialize)]
+pub(super) struct AnswerMessage {
+    pub answer_for: JobId,
+    pub answer: InputAnswer,
+    pub by: String,
+    /// The sender, and its number for this answer: where the verdict goes.
+    pub reply_to: String,
+    pub request: u64,
+    pub expires_ms: u64,
+}
+
+/// The verdict on a relayed answer, back to the replica that sent it.
+#[derive(Debug, Serialize, Deserialize)]
+pub(super) struct VerdictMessage {
+    pub verdict_for: u64,
+    pub verdict: AnswerVerdict,
+}
+
+/// Whatever arrives on a replica's control channel. Untagged, so that a cancel keeps the
+/// shape replicas of earlier versions send and read; the other two have fields a cancel has
+/// not (and lack its `job_id`), so they are never taken for one another.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum Incoming {
+    Answer(AnswerMessage),
+    Verdict(VerdictMessage),
+    Cancel(ControlMessage),
 }
 
 struct Topic {
@@ -89,6 +127,13 @@ pub(super) struct Hub {
     topics: DashMap<String, Arc<Topic>>,
     control: String,
     cancels: broadcast::Sender<CancelRequest>,
+    answers: broadcast::Sender<AnswerRequest>,
+    /// This replica's relayed answers waiting for their verdicts, by request number.
+    verdicts: DashMap<u64, oneshot::Sender<AnswerVerdict>>,
+    next_relay: std::sync::atomic::AtomicU64,
+    /// Larger control messages are dropped unread (an answer is at most
+    /// `jobs.max_input_bytes`, plus [`CONTROL_OVERHEAD`]).
+    max_control_bytes: usize,
     requests: mpsc::Sender<SubscribeRequest>,
     /// Bumped each time everything has been subscribed again after a (re)connect; the store
     /// then looks for cancel requests it may have missed meanwhile.
@@ -97,12 +142,16 @@ pub(super) struct Hub {
 
 impl Hub {
     /// The hub, and the receiving end of its subscribe requests for [`Hub::run`].
-    pub(super) fn new(control: String) -> (Arc<Self>, HubTask) {
+    pub(super) fn new(control: String, max_answer_bytes: usize) -> (Arc<Self>, HubTask) {
         let (requests, inbox) = mpsc::channel(REQUEST_CAPACITY);
         let hub = Arc::new(Self {
             topics: DashMap::new(),
             control,
             cancels: broadcast::channel(CANCEL_CAPACITY).0,
+            answers: broadcast::channel(ANSWER_CAPACITY).0,
+            verdicts: DashMap::new(),
+            next_relay: std::sync::atomic::AtomicU64::new(1),
+            max_control_bytes: max_answer_bytes.saturating_add(CONTROL_OVERHEAD),
             requests,
             resubscribed: watch::channel(0).0,
         });
@@ -111,6 +160,32 @@ impl Hub {
 
     pub(super) fn cancels(&self) -> broadcast::Sender<CancelRequest> {
         self.cancels.clone()
+    }
+
+    pub(super) fn answers(&self) -> broadcast::Sender<AnswerRequest> {
+        self.answers.clone()
+    }
+
+    /// Wait for the verdict on a relayed answer: its request number, and where the verdict
+    /// arrives. `None` past [`MAX_RELAYS`]. The wait ends (and its place is given back) when
+    /// the returned [`AwaitedVerdict`] is dropped.
+    pub(super) fn await_verdict(
+        self: &Arc<Self>,
+    ) -> Option<(u64, AwaitedVerdict, oneshot::Receiver<AnswerVerdict>)> {
+        if self.verdicts.len() >= MAX_RELAYS {
+            return None;
+        }
+        let id = self.next_relay.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = oneshot::channel();
+        self.verdicts.insert(id, tx);
+        Some((
+            id,
+            AwaitedVerdict {
+                hub: self.clone(),
+                id,
+            },
+            rx,
+        ))
     }
 
     /// Like [`Link::connected`]: a round that happened before the receiver was taken counts.
@@ -173,17 +248,7 @@ impl Hub {
             return;
         };
         if channel == self.control {
-            match serde_json::from_slice::<ControlMessage>(&payload) {
-                Ok(m) => {
-                    let _ = self.cancels.send(CancelRequest {
-                        job_id: m.job_id,
-                        reason: m.reason,
-                    });
-                }
-                Err(error) => {
-                    tracing::warn!(%error, "malformed cancel request on the control channel")
-                }
-            }
+            self.control_message(&payload);
             return;
         }
         let Some(topic) = self.topics.get(channel) else {
@@ -195,6 +260,67 @@ impl Hub {
             }
             None => tracing::warn!(channel, "malformed event frame on a job channel"),
         }
+    }
+}
+
+impl Hub {
+    /// A message on this replica's control channel: a cancel or an answer for a job it runs,
+    /// or a verdict on an answer it relayed.
+    fn control_message(&self, payload: &[u8]) {
+        if payload.len() > self.max_control_bytes {
+            tracing::warn!(
+                bytes = payload.len(),
+                limit = self.max_control_bytes,
+                "a control message larger than jobs.max_input_bytes allows was dropped"
+            );
+            return;
+        }
+        match serde_json::from_slice::<Incoming>(payload) {
+            Ok(Incoming::Cancel(m)) => {
+                let _ = self.cancels.send(CancelRequest {
+                    job_id: m.job_id,
+                    reason: m.reason,
+                });
+            }
+            Ok(Incoming::Answer(m)) => {
+                let reply = ReplyTo {
+                    replica: m.reply_to,
+                    id: m.request,
+                    expires_ms: m.expires_ms,
+                };
+                // Its sender no longer waits: it told its client the answer is unconfirmed.
+                if reply.expired() {
+                    tracing::info!(job = %m.answer_for, "a relayed answer arrived after its sender stopped waiting; dropped");
+                    return;
+                }
+                let _ = self.answers.send(AnswerRequest {
+                    job_id: m.answer_for,
+                    answer: m.answer,
+                    by: m.by,
+                    reply,
+                });
+            }
+            Ok(Incoming::Verdict(m)) => {
+                if let Some((_, waiting)) = self.verdicts.remove(&m.verdict_for) {
+                    let _ = waiting.send(m.verdict);
+                }
+            }
+            Err(error) => {
+                tracing::warn!(%error, "malformed message on the control channel")
+            }
+        }
+    }
+}
+
+/// A relayed answer's place among those waiting for a verdict, given back when dropped.
+pub(super) struct AwaitedVerdict {
+    hub: Arc<Hub>,
+    id: u64,
+}
+
+impl Drop for AwaitedVerdict {
+    fn drop(&mut self) {
+        self.hub.verdicts.remove(&self.id);
     }
 }
 
@@ -376,7 +502,7 @@ mod tests {
             return;
         };
         let control = format!("test-hub-late-{:016x}:control", fastrand::u64(..));
-        let (hub, task) = Hub::new(control.clone());
+        let (hub, task) = Hub::new(control.clone(), 65_536);
         let dispatch = hub.clone();
         let link = |role, on_push| {
             Link::new(

@@ -13,7 +13,10 @@
 //! live events reach all local subscribers of a channel through one subscription (see
 //! [`hub`]). Ownership: the replica that runs a job holds a lease ([`maintenance`]); when a
 //! lease expires, another replica ends that owner's running jobs `failed` (`owner_lost`).
-//! Cancel requests travel on the owner's control channel. Redis unreachable: calls that need
+//! Cancel requests travel on the owner's control channel, and so do answers to a job's
+//! question that reached another replica: the owner checks and takes them as it would a local
+//! answer and sends the verdict back on the sender's control channel, which waits for it at
+//! most `store.input_relay_timeout_ms` (see `relay_answer`). Redis unreachable: calls that need
 //! it fail at once with the reason; events of running jobs are held and written when it
 //! returns ([`outbox`]).
 
@@ -39,7 +42,7 @@ use tokio_stream::wrappers::BroadcastStream;
 
 use self::{
     codec::{SplitData, all_fields, changed_fields, entry_seq, parse_frame, snapshot_fields},
-    hub::{ControlMessage, Hub},
+    hub::{AnswerMessage, ControlMessage, Hub, VerdictMessage},
     keys::Keys,
     link::{Link, LinkError},
     outbox::{Held, Owned, Write},
@@ -47,12 +50,13 @@ use self::{
     shared::SharedHistory,
 };
 use super::{
-    CancelAck, CancelRequest, ChannelSnapshot, Opened, Replay, Store, StoreError, StoredEvent,
-    now_ms,
+    AnswerRequest, AnswerVerdict, CancelAck, CancelRequest, ChannelSnapshot, Opened, Relayed,
+    Replay, ReplyTo, Store, StoreError, StoredEvent, now_ms,
 };
 use crate::config::redact_url;
 use crate::model::{
-    Channel, EventBody, FailureReason, Heartbeat, JobFailure, JobId, JobSnapshot, NewJob, Seq,
+    Channel, EventBody, FailureReason, Heartbeat, InputAnswer, JobFailure, JobId, JobSnapshot,
+    NewJob, Seq,
     wire::{render_heartbeat, render_job_event},
 };
 use crate::shutdown::{Shutdown, Stage};
@@ -73,6 +77,10 @@ pub struct RedisOptions {
     pub lease: Duration,
     pub outage_buffer: usize,
     pub command_timeout: Duration,
+    /// How long an answer relayed to the job's replica waits for its verdict.
+    pub relay_timeout: Duration,
+    /// `jobs.max_input_bytes`: bounds what a control message may carry.
+    pub max_answer_bytes: usize,
 }
 
 #[derive(Clone)]
@@ -97,6 +105,7 @@ struct Inner {
     live_ttl_ms: u64,
     lease: Duration,
     outage_buffer: usize,
+    relay_timeout: Duration,
     /// Wakes the maintenance task to write held events.
     flush: Notify,
     /// Large history events read back, one copy for every reader holding them.
@@ -141,7 +150,7 @@ impl RedisStore {
         let target = redact_url(&options.url);
         let client = resp3_client(&options.url, &target)?;
         let keys = Keys::new(&options.key_prefix);
-        let (hub, hub_task) = Hub::new(keys.control(&replica));
+        let (hub, hub_task) = Hub::new(keys.control(&replica), options.max_answer_bytes);
         // Reconnect at least every third of a lease, so a replica that lost Redis renews its
         // lease before the others may count it as dead.
         let reconnect = Backoff {
@@ -180,6 +189,7 @@ impl RedisStore {
             live_ttl_ms: live_ttl_ms(options.retention),
             lease: options.lease,
             outage_buffer: options.outage_buffer.max(1),
+            relay_timeout: options.relay_timeout,
             flush: Notify::new(),
             read_back: SharedHistory::default(),
         });
@@ -715,6 +725,80 @@ impl Store for RedisStore {
         BroadcastStream::new(self.inner.hub.cancels().subscribe())
             .filter_map(|r| async move { r.ok() })
             .boxed()
+    }
+
+    /// Publish the answer on the owner's control channel and wait for the verdict on this
+    /// replica's own (subscribed since it connected). The message says until when this replica
+    /// waits; the owner drops it past that, so an unconfirmed answer is, but for one that was
+    /// taken in the last instant, not taken.
+    async fn relay_answer(
+        &self,
+        owner: &str,
+        job: JobId,
+        answer: InputAnswer,
+        by: String,
+    ) -> Result<Relayed, StoreError> {
+        let inner = &self.inner;
+        let Some((request, _place, verdict)) = inner.hub.await_verdict() else {
+            return Ok(Relayed::Busy);
+        };
+        let waited_ms = inner.relay_timeout.as_millis() as u64;
+        let message = serde_json::to_string(&AnswerMessage {
+            answer_for: job,
+            answer,
+            by,
+            reply_to: inner.replica.clone(),
+            request,
+            expires_ms: now_ms() + waited_ms,
+        })
+        .unwrap_or_default();
+        let channel = inner.keys.control(owner);
+        let started = tokio::time::Instant::now();
+        let listeners: i64 = inner
+            .cmd
+            .run(|mut conn| async move {
+                ::redis::cmd("PUBLISH")
+                    .arg(&channel)
+                    .arg(message)
+                    .query_async(&mut conn)
+                    .await
+            })
+            .await?;
+        if listeners == 0 {
+            return Ok(Relayed::OwnerAway);
+        }
+        let rest = inner.relay_timeout.saturating_sub(started.elapsed());
+        Ok(match tokio::time::timeout(rest, verdict).await {
+            Ok(Ok(verdict)) => Relayed::Verdict(verdict),
+            _ => Relayed::Unconfirmed { waited_ms },
+        })
+    }
+
+    fn answer_requests(&self) -> BoxStream<'static, AnswerRequest> {
+        BroadcastStream::new(self.inner.hub.answers().subscribe())
+            .filter_map(|r| async move { r.ok() })
+            .boxed()
+    }
+
+    async fn reply_answer(&self, to: ReplyTo, verdict: AnswerVerdict) -> Result<(), StoreError> {
+        let inner = &self.inner;
+        let message = serde_json::to_string(&VerdictMessage {
+            verdict_for: to.id,
+            verdict,
+        })
+        .unwrap_or_default();
+        let channel = inner.keys.control(&to.replica);
+        let _: i64 = inner
+            .cmd
+            .run(|mut conn| async move {
+                ::redis::cmd("PUBLISH")
+                    .arg(&channel)
+                    .arg(message)
+                    .query_async(&mut conn)
+                    .await
+            })
+            .await?;
+        Ok(())
     }
 
     /// Redis expires finished jobs itself: the terminal event sets a TTL of `retention_secs`
