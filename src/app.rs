@@ -243,6 +243,7 @@ fn start_core(
             max_list_items: config.limits.max_upstream_list_items,
             max_resource_read_bytes: config.limits.max_resource_read_bytes,
             max_result_bytes: config.limits.max_result_bytes,
+            tasks: config.upstream_tasks,
         },
         metrics.clone(),
         shutdown.tasks(Stage::Upstreams),

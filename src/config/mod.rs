@@ -9,6 +9,7 @@ mod glob;
 mod issuers;
 mod limits;
 mod redact;
+mod upstream_tasks;
 mod validate;
 
 use std::{
@@ -28,6 +29,7 @@ pub use glob::{GlobError, GlobList};
 pub use issuers::{IssuerConfig, JWT_ALGORITHMS, JwtLimits};
 pub use limits::LimitsConfig;
 pub use redact::redact_url;
+pub use upstream_tasks::UpstreamTasksConfig;
 pub use validate::ConfigError;
 
 /// The file loaded when no `--config` is given (relative to the working directory).
@@ -52,6 +54,8 @@ pub struct Config {
     pub auth: AuthConfig,
     #[serde(default)]
     pub limits: LimitsConfig,
+    #[serde(default)]
+    pub upstream_tasks: UpstreamTasksConfig,
     /// Where the file came from, for error messages and the startup log line.
     #[serde(skip)]
     pub source: PathBuf,
@@ -483,6 +487,7 @@ impl Config {
             upstreams: Vec::new(),
             auth: AuthConfig::default(),
             limits: LimitsConfig::default(),
+            upstream_tasks: UpstreamTasksConfig::default(),
             source: PathBuf::from("<built-in>"),
         }
     }

@@ -4,7 +4,7 @@ use std::{collections::HashSet, fmt, path::Path};
 
 use super::{
     Config, JobsConfig, ServerConfig, StoreBackend, StoreConfig, TransportKind, UpstreamConfig,
-    auth, limits,
+    auth, limits, upstream_tasks,
 };
 
 /// A config problem: which file, which key, what is wrong and (in the message) what to do.
@@ -97,6 +97,7 @@ impl Config {
             ));
         }
         limits::validate(&self.limits, err)?;
+        upstream_tasks::validate(&self.upstream_tasks, err)?;
         validate_store(&self.store).map_err(|(field, m)| err(&format!("store.{field}"), m))?;
         validate_upstreams(&self.upstreams, err)
     }

@@ -21,7 +21,7 @@ use super::{
     task_call::{self, TaskCall},
     task_support::TaskSupport,
 };
-use crate::{model::FailureReason, traces};
+use crate::{config::TransportKind, model::FailureReason, traces};
 
 /// How long to wait, after a connection dropped mid-call, for the supervisor to learn why
 /// (a child's exit status takes a moment to be reaped).
@@ -64,6 +64,7 @@ pub struct CallCanceller {
     task: Option<(
         Arc<std::sync::OnceLock<String>>,
         Arc<crate::metrics::Metrics>,
+        Upstream,
     )>,
 }
 
@@ -130,12 +131,20 @@ impl Upstream {
                 name: self.name().to_string(),
                 source,
             })?;
+        let bounds = self.inner.limits.tasks;
+        // A Streamable HTTP upstream keeps its tasks when a connection ends; a stdio child's
+        // die with it.
+        let resume = (matches!(self.inner.config.transport, TransportKind::Http)
+            && bounds.resume_within_secs > 0)
+            .then(|| Duration::from_secs(bounds.resume_within_secs));
         let task = as_task.then(|| TaskCall {
-            peer: live.peer.clone(),
+            upstream: self.clone(),
             sink,
             task_id: Arc::default(),
             metrics: self.inner.metrics.clone(),
             routes: self.inner.routes.clone(),
+            bounds,
+            resume,
         });
         Ok(UpstreamCall {
             upstream: self.name().to_string(),
@@ -148,7 +157,7 @@ impl Upstream {
                 id: handle.id,
                 task: task
                     .as_ref()
-                    .map(|t| (t.task_id.clone(), t.metrics.clone())),
+                    .map(|t| (t.task_id.clone(), t.metrics.clone(), t.upstream.clone())),
             },
             task,
         })
@@ -302,10 +311,12 @@ impl CallCanceller {
             tracing::debug!(error = %e, "cancel did not reach the upstream (connection gone)");
         }
         // The call became a task upstream: cancelling the request no longer stops it.
-        if let Some((id, metrics)) = &self.task
+        if let Some((id, metrics, upstream)) = &self.task
             && let Some(id) = id.get()
         {
-            task_call::cancel(&self.peer, metrics, id).await;
+            // On the connection of the moment: the task may have outlived the first one.
+            let peer = upstream.live_peer().unwrap_or_else(|| self.peer.clone());
+            task_call::cancel(&peer, metrics, id).await;
         }
     }
 

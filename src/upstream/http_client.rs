@@ -11,6 +11,11 @@
 //! Its TLS: rustls on ring (see [`crate::tls`]), the system's roots plus the upstream's
 //! `ca_file`.
 //!
+//! A `tools/list` request it sends itself rather than through rmcp's client: a server that
+//! answers with a plain JSON body (not an SSE stream) would reach this wrapper already parsed by
+//! rmcp, whose `Tool` drops `execution.taskSupport`; read here first, the raw body is sniffed for
+//! the declarations (`task_support.rs`) before it is parsed the same way.
+//!
 //! It also sends a request's W3C trace context (`_meta.traceparent`, `tracestate`) as HTTP
 //! headers, for the tracing of an HTTP server that reads only those.
 
@@ -20,7 +25,10 @@ use futures::{StreamExt, stream::BoxStream};
 use http::{HeaderName, HeaderValue};
 use reqwest_rmcp as reqwest;
 use rmcp::{
-    model::{ClientJsonRpcMessage, GetMeta, JsonRpcMessage, RequestId},
+    model::{
+        ClientJsonRpcMessage, ClientRequest, GetMeta, JsonRpcMessage, RequestId,
+        ServerJsonRpcMessage,
+    },
     transport::streamable_http_client::{
         SseError, StreamableHttpClient, StreamableHttpClientTransportConfig, StreamableHttpError,
         StreamableHttpPostResponse, StreamableHttpResponseLimits,
@@ -45,8 +53,8 @@ type Posted = Result<StreamableHttpPostResponse, StreamableHttpError<reqwest::Er
 pub(super) struct BoundedHttp {
     inner: reqwest::Client,
     oversize: Oversize,
-    /// Where `tools/list` answers on SSE streams leave their tools' task support
-    /// (`task_support.rs`; a plain JSON answer reaches this wrapper already parsed, without it).
+    /// Where `tools/list` answers (SSE events and JSON bodies) leave their tools' task support
+    /// (`task_support.rs`).
     task_support: TaskSupportMap,
 }
 
@@ -157,6 +165,23 @@ fn json(message: &impl serde::Serialize) -> Option<String> {
     serde_json::to_string(message).ok()
 }
 
+#[cfg(test)]
+mod tests {
+    use super::EventSize;
+
+    #[test]
+    fn an_event_is_measured_across_chunks_and_line_ends() {
+        let mut size = EventSize::default();
+        assert_eq!(size.observe(b"data: ab"), 8);
+        // Two lines of 9 and 7 bytes, each with its end.
+        assert_eq!(size.observe(b"c\r\ndata: d\r"), 18);
+        // `\n` after `\r` is the same line end; the empty line ends the event.
+        assert_eq!(size.observe(b"\n\r\ndata: e"), 18);
+        assert_eq!(size.observe(b"\n\n"), 8);
+        assert_eq!(size.observe(b"x"), 1);
+    }
+}
+
 /// rmcp's SSE reader stopped at an event over its bound (its error type is private; its
 /// message is what it says).
 fn too_large(error: &SseError) -> bool {
@@ -177,6 +202,170 @@ fn trace_headers(message: &ClientJsonRpcMessage, headers: &mut HashMap<HeaderNam
         if let Some(value) = value.and_then(|v| HeaderValue::from_str(v).ok()) {
             headers.insert(name, value);
         }
+    }
+}
+
+fn is_tools_list(message: &ClientJsonRpcMessage) -> bool {
+    matches!(message, JsonRpcMessage::Request(r) if matches!(r.request, ClientRequest::ListToolsRequest(_)))
+}
+
+impl BoundedHttp {
+    /// POST a `tools/list` request and read its answer here: a JSON body is read (up to the
+    /// limit), sniffed for `execution.taskSupport`, then parsed as rmcp would; an SSE stream is
+    /// handed on (its events are sniffed in [`Self::bound_events`]). The other answers map to
+    /// the errors rmcp's client gives for them.
+    async fn post_tools_list(
+        &self,
+        uri: Arc<str>,
+        message: &ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Posted {
+        let mut request = self
+            .inner
+            .post(uri.as_ref())
+            .header(http::header::ACCEPT, "text/event-stream, application/json");
+        if let Some(auth) = auth_header {
+            request = request.bearer_auth(auth);
+        }
+        for (name, value) in custom_headers {
+            request = request.header(name, value);
+        }
+        let had_session = session_id.is_some();
+        if let Some(session) = session_id {
+            request = request.header(SESSION_HEADER, session.as_ref());
+        }
+        let body = serde_json::to_vec(message)?;
+        let response = request
+            .header(http::header::CONTENT_TYPE, "application/json")
+            .body(body)
+            .send()
+            .await
+            .map_err(StreamableHttpError::Client)?;
+        let status = response.status();
+        if matches!(status.as_u16(), 202 | 204) {
+            return Ok(StreamableHttpPostResponse::Accepted);
+        }
+        if status.as_u16() == 404 && had_session {
+            return Err(StreamableHttpError::SessionExpired);
+        }
+        let session = response
+            .headers()
+            .get(SESSION_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
+        let content_type = response
+            .headers()
+            .get(http::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .map(|v| v.to_ascii_lowercase());
+        let media = content_type
+            .as_deref()
+            .map(|ct| ct.split(';').next().unwrap_or_default().trim().to_string());
+        match media.as_deref() {
+            Some("text/event-stream") if status.is_success() => {
+                let limit = self.limits().max_sse_event_size;
+                let events = sse_stream::SseStream::from_bytes_stream(bounded_bytes(
+                    response.bytes_stream(),
+                    limit,
+                ))
+                .boxed();
+                Ok(StreamableHttpPostResponse::Sse(events, session))
+            }
+            Some("application/json") => {
+                let limit = self.oversize.limit();
+                let mut body = Vec::new();
+                let mut chunks = response.bytes_stream();
+                while let Some(chunk) = chunks.next().await {
+                    let chunk = chunk.map_err(StreamableHttpError::Client)?;
+                    if body.len() + chunk.len() > limit {
+                        return Err(StreamableHttpError::ResponseBodyTooLarge { max_size: limit });
+                    }
+                    body.extend_from_slice(&chunk);
+                }
+                if status.is_success() {
+                    self.task_support.sniff(&body);
+                }
+                match serde_json::from_slice::<ServerJsonRpcMessage>(&body) {
+                    Ok(parsed) => Ok(StreamableHttpPostResponse::Json(parsed, session)),
+                    Err(e) => Err(StreamableHttpError::UnexpectedServerResponse(
+                        format!("HTTP {status}: not a JSON-RPC message: {e}").into(),
+                    )),
+                }
+            }
+            _ if !status.is_success() => Err(StreamableHttpError::UnexpectedServerResponse(
+                format!("HTTP {status}").into(),
+            )),
+            _ => Err(StreamableHttpError::UnexpectedContentType(content_type)),
+        }
+    }
+}
+
+/// The session header of Streamable HTTP.
+const SESSION_HEADER: &str = "mcp-session-id";
+
+/// `bytes` (an SSE body) ended by an error once one event passes `max` bytes (its lines
+/// without their ends, comments included): the error says what rmcp's own bound says, so
+/// [`too_large`] knows it.
+fn bounded_bytes<S, E>(
+    bytes: S,
+    max: usize,
+) -> impl futures::Stream<Item = Result<bytes::Bytes, std::io::Error>> + Send + 'static
+where
+    S: futures::Stream<Item = Result<bytes::Bytes, E>> + Send + 'static,
+    E: std::error::Error + Send + Sync + 'static,
+{
+    let mut size = EventSize::default();
+    let mut failed = false;
+    bytes.scan((), move |(), chunk| {
+        let item = match chunk {
+            _ if failed => None,
+            Err(e) => Some(Err(std::io::Error::other(e))),
+            Ok(chunk) if size.observe(&chunk) > max => {
+                failed = true;
+                Some(Err(std::io::Error::other(format!(
+                    "SSE event exceeded the maximum size of {max} bytes"
+                ))))
+            }
+            Ok(chunk) => Some(Ok(chunk)),
+        };
+        std::future::ready(item)
+    })
+}
+
+/// The size of the SSE event being read: its lines' bytes, each line end counted as one; an
+/// empty line ends the event (`\r\n`, `\r` and `\n` all end a line).
+#[derive(Default)]
+struct EventSize {
+    event: usize,
+    line: usize,
+    after_cr: bool,
+}
+
+impl EventSize {
+    /// Take in `bytes`; the largest size the event reached in them.
+    fn observe(&mut self, bytes: &[u8]) -> usize {
+        let mut largest = self.event + self.line;
+        for &byte in bytes {
+            if std::mem::take(&mut self.after_cr) && byte == b'\n' {
+                continue;
+            }
+            match byte {
+                b'\r' | b'\n' => {
+                    self.event = if self.line == 0 {
+                        0
+                    } else {
+                        self.event + self.line + 1
+                    };
+                    self.line = 0;
+                    self.after_cr = byte == b'\r';
+                }
+                _ => self.line += 1,
+            }
+            largest = largest.max(self.event + self.line);
+        }
+        largest
     }
 }
 
@@ -254,6 +443,12 @@ impl StreamableHttpClient for BoundedHttp {
         let request = request_id(&message);
         let mut custom_headers = custom_headers;
         trace_headers(&message, &mut custom_headers);
+        if is_tools_list(&message) {
+            let posted = self
+                .post_tools_list(uri, &message, session_id, auth_header, custom_headers)
+                .await;
+            return self.bound_answer(posted, request);
+        }
         let posted = self
             .inner
             .post_message_with_response_limits(

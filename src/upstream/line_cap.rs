@@ -16,11 +16,7 @@ use std::{
 
 use tokio::io::{AsyncRead, ReadBuf};
 
-use super::{
-    envelope::Envelope,
-    oversize::Oversize,
-    task_support::{MAX_SNIFFED_LINE, TaskSupportMap},
-};
+use super::{envelope::Envelope, oversize::Oversize, task_support::TaskSupportMap};
 
 /// Bytes read from the child at a time.
 const CHUNK: usize = 64 * 1024;
@@ -54,12 +50,18 @@ struct Lines {
     task_support: TaskSupportMap,
     /// The current line, while it is short enough to be sniffed for task support.
     line: Vec<u8>,
+    /// The current line, too long to be sniffed, named `taskSupport` (in one of its pieces).
+    declares: bool,
 }
 
 impl<R> LineCap<R> {
     #[cfg(test)]
     pub(super) fn new(inner: R, oversize: Oversize) -> Self {
-        Self::with_task_support(inner, oversize, TaskSupportMap::default())
+        Self::with_task_support(
+            inner,
+            oversize,
+            TaskSupportMap::new(super::task_support::DEFAULT_MAX, None),
+        )
     }
 
     pub(super) fn with_task_support(
@@ -77,6 +79,7 @@ impl<R> LineCap<R> {
                 answered: false,
                 task_support,
                 line: Vec::new(),
+                declares: false,
             },
             chunk: vec![0; CHUNK].into_boxed_slice(),
             out: Vec::with_capacity(CHUNK),
@@ -123,8 +126,12 @@ impl Lines {
                 None => (bytes, &[][..]),
             };
             self.envelope.feed(part);
-            if self.len + part.len() <= MAX_SNIFFED_LINE {
+            if self.len + part.len() <= self.task_support.max() {
                 self.line.extend_from_slice(part);
+            } else if !self.declares {
+                self.declares = memchr::memmem::find(&self.line, b"\"taskSupport\"").is_some()
+                    || memchr::memmem::find(part, b"\"taskSupport\"").is_some();
+                self.line = Vec::new();
             }
             if !self.cut {
                 let room = self.oversize.limit() - self.len;
@@ -151,9 +158,12 @@ impl Lines {
     }
 
     fn end_line(&mut self, out: &mut Vec<u8>) {
-        if self.len <= MAX_SNIFFED_LINE {
+        if self.len <= self.task_support.max() {
             self.task_support.sniff(&self.line);
+        } else if self.declares {
+            self.task_support.too_long();
         }
+        self.declares = false;
         // Keep the buffer for the next line, unless a long one grew it.
         self.line.clear();
         if self.line.capacity() > 64 * 1024 {

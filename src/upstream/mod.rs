@@ -38,7 +38,7 @@ pub use task_support::TaskSupport;
 use task_support::TaskSupportMap;
 
 use crate::{
-    config::{TransportKind, UpstreamConfig},
+    config::{TransportKind, UpstreamConfig, UpstreamTasksConfig},
     metrics::Metrics,
     shutdown::Tasks,
 };
@@ -55,6 +55,8 @@ pub struct UpstreamLimits {
     pub max_resource_read_bytes: usize,
     /// Largest message read from an upstream; a larger answer fails its request.
     pub max_result_bytes: usize,
+    /// Bounds on the upstream's own tasks (`[upstream_tasks]`).
+    pub tasks: UpstreamTasksConfig,
 }
 
 /// An upstream said one of its resources changed (`notifications/resources/updated`).
@@ -241,7 +243,14 @@ impl Upstream {
         signals: Arc<Signals>,
         tasks: Tasks,
     ) -> Self {
-        let routes = CallRoutes::new(config.name.clone(), config.logs, metrics.clone());
+        let routes = CallRoutes::with_status_queue(
+            config.name.clone(),
+            config.logs,
+            metrics.clone(),
+            limits.tasks.max_queued_statuses,
+        );
+        let task_support =
+            TaskSupportMap::new(limits.tasks.max_declaration_bytes, Some(metrics.as_ref()));
         Self {
             inner: Arc::new(Inner {
                 config,
@@ -257,7 +266,7 @@ impl Upstream {
                 subscriptions: Mutex::new(HashMap::new()),
                 metrics,
                 tasks,
-                task_support: TaskSupportMap::default(),
+                task_support,
             }),
         }
     }
@@ -324,6 +333,13 @@ impl Upstream {
 
     fn live(&self) -> Option<Live> {
         self.inner.live.read().clone()
+    }
+
+    /// The peer of the current connection, unless it has ended.
+    fn live_peer(&self) -> Option<Peer<RoleClient>> {
+        self.live()
+            .filter(|live| live.closed.borrow().is_none())
+            .map(|live| live.peer)
     }
 
     fn set_live(&self, live: Option<Live>) {

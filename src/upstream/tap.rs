@@ -81,8 +81,8 @@ pub fn no_sampling() -> ErrorData {
 /// The 2025-11-25 task status notification (rmcp 3.11 knows only 2026-07-28's
 /// `notifications/tasks`, so it arrives as a custom notification).
 const TASK_STATUS_METHOD: &str = "notifications/tasks/status";
-/// Status notifications of one task waiting to be read.
-const TASK_STATUS_QUEUE: usize = 16;
+/// The `limit` label of a status dropped from a full queue (`bridge_limit_hits_total`).
+const STATUS_QUEUE_LIMIT: &str = "upstream_tasks.max_queued_statuses";
 
 /// Marks an outgoing `tools/call` with the route its notifications go to.
 #[derive(Debug, Clone, Copy)]
@@ -102,6 +102,8 @@ pub(super) struct CallRoutes {
     /// The latest statuses of tasks nobody follows yet: the upstream may announce a task's
     /// first stage before its answer to the `tools/call` names the task.
     unclaimed: parking_lot::Mutex<std::collections::VecDeque<serde_json::Value>>,
+    /// The bound of `unclaimed` and of each task's queue (`upstream_tasks.max_queued_statuses`).
+    max_statuses: usize,
     logs: LogAttribution,
     metrics: Arc<Metrics>,
 }
@@ -115,7 +117,17 @@ struct Route {
 }
 
 impl CallRoutes {
+    #[cfg(test)]
     pub(super) fn new(upstream: String, logs: LogAttribution, metrics: Arc<Metrics>) -> Arc<Self> {
+        Self::with_status_queue(upstream, logs, metrics, 16)
+    }
+
+    pub(super) fn with_status_queue(
+        upstream: String,
+        logs: LogAttribution,
+        metrics: Arc<Metrics>,
+        max_statuses: usize,
+    ) -> Arc<Self> {
         Arc::new(Self {
             upstream,
             next: AtomicU64::new(1),
@@ -124,6 +136,7 @@ impl CallRoutes {
             by_request: DashMap::new(),
             tasks: DashMap::new(),
             unclaimed: Default::default(),
+            max_statuses: max_statuses.max(1),
             logs,
             metrics,
         })
@@ -183,7 +196,7 @@ impl CallRoutes {
     /// Follow the status notifications of upstream task `id` (until [`Self::unwatch_task`]).
     /// Bounded: a status that finds the queue full is dropped; the next poll sees it anyway.
     pub(super) fn watch_task(&self, id: &str) -> tokio::sync::mpsc::Receiver<serde_json::Value> {
-        let (tx, rx) = tokio::sync::mpsc::channel(TASK_STATUS_QUEUE);
+        let (tx, rx) = tokio::sync::mpsc::channel(self.max_statuses);
         let mut unclaimed = self.unclaimed.lock();
         unclaimed.retain(|status| {
             if status["taskId"] != id {
@@ -207,7 +220,7 @@ impl CallRoutes {
             return;
         };
         if let Some(tx) = self.tasks.get(id) {
-            let _ = tx.try_send(params.clone());
+            self.queue_status(&tx, params);
             return;
         }
         let mut unclaimed = self.unclaimed.lock();
@@ -215,14 +228,34 @@ impl CallRoutes {
             // Claimed meanwhile (`watch_task` holds this lock while it registers).
             drop(unclaimed);
             if let Some(tx) = self.tasks.get(id) {
-                let _ = tx.try_send(params.clone());
+                self.queue_status(&tx, params);
             }
             return;
         }
-        if unclaimed.len() == TASK_STATUS_QUEUE {
+        if unclaimed.len() >= self.max_statuses {
             unclaimed.pop_front();
+            self.status_dropped();
         }
         unclaimed.push_back(params.clone());
+    }
+
+    /// Hand a status to the task's follower; a full queue drops it (the next poll sees the
+    /// task's status anyway).
+    fn queue_status(
+        &self,
+        tx: &tokio::sync::mpsc::Sender<serde_json::Value>,
+        params: &serde_json::Value,
+    ) {
+        if let Err(tokio::sync::mpsc::error::TrySendError::Full(_)) = tx.try_send(params.clone()) {
+            self.status_dropped();
+        }
+    }
+
+    fn status_dropped(&self) {
+        self.metrics
+            .limit_hits
+            .with_label_values(&[STATUS_QUEUE_LIMIT])
+            .inc();
     }
 
     fn progress(&self, params: &ProgressNotificationParam) {

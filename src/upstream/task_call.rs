@@ -8,6 +8,12 @@
 //! missed; polling remains for upstreams that send none. Cancelling the job sends `tasks/cancel` for the task (see
 //! [`CallCanceller::cancel`](super::CallCanceller::cancel)).
 //!
+//! A call that outlives its connection: on a Streamable HTTP upstream the task belongs to the
+//! server, not to the connection, so when the connection ends (or a request finds it gone) the
+//! call waits for the supervisor's next connection (at most
+//! `upstream_tasks.resume_within_secs`) and goes on polling the same task ID there. A stdio
+//! child that exits takes its tasks with it: that call fails `upstream_lost`, as before.
+//!
 //! The requests go out as rmcp `CustomRequest`s and their answers are read as JSON: rmcp 3.11
 //! models the 2026-07-28 task shapes (`resultType: "task"`, no `tasks/result`), not these.
 
@@ -15,6 +21,8 @@ use std::{
     sync::{Arc, OnceLock},
     time::Duration,
 };
+
+use tokio::time::Instant;
 
 use rmcp::{
     RoleClient, ServiceError,
@@ -28,29 +36,31 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 
 use super::{
+    Upstream,
     call::CallOutcome,
     tap::{CallRoutes, CallSink},
 };
-use crate::{metrics::Metrics, model::FailureReason};
+use crate::{config::UpstreamTasksConfig, metrics::Metrics, model::FailureReason};
 
-/// Polling bounds, whatever `pollInterval` the upstream suggests: often enough to show its
-/// stages, rarely enough not to flood it.
-const MIN_POLL: Duration = Duration::from_millis(100);
-const MAX_POLL: Duration = Duration::from_secs(10);
-/// When the upstream suggests no interval.
-const DEFAULT_POLL: Duration = Duration::from_secs(1);
 /// How long a `tasks/get`, `tasks/result` or `tasks/cancel` may take.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// What a task call needs besides the first answer.
 pub(super) struct TaskCall {
-    pub peer: Peer<RoleClient>,
+    /// The upstream: each request goes to its connection of the moment.
+    pub upstream: Upstream,
     pub sink: Arc<dyn CallSink>,
     /// Set once the upstream named the task: what `tasks/cancel` needs.
     pub task_id: Arc<OnceLock<String>>,
     pub metrics: Arc<Metrics>,
     /// Where the upstream's `notifications/tasks/status` are routed.
     pub routes: Arc<CallRoutes>,
+    /// `[upstream_tasks]`: the poll interval's bounds, the polls allowed, a status message's
+    /// size.
+    pub bounds: UpstreamTasksConfig,
+    /// How long to wait for a new connection when the one the task started on is gone (a
+    /// Streamable HTTP upstream keeps its tasks); `None`: fail at once (stdio).
+    pub resume: Option<Duration>,
 }
 
 /// The `params` of a task-augmented `tools/call`.
@@ -82,8 +92,11 @@ pub(super) async fn follow(
     let _ = call.task_id.set(id.clone());
     let mut statuses = call.routes.watch_task(&id);
     let _unwatch = Unwatch(&call.routes, &id);
-    let mut state = TaskState::default();
+    let mut state = TaskState::new(call.bounds, call.metrics.clone());
     state.update(task, &call.sink);
+    let mut polls: u64 = 0;
+    let mut lost: Option<Instant> = None;
+    let mut watching = true;
     while !state.is_terminal() {
         tokio::select! {
             // A status the upstream pushes: every stage, even those shorter than a poll.
@@ -94,34 +107,66 @@ pub(super) async fn follow(
                 }
             }
             () = tokio::time::sleep(state.poll) => {}
-            gone = closed.wait_for(Option::is_some) => {
+            gone = closed.wait_for(Option::is_some), if watching => {
                 let why = gone.ok().and_then(|r| r.clone()).unwrap_or_default();
-                return CallOutcome::Failed {
-                    reason: FailureReason::UpstreamLost,
-                    message: format!("upstream {upstream} went away while its task {id} ran: {why}"),
-                };
+                if call.resume.is_none() {
+                    return CallOutcome::Failed {
+                        reason: FailureReason::UpstreamLost,
+                        message: format!("upstream {upstream} went away while its task {id} ran: {why}"),
+                    };
+                }
+                // The upstream keeps the task: poll it on the next connection.
+                tracing::info!(upstream = %upstream, task = %id, reason = %why,
+                    "connection ended while an upstream task ran; resuming it on the next one");
+                watching = false;
             }
         }
-        match request(
-            &call.peer,
-            &call.metrics,
+        if polls >= call.bounds.max_polls {
+            call.metrics
+                .limit_hits
+                .with_label_values(&[MAX_POLLS])
+                .inc();
+            if let Some(peer) = call.upstream.live_peer() {
+                cancel(&peer, &call.metrics, &id).await;
+            }
+            return CallOutcome::Failed {
+                reason: FailureReason::Timeout,
+                message: format!(
+                    "upstream {upstream}'s task {id} was still {} after {polls} polls \
+                     ({MAX_POLLS}); the bridge cancelled it{}",
+                    state.status,
+                    state.suffix()
+                ),
+            };
+        }
+        polls += 1;
+        match resumed(
+            &upstream,
+            &call,
             "tasks/get",
             &id,
             Some(REQUEST_TIMEOUT),
+            &mut lost,
         )
         .await
         {
-            Ok(answer) => state.update(&answer, &call.sink),
+            Ok(Some(answer)) => state.update(&answer, &call.sink),
+            // Not connected (yet): wait a poll interval, then try again.
+            Ok(None) => continue,
             Err(outcome) => return outcome,
+        }
+        if !watching && let Some(live) = call.upstream.live() {
+            closed = live.closed;
+            watching = true;
         }
         if state.status == "input_required" {
             // The 2025-11-25 way: the upstream's questions come while the client waits on
             // `tasks/result`, which answers once the task has ended.
-            return result(&upstream, &call, &id, None).await;
+            return result(&upstream, &call, &id, None, &mut lost).await;
         }
     }
     match state.status.as_str() {
-        "completed" => result(&upstream, &call, &id, Some(REQUEST_TIMEOUT)).await,
+        "completed" => result(&upstream, &call, &id, Some(REQUEST_TIMEOUT), &mut lost).await,
         "cancelled" => CallOutcome::Failed {
             reason: FailureReason::Cancelled,
             message: format!(
@@ -143,8 +188,18 @@ async fn result(
     call: &TaskCall,
     id: &str,
     within: Option<Duration>,
+    lost: &mut Option<Instant>,
 ) -> CallOutcome {
-    match request(&call.peer, &call.metrics, "tasks/result", id, within).await {
+    let answer = loop {
+        match resumed(upstream, call, "tasks/result", id, within, lost).await {
+            Ok(Some(answer)) => break Ok(answer),
+            Ok(None) => {
+                tokio::time::sleep(Duration::from_millis(call.bounds.default_poll_ms)).await
+            }
+            Err(outcome) => break Err(outcome),
+        }
+    };
+    match answer {
         Ok(result) => match serde_json::from_value(result) {
             Ok(result) => CallOutcome::Result(result),
             Err(e) => CallOutcome::Failed {
@@ -156,6 +211,66 @@ async fn result(
             },
         },
         Err(outcome) => outcome,
+    }
+}
+
+/// The `limit` label of a task whose upstream did not come back in time.
+const RESUME_WITHIN: &str = "upstream_tasks.resume_within_secs";
+
+/// One request for the task on the upstream's connection of the moment. A connection that is
+/// gone (or none at all) is `Ok(None)` while the call may wait for the next one (`lost` says
+/// since when it has been waiting; see [`TaskCall::resume`]); past that, or on stdio, it is the
+/// call's end (`upstream_lost`).
+async fn resumed(
+    upstream: &str,
+    call: &TaskCall,
+    method: &str,
+    id: &str,
+    within: Option<Duration>,
+    lost: &mut Option<Instant>,
+) -> Result<Option<Value>, CallOutcome> {
+    let answer = match call.upstream.live_peer() {
+        Some(peer) => request(&peer, &call.metrics, method, id, within).await,
+        None => Err(CallOutcome::Failed {
+            reason: FailureReason::UpstreamLost,
+            message: format!("{method} for task {id}: upstream {upstream} is not connected"),
+        }),
+    };
+    match answer {
+        Ok(answer) => {
+            if lost.take().is_some() {
+                tracing::info!(upstream = %upstream, task = %id, "upstream task resumed on a new connection");
+            }
+            Ok(Some(answer))
+        }
+        Err(CallOutcome::Failed {
+            reason: FailureReason::UpstreamLost,
+            message,
+        }) => {
+            let Some(window) = call.resume else {
+                return Err(CallOutcome::Failed {
+                    reason: FailureReason::UpstreamLost,
+                    message,
+                });
+            };
+            let since = *lost.get_or_insert_with(Instant::now);
+            if since.elapsed() >= window {
+                call.metrics
+                    .limit_hits
+                    .with_label_values(&[RESUME_WITHIN])
+                    .inc();
+                return Err(CallOutcome::Failed {
+                    reason: FailureReason::UpstreamLost,
+                    message: format!(
+                        "upstream {upstream} was not back within {}s ({RESUME_WITHIN}) while its \
+                         task {id} ran: {message}",
+                        window.as_secs()
+                    ),
+                });
+            }
+            Ok(None)
+        }
+        Err(outcome) => Err(outcome),
     }
 }
 
@@ -175,39 +290,74 @@ impl Drop for Unwatch<'_> {
     }
 }
 
+/// The `limit` labels of `bridge_limit_hits_total` this module counts.
+const MAX_POLLS: &str = "upstream_tasks.max_polls";
+const MIN_POLL: &str = "upstream_tasks.min_poll_ms";
+const MAX_POLL: &str = "upstream_tasks.max_poll_ms";
+const STATUS_MESSAGE: &str = "upstream_tasks.max_status_message_bytes";
+/// The longest status (`status` field) taken as it is: the known ones are far shorter.
+const MAX_STATUS_LEN: usize = 32;
+
 /// What the polls and status notifications have learned.
 struct TaskState {
     status: String,
     message: Option<String>,
     poll: Duration,
     steps: u32,
-}
-
-impl Default for TaskState {
-    fn default() -> Self {
-        Self {
-            status: "working".into(),
-            message: None,
-            poll: DEFAULT_POLL,
-            steps: 0,
-        }
-    }
+    bounds: UpstreamTasksConfig,
+    metrics: Arc<Metrics>,
 }
 
 impl TaskState {
+    fn new(bounds: UpstreamTasksConfig, metrics: Arc<Metrics>) -> Self {
+        Self {
+            status: "working".into(),
+            message: None,
+            poll: Duration::from_millis(bounds.default_poll_ms),
+            steps: 0,
+            bounds,
+            metrics,
+        }
+    }
+
+    fn hit(&self, limit: &str) {
+        self.metrics.limit_hits.with_label_values(&[limit]).inc();
+    }
+
     /// Take in one task object (`tasks/get` answer or the created task); a new status message
     /// is one more progress step.
     fn update(&mut self, task: &Value, sink: &Arc<dyn CallSink>) {
         if let Some(status) = task["status"].as_str() {
-            self.status = status.to_string();
+            self.status = if status.len() <= MAX_STATUS_LEN {
+                status.to_string()
+            } else {
+                // Not a status of the extension: it can only be `failed`-like; kept short.
+                cut(status, MAX_STATUS_LEN)
+            };
         }
         let interval = task["pollInterval"]
-            .as_u64()
-            .or_else(|| task["pollIntervalMs"].as_u64());
+            .as_f64()
+            .or_else(|| task["pollIntervalMs"].as_f64());
         if let Some(ms) = interval {
-            self.poll = Duration::from_millis(ms).clamp(MIN_POLL, MAX_POLL);
+            let (min, max) = (self.bounds.min_poll_ms, self.bounds.max_poll_ms);
+            // `as` saturates: 1e300 ms is u64::MAX, a negative or NaN one 0.
+            let ms = ms as u64;
+            if ms < min {
+                self.hit(MIN_POLL);
+            } else if ms > max {
+                self.hit(MAX_POLL);
+            }
+            self.poll = Duration::from_millis(ms.clamp(min, max));
         }
-        let message = task["statusMessage"].as_str().map(str::to_string);
+        let max = self.bounds.max_status_message_bytes;
+        let message = task["statusMessage"].as_str().map(|m| {
+            if m.len() <= max {
+                m.to_string()
+            } else {
+                self.hit(STATUS_MESSAGE);
+                cut(m, max)
+            }
+        });
         if message.is_some() && message != self.message {
             self.steps += 1;
             self.message = message.clone();
@@ -229,6 +379,15 @@ impl TaskState {
             .map(|m| format!(": {m}"))
             .unwrap_or_default()
     }
+}
+
+/// `text` cut to at most `max` bytes at a character boundary, ended with `…`.
+fn cut(text: &str, max: usize) -> String {
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
 }
 
 /// One task request by its method, answered as JSON.

@@ -3,8 +3,8 @@
 //! rmcp 3.11's `Tool` has no `execution` field and keeps no unknown ones, so the declaration is
 //! gone once rmcp has parsed a `tools/list` answer. A stdio upstream's lines pass through
 //! [`LineCap`](super::line_cap) first: a line that mentions `"taskSupport"` (found with
-//! `memmem`, so other lines cost one scan) and is no longer than [`MAX_SNIFFED_LINE`] is parsed
-//! here too, and every tool of a `tools/list` page it holds is recorded: its declaration, or
+//! `memmem`, so other lines cost one scan) and is no longer than
+//! `upstream_tasks.max_declaration_bytes` is parsed here too, and every tool of a `tools/list` page it holds is recorded: its declaration, or
 //! none. The bridge needs it for `required` tools, which the upstream refuses to run unless the
 //! call is task-augmented (server-everything: "requires task augmentation"); the bridge then
 //! runs the call as a task itself (`task_call.rs`).
@@ -16,9 +16,13 @@ use std::{
 
 use serde_json::Value;
 
-/// The longest line parsed for declarations: a tool list larger than this (a thousand tools
-/// with long schemas) loses its `taskSupport` and is called the plain way.
-pub(super) const MAX_SNIFFED_LINE: usize = 4 * 1024 * 1024;
+use crate::metrics::Metrics;
+
+/// The `limit` label of a declaration too long to read (`bridge_limit_hits_total`).
+const LIMIT: &str = "upstream_tasks.max_declaration_bytes";
+/// The default of that key, for the unit tests.
+#[cfg(test)]
+pub(super) const DEFAULT_MAX: usize = 4 * 1024 * 1024;
 
 /// A tool's `execution.taskSupport`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,18 +34,54 @@ pub enum TaskSupport {
 }
 
 /// The declarations seen on one upstream, by the upstream's own tool name.
-#[derive(Debug, Clone, Default)]
-pub(super) struct TaskSupportMap(Arc<Mutex<HashMap<String, TaskSupport>>>);
+#[derive(Clone)]
+pub(super) struct TaskSupportMap {
+    map: Arc<Mutex<HashMap<String, TaskSupport>>>,
+    /// The longest message parsed for declarations (`upstream_tasks.max_declaration_bytes`):
+    /// a tool list larger than this (a thousand tools with long schemas) loses its
+    /// `taskSupport` and is called the plain way.
+    max: usize,
+    /// Counts a declaration left unread for its size.
+    hits: Option<prometheus::IntCounter>,
+}
 
 impl TaskSupportMap {
+    pub(super) fn new(max: usize, metrics: Option<&Metrics>) -> Self {
+        Self {
+            map: Arc::default(),
+            max,
+            hits: metrics.map(|m| m.limit_hits.with_label_values(&[LIMIT])),
+        }
+    }
+
     pub(super) fn get(&self, tool: &str) -> Option<TaskSupport> {
-        self.0.lock().ok()?.get(tool).copied()
+        self.map.lock().ok()?.get(tool).copied()
+    }
+
+    /// The longest message [`Self::sniff`] reads.
+    pub(super) fn max(&self) -> usize {
+        self.max
+    }
+
+    /// A message longer than [`Self::max`] that named `taskSupport` was not read.
+    pub(super) fn too_long(&self) {
+        if let Some(hits) = &self.hits {
+            hits.inc();
+        }
+        tracing::warn!(
+            max = self.max,
+            "a tools/list answer longer than {LIMIT} was not read for execution.taskSupport: \
+             its `required` tools fail as plain calls"
+        );
     }
 
     /// Record the tools of `line` if it is a `tools/list` answer that declares task support.
     pub(super) fn sniff(&self, line: &[u8]) {
-        if line.len() > MAX_SNIFFED_LINE || memchr::memmem::find(line, b"\"taskSupport\"").is_none()
-        {
+        if memchr::memmem::find(line, b"\"taskSupport\"").is_none() {
+            return;
+        }
+        if line.len() > self.max {
+            self.too_long();
             return;
         }
         let Ok(message) = serde_json::from_slice::<Value>(line) else {
@@ -50,7 +90,7 @@ impl TaskSupportMap {
         let Some(tools) = message["result"]["tools"].as_array() else {
             return;
         };
-        let Ok(mut map) = self.0.lock() else { return };
+        let Ok(mut map) = self.map.lock() else { return };
         for tool in tools {
             let Some(name) = tool["name"].as_str() else {
                 continue;
@@ -70,7 +110,7 @@ mod tests {
 
     #[test]
     fn a_tool_list_line_records_each_declaration() {
-        let map = TaskSupportMap::default();
+        let map = TaskSupportMap::new(DEFAULT_MAX, None);
         map.sniff(
             br#"{"jsonrpc":"2.0","id":3,"result":{"tools":[{"name":"a","execution":{"taskSupport":"required"}},{"name":"b","execution":{"taskSupport":"optional"}},{"name":"c"}]}}"#,
         );
@@ -84,5 +124,21 @@ mod tests {
         );
         assert_eq!(map.get("a"), None);
         assert_eq!(map.get("b"), Some(TaskSupport::Optional));
+    }
+
+    #[test]
+    fn a_declaration_past_the_bound_is_not_read_and_is_counted() {
+        let metrics = Metrics::new();
+        let map = TaskSupportMap::new(120, Some(&metrics));
+        let line = format!(
+            r#"{{"jsonrpc":"2.0","id":3,"result":{{"tools":[{{"name":"a","description":"{}","execution":{{"taskSupport":"required"}}}}]}}}}"#,
+            "x".repeat(40)
+        );
+        assert!(line.len() > 120);
+        map.sniff(line.as_bytes());
+        assert_eq!(map.get("a"), None);
+        assert_eq!(metrics.limit_hits.with_label_values(&[LIMIT]).get(), 1);
+        TaskSupportMap::new(line.len(), Some(&metrics)).sniff(line.as_bytes());
+        assert_eq!(metrics.limit_hits.with_label_values(&[LIMIT]).get(), 1);
     }
 }

@@ -1,0 +1,123 @@
+//! `[upstream_tasks]`: bounds on what an upstream's own tasks (MCP 2025-11-25,
+//! `execution.taskSupport: "required"`, see docs/tasks.md) may make the bridge do. The upstream
+//! picks the poll interval, the status messages and how many statuses it pushes; these keep
+//! each within reach of a safe value. Each hit counts in
+//! `bridge_limit_hits_total{limit="upstream_tasks.<key>"}`.
+
+use serde::Deserialize;
+
+use super::ConfigError;
+
+#[derive(Debug, Clone, Copy, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct UpstreamTasksConfig {
+    /// Shortest pause between two `tasks/get` polls of one upstream task, in ms: a smaller
+    /// `pollInterval` from the upstream is raised to it.
+    pub min_poll_ms: u64,
+    /// Longest pause between two polls, in ms: a larger `pollInterval` is lowered to it.
+    pub max_poll_ms: u64,
+    /// The pause between polls when the upstream suggests none, in ms.
+    pub default_poll_ms: u64,
+    /// `tasks/get` requests sent for one upstream task; past it the task is cancelled upstream
+    /// (`tasks/cancel`) and the job fails (`timeout`).
+    pub max_polls: u64,
+    /// Status notifications (`notifications/tasks/status`) held per upstream connection for
+    /// tasks not yet named, and per task waiting to be read; more are dropped (a poll sees the
+    /// status anyway).
+    pub max_queued_statuses: usize,
+    /// Bytes of one task's `statusMessage` kept (UTF-8, cut at a character boundary and ended
+    /// with `…`): the progress message and the failure message it becomes.
+    pub max_status_message_bytes: usize,
+    /// How long a call whose upstream task outlives its Streamable HTTP connection waits for
+    /// the next connection to poll the task there, in seconds (`0`: it fails `upstream_lost` at
+    /// once). A stdio child's tasks die with it: such a call fails at once whatever this says.
+    pub resume_within_secs: u64,
+    /// Longest `tools/list` answer (a stdio line, an SSE event's data, a JSON body) read a
+    /// second time for `execution.taskSupport`, in bytes; a larger list loses its declarations
+    /// and its tools are called the plain way.
+    pub max_declaration_bytes: usize,
+}
+
+impl Default for UpstreamTasksConfig {
+    fn default() -> Self {
+        Self {
+            min_poll_ms: 100,
+            max_poll_ms: 10_000,
+            default_poll_ms: 1000,
+            max_polls: 100_000,
+            max_queued_statuses: 16,
+            max_status_message_bytes: 4096,
+            max_declaration_bytes: 4 * 1024 * 1024,
+            resume_within_secs: 300,
+        }
+    }
+}
+
+pub(super) fn validate(
+    tasks: &UpstreamTasksConfig,
+    err: impl Fn(&str, String) -> ConfigError,
+) -> Result<(), ConfigError> {
+    let checks: [(&str, u64, u64, u64); 8] = [
+        (
+            "upstream_tasks.resume_within_secs",
+            tasks.resume_within_secs,
+            0,
+            86_400,
+        ),
+        ("upstream_tasks.min_poll_ms", tasks.min_poll_ms, 10, 600_000),
+        ("upstream_tasks.max_poll_ms", tasks.max_poll_ms, 10, 600_000),
+        (
+            "upstream_tasks.default_poll_ms",
+            tasks.default_poll_ms,
+            10,
+            600_000,
+        ),
+        ("upstream_tasks.max_polls", tasks.max_polls, 1, 100_000_000),
+        (
+            "upstream_tasks.max_queued_statuses",
+            tasks.max_queued_statuses as u64,
+            1,
+            10_000,
+        ),
+        (
+            "upstream_tasks.max_status_message_bytes",
+            tasks.max_status_message_bytes as u64,
+            16,
+            1024 * 1024,
+        ),
+        (
+            "upstream_tasks.max_declaration_bytes",
+            tasks.max_declaration_bytes as u64,
+            1024,
+            256 * 1024 * 1024,
+        ),
+    ];
+    for (key, value, min, max) in checks {
+        if !(min..=max).contains(&value) {
+            return Err(err(
+                key,
+                format!("must be between {min} and {max}, got {value}"),
+            ));
+        }
+    }
+    if tasks.min_poll_ms > tasks.max_poll_ms {
+        return Err(err(
+            "upstream_tasks.min_poll_ms",
+            format!(
+                "is {} ms, more than upstream_tasks.max_poll_ms ({} ms)",
+                tasks.min_poll_ms, tasks.max_poll_ms
+            ),
+        ));
+    }
+    if !(tasks.min_poll_ms..=tasks.max_poll_ms).contains(&tasks.default_poll_ms) {
+        return Err(err(
+            "upstream_tasks.default_poll_ms",
+            format!(
+                "must be between upstream_tasks.min_poll_ms ({}) and upstream_tasks.max_poll_ms \
+                 ({}), got {}",
+                tasks.min_poll_ms, tasks.max_poll_ms, tasks.default_poll_ms
+            ),
+        ));
+    }
+    Ok(())
+}
