@@ -13,7 +13,7 @@ use tokio::net::TcpListener;
 
 use crate::{
     auth::JobTokens,
-    config::{Config, StoreBackend, without_secret_env},
+    config::{Config, StoreBackend, public_url_on, without_secret_env},
     front::{Front, JobQuota, Links},
     http::{
         self, ApiState, Readiness,
@@ -72,6 +72,8 @@ pub struct RunningBridge {
     pub addr: SocketAddr,
     /// The admin listener's address, when `server.admin_listen` is set.
     pub admin_addr: Option<SocketAddr>,
+    /// `server.public_url`, with the port the bridge got when it named port 0.
+    pub public_url: String,
     pub upstreams: Upstreams,
     pub jobs: Jobs,
     pub store: Arc<dyn Store>,
@@ -185,11 +187,16 @@ fn bind(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
 }
 
 /// [`start`] on a listener the caller has bound (tests bind port 0 first, to know the address
-/// that `server.public_url` must name).
+/// that `server.public_url` must name). A `public_url` on port 0 gets the listener's port.
 pub async fn start_with_listener(
-    config: Config,
+    mut config: Config,
     listener: TcpListener,
 ) -> Result<RunningBridge, StartError> {
+    let bound = listener.local_addr().map_err(|source| StartError::Bind {
+        addr: config.server.listen,
+        source,
+    })?;
+    config.server.public_url = public_url_on(&config.server.public_url, bound);
     let shutdown = Shutdown::new();
     // Armed at once: a start that fails half-way stops what it had started.
     let stop_on_drop = shutdown.drop_guard();
@@ -215,6 +222,7 @@ pub async fn start_with_listener(
     Ok(RunningBridge {
         addr,
         admin_addr,
+        public_url: config.server.public_url,
         upstreams,
         jobs,
         store,

@@ -346,8 +346,8 @@ fn load_config(args: &ServeArgs) -> Result<Config, mcp_progress_bridge::config::
 async fn run(config: Config, traces: Option<Traces>) -> anyhow::Result<()> {
     tracing::info!(config = %config.source.display(), "starting");
     let grace = Duration::from_secs(config.jobs.shutdown_grace_secs);
-    let public_url = config.server.public_url.clone();
     let bridge = app::start(config).await?;
+    let public_url = bridge.public_url.clone();
     if let Some(traces) = traces {
         tracing::info!("exporting traces over OTLP/HTTP (OTEL_EXPORTER_OTLP_* variables)");
         bridge.export_traces(traces);
@@ -359,6 +359,9 @@ async fn run(config: Config, traces: Option<Traces>) -> anyhow::Result<()> {
     println!("mcp-progress-bridge listening on http://{}", bridge.addr);
     println!("  jobs page:    {public_url}/");
     println!("  MCP endpoint: {public_url}/mcp");
+    if let Some(admin) = bridge.admin_addr {
+        println!("  admin:        http://{admin} (/upstreams, /metrics)");
+    }
     shutdown_signal()
         .await
         .context("waiting for a shutdown signal")?;

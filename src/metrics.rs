@@ -7,9 +7,11 @@ use prometheus::{
     proto::MetricFamily,
 };
 
-/// Why a request (or a connection) was refused before any handler ran: the `reason` label of
+/// Why a request was refused before any handler ran: the `reason` label of
 /// `bridge_requests_refused_total`, a fixed set so the series stay bounded whatever clients
 /// send. Every series exists from the start at 0, so a dashboard's rate() works at once.
+/// A connection refused at accept (a connection cap) is counted once, in
+/// `bridge_connections_refused_total{reason}`, not here.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Refusal {
     /// A credential missing, invalid or not allowed (401 on `/mcp`; a job URL whose token or
@@ -22,20 +24,17 @@ pub enum Refusal {
     BodySize,
     /// `limits.max_subscribers_per_channel` or `limits.max_subscribers` (503).
     SubscriberLimit,
-    /// A cap on open connections (total or per client address).
-    ConnectionLimit,
     /// `limits.max_sessions`: an `initialize` while the replica holds that many MCP sessions
     /// (503).
     SessionLimit,
 }
 
 impl Refusal {
-    pub const ALL: [Refusal; 6] = [
+    pub const ALL: [Refusal; 5] = [
         Refusal::Auth,
         Refusal::RateLimit,
         Refusal::BodySize,
         Refusal::SubscriberLimit,
-        Refusal::ConnectionLimit,
         Refusal::SessionLimit,
     ];
 
@@ -45,7 +44,6 @@ impl Refusal {
             Refusal::RateLimit => "rate_limit",
             Refusal::BodySize => "body_size",
             Refusal::SubscriberLimit => "subscriber_limit",
-            Refusal::ConnectionLimit => "connection_limit",
             Refusal::SessionLimit => "session_limit",
         }
     }
@@ -81,7 +79,7 @@ pub struct Metrics {
     pub auth_rejections: IntCounterVec,
     /// Fetches of issuers' signing keys, by outcome (`ok`, `error`).
     pub jwks_fetches: IntCounterVec,
-    /// Requests and connections refused before a handler ran, by [`Refusal`].
+    /// Requests refused before a handler ran, by [`Refusal`].
     pub refused: RefusedRequests,
     /// Open HTTP connections, by listener (`main`, `admin`).
     pub connections_open: IntGaugeVec,
@@ -175,6 +173,9 @@ impl Metrics {
             "HTTP connections refused with a 503 when accepted, by the cap reached",
             &["reason"],
         );
+        for reason in ["max_connections", "max_connections_per_address"] {
+            connections_refused.with_label_values(&[reason]);
+        }
         let connections_closed = counter(
             "bridge_connections_closed_total",
             "HTTP connections closed by the bridge: header or body too slow, or idle longest when the connection cap was reached",
@@ -188,7 +189,7 @@ impl Metrics {
         sse_readers_dropped.with_label_values(&["buffer"]);
         let refused = counter(
             "bridge_requests_refused_total",
-            "Requests and connections refused before any handler ran, by reason",
+            "Requests refused before any handler ran, by reason (connections refused at accept: bridge_connections_refused_total)",
             &["reason"],
         );
         for reason in Refusal::ALL {
@@ -270,12 +271,6 @@ impl Metrics {
             connections_closed,
             sse_readers_dropped,
         }
-    }
-
-    /// Count a refused request or connection. The one call for every limit that turns a
-    /// client away before a handler runs (connection caps included).
-    pub fn refuse(&self, reason: Refusal) {
-        self.refused.count(reason);
     }
 
     /// A gauge whose value is read when `/metrics` is scraped: `read` returns the current

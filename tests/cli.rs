@@ -337,6 +337,28 @@ async fn a_listener_moved_away_from_public_url_is_warned_about() {
     );
 }
 
+/// `public_url` on port 0 with `listen` on port 0: the port the bridge got, in the banner (and
+/// in job handles: every test bridge run as a child starts this way), with nothing to warn about.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_public_url_on_port_0_names_the_port_the_bridge_got() {
+    let (banner, log) = start_and_stop(Some("http://127.0.0.1:0")).await;
+    let addr = banner
+        .lines()
+        .next()
+        .and_then(|l| l.rsplit("http://").next())
+        .expect("the banner names the address");
+    assert!(!addr.ends_with(":0"), "{banner}");
+    assert!(
+        banner.contains(&format!("jobs page:    http://{addr}/\n")),
+        "{banner}"
+    );
+    assert!(
+        banner.contains(&format!("MCP endpoint: http://{addr}/mcp")),
+        "{banner}"
+    );
+    assert!(!log.contains("server.public_url is"), "{log}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn address_in_use_is_reported_once() {
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();

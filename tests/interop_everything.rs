@@ -79,22 +79,9 @@ async fn server_everything_over_streamable_http_works_in_sync_mode() {
         );
         return;
     };
-    let port = free_port();
-    let mut server = tokio::process::Command::new("node")
-        .arg(&entry)
-        .arg("streamableHttp")
-        .env("PORT", port.to_string())
-        .kill_on_drop(true)
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("start server-everything");
-    let url = format!("http://127.0.0.1:{port}/mcp");
-    eventually("server-everything listening", || async {
-        tokio::net::TcpStream::connect(("127.0.0.1", port))
-            .await
-            .is_ok()
-    })
-    .await;
+    let mut command = tokio::process::Command::new("node");
+    command.arg(&entry).arg("streamableHttp").env("PORT", "0");
+    let (mut server, url) = http_child(command, "server-everything").await;
     let bridge = start_bridge(|c| {
         c.jobs.mode = CallMode::Sync;
         c.upstreams = vec![http_upstream("everything", &url)];

@@ -367,45 +367,21 @@ fn everything_stdio(peers: &Peers, name: &str) -> UpstreamConfig {
     UpstreamConfig::stdio(name, "node", &[&entry, "stdio"])
 }
 
-/// server-everything over Streamable HTTP on a free port; killed when dropped.
+/// server-everything over Streamable HTTP on a port of its own; killed when dropped.
 async fn everything_http(peers: &Peers) -> (tokio::process::Child, String) {
-    let port = free_port();
-    let child = tokio::process::Command::new("node")
+    let mut command = tokio::process::Command::new("node");
+    command
         .arg(&peers.everything)
         .arg("streamableHttp")
-        .env("PORT", port.to_string())
-        .kill_on_drop(true)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("start server-everything");
-    listening(port).await;
-    (child, format!("http://127.0.0.1:{port}/mcp"))
+        .env("PORT", "0");
+    http_child(command, "server-everything").await
 }
 
-/// The Python SDK fixture server over Streamable HTTP on a free port; killed when dropped.
+/// The Python SDK fixture server over Streamable HTTP on a port of its own; killed when dropped.
 async fn fixture_http(peers: &Peers) -> (tokio::process::Child, String) {
-    let port = free_port();
-    let child = tokio::process::Command::new(&peers.python)
-        .arg(fixture_server())
-        .arg("--http")
-        .arg(port.to_string())
-        .kill_on_drop(true)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("start the Python fixture server");
-    listening(port).await;
-    (child, format!("http://127.0.0.1:{port}/mcp"))
-}
-
-async fn listening(port: u16) {
-    eventually("the server listens", || async {
-        tokio::net::TcpStream::connect(("127.0.0.1", port))
-            .await
-            .is_ok()
-    })
-    .await;
+    let mut command = tokio::process::Command::new(&peers.python);
+    command.arg(fixture_server()).arg("--http").arg("0");
+    http_child(command, "the Python fixture server").await
 }
 
 fn only(upstreams: Vec<UpstreamConfig>) -> impl FnOnce(&mut Config) {

@@ -67,7 +67,7 @@ impl Nginx {
         false
     }
 
-    /// Start nginx on `port` with `location` (the shipped config or a variant of it) in its
+    /// Start nginx on `port` (a [`HeldPort`]'s: it listens with `reuseport`) with `location` (the shipped config or a variant of it) in its
     /// server block, and the bridge at `upstream` (host:port) as `mcp_progress_bridge`.
     async fn start(port: u16, upstream: &str, location: &str) -> Self {
         let dir = tempfile::tempdir().expect("a temporary directory");
@@ -88,7 +88,7 @@ impl Nginx {
                scgi_temp_path {d}/scgi;\n\
                upstream mcp_progress_bridge {{ server {upstream}; keepalive 8; }}\n\
                server {{\n\
-                 listen 127.0.0.1:{port};\n\
+                 listen 127.0.0.1:{port} reuseport;\n\
                  include {d}/location.conf;\n\
                }}\n\
              }}\n"
@@ -255,7 +255,9 @@ async fn progress_arrives_one_by_one_through_nginx_and_a_buffering_proxy_is_caug
         return;
     }
     let shipped = shipped_config();
-    let port = free_port();
+    // Held for the test: nginx and Caddy listen on it with SO_REUSEPORT, nothing else can.
+    let held = HeldPort::new();
+    let port = held.port();
     let bridge = bridge_for_proxy_port(port).await;
     let mcp_url = format!("http://localhost:{port}/mcp");
 
@@ -316,7 +318,9 @@ async fn last_event_id_reconnects_through_nginx_replay_exactly_what_was_missed()
     if !Nginx::present("last_event_id_through_nginx") {
         return;
     }
-    let port = free_port();
+    // Held for the test: nginx and Caddy listen on it with SO_REUSEPORT, nothing else can.
+    let held = HeldPort::new();
+    let port = held.port();
     let bridge = bridge_for_proxy_port(port).await;
     let _nginx = Nginx::start(port, &authority(&bridge), &shipped_config()).await;
     let client = connect_url(&format!("http://localhost:{port}/mcp")).await;
@@ -394,7 +398,9 @@ async fn host_and_origin_checks_work_through_nginx_and_no_forwarded_header_is_tr
     if !Nginx::present("host_checks_through_nginx") {
         return;
     }
-    let port = free_port();
+    // Held for the test: nginx and Caddy listen on it with SO_REUSEPORT, nothing else can.
+    let held = HeldPort::new();
+    let port = held.port();
     let bridge = bridge_for_proxy_port(port).await;
     let shipped = shipped_config();
     let nginx = Nginx::start(port, &authority(&bridge), &shipped).await;
@@ -534,7 +540,9 @@ async fn progress_arrives_one_by_one_through_caddy_with_the_shipped_caddyfile() 
     if !Nginx::present("progress_through_caddy") {
         return; // curl, the measuring reader, is missing
     }
-    let port = free_port();
+    // Held for the test: nginx and Caddy listen on it with SO_REUSEPORT, nothing else can.
+    let held = HeldPort::new();
+    let port = held.port();
     let bridge = bridge_for_proxy_port(port).await;
     let _caddy = Caddy::start(port, &authority(&bridge)).await;
     // The MCP calls go through Caddy to a bridge that accepts only `Host: localhost`: Caddy

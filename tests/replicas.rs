@@ -492,7 +492,9 @@ async fn a_thousand_subscribers_share_two_redis_connections() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bridge_starts_without_redis_and_says_why_it_is_not_ready() {
-    let port = free_port();
+    // Nothing listens there, and nothing else can while the test holds it.
+    let held = HeldPort::new();
+    let port = held.port();
     let url = format!("redis://127.0.0.1:{port}");
     let bridge = start_bridge(|c| {
         c.store.backend = mcp_progress_bridge::config::StoreBackend::Redis;

@@ -364,11 +364,7 @@ async fn a_collector_that_never_answers_delays_a_stop_by_the_flush_bound_at_most
     let server = tokio::spawn(async move { axum::serve(listener, silent).await });
     // In a directory of the test's own: the log outlives the process.
     let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let config = format!(
-        "[server]\nlisten = \"127.0.0.1:{port}\"\npublic_url = \"http://127.0.0.1:{port}\"\n\n{}",
-        demo_upstream_toml("{}")
-    );
+    let config = format!("{SERVER_ON_PORT_0}\n{}", demo_upstream_toml("{}"));
     let env = [
         ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()),
         ("OTEL_EXPORTER_OTLP_TIMEOUT", "60000"),
@@ -430,11 +426,7 @@ async fn without_the_variables_there_are_no_traces_and_no_trace_context() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_otlp_setting_the_bridge_cannot_honour_stops_it_at_start() {
-    let config = format!(
-        "[server]\nlisten = \"127.0.0.1:{}\"\n\n{}",
-        free_port(),
-        demo_upstream_toml("{}")
-    );
+    let config = format!("{SERVER_ON_PORT_0}\n{}", demo_upstream_toml("{}"));
     for (env, says) in [
         (
             [

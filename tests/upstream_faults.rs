@@ -1,6 +1,7 @@
 //! An HTTP upstream that is down, restarted or lost mid-call: the bridge reports it, fails
 //! what was running on it, and reconnects by itself. The demo tools are served over Streamable
-//! HTTP in this process, on a fixed port so they can come back on it.
+//! HTTP in this process, on a port the test holds ([`HeldPort`]) so they can come back on it
+//! and nothing else takes it meanwhile.
 
 #[allow(dead_code)]
 mod common;
@@ -17,10 +18,6 @@ fn web(url: &str) -> UpstreamConfig {
     upstream
 }
 
-fn free_addr() -> String {
-    format!("127.0.0.1:{}", free_port())
-}
-
 async fn wait_ready(bridge: &TestBridge, name: &str) {
     let upstream = bridge.running().upstreams.get(name).unwrap().clone();
     assert!(
@@ -32,8 +29,8 @@ async fn wait_ready(bridge: &TestBridge, name: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_http_upstream_that_is_down_at_start_is_picked_up_when_it_comes() {
-    let addr = free_addr();
-    let url = format!("http://{addr}/mcp");
+    let port = HeldPort::new();
+    let url = format!("http://{}/mcp", port.addr);
     let mut config = mcp_progress_bridge::config::Config::default_for_tests();
     config.upstreams = vec![web(&url)];
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -67,7 +64,7 @@ async fn an_http_upstream_that_is_down_at_start_is_picked_up_when_it_comes() {
         "no error text on /readyz: {ready}"
     );
 
-    let _demo = start_http_demo_at(&addr).await;
+    let _demo = start_http_demo_on(port.listener());
     let mut bridge = TestBridge::at(&format!("http://{bridge_addr}"));
     bridge.bridge = Some(running);
     wait_ready(&bridge, "web").await;
@@ -82,8 +79,8 @@ async fn an_http_upstream_that_is_down_at_start_is_picked_up_when_it_comes() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restarted_http_upstream_is_used_again_without_the_caller_noticing() {
-    let addr = free_addr();
-    let demo = start_http_demo_at(&addr).await;
+    let port = HeldPort::new();
+    let demo = start_http_demo_on(port.listener());
     let url = demo.url.clone();
     let bridge = start_bridge(|c| {
         c.jobs.mode = CallMode::Sync;
@@ -97,7 +94,7 @@ async fn a_restarted_http_upstream_is_used_again_without_the_caller_noticing() {
     );
     // The server restarts: its sessions are gone, the bridge's session ID now answers 404.
     demo.stop().await;
-    let _demo = start_http_demo_at(&addr).await;
+    let _demo = start_http_demo_on(port.listener());
     wait_ready(&bridge, "web").await;
     let again = call(&client, "web__echo", json!({"text": "two"})).await;
     assert_eq!(first_text(&again), "two");
@@ -106,8 +103,8 @@ async fn a_restarted_http_upstream_is_used_again_without_the_caller_noticing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_http_upstream_lost_mid_call_fails_the_job_and_reconnects() {
-    let addr = free_addr();
-    let demo = start_http_demo_at(&addr).await;
+    let port = HeldPort::new();
+    let demo = start_http_demo_on(port.listener());
     let url = demo.url.clone();
     let bridge = start_bridge(|c| {
         c.jobs.mode = CallMode::Async;
@@ -135,7 +132,7 @@ async fn an_http_upstream_lost_mid_call_fails_the_job_and_reconnects() {
         "{:?}",
         last.data
     );
-    let _demo = start_http_demo_at(&addr).await;
+    let _demo = start_http_demo_on(port.listener());
     wait_ready(&bridge, "web").await;
     let handle = running_job(&client, "web__slow_count", json!({"to": 2, "delay_ms": 10})).await;
     let events = read_job_events(&handle.events_url).await;

@@ -41,6 +41,19 @@ pub fn public_url_mismatch(public_url: &str, listening: SocketAddr) -> Option<St
     ))
 }
 
+/// `public_url` with the port the bridge was given when it names port 0: a `listen` address on
+/// port 0 has the system pick a free port, and `public_url` then says "that port" the same way
+/// (`http://127.0.0.1:0`). Any other `public_url` is returned as it is.
+pub fn public_url_on(public_url: &str, bound: SocketAddr) -> String {
+    let Ok(mut url) = url::Url::parse(public_url) else {
+        return public_url.to_string();
+    };
+    if url.port() != Some(0) || url.set_port(Some(bound.port())).is_err() {
+        return public_url.to_string();
+    }
+    url.as_str().trim_end_matches('/').to_string()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -74,5 +87,27 @@ mod tests {
         // Another host: a load balancer or a proxy may forward to this listener.
         assert_eq!(mismatch("https://bridge.example.com", "0.0.0.0:8080"), None);
         assert_eq!(mismatch("http://10.0.0.5:8080", "127.0.0.1:9090"), None);
+    }
+
+    #[test]
+    fn port_zero_in_public_url_is_the_port_the_bridge_got() {
+        let bound = "127.0.0.1:41234".parse().unwrap();
+        assert_eq!(
+            public_url_on("http://127.0.0.1:0", bound),
+            "http://127.0.0.1:41234"
+        );
+        assert_eq!(
+            public_url_on("http://localhost:0/bridge", bound),
+            "http://localhost:41234/bridge"
+        );
+        // Any other port, or none, is left as it is.
+        assert_eq!(
+            public_url_on("http://127.0.0.1:8080", bound),
+            "http://127.0.0.1:8080"
+        );
+        assert_eq!(
+            public_url_on("https://bridge.example.com", bound),
+            "https://bridge.example.com"
+        );
     }
 }

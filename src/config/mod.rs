@@ -23,7 +23,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 pub use access::{Callers, PolicyConfig, tool_glob};
-pub use advice::public_url_mismatch;
+pub use advice::{public_url_mismatch, public_url_on};
 pub use auth::{AuthConfig, JobSecrets, McpToken, Secret, without_secret_env};
 pub use glob::{GlobError, GlobList};
 pub use issuers::{IssuerConfig, JWT_ALGORITHMS, JwtLimits};

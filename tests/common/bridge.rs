@@ -195,14 +195,17 @@ pub fn demo_upstream_toml(tools: &str) -> String {
     )
 }
 
-/// The bridge binary as a child process on a free port: `[server]` (listen address and public
-/// URL) followed by `config`, with `env` added (`RUST_LOG` is `info,rmcp=warn` unless given).
+/// The `[server]` section of a bridge child: it binds a port of its own choosing (port 0) and
+/// its job URLs name that port; its banner says which ([`BridgeProcess`] reads it). No port is
+/// picked here and bound later, so runs of several suites at once cannot take each other's.
+pub const SERVER_ON_PORT_0: &str =
+    "[server]\nlisten = \"127.0.0.1:0\"\npublic_url = \"http://127.0.0.1:0\"\n";
+
+/// The bridge binary as a child process on a port of its own: [`SERVER_ON_PORT_0`] followed by
+/// `config`, with `env` added (`RUST_LOG` is `info,rmcp=warn` unless given).
 /// Panics with the bridge's log if it does not start.
 pub async fn spawn_bridge(config: &str, env: &[(&str, &str)]) -> BridgeProcess {
-    let port = free_port();
-    let text = format!(
-        "[server]\nlisten = \"127.0.0.1:{port}\"\npublic_url = \"http://127.0.0.1:{port}\"\n\n{config}"
-    );
+    let text = format!("{SERVER_ON_PORT_0}\n{config}");
     let mut env = env.to_vec();
     if !env.iter().any(|(k, _)| *k == "RUST_LOG") {
         env.push(("RUST_LOG", "info,rmcp=warn"));
@@ -256,12 +259,18 @@ pub async fn start_http_demo() -> HttpDemo {
     start_http_demo_at("127.0.0.1:0").await
 }
 
-/// The demo tools over Streamable HTTP on a given address (to restart one on the same port).
+/// The demo tools over Streamable HTTP on a given address.
 pub async fn start_http_demo_at(addr: &str) -> HttpDemo {
-    let ct = CancellationToken::new();
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .expect("bind the demo's address");
+    start_http_demo_on(listener)
+}
+
+/// The demo tools over Streamable HTTP on `listener` (a [`super::listen::HeldPort`]'s, to
+/// start one where the bridge already expects it, or to restart one on the same port).
+pub fn start_http_demo_on(listener: tokio::net::TcpListener) -> HttpDemo {
+    let ct = CancellationToken::new();
     let addr = listener.local_addr().expect("local address");
     let router = mcp_progress_bridge::demo::http_router(ct.clone());
     let stop = ct.clone();

@@ -11,7 +11,8 @@
 //! - `tls`: an https front (a private CA, tokio-rustls) for a plain-HTTP server;
 //! - `redis`: the test Redis, per-test key prefixes, a private `redis-server`;
 //! - `idp`: a real OpenID Connect provider (npm `oidc-provider`) that issues JWT access tokens;
-//! - `prereq`: prerequisites outside Rust (Python, node, Chromium) and running them.
+//! - `prereq`: prerequisites outside Rust (Python, node, Chromium) and running them;
+//! - `listen`: the TCP ports a child process listens on (children bind port 0).
 //!
 //! The modules are private and their items re-exported, so `use common::*` brings the helpers
 //! and not module names that would clash with crates (`http`, `redis`).
@@ -24,6 +25,7 @@ mod bridge;
 mod http;
 mod idp;
 mod job;
+mod listen;
 mod mcp;
 mod prereq;
 mod process;
@@ -36,6 +38,6 @@ mod wait;
 // Every binary takes what it needs of these; the rest is unused there, not dead.
 #[allow(unused_imports)]
 pub use self::{
-    bridge::*, http::*, idp::*, job::*, mcp::*, prereq::*, process::BridgeProcess, proxy::*,
-    redis::*, sse::*, tls::*, wait::*,
+    bridge::*, http::*, idp::*, job::*, listen::*, mcp::*, prereq::*, process::BridgeProcess,
+    proxy::*, redis::*, sse::*, tls::*, wait::*,
 };

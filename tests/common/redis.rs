@@ -9,7 +9,7 @@ use mcp_progress_bridge::{
     store::{RedisOptions, RedisStore, Store},
 };
 
-use super::{prereq::skip, wait::eventually};
+use super::{listen::child_port, prereq::skip, wait::eventually};
 
 /// The Redis the tests share: `BRIDGE_TEST_REDIS_URL`, else the default local one, if it
 /// answers `PING`.
@@ -179,20 +179,28 @@ impl PrivateRedis {
                 "redis-server is not installed (apt-get install redis-server)",
             );
         }
-        let port = super::bridge::free_port();
-        let mut redis = Self {
-            port,
-            url: format!("redis://127.0.0.1:{port}"),
-            dir: tempfile::tempdir().expect("a temporary directory"),
-            child: None,
-        };
-        redis.run().await;
-        Some(redis)
+        // redis-server cannot take port 0 (that turns TCP off): it gets a free port, and
+        // another, should another run's process take that one before it binds.
+        for _ in 0..5 {
+            let port = super::bridge::free_port();
+            let mut redis = Self {
+                port,
+                url: format!("redis://127.0.0.1:{port}"),
+                dir: tempfile::tempdir().expect("a temporary directory"),
+                child: None,
+            };
+            if redis.run().await {
+                return Some(redis);
+            }
+        }
+        panic!("{test}: redis-server could not bind any of five free ports");
     }
 
-    async fn run(&mut self) {
+    /// Start redis-server on `self.port` and wait until it answers. `false`: it exited first
+    /// (its port was taken), and nothing is running.
+    async fn run(&mut self) -> bool {
         let dir = self.dir.path();
-        let child = std::process::Command::new("redis-server")
+        let mut child = std::process::Command::new("redis-server")
             .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
             .args([
                 "--save",
@@ -210,12 +218,23 @@ impl PrivateRedis {
             .stdout(std::process::Stdio::null())
             .spawn()
             .expect("redis-server starts");
+        // It, and not another process that took the port, listens there.
+        let listens = child_port(child.id(), "the private redis-server", || {
+            matches!(child.try_wait(), Ok(Some(_)))
+        })
+        .await;
+        if listens != Some(self.port) {
+            let _ = child.kill();
+            let _ = child.wait();
+            return false;
+        }
         self.child = Some(child);
         let url = self.url.clone();
         eventually("the private redis-server answers", || async {
             redis_ping(&url).await.is_ok()
         })
         .await;
+        true
     }
 
     /// Stop it (SIGTERM: Redis finishes writing its data) and wait until it has exited.
@@ -231,9 +250,14 @@ impl PrivateRedis {
         }
     }
 
+    /// Stop it and start it again on the same port.
     pub async fn restart(&mut self) {
         self.stop().await;
-        self.run().await;
+        assert!(
+            self.run().await,
+            "redis-server could not bind port {} again: another process took it while it was down",
+            self.port
+        );
     }
 
     /// `CLIENT LIST` lines of every connection but the one asking.
