@@ -423,7 +423,12 @@ fn routes(
         upstreams: readiness(),
     });
     http::surface::assemble(
-        Router::new().nest_service("/mcp", mcp),
+        // Next to rmcp: the MCP 2025-11-25 task fields and requests (`front::tasks_2025`).
+        Router::new()
+            .nest_service("/mcp", mcp)
+            .route_layer(axum::middleware::from_fn(
+                crate::front::translate_2025_tasks,
+            )),
         api,
         admin,
         guard,

@@ -167,6 +167,11 @@ pub struct JobsConfig {
     pub max_input_bytes: usize,
     /// Questions one job may have waiting at once; one more is declined at once.
     pub max_pending_inputs: usize,
+    /// Tasks this replica remembers for `tasks/list` (MCP 2025-11-25), across all callers;
+    /// the oldest is forgotten first (it stays readable by `tasks/get`).
+    pub max_listed_tasks: usize,
+    /// Tasks in one page of `tasks/list`.
+    pub task_list_page_size: usize,
 }
 
 impl Default for JobsConfig {
@@ -184,6 +189,8 @@ impl Default for JobsConfig {
             input_timeout_secs: 300,
             max_input_bytes: 65_536,
             max_pending_inputs: 4,
+            max_listed_tasks: 10_000,
+            task_list_page_size: 50,
         }
     }
 }

@@ -248,6 +248,18 @@ fn validate_tasks(
             "must be between 1 and 1000".into(),
         ));
     }
+    if !(1..=1_000_000).contains(&jobs.max_listed_tasks) {
+        return Err(err(
+            "jobs.max_listed_tasks",
+            "must be between 1 and 1000000".into(),
+        ));
+    }
+    if !(1..=1000).contains(&jobs.task_list_page_size) {
+        return Err(err(
+            "jobs.task_list_page_size",
+            "must be between 1 and 1000".into(),
+        ));
+    }
     Ok(())
 }
 

@@ -333,6 +333,19 @@ impl Front {
         context: RequestContext<RoleServer>,
         identity: &Identity,
     ) -> Response {
+        self.call_upstream_as(request, context, identity, false)
+            .await
+    }
+
+    /// [`Self::call_upstream`]; `task_2025`: a 2025-11-25 task-augmented call (`params.task`),
+    /// which starts like an `async` call and is answered with its task whatever the mode.
+    pub(super) async fn call_upstream_as(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+        identity: &Identity,
+        task_2025: bool,
+    ) -> Response {
         let name = request.name.to_string();
         // A tool the caller's policies do not allow is refused exactly like one that does
         // not exist.
@@ -346,6 +359,8 @@ impl Front {
         let correlation_id = self.correlation_id(&context)?;
         let configured = upstream.config().mode_for(tool, self.inner.config.mode);
         let mode = match requested_mode(&request, &context)? {
+            // A task's result is fetched with `tasks/result`, whole: the output schema holds.
+            _ if task_2025 => CallMode::Async,
             Some(mode) => {
                 refuse_handle_for_output_schema(upstream, &name, tool, configured, mode)?;
                 mode
@@ -353,7 +368,7 @@ impl Front {
             None => configured,
         };
         // A 2026-07-28 retry with the answers to the questions of a call in flight.
-        if request.request_state.is_some() {
+        if request.request_state.is_some() && !task_2025 {
             return self.next_round(request, mode, &context, identity).await;
         }
         // Held by the job's work future: given back when the upstream call ends.
@@ -381,6 +396,7 @@ impl Front {
                 upstream,
                 tool,
                 mode,
+                task_2025,
             },
             &context,
             identity,
@@ -403,6 +419,7 @@ impl Front {
             upstream,
             tool,
             mode,
+            task_2025,
         } = call;
         let name = request.name.to_string();
         // Who started what goes to the operator's log, never into the job's JSON (see
@@ -447,9 +464,10 @@ impl Front {
         };
         let limits = upstream.config().limits_for(tool);
         // SEP-2663: a task only for a request that listed the extension.
-        let as_task = context
-            .client_capabilities()
-            .is_some_and(|caps| caps.supports_tasks());
+        let as_task = task_2025
+            || context
+                .client_capabilities()
+                .is_some_and(|caps| caps.supports_tasks());
         let answering = Answering {
             name,
             mode,
@@ -711,6 +729,8 @@ struct Call<'a> {
     upstream: &'a Upstream,
     tool: &'a str,
     mode: CallMode,
+    /// A 2025-11-25 task-augmented call: answered with a task (see `tasks_2025`).
+    task_2025: bool,
 }
 
 /// How a started call is to be answered: the tool's name as the agent called it, the mode,

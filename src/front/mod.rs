@@ -17,6 +17,7 @@ mod resources;
 mod rounds;
 mod span;
 mod tasks;
+mod tasks_2025;
 
 use std::sync::Arc;
 
@@ -43,6 +44,7 @@ pub use catalog::{ANSWER_JOB_INPUT, CANCEL_JOB, GET_JOB_STATUS, SEPARATOR, WAIT_
 pub use handle::Links;
 pub use quota::JobQuota;
 pub use resources::URI_PREFIX;
+pub use tasks_2025::translate as translate_2025_tasks;
 
 use crate::{
     config::JobsConfig,
@@ -77,6 +79,9 @@ struct Inner {
     correlation_header: String,
     /// Running jobs per principal.
     quota: JobQuota,
+    /// The tasks `tasks/list` (2025-11-25) shows.
+    task_index: tasks_2025::TaskIndex,
+    metrics: Arc<Metrics>,
 }
 
 impl Front {
@@ -98,7 +103,7 @@ impl Front {
         let callers = Callers::new(
             upstreams.clone(),
             max_resource_subscriptions,
-            metrics,
+            metrics.clone(),
             tasks.clone(),
         );
         tasks.spawn_until_stopped(callers.clone().run());
@@ -111,6 +116,8 @@ impl Front {
                 links,
                 correlation_header,
                 quota,
+                task_index: tasks_2025::TaskIndex::default(),
+                metrics,
             }),
         }
     }
@@ -189,8 +196,17 @@ impl ServerHandler for Front {
         .await?;
         // An upstream on an older revision sends no `resultType`; a 2026-07-28 client requires
         // it. rmcp strips it again for clients on older revisions.
-        if let CallToolResponse::Complete(result) = &mut response {
-            result.result_type.get_or_insert(ResultType::COMPLETE);
+        match &mut response {
+            CallToolResponse::Complete(result) => {
+                result.result_type.get_or_insert(ResultType::COMPLETE);
+            }
+            // A task of either revision is the caller's for `tasks/list`.
+            CallToolResponse::Task(created) => {
+                if let Ok(id) = created.task.task_id.parse() {
+                    self.remember_task(&identity, id);
+                }
+            }
+            _ => {}
         }
         Ok(response)
     }
@@ -389,8 +405,12 @@ impl ServerHandler for Front {
     async fn on_custom_request(
         &self,
         request: CustomRequest,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CustomResult, ErrorData> {
+        // The 2025-11-25 task requests, renamed on the way in (see `tasks_2025`).
+        if let Some(answer) = self.serve_2025(&request, &context).await {
+            return answer.map(CustomResult::new);
+        }
         let method: String = request.method.chars().take(100).collect();
         Err(ErrorData::new(
             rmcp::model::ErrorCode::METHOD_NOT_FOUND,

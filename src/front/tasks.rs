@@ -136,7 +136,7 @@ impl Front {
     }
 
     /// The job in the extension's terms (see the module comment for the mapping).
-    fn detailed(&self, snapshot: &JobSnapshot) -> DetailedTask {
+    pub(super) fn detailed(&self, snapshot: &JobSnapshot) -> DetailedTask {
         let mut task = Task::new(
             snapshot.job_id.to_string(),
             TaskStatus::Working,

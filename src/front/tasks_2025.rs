@@ -1,0 +1,663 @@
+//! The MCP 2025-11-25 tasks (the experimental core feature that the Tasks extension replaced)
+//! at the front door, for clients that negotiate that revision: the TypeScript SDK 1.x
+//! (`client.experimental.tasks`), the Python SDK 2.x.
+//!
+//! What such a client needs, and how the bridge gives it:
+//!
+//! - `capabilities.tasks` (`list`, `cancel`, `requests.tools.call`) in the `initialize` result,
+//!   and `execution: {taskSupport: "optional"}` on every upstream tool in `tools/list`: the
+//!   bridge can run any upstream call as a task (every call is a job), and runs it plainly as
+//!   well, so `optional` is the truthful value, also for a tool whose upstream declares
+//!   `required` (the bridge then runs the upstream side as a task itself, `upstream::task_call`).
+//!   The job tools answer at once and are not offered as tasks.
+//! - a task-augmented `tools/call` (`params.task`) answered with the 2025-11-25
+//!   `CreateTaskResult` (`{task: {…}}`) whose `taskId` is the job ID; `tasks/get`, `tasks/result`
+//!   (waits until the job has ended, then answers what a sync call answers), `tasks/list` (the
+//!   caller's own tasks of this replica, a page at a time), `tasks/cancel`.
+//!
+//! rmcp 3.11 knows none of this: its `ServerCapabilities` and `Tool` have no field for it, its
+//! `CallToolRequestParams` drops `params.task`, and it parses `tasks/get` and `tasks/cancel` as
+//! the extension's (refused with -32021 to a client that did not list the extension). So
+//! [`translate`], a layer just in front of rmcp, does it on the wire, for requests of a session
+//! at 2025-11-25 only (`Mcp-Session-Id` and `MCP-Protocol-Version: 2025-11-25`; the session-less
+//! 2026-07-28 revision is untouched): it adds the capability and the tools' `execution` to the
+//! answers, and renames the task requests to methods of the bridge's own ([`PREFIX`]), marked
+//! with [`Tasks2025`] in the request's extensions, which rmcp hands to
+//! `ServerHandler::on_custom_request` as they are. A client that sends those names itself has
+//! no mark: they are unknown methods to it.
+//!
+//! The task states are the extension's mapping (`tasks.rs`) in the 2025-11-25 shape (`ttl` and
+//! `pollInterval` for `ttlMs` and `pollIntervalMs`, no payload: the result comes from
+//! `tasks/result`), bound to the caller the same way: another principal's task is "not found".
+
+use std::{collections::VecDeque, sync::Mutex, time::Duration};
+
+use axum::{
+    body::{Body, Bytes},
+    extract::Request,
+    http::{Method, header},
+    middleware::Next,
+    response::Response,
+};
+use futures::StreamExt;
+use rmcp::{
+    ErrorData, RoleServer,
+    model::{CallToolRequestParams, CallToolResponse, CustomRequest, Task},
+    service::RequestContext,
+};
+use serde_json::{Value, json};
+
+use super::{Front, caller, catalog};
+use crate::{
+    auth::Identity,
+    model::{JobId, JobSnapshot, Principal},
+    store::CancelAck,
+};
+
+/// The revision whose tasks this module speaks.
+pub const REVISION: &str = "2025-11-25";
+/// The bridge's own names for the renamed requests: `<PREFIX>tools/call`, `<PREFIX>tasks/get` …
+pub const PREFIX: &str = "mcp-progress-bridge/2025-11-25/";
+/// `_meta` key of a 2025-11-25 `tasks/result` answer naming its task.
+const RELATED_TASK: &str = "io.modelcontextprotocol/related-task";
+/// The task methods of 2025-11-25 that are renamed (`tasks/update` is the extension's alone).
+const TASK_METHODS: [&str; 4] = ["tasks/get", "tasks/result", "tasks/list", "tasks/cancel"];
+/// A `tasks/result` waits for the job in steps of this long (the job ends by its own timeout).
+const RESULT_WAIT_STEP: Duration = Duration::from_secs(30);
+/// How long `tasks/cancel` waits for the job to end before it answers with the current state.
+const CANCEL_CONFIRM: Duration = Duration::from_secs(5);
+/// A response event or body larger than this passes unchanged (no capability, no
+/// `execution`): an `initialize` result is a few KiB, a tool list rarely more than a MiB.
+const MAX_REWRITTEN: usize = 16 * 1024 * 1024;
+
+/// The mark [`translate`] puts on a renamed request.
+#[derive(Debug, Clone, Copy)]
+pub struct Tasks2025;
+
+/// The `capabilities.tasks` of 2025-11-25 the bridge declares.
+fn capability() -> Value {
+    json!({ "list": {}, "cancel": {}, "requests": { "tools": { "call": {} } } })
+}
+
+/// Whether the request belongs to a session at 2025-11-25.
+fn session_at_2025(request: &Request) -> bool {
+    let headers = request.headers();
+    headers.contains_key("mcp-session-id")
+        && headers
+            .get("mcp-protocol-version")
+            .is_some_and(|v| v.as_bytes() == REVISION.as_bytes())
+}
+
+/// What to do to the answer of a request.
+#[derive(Clone, Copy)]
+enum Answer {
+    /// `initialize`: add `capabilities.tasks` if the revision agreed is 2025-11-25.
+    Initialize,
+    /// `tools/list` of a session at 2025-11-25: `execution` on the upstream tools.
+    ToolsList,
+}
+
+/// The layer: see the module comment. Runs after the message check (`http::mcp_input`), so
+/// the body is one JSON-RPC message of at most `limits.max_request_bytes`.
+pub async fn translate(request: Request, next: Next) -> Response {
+    if request.method() != Method::POST {
+        return next.run(request).await;
+    }
+    let at_2025 = session_at_2025(&request);
+    let (mut parts, body) = request.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, usize::MAX).await else {
+        // The message check read the body already; this cannot fail, but if it did, rmcp
+        // gets an empty body and refuses it.
+        return next.run(Request::from_parts(parts, Body::empty())).await;
+    };
+    let interesting = if at_2025 {
+        true
+    } else {
+        // Outside a 2025-11-25 session only `initialize` matters.
+        memchr::memmem::find(&bytes, b"\"initialize\"").is_some()
+    };
+    let mut message: Option<Value> = None;
+    if interesting {
+        message = serde_json::from_slice(&bytes).ok();
+    }
+    let method = message
+        .as_ref()
+        .and_then(|m| m.get("method"))
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    let answer = match method.as_deref() {
+        Some("initialize") => Some(Answer::Initialize),
+        Some("tools/list") if at_2025 => Some(Answer::ToolsList),
+        _ => None,
+    };
+    let renamed = match (method.as_deref(), message.as_mut()) {
+        (Some("tools/call"), Some(message)) if at_2025 => {
+            let augmented = message["params"]
+                .get("task")
+                .is_some_and(|task| !task.is_null());
+            augmented.then(|| rename(message, "tools/call"))
+        }
+        (Some(m), Some(message)) if at_2025 && TASK_METHODS.contains(&m) => {
+            Some(rename(message, m))
+        }
+        _ => None,
+    };
+    let body = match renamed {
+        Some(renamed) => {
+            parts.extensions.insert(Tasks2025);
+            parts.headers.remove(header::CONTENT_LENGTH);
+            Body::from(renamed)
+        }
+        None => Body::from(bytes),
+    };
+    let response = next.run(Request::from_parts(parts, body)).await;
+    match answer {
+        Some(answer) => rewrite_response(response, answer).await,
+        None => response,
+    }
+}
+
+/// The message under the bridge's own name for `method`, serialized.
+fn rename(message: &mut Value, method: &str) -> Bytes {
+    message["method"] = Value::String(format!("{PREFIX}{method}"));
+    Bytes::from(serde_json::to_vec(message).unwrap_or_default())
+}
+
+/// Apply `answer` to the JSON-RPC response in `response` (a JSON body, or an SSE stream whose
+/// events each carry one message).
+async fn rewrite_response(response: Response, answer: Answer) -> Response {
+    let content_type = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .map(|v| v.as_bytes().to_vec())
+        .unwrap_or_default();
+    let (mut parts, body) = response.into_parts();
+    if content_type.starts_with(b"application/json") {
+        let Ok(bytes) = axum::body::to_bytes(body, MAX_REWRITTEN).await else {
+            // Too large to rewrite and no longer readable: say so rather than cut the answer.
+            tracing::warn!("an MCP answer too large to add the 2025-11-25 task fields to");
+            return Response::from_parts(parts, Body::empty());
+        };
+        let bytes = rewrite_json(&bytes, answer).unwrap_or(bytes);
+        parts.headers.remove(header::CONTENT_LENGTH);
+        return Response::from_parts(parts, Body::from(bytes));
+    }
+    if !content_type.starts_with(b"text/event-stream") {
+        return Response::from_parts(parts, body);
+    }
+    parts.headers.remove(header::CONTENT_LENGTH);
+    let mut pending: Vec<u8> = Vec::new();
+    let mut passing = false;
+    let stream = body.into_data_stream().map(move |chunk| {
+        let chunk = chunk?;
+        if passing {
+            return Ok::<_, axum::Error>(chunk);
+        }
+        pending.extend_from_slice(&chunk);
+        let mut out = Vec::new();
+        while let Some(end) = memchr::memmem::find(&pending, b"\n\n") {
+            let event: Vec<u8> = pending.drain(..end + 2).collect();
+            out.extend(rewrite_event(&event, answer).unwrap_or(event));
+        }
+        if pending.len() > MAX_REWRITTEN {
+            // One event larger than the bound: pass it and the rest of the stream as they are.
+            out.append(&mut pending);
+            passing = true;
+        }
+        Ok(Bytes::from(out))
+    });
+    Response::from_parts(parts, Body::from_stream(stream))
+}
+
+/// One SSE event (ending with a blank line) with its message rewritten; `None` if it carries
+/// nothing to change.
+fn rewrite_event(event: &[u8], answer: Answer) -> Option<Vec<u8>> {
+    let text = std::str::from_utf8(event).ok()?;
+    let data: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .map(|d| d.strip_prefix(' ').unwrap_or(d))
+        .collect();
+    if data.is_empty() {
+        return None;
+    }
+    let rewritten = rewrite_json(data.join("\n").as_bytes(), answer)?;
+    let mut out = Vec::with_capacity(event.len() + 128);
+    let mut written = false;
+    for line in text.lines() {
+        if line.starts_with("data:") {
+            if !written {
+                out.extend_from_slice(b"data: ");
+                out.extend_from_slice(&rewritten);
+                out.push(b'\n');
+                written = true;
+            }
+        } else if !line.is_empty() {
+            out.extend_from_slice(line.as_bytes());
+            out.push(b'\n');
+        }
+    }
+    out.push(b'\n');
+    Some(out)
+}
+
+/// The JSON-RPC message with `answer` applied; `None` if it is not a result it applies to.
+fn rewrite_json(bytes: &[u8], answer: Answer) -> Option<Bytes> {
+    let mut message: Value = serde_json::from_slice(bytes).ok()?;
+    let result = message.get_mut("result")?.as_object_mut()?;
+    match answer {
+        Answer::Initialize => {
+            if result.get("protocolVersion").and_then(Value::as_str) != Some(REVISION) {
+                return None;
+            }
+            let capabilities = result.get_mut("capabilities")?.as_object_mut()?;
+            capabilities.insert("tasks".into(), capability());
+        }
+        Answer::ToolsList => {
+            let tools = result.get_mut("tools")?.as_array_mut()?;
+            for tool in tools.iter_mut().filter_map(Value::as_object_mut) {
+                let upstream_tool = tool
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .is_some_and(|name| catalog::split(name).is_some());
+                if upstream_tool {
+                    tool.insert("execution".into(), json!({ "taskSupport": "optional" }));
+                }
+            }
+        }
+    }
+    serde_json::to_vec(&message).ok().map(Bytes::from)
+}
+
+/// The tasks this replica created, newest last, for `tasks/list`: at most
+/// `jobs.max_listed_tasks` across all callers (the oldest is forgotten first; its task stays
+/// readable by `tasks/get` until its job expires).
+#[derive(Default)]
+pub(super) struct TaskIndex {
+    entries: Mutex<VecDeque<(Principal, JobId)>>,
+}
+
+impl TaskIndex {
+    /// Remember a task of `principal`; whether an older one had to be forgotten for it.
+    pub(super) fn add(&self, principal: &Principal, id: JobId, capacity: usize) -> bool {
+        let Ok(mut entries) = self.entries.lock() else {
+            return false;
+        };
+        let mut forgot = false;
+        while entries.len() >= capacity.max(1) {
+            entries.pop_front();
+            forgot = true;
+        }
+        entries.push_back((principal.clone(), id));
+        forgot
+    }
+
+    /// Up to `limit` task IDs of `principal`, newest first, starting after `after` (a task
+    /// ID of an earlier page); `None` if `after` is not one of theirs here.
+    fn page(
+        &self,
+        principal: &Principal,
+        after: Option<JobId>,
+        limit: usize,
+    ) -> Option<Vec<JobId>> {
+        let entries = self.entries.lock().ok()?;
+        let mut theirs = entries
+            .iter()
+            .rev()
+            .filter(|(p, _)| p == principal)
+            .map(|(_, id)| *id);
+        if let Some(after) = after {
+            theirs.by_ref().find(|id| *id == after)?;
+        }
+        Some(theirs.take(limit).collect())
+    }
+}
+
+/// Unknown, malformed, expired and other callers' task IDs all get this (-32602).
+fn unknown_task(task_id: &str) -> ErrorData {
+    let shown: String = task_id.chars().take(64).collect();
+    ErrorData::invalid_params(
+        format!(
+            "no task {shown:?}: it never existed here, it expired, or it is not yours; a task \
+             ID is the taskId a task-augmented tools/call answered with"
+        ),
+        None,
+    )
+}
+
+/// The `taskId` of a `tasks/get|result|cancel` request.
+fn task_id_param(params: Option<&Value>) -> Result<String, ErrorData> {
+    params
+        .and_then(|p| p.get("taskId"))
+        .and_then(Value::as_str)
+        .map(str::to_string)
+        .ok_or_else(|| ErrorData::invalid_params("params.taskId (a string) is required", None))
+}
+
+/// A task in the 2025-11-25 shape.
+fn task_2025(task: &Task) -> Value {
+    let mut value = json!({
+        "taskId": task.task_id,
+        "status": task.status,
+        "createdAt": task.created_at,
+        "lastUpdatedAt": task.last_updated_at,
+        "ttl": task.ttl_ms,
+    });
+    if let Some(message) = &task.status_message {
+        value["statusMessage"] = json!(message);
+    }
+    if let Some(interval) = task.poll_interval_ms {
+        value["pollInterval"] = json!(interval);
+    }
+    value
+}
+
+impl Front {
+    /// A request [`translate`] renamed, answered; `None` for any other custom method.
+    pub(super) async fn serve_2025(
+        &self,
+        request: &CustomRequest,
+        context: &RequestContext<RoleServer>,
+    ) -> Option<Result<Value, ErrorData>> {
+        let method = request.method.strip_prefix(PREFIX)?;
+        let marked = context
+            .extensions
+            .get::<http::request::Parts>()
+            .is_some_and(|parts| parts.extensions.get::<Tasks2025>().is_some());
+        if !marked {
+            return None;
+        }
+        let identity = caller::identity(context);
+        let params = request.params.as_ref();
+        Some(match method {
+            "tools/call" => self.call_2025(params, context, &identity).await,
+            "tasks/get" => match task_id_param(params) {
+                Ok(task_id) => self.get_2025(&task_id, &identity).await,
+                Err(e) => Err(e),
+            },
+            "tasks/result" => match task_id_param(params) {
+                Ok(task_id) => self.result_2025(&task_id, context, &identity).await,
+                Err(e) => Err(e),
+            },
+            "tasks/cancel" => match task_id_param(params) {
+                Ok(task_id) => self.cancel_2025(&task_id, &identity).await,
+                Err(e) => Err(e),
+            },
+            "tasks/list" => self.list_2025(params, &identity).await,
+            _ => return None,
+        })
+    }
+
+    /// A task-augmented `tools/call`: the job starts as an async call would, and the answer is
+    /// its task. A call that cannot start (unknown tool, quota, upstream down) is a JSON-RPC
+    /// error saying why: a 2025-11-25 client takes nothing but a task here.
+    async fn call_2025(
+        &self,
+        params: Option<&Value>,
+        context: &RequestContext<RoleServer>,
+        identity: &Identity,
+    ) -> Result<Value, ErrorData> {
+        let params = params.cloned().unwrap_or(Value::Null);
+        match params.get("task") {
+            Some(Value::Object(task)) => match task.get("ttl") {
+                None | Some(Value::Null) => {}
+                Some(ttl) if ttl.is_u64() => {}
+                Some(_) => {
+                    return Err(ErrorData::invalid_params(
+                        "params.task.ttl must be a whole number of milliseconds",
+                        None,
+                    ));
+                }
+            },
+            _ => {
+                return Err(ErrorData::invalid_params(
+                    "params.task must be an object ({} or {\"ttl\": <ms>})",
+                    None,
+                ));
+            }
+        }
+        let request: CallToolRequestParams = serde_json::from_value(params)
+            .map_err(|e| ErrorData::invalid_params(format!("tools/call: {e}"), None))?;
+        let name = request.name.to_string();
+        if catalog::split(&name).is_none() {
+            // The job tools answer at once; they are not listed with taskSupport.
+            return Err(ErrorData::new(
+                rmcp::model::ErrorCode::METHOD_NOT_FOUND,
+                format!("tool {name:?} does not run as a task: call it without params.task"),
+                None,
+            ));
+        }
+        let response = self
+            .call_upstream_as(request, context.clone(), identity, true)
+            .await?;
+        match response {
+            CallToolResponse::Task(created) => {
+                if let Ok(id) = created.task.task_id.parse::<JobId>() {
+                    self.remember_task(identity, id);
+                }
+                let mut answer = json!({ "task": task_2025(&created.task) });
+                if let Some(meta) = created.meta {
+                    answer["_meta"] = serde_json::to_value(meta).unwrap_or_default();
+                }
+                Ok(answer)
+            }
+            CallToolResponse::Complete(result) => {
+                let text = result
+                    .content
+                    .iter()
+                    .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+                    .collect::<Vec<_>>()
+                    .join(" ");
+                let data = result
+                    .meta
+                    .map(|m| serde_json::to_value(m).unwrap_or_default());
+                Err(ErrorData::internal_error(
+                    format!("the call did not start: {text}"),
+                    data,
+                ))
+            }
+            _ => Err(ErrorData::internal_error(
+                "the call did not start as a task",
+                None,
+            )),
+        }
+    }
+
+    /// Remember a task for `tasks/list` (either revision's).
+    pub(super) fn remember_task(&self, identity: &Identity, id: JobId) {
+        let capacity = self.inner.config.max_listed_tasks;
+        if self.inner.task_index.add(&identity.principal, id, capacity) {
+            self.inner
+                .metrics
+                .limit_hits
+                .with_label_values(&["max_listed_tasks"])
+                .inc();
+        }
+    }
+
+    async fn task_snapshot(
+        &self,
+        task_id: &str,
+        identity: &Identity,
+    ) -> Result<JobSnapshot, ErrorData> {
+        let id: JobId = task_id.parse().map_err(|_| unknown_task(task_id))?;
+        self.visible_job(id, identity)
+            .await?
+            .ok_or_else(|| unknown_task(task_id))
+    }
+
+    /// `tasks/get`: the job as a 2025-11-25 task.
+    async fn get_2025(&self, task_id: &str, identity: &Identity) -> Result<Value, ErrorData> {
+        let snapshot = self.task_snapshot(task_id, identity).await?;
+        Ok(task_2025(&self.detailed(&snapshot).task))
+    }
+
+    /// `tasks/result`: wait until the job has ended (bounded by the job's own timeout; the
+    /// client's cancel ends the wait, not the job), then answer what the call in `sync` mode
+    /// answers: its result (a tool error included), or the upstream's JSON-RPC error.
+    async fn result_2025(
+        &self,
+        task_id: &str,
+        context: &RequestContext<RoleServer>,
+        identity: &Identity,
+    ) -> Result<Value, ErrorData> {
+        let mut snapshot = self.task_snapshot(task_id, identity).await?;
+        while !snapshot.status.is_terminal() {
+            let waited = tokio::select! {
+                waited = self.inner.jobs.wait(snapshot.job_id, RESULT_WAIT_STEP) => waited,
+                _ = context.ct.cancelled() => {
+                    return Err(ErrorData::internal_error("tasks/result cancelled by the client; the task goes on", None));
+                }
+            };
+            snapshot = waited
+                .map_err(super::job_tools::store_error)?
+                .ok_or_else(|| unknown_task(task_id))?;
+        }
+        if let Some(error) = snapshot.rpc_error.clone() {
+            let error = serde_json::from_value::<ErrorData>(error).unwrap_or_else(|_| {
+                ErrorData::internal_error("the upstream answered with an error", None)
+            });
+            return Err(error);
+        }
+        let mut result = serde_json::to_value(self.final_result(&snapshot)).unwrap_or_default();
+        if let Some(object) = result.as_object_mut() {
+            let meta = object
+                .entry("_meta")
+                .or_insert_with(|| Value::Object(Default::default()));
+            if let Some(meta) = meta.as_object_mut() {
+                meta.insert(RELATED_TASK.into(), json!({ "taskId": task_id }));
+            }
+            object.remove("resultType");
+        }
+        Ok(result)
+    }
+
+    /// `tasks/cancel`: cancel the job (the upstream gets `notifications/cancelled`, and
+    /// `tasks/cancel` for an upstream task) and answer with the task once it has ended, or
+    /// as it is after a few seconds. A task that had already ended is -32602, as 2025-11-25
+    /// says.
+    async fn cancel_2025(&self, task_id: &str, identity: &Identity) -> Result<Value, ErrorData> {
+        let snapshot = self.task_snapshot(task_id, identity).await?;
+        let jobs = &self.inner.jobs;
+        let ack = jobs
+            .cancel(
+                snapshot.job_id,
+                "cancelled by the MCP client (tasks/cancel)".into(),
+            )
+            .await
+            .map_err(super::job_tools::store_error)?;
+        let now = match ack {
+            CancelAck::Unknown => return Err(unknown_task(task_id)),
+            CancelAck::AlreadyTerminal(snapshot) => {
+                return Err(ErrorData::invalid_params(
+                    format!(
+                        "task {task_id} has already ended ({}): nothing to cancel",
+                        snapshot.status.as_str()
+                    ),
+                    None,
+                ));
+            }
+            CancelAck::Requested(_) => jobs
+                .wait(snapshot.job_id, CANCEL_CONFIRM)
+                .await
+                .map_err(super::job_tools::store_error)?
+                .unwrap_or(snapshot),
+        };
+        Ok(task_2025(&self.detailed(&now).task))
+    }
+
+    /// `tasks/list`: the caller's tasks created through this replica and still retained,
+    /// newest first, `jobs.task_list_page_size` at a time; `nextCursor` is the last task ID
+    /// of the page. A cursor that is not one of the caller's listed tasks is -32602.
+    async fn list_2025(
+        &self,
+        params: Option<&Value>,
+        identity: &Identity,
+    ) -> Result<Value, ErrorData> {
+        let bad_cursor = || {
+            ErrorData::invalid_params(
+                "params.cursor is not a cursor this bridge gave you: leave it out for the first page",
+                None,
+            )
+        };
+        let after = match params.and_then(|p| p.get("cursor")) {
+            None | Some(Value::Null) => None,
+            Some(Value::String(cursor)) => Some(cursor.parse::<JobId>().map_err(|_| bad_cursor())?),
+            Some(_) => return Err(bad_cursor()),
+        };
+        let page_size = self.inner.config.task_list_page_size.max(1);
+        let ids = self
+            .inner
+            .task_index
+            .page(&identity.principal, after, page_size)
+            .ok_or_else(bad_cursor)?;
+        let mut tasks = Vec::with_capacity(ids.len());
+        for id in &ids {
+            if let Some(snapshot) = self.visible_job(*id, identity).await? {
+                tasks.push(task_2025(&self.detailed(&snapshot).task));
+            }
+        }
+        let mut answer = json!({ "tasks": tasks });
+        if ids.len() == page_size
+            && let Some(last) = ids.last()
+        {
+            answer["nextCursor"] = json!(last.to_string());
+        }
+        Ok(answer)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn initialize_at_2025_gets_the_tasks_capability() {
+        let body = br#"{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"b","version":"1"}}}"#;
+        let out: Value =
+            serde_json::from_slice(&rewrite_json(body, Answer::Initialize).unwrap()).unwrap();
+        assert_eq!(out["result"]["capabilities"]["tasks"], capability());
+        assert_eq!(out["result"]["capabilities"]["tools"], json!({}));
+        // Another revision: untouched.
+        let older = br#"{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"2025-06-18","capabilities":{}}}"#;
+        assert!(rewrite_json(older, Answer::Initialize).is_none());
+    }
+
+    #[test]
+    fn upstream_tools_are_listed_optional_and_job_tools_not() {
+        let event = b"id: 3\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"tools\":[{\"name\":\"demo__slow\",\"inputSchema\":{}},{\"name\":\"wait_for_job\",\"inputSchema\":{}}]}}\n\n";
+        let out = rewrite_event(event, Answer::ToolsList).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.starts_with("id: 3\ndata: "), "{text}");
+        assert!(text.ends_with("}\n\n"), "{text}");
+        let data = text.lines().find_map(|l| l.strip_prefix("data: ")).unwrap();
+        let message: Value = serde_json::from_str(data).unwrap();
+        let tools = &message["result"]["tools"];
+        assert_eq!(tools[0]["execution"], json!({ "taskSupport": "optional" }));
+        assert!(tools[1].get("execution").is_none());
+        // An event without a result (a priming event, a notification) is left alone.
+        assert!(rewrite_event(b"id: 0\ndata: \n\n", Answer::ToolsList).is_none());
+    }
+
+    #[test]
+    fn the_index_pages_one_callers_tasks_newest_first() {
+        let index = TaskIndex::default();
+        let a = Principal::token("a");
+        let b = Principal::token("b");
+        let ids: Vec<JobId> = (0..5).map(|_| JobId::random()).collect();
+        for id in &ids {
+            index.add(&a, *id, 100);
+        }
+        index.add(&b, JobId::random(), 100);
+        let first = index.page(&a, None, 2).unwrap();
+        assert_eq!(first, vec![ids[4], ids[3]]);
+        let second = index.page(&a, Some(ids[3]), 2).unwrap();
+        assert_eq!(second, vec![ids[2], ids[1]]);
+        // Another caller's task, or an unknown one, is no cursor.
+        assert!(index.page(&b, Some(ids[3]), 2).is_none());
+        assert!(index.page(&a, Some(JobId::random()), 2).is_none());
+        // The bound forgets the oldest first.
+        assert!(index.add(&a, JobId::random(), 6));
+        assert!(!index.page(&a, None, 100).unwrap().contains(&ids[0]));
+    }
+}
