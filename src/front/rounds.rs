@@ -23,7 +23,11 @@ use rmcp::{
     service::RequestContext,
 };
 
-use super::{Front, job_tools::store_error, tasks::input_requests};
+use super::{
+    Front,
+    job_tools::store_error,
+    tasks::{answer_refused, input_requests},
+};
 use crate::{
     auth::Identity,
     config::CallMode,
@@ -114,12 +118,7 @@ impl Front {
             match self.inner.jobs.answer(id, answer, BY).await {
                 // Timed out or answered elsewhere meanwhile: the job has gone on.
                 Ok(()) | Err(InputError::NothingToAnswer | InputError::UnknownJob) => {}
-                Err(e) => {
-                    return Err(ErrorData::invalid_params(
-                        format!("inputResponses[{key:?}]: {e}"),
-                        None,
-                    ));
-                }
+                Err(e) => return Err(answer_refused(&key, e)),
             }
         }
         let as_task = context

@@ -34,6 +34,19 @@ use crate::{
 /// The reason a job cancelled through `tasks/cancel` gives.
 const CANCEL_REASON: &str = "cancelled by the MCP client (tasks/cancel)";
 
+/// An answer in `inputResponses` that was not taken. A relayed answer the running replica did
+/// not confirm, or could not be handed to it, is the bridge's failure, not the caller's params
+/// (-32603; the message says what to do); everything else (a mismatch, too large) is -32602.
+pub(super) fn answer_refused(key: &str, error: InputError) -> ErrorData {
+    let message = format!("inputResponses[{key:?}]: {error}");
+    match error {
+        InputError::Unconfirmed { .. } | InputError::Unreachable(_) => {
+            ErrorData::internal_error(message, None)
+        }
+        _ => ErrorData::invalid_params(message, None),
+    }
+}
+
 /// Unknown, malformed, expired and other callers' task IDs all get this (-32602, as the
 /// extension says), so a task's existence does not show to whoever may not see it.
 fn unknown_task(task_id: &str) -> ErrorData {
@@ -116,12 +129,7 @@ impl Front {
             let by = "tasks/update";
             match self.inner.jobs.answer(snapshot.job_id, answer, by).await {
                 Ok(()) | Err(InputError::NothingToAnswer | InputError::UnknownJob) => {}
-                Err(e) => {
-                    return Err(ErrorData::invalid_params(
-                        format!("inputResponses[{key:?}]: {e}"),
-                        None,
-                    ));
-                }
+                Err(e) => return Err(answer_refused(&key, e)),
             }
         }
         Ok(())
@@ -260,7 +268,37 @@ fn iso8601(ms: u64) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::iso8601;
+    use rmcp::model::ErrorCode;
+
+    use super::{InputError, answer_refused, iso8601};
+
+    /// A relayed answer nobody confirmed is the bridge's failure (-32603), not bad params; an
+    /// answer that is too large stays the caller's (-32602). Both name the key.
+    #[test]
+    fn an_unconfirmed_answer_is_an_internal_error_and_a_bad_one_invalid_params() {
+        for (error, code) in [
+            (
+                InputError::Unconfirmed { waited_ms: 5000 },
+                ErrorCode::INTERNAL_ERROR,
+            ),
+            (
+                InputError::Unreachable("no replica listens"),
+                ErrorCode::INTERNAL_ERROR,
+            ),
+            (
+                InputError::TooLarge { size: 9, limit: 8 },
+                ErrorCode::INVALID_PARAMS,
+            ),
+        ] {
+            let refused = answer_refused("q1", error);
+            assert_eq!(refused.code, code, "{}", refused.message);
+            assert!(
+                refused.message.starts_with("inputResponses[\"q1\"]: "),
+                "{}",
+                refused.message
+            );
+        }
+    }
 
     #[test]
     fn timestamps_are_iso_8601_utc() {
