@@ -431,7 +431,10 @@ impl Tail {
                     }
                     continue;
                 }
-                () = Self::stopping(&self.outflow, &mut self.shutdown) => return None,
+                () = Self::stopping(&self.outflow, &mut self.shutdown) => {
+                    self.last_look().await;
+                    continue;
+                }
             };
             match item {
                 Some(LiveItem::Event(event)) if event.ephemeral => {
@@ -458,6 +461,16 @@ impl Tail {
                 None => self.done = true,
             }
         }
+    }
+
+    /// The stream ends for shutdown: read history once and send what it holds, then end after
+    /// the queued frames. A job's terminal event is written before the shutdown signal, but on
+    /// the Redis store its live copy comes through pub/sub and may still be on its way.
+    async fn last_look(&mut self) {
+        if !self.behind {
+            self.catch_up().await;
+        }
+        self.done = true;
     }
 
     /// Ready once the stream must end for shutdown: its connection is closing, or (not served
