@@ -471,6 +471,7 @@ async fn serve(
         open: metrics.connections_open.with_label_values(&[name]),
         refused: metrics.connections_refused.clone(),
         closed: metrics.connections_closed.clone(),
+        handbacks: metrics.sse_handbacks.clone(),
     };
     let options = serve_options(config);
     let main = final_routes(surface.main);
@@ -479,6 +480,7 @@ async fn serve(
         let options = http::serve::Options {
             max_connections: http::serve::ADMIN_MAX_CONNECTIONS,
             max_connections_per_address: http::serve::ADMIN_MAX_CONNECTIONS,
+            sse_writers: 0,
             ..options
         };
         http::serve::spawn(
@@ -515,6 +517,9 @@ fn serve_options(config: &Config) -> http::serve::Options {
         body_read_timeout: Duration::from_secs(config.server.body_read_timeout_secs),
         max_connections,
         max_connections_per_address: limits.max_connections_per_address,
+        sse_writers: config.server.sse_writers.unwrap_or_else(|| {
+            std::thread::available_parallelism().map_or(1, |n| n.get().min(2))
+        }),
     }
 }
 

@@ -99,6 +99,10 @@ pub struct Metrics {
     /// SSE readers the bridge dropped, by reason (`buffer`: it held
     /// `limits.max_sse_buffer_bytes` unread and took nothing for a keep-alive interval).
     pub sse_readers_dropped: IntCounterVec,
+    /// SSE streams a shared writer task handed back to their own task, by reason (`full`:
+    /// the socket took nothing, `partial`: it took part of a frame, `behind`: the stream had
+    /// not seen an event the writer had, or the writer's subscription lagged, `error`).
+    pub sse_handbacks: IntCounterVec,
 }
 
 impl Metrics {
@@ -187,6 +191,14 @@ impl Metrics {
             &["reason"],
         );
         sse_readers_dropped.with_label_values(&["buffer"]);
+        let sse_handbacks = counter(
+            "bridge_sse_handbacks_total",
+            "SSE streams a shared writer task (server.sse_writers) handed back to their own task: full = the socket took nothing, partial = part of a frame, behind = the stream had not seen an event the writer had, error",
+            &["reason"],
+        );
+        for reason in ["full", "partial", "behind", "error"] {
+            sse_handbacks.with_label_values(&[reason]);
+        }
         let refused = counter(
             "bridge_requests_refused_total",
             "Requests refused before any handler ran, by reason (connections refused at accept: bridge_connections_refused_total)",
@@ -270,6 +282,7 @@ impl Metrics {
             connections_refused,
             connections_closed,
             sse_readers_dropped,
+            sse_handbacks,
         }
     }
 

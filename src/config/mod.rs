@@ -94,6 +94,10 @@ pub struct ServerConfig {
     /// notification) before it is closed and forgotten; its next request gets 404 and the
     /// client initializes again. Jobs it started keep running.
     pub session_idle_secs: u64,
+    /// Shared writer tasks for job event streams: they write each new event to every reader
+    /// that is caught up, instead of waking one task per reader. Unset: 2, or 1 on one core;
+    /// 0: every stream writes its own events (at most 64).
+    pub sse_writers: Option<usize>,
 }
 
 impl Default for ServerConfig {
@@ -110,6 +114,7 @@ impl Default for ServerConfig {
             header_read_timeout_secs: 10,
             body_read_timeout_secs: 30,
             session_idle_secs: 1800,
+            sse_writers: None,
         }
     }
 }

@@ -155,6 +155,12 @@ fn validate_server(
             "must be between 1 and 604800 (a week)".into(),
         ));
     }
+    if server.sse_writers.is_some_and(|n| n > 64) {
+        return Err(err(
+            "server.sse_writers",
+            "must be between 0 and 64 (a few tasks are enough; 0 turns shared writers off)".into(),
+        ));
+    }
     for (key, secs) in [
         (
             "server.header_read_timeout_secs",

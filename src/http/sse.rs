@@ -206,6 +206,15 @@ struct Tail {
     _place: Option<SubscriberPermit>,
     /// The jobs this reader may see, when it is not all of them.
     filter: Option<JobFilter>,
+    /// A shared writer holds the socket (see `serve::writers`): the live subscription is not
+    /// read meanwhile, and the writer moves the position.
+    parked: bool,
+    /// The writer handed the socket back with the end of a frame for the connection to write
+    /// before anything this stream makes.
+    rest: bool,
+    /// The writer handed the socket back having seen this event, which the reader had not
+    /// been sent: from history if the live subscription does not bring it (0: none).
+    ahead: Seq,
     _guard: SubscriberGuard,
 }
 
@@ -291,6 +300,9 @@ fn event_job(data: &[u8]) -> Option<JobId> {
 
 impl Drop for Tail {
     fn drop(&mut self) {
+        if self.parked {
+            self.outflow.take_back();
+        }
         self.outflow.discarded(self.queued);
         self.outflow.disarm();
     }
@@ -335,6 +347,9 @@ impl Tail {
             shutdown,
             _place: place,
             filter,
+            parked: false,
+            rest: false,
+            ahead: 0,
             _guard: SubscriberGuard::new(state.metrics.clone()),
         };
         tail.push(Bytes::from_static(RETRY_FRAME));
@@ -387,9 +402,13 @@ impl Tail {
         }
     }
 
-    /// The next bytes to write, or `None` when the stream is over.
+    /// The next bytes to write, or `None` when the stream is over. An empty frame: the
+    /// connection has the end of a frame a shared writer could not write whole to write first.
     async fn next_frame(&mut self) -> Option<Bytes> {
         loop {
+            if std::mem::take(&mut self.rest) {
+                return Some(Bytes::new());
+            }
             if let Some(frame) = self.queue.pop_front() {
                 self.queued -= frame.len();
                 self.idle_deadline = Instant::now() + self.keep_alive;
@@ -403,17 +422,43 @@ impl Tail {
                 self.catch_up().await;
                 continue;
             }
+            if !self.parked && self.may_park() {
+                // What the live subscription holds already is this stream's to send; read
+                // without leaving a waker behind, so events do not wake it while parked.
+                let ready = {
+                    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+                    self.live.poll_next_unpin(&mut cx)
+                };
+                if let std::task::Poll::Ready(item) = ready {
+                    self.on_live(item).await;
+                    continue;
+                }
+                // The writer saw an event that has not come here live (on Redis, history can
+                // be ahead of pub/sub): read history rather than park and be handed back.
+                if std::mem::take(&mut self.ahead) > self.last {
+                    self.catch_up().await;
+                    continue;
+                }
+                self.parked = self.outflow.park(&self.channel, self.last, &self.store);
+            }
             let retry_at = self.retry_at;
+            let parked = self.parked;
             // Biased: events already delivered (a job's terminal event, written before the
             // shutdown signal) go out before the stream closes for shutdown.
             let item = tokio::select! {
                 biased;
-                item = self.live.next() => item,
+                item = self.live.next(), if !parked => item,
+                () = std::future::poll_fn(|cx| self.outflow.poll_handed_back(cx)), if parked => {
+                    self.unpark();
+                    continue;
+                }
                 _ = sleep_until(retry_at), if retry_at.is_some() => {
                     self.catch_up().await;
                     continue;
                 }
                 _ = &mut self.idle => {
+                    // A keep-alive may be due: the stream takes its socket back to see.
+                    self.unpark();
                     let now = Instant::now();
                     if now >= self.idle_deadline {
                         self.idle.as_mut().reset(now + self.keep_alive);
@@ -422,7 +467,7 @@ impl Tail {
                         if self.retry_at.is_none() {
                             self.catch_up().await;
                         }
-                        if self.queue.is_empty() && !self.done {
+                        if self.queue.is_empty() && !self.done && !self.rest {
                             self.push(Bytes::from_static(KEEP_ALIVE_FRAME));
                         }
                     } else {
@@ -432,34 +477,71 @@ impl Tail {
                     continue;
                 }
                 () = Self::stopping(&self.outflow, &mut self.shutdown) => {
+                    self.unpark();
                     self.last_look().await;
                     continue;
                 }
             };
-            match item {
-                Some(LiveItem::Event(event)) if event.ephemeral => {
-                    // A heartbeat carries the channel's position: one ahead of the reader
-                    // means an event went missing. Catch up first; never send an `id:` past
-                    // what the reader has, or a reconnect would skip the gap.
-                    if event.seq > self.last {
-                        self.catch_up().await;
-                    }
-                    if event.seq <= self.last
-                        && !self.done
-                        && !self.behind
-                        && self.admits(&event).await
-                    {
-                        self.push(event.frame.clone())
-                    }
+            self.on_live(item).await;
+        }
+    }
+
+    /// Whether a shared writer may write this stream's events (see `serve::writers`): it is
+    /// caught up, a job's (a correlation stream has a per-reader filter), and not closing.
+    fn may_park(&self) -> bool {
+        self.filter.is_none()
+            && matches!(self.channel, Channel::Job(_))
+            && self.queue.is_empty()
+            && !self.done
+            && !self.behind
+            && !self.rest
+            && self.retry_at.is_none()
+            && !self.outflow.closing()
+            && self.outflow.seat().is_some()
+    }
+
+    /// Take the socket back from the shared writer (if it has it), and the reader's position
+    /// with it.
+    fn unpark(&mut self) {
+        if !std::mem::take(&mut self.parked) {
+            return;
+        }
+        let Some(back) = self.outflow.take_back() else {
+            return;
+        };
+        self.last = self.last.max(back.last);
+        if back.ended {
+            self.done = true;
+        }
+        if let Some(at) = back.wrote_at {
+            self.idle_deadline = self.idle_deadline.max(at + self.keep_alive);
+        }
+        self.rest = back.rest;
+        self.ahead = back.ahead;
+    }
+
+    /// One item of the live subscription.
+    async fn on_live(&mut self, item: Option<LiveItem>) {
+        match item {
+            Some(LiveItem::Event(event)) if event.ephemeral => {
+                // A heartbeat carries the channel's position: one ahead of the reader
+                // means an event went missing. Catch up first; never send an `id:` past
+                // what the reader has, or a reconnect would skip the gap.
+                if event.seq > self.last {
+                    self.catch_up().await;
                 }
-                Some(LiveItem::Event(event)) if event.seq <= self.last => {}
-                Some(LiveItem::Event(event)) if event.seq == self.last + 1 => {
-                    self.deliver(&event).await
+                if event.seq <= self.last && !self.done && !self.behind && self.admits(&event).await
+                {
+                    self.push(event.frame.clone())
                 }
-                Some(LiveItem::Event(_)) | Some(LiveItem::Lagged) => self.catch_up().await,
-                // The channel is gone (expired): nothing more will come.
-                None => self.done = true,
             }
+            Some(LiveItem::Event(event)) if event.seq <= self.last => {}
+            Some(LiveItem::Event(event)) if event.seq == self.last + 1 => {
+                self.deliver(&event).await
+            }
+            Some(LiveItem::Event(_)) | Some(LiveItem::Lagged) => self.catch_up().await,
+            // The channel is gone (expired): nothing more will come.
+            None => self.done = true,
         }
     }
 

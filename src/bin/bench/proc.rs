@@ -20,8 +20,14 @@ pub async fn start_bridge(
 ) -> Result<BridgeProcess, StartError> {
     // The limits are raised past what the scenarios need (10,000 readers of one job, 10,000
     // jobs, bursts of calls): the benchmark measures the engine, not the default limits.
+    // `BENCH_SSE_WRITERS=N` sets `server.sse_writers` (to compare the shared writers with a
+    // task per reader against the same floor).
+    let writers = std::env::var("BENCH_SSE_WRITERS")
+        .ok()
+        .and_then(|n| n.parse::<usize>().ok())
+        .map_or(String::new(), |n| format!("sse_writers = {n}\n"));
     let text = format!(
-        "[server]\nlisten = \"127.0.0.1:0\"\nallowed_hosts = []\n\n\
+        "[server]\nlisten = \"127.0.0.1:0\"\nallowed_hosts = []\n{writers}\n\
          [limits]\nmax_jobs_per_token = 100000\ncalls_per_minute = 10000000\n\
          max_subscribers_per_channel = 100000\nmax_subscribers = 100000\n\
          max_connections = 100000\nmax_connections_per_address = 100000\n\n{config}"

@@ -251,7 +251,11 @@ impl Out {
     }
 
     /// Write what is left of it (one `writev` when the socket takes it all).
-    pub fn poll_write(&mut self, tcp: &mut Metered, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+    pub fn poll_write<W: AsyncWrite + Unpin>(
+        &mut self,
+        tcp: &mut W,
+        cx: &mut Context<'_>,
+    ) -> Poll<io::Result<()>> {
         loop {
             let len = self.len();
             if self.done >= len {
@@ -279,22 +283,22 @@ impl Out {
 }
 
 /// Write `out` whole.
-pub async fn write_out(tcp: &mut Metered, out: &mut Out) -> io::Result<()> {
+pub async fn write_out<W: AsyncWrite + Unpin>(tcp: &mut W, out: &mut Out) -> io::Result<()> {
     poll_fn(|cx| out.poll_write(tcp, cx)).await
 }
 
 /// Ready when the reader has closed its side (or the socket failed). Bytes it sends meanwhile
 /// are read and dropped: a stream's reader has nothing more to say.
-pub async fn reader_left(tcp: &Metered) {
+pub async fn reader_left(tcp: &TcpStream) {
     poll_fn(|cx| {
         loop {
-            match tcp.tcp().poll_read_ready(cx) {
+            match tcp.poll_read_ready(cx) {
                 Poll::Pending => return Poll::Pending,
                 Poll::Ready(Err(_)) => return Poll::Ready(()),
                 Poll::Ready(Ok(())) => {}
             }
             let mut sink = [0u8; 256];
-            match tcp.tcp().try_read(&mut sink) {
+            match tcp.try_read(&mut sink) {
                 Ok(0) => return Poll::Ready(()),
                 Ok(_) => {}
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}

@@ -28,6 +28,7 @@ mod body;
 mod connections;
 mod direct;
 mod outflow;
+mod writers;
 
 use std::{
     future::poll_fn,
@@ -61,7 +62,8 @@ use self::{
     body::TimedBody,
     connections::{Caps, Close, Connections, Refused, Signal, Slot},
     direct::{First, Out, Rewind},
-    outflow::Metered,
+    outflow::{Metered, Shared},
+    writers::Writers,
 };
 use crate::shutdown::Tasks;
 
@@ -86,14 +88,18 @@ pub struct Options {
     pub body_read_timeout: Duration,
     pub max_connections: usize,
     pub max_connections_per_address: usize,
+    /// Shared writer tasks for job event streams (`server.sse_writers`; 0: none).
+    pub sse_writers: usize,
 }
 
 /// The listener's counters: `bridge_connections_open{listener}`, and (shared by the listeners)
-/// `bridge_connections_refused_total{reason}` and `bridge_connections_closed_total{reason}`.
+/// `bridge_connections_refused_total{reason}`, `bridge_connections_closed_total{reason}` and
+/// `bridge_sse_handbacks_total{reason}`.
 pub struct Counters {
     pub open: IntGauge,
     pub refused: IntCounterVec,
     pub closed: IntCounterVec,
+    pub handbacks: IntCounterVec,
 }
 
 /// The total cap for `max_connections`, lowered so that `reserved_fds` file descriptors (and
@@ -118,6 +124,7 @@ struct Listener {
     lingering: Arc<Semaphore>,
     counters: Counters,
     body_expired: IntCounter,
+    writers: Option<Arc<Writers>>,
 }
 
 /// Serve `routes` on `listener` until the HTTP stage stops, then until its connections have
@@ -145,6 +152,7 @@ pub fn spawn(
         body_read_timeout: options.body_read_timeout,
         lingering: Arc::new(Semaphore::new(MAX_LINGERING)),
         body_expired: counters.closed.with_label_values(&["body_timeout"]),
+        writers: Writers::spawn(options.sse_writers, http, &counters.handbacks),
         counters,
     });
     let tasks = http.clone();
@@ -310,7 +318,8 @@ impl Listener {
             return;
         }
         drop(read);
-        pump(tcp, response, version, (signal, seen), &outflow).await;
+        let writers = self.writers.as_deref();
+        pump(tcp, response, version, (signal, seen), (&outflow, writers)).await;
         drop(busy);
     }
 
@@ -413,22 +422,37 @@ enum Start {
 
 /// Write a stream's response head and frames on the socket until the stream ends (then close
 /// the connection), the reader leaves or stalls at its bound, or the connection is told to
-/// close (gracefully: the stream ends after its queued frames).
+/// close (gracefully: the stream ends after its queued frames). With shared writers, the
+/// stream may hand the socket to one while it is caught up ([`writers`]); the end of a frame
+/// a writer could not write whole is written here before anything the stream makes next.
 async fn pump(
-    mut tcp: Metered,
+    tcp: Metered,
     response: hyper::Response<axum::body::Body>,
     version: Version,
     (signal, mut seen): (&Signal, Close),
-    outflow: &Outflow,
+    (outflow, writers): (&Arc<Outflow>, Option<&Writers>),
 ) {
     let chunked = version == Version::HTTP_11;
     let head = direct::response_head(&response, chunked, version == Version::HTTP_10);
+    let tcp = Arc::new(tcp.into_tcp());
+    if let Some(writers) = writers {
+        outflow.install(writers.seat(tcp.clone(), chunked));
+    }
+    // No writer writes on the socket once this task has ended.
+    let _unseat = Unseat(outflow);
+    let mut tcp = Shared::new(tcp, outflow.clone());
     let mut body = response.into_body();
     let stalled = outflow.stalled();
     tokio::pin!(stalled);
     let mut out = Some(Out::raw(head));
     let mut ended = false;
+    let mut last_chunk = chunked;
     loop {
+        if out.is_none()
+            && let Some(rest) = outflow.take_rest()
+        {
+            out = Some(Out::raw(rest));
+        }
         if let Some(piece) = &mut out {
             tokio::select! {
                 biased;
@@ -452,7 +476,16 @@ async fn pump(
             continue;
         }
         if ended {
-            let _ = tcp.shutdown().await;
+            if last_chunk {
+                last_chunk = false;
+                out = Some(Out::raw(Bytes::from_static(b"0\r\n\r\n")));
+                continue;
+            }
+            outflow.unseat();
+            drop(body);
+            if let Ok(mut tcp) = Arc::try_unwrap(tcp.into_tcp()) {
+                let _ = tcp.shutdown().await;
+            }
             return;
         }
         let frame = tokio::select! {
@@ -469,15 +502,10 @@ async fn pump(
                 }
                 continue;
             }
-            () = direct::reader_left(&tcp) => return,
+            () = direct::reader_left(tcp.tcp()) => return,
         };
         match frame {
-            None => {
-                ended = true;
-                if chunked {
-                    out = Some(Out::raw(Bytes::from_static(b"0\r\n\r\n")));
-                }
-            }
+            None => ended = true,
             Some(Err(error)) => {
                 tracing::debug!(%error, "an event stream failed");
                 return;
@@ -490,6 +518,15 @@ async fn pump(
                 }
             }
         }
+    }
+}
+
+/// Takes a connection's socket from its writer when the connection's task ends.
+struct Unseat<'a>(&'a Outflow);
+
+impl Drop for Unseat<'_> {
+    fn drop(&mut self) {
+        self.0.unseat();
     }
 }
 

@@ -25,7 +25,7 @@ use std::{
     io,
     pin::Pin,
     sync::{
-        Arc,
+        Arc, OnceLock,
         atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering},
     },
     task::{Context, Poll},
@@ -40,6 +40,8 @@ use tokio::{
     net::TcpStream,
     sync::Notify,
 };
+
+use super::writers::Seat;
 
 /// Frames from this size up are counted until hyper drops them (a wrapper allocated per
 /// frame); smaller ones until hyper takes them (hyper holds 16 at most: 64 KiB uncounted).
@@ -63,6 +65,9 @@ pub struct Outflow {
     /// The connection has been told to close gracefully (shutdown): its stream ends after
     /// the frames it has queued. Set by the connection's task, which then polls the stream.
     closing: AtomicBool,
+    /// The stream's place at a shared writer (`server.sse_writers`), set by the connection's
+    /// task when it writes the stream itself (see `writers`).
+    seat: OnceLock<Seat>,
 }
 
 #[derive(Clone)]
@@ -87,6 +92,21 @@ impl Outflow {
     /// queued frames are out.
     pub fn close(&self) {
         self.closing.store(true, Ordering::Relaxed);
+    }
+
+    /// The stream's place at a shared writer, if it has one.
+    pub fn seat(&self) -> Option<&Seat> {
+        self.seat.get()
+    }
+
+    /// Give the stream a place at a shared writer (once).
+    pub fn install(&self, seat: Seat) {
+        let _ = self.seat.set(seat);
+    }
+
+    /// `n` bytes were written on the connection's socket.
+    pub fn wrote(&self, n: usize) {
+        self.written.fetch_add(n as u64, Ordering::Relaxed);
     }
 
     /// A frame of `len` bytes was queued.
@@ -183,9 +203,9 @@ impl Metered {
         Self { tcp, outflow }
     }
 
-    /// The socket itself, for reads (which are not counted).
-    pub fn tcp(&self) -> &TcpStream {
-        &self.tcp
+    /// The socket, to be shared (written through [`Shared`]).
+    pub fn into_tcp(self) -> TcpStream {
+        self.tcp
     }
 
     fn count(&self, written: &Poll<io::Result<usize>>) {
@@ -238,6 +258,68 @@ impl AsyncWrite for Metered {
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         Pin::new(&mut self.get_mut().tcp).poll_shutdown(cx)
+    }
+}
+
+/// A connection's socket shared with a writer task, counting what it writes into its
+/// [`Outflow`]; written by one side at a time (see `writers`).
+pub struct Shared {
+    tcp: Arc<TcpStream>,
+    outflow: Arc<Outflow>,
+}
+
+impl Shared {
+    pub fn new(tcp: Arc<TcpStream>, outflow: Arc<Outflow>) -> Self {
+        Self { tcp, outflow }
+    }
+
+    pub fn tcp(&self) -> &TcpStream {
+        &self.tcp
+    }
+
+    pub fn into_tcp(self) -> Arc<TcpStream> {
+        self.tcp
+    }
+}
+
+impl AsyncWrite for Shared {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        self.poll_write_vectored(cx, &[io::IoSlice::new(buf)])
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        loop {
+            std::task::ready!(self.tcp.poll_write_ready(cx))?;
+            match self.tcp.try_write_vectored(bufs) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                Ok(n) => {
+                    self.outflow.wrote(n);
+                    return Poll::Ready(Ok(n));
+                }
+                Err(e) => return Poll::Ready(Err(e)),
+            }
+        }
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        true
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    /// Nothing: the connection's task closes the socket itself (see `serve::pump`).
+    fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
     }
 }
 
