@@ -472,6 +472,7 @@ async fn serve(
         refused: metrics.connections_refused.clone(),
         closed: metrics.connections_closed.clone(),
         handbacks: metrics.sse_handbacks.clone(),
+        shared_deliveries: metrics.sse_shared_deliveries.clone(),
     };
     let options = serve_options(config);
     let main = final_routes(surface.main);

@@ -2,7 +2,7 @@
 //! tests that run several bridges in one process see only their own figures.
 
 use prometheus::{
-    Encoder, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder,
+    Encoder, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder,
     core::{Collector, Desc},
     proto::MetricFamily,
 };
@@ -103,6 +103,8 @@ pub struct Metrics {
     /// the socket took nothing, `partial`: it took part of a frame, `behind`: the stream had
     /// not seen an event the writer had, or the writer's subscription lagged, `error`).
     pub sse_handbacks: IntCounterVec,
+    /// Events written by the shared writer tasks, one per reader.
+    pub sse_shared_deliveries: IntCounter,
 }
 
 impl Metrics {
@@ -199,6 +201,14 @@ impl Metrics {
         for reason in ["full", "partial", "behind", "error"] {
             sse_handbacks.with_label_values(&[reason]);
         }
+        let sse_shared_deliveries = IntCounter::new(
+            "bridge_sse_shared_deliveries_total",
+            "Events written to a reader by a shared writer task (server.sse_writers), not by the reader's own task",
+        )
+        .expect("valid metric");
+        registry
+            .register(Box::new(sse_shared_deliveries.clone()))
+            .expect("unique metric");
         let refused = counter(
             "bridge_requests_refused_total",
             "Requests refused before any handler ran, by reason (connections refused at accept: bridge_connections_refused_total)",
@@ -283,6 +293,7 @@ impl Metrics {
             connections_closed,
             sse_readers_dropped,
             sse_handbacks,
+            sse_shared_deliveries,
         }
     }
 

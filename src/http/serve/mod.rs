@@ -93,13 +93,14 @@ pub struct Options {
 }
 
 /// The listener's counters: `bridge_connections_open{listener}`, and (shared by the listeners)
-/// `bridge_connections_refused_total{reason}`, `bridge_connections_closed_total{reason}` and
-/// `bridge_sse_handbacks_total{reason}`.
+/// `bridge_connections_refused_total{reason}`, `bridge_connections_closed_total{reason}`,
+/// `bridge_sse_handbacks_total{reason}` and `bridge_sse_shared_deliveries_total`.
 pub struct Counters {
     pub open: IntGauge,
     pub refused: IntCounterVec,
     pub closed: IntCounterVec,
     pub handbacks: IntCounterVec,
+    pub shared_deliveries: IntCounter,
 }
 
 /// The total cap for `max_connections`, lowered so that `reserved_fds` file descriptors (and
@@ -152,7 +153,11 @@ pub fn spawn(
         body_read_timeout: options.body_read_timeout,
         lingering: Arc::new(Semaphore::new(MAX_LINGERING)),
         body_expired: counters.closed.with_label_values(&["body_timeout"]),
-        writers: Writers::spawn(options.sse_writers, http, &counters.handbacks),
+        writers: Writers::spawn(
+            options.sse_writers,
+            http,
+            (&counters.handbacks, &counters.shared_deliveries),
+        ),
         counters,
     });
     let tasks = http.clone();

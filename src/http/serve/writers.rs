@@ -66,11 +66,16 @@ pub struct Writers {
 
 impl Writers {
     /// Start `count` writer tasks on the HTTP stage (none for 0: every stream writes its own).
-    pub fn spawn(count: usize, http: &Tasks, handbacks: &IntCounterVec) -> Option<Arc<Self>> {
+    pub fn spawn(
+        count: usize,
+        http: &Tasks,
+        (handbacks, written): (&IntCounterVec, &IntCounter),
+    ) -> Option<Arc<Self>> {
         if count == 0 {
             return None;
         }
         let counts = HandBacks {
+            written: written.clone(),
             full: handbacks.with_label_values(&["full"]),
             partial: handbacks.with_label_values(&["partial"]),
             behind: handbacks.with_label_values(&["behind"]),
@@ -112,6 +117,8 @@ impl Writers {
 
 #[derive(Clone)]
 struct HandBacks {
+    /// Events written by a writer (one per reader).
+    written: IntCounter,
     full: IntCounter,
     partial: IntCounter,
     behind: IntCounter,
@@ -417,6 +424,7 @@ fn deliver(group: &mut Group, event: &StoredEvent, counts: &HandBacks) {
     }
     let mut chunk: Option<Bytes> = None;
     let now = Instant::now();
+    let mut written_to = 0;
     group.seats.retain(|(outflow, epoch)| {
         let Some(seat) = outflow.seat() else {
             return false;
@@ -453,6 +461,7 @@ fn deliver(group: &mut Group, event: &StoredEvent, counts: &HandBacks) {
         match written {
             Ok(n) => {
                 outflow.wrote(n);
+                written_to += 1;
                 state.wrote_at = Some(now);
                 if !event.ephemeral {
                     state.last = event.seq;
@@ -488,6 +497,7 @@ fn deliver(group: &mut Group, event: &StoredEvent, counts: &HandBacks) {
             }
         }
     });
+    counts.written.inc_by(written_to);
 }
 
 /// `frame` in an HTTP/1.1 chunk of its own, as the connection writes it (`direct::Out`).
