@@ -518,9 +518,10 @@ fn serve_options(config: &Config) -> http::serve::Options {
         body_read_timeout: Duration::from_secs(config.server.body_read_timeout_secs),
         max_connections,
         max_connections_per_address: limits.max_connections_per_address,
-        sse_writers: config.server.sse_writers.unwrap_or_else(|| {
-            std::thread::available_parallelism().map_or(1, |n| n.get().min(2))
-        }),
+        sse_writers: config
+            .server
+            .sse_writers
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get().min(2))),
     }
 }
 

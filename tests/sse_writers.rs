@@ -42,8 +42,7 @@ async fn open(to: SocketAddr, path: &str, receive_buffer: Option<u32>) -> TcpStr
         socket.set_recv_buffer_size(size).unwrap();
     }
     let mut tcp = within("connect", socket.connect(to)).await.unwrap();
-    let request =
-        format!("GET {path} HTTP/1.1\r\nHost: {to}\r\nAccept: text/event-stream\r\n\r\n");
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {to}\r\nAccept: text/event-stream\r\n\r\n");
     tcp.write_all(request.as_bytes()).await.unwrap();
     tcp
 }
@@ -124,7 +123,11 @@ fn assert_whole(events: &[(u64, String, Value)], who: &str) {
         "{who}: every event once, in order: {:?}",
         ids.windows(2).find(|w| w[1] != w[0] + 1)
     );
-    assert_eq!(ids.first(), Some(&(events[0].0 + 1)), "{who}: from the snapshot on");
+    assert_eq!(
+        ids.first(),
+        Some(&(events[0].0 + 1)),
+        "{who}: from the snapshot on"
+    );
     let (_, kind, data) = events.last().unwrap();
     assert_eq!(kind, "completed", "{who}: ends with the result");
     let text = data["result"]["content"][0]["text"].as_str().unwrap();
@@ -164,11 +167,9 @@ async fn many_readers_one_job(bridge: TestBridge, inline: bool) {
         stalled.push(open(to, &path, Some(4096)).await);
     }
     // One reader leaves a third of the way and resumes from its last id.
-    let first = read_sse_request_within(
-        LONG,
-        reqwest::Client::new().get(&job.events_url),
-        |e| e.event == "progress" && e.seq() >= STEPS / 3,
-    )
+    let first = read_sse_request_within(LONG, reqwest::Client::new().get(&job.events_url), |e| {
+        e.event == "progress" && e.seq() >= STEPS / 3
+    })
     .await;
     let at = first.last().unwrap().seq();
     let resumed = read_sse_request_within(
@@ -190,7 +191,11 @@ async fn many_readers_one_job(bridge: TestBridge, inline: bool) {
 
     let mut ends = Vec::new();
     for (i, reader) in readers.into_iter().enumerate() {
-        let who = if i >= PROMPT { "a slow reader" } else { "a reader" };
+        let who = if i >= PROMPT {
+            "a slow reader"
+        } else {
+            "a reader"
+        };
         let events = events(&reader.await.unwrap());
         assert_whole(&events, who);
         ends.push(events.last().unwrap().0);

@@ -256,7 +256,11 @@ fn prepare(args: &Args) -> Result<Ctx, String> {
 /// What to run, in order: (label, scenario, size).
 fn plan(ctx: &Ctx, args: &Args) -> Vec<(String, &'static str, Option<usize>)> {
     let wanted = |name: &str| args.only.is_empty() || args.only.iter().any(|o| o == name);
-    let fanout_sizes = ctx.pick(vec![50, 200], vec![1_000, 10_000]);
+    // `BENCH_FANOUT_READERS=N`: one fan-out size only.
+    let fanout_sizes = match std::env::var("BENCH_FANOUT_READERS").map(|n| n.parse::<usize>()) {
+        Ok(Ok(n)) => vec![n],
+        _ => ctx.pick(vec![50, 200], vec![1_000, 10_000]),
+    };
     let mut plan = Vec::new();
     for name in SCENARIOS.into_iter().filter(|n| wanted(n)) {
         if name == "fanout" {

@@ -448,9 +448,7 @@ fn deliver(group: &mut Group, event: &StoredEvent, counts: &HandBacks) {
             return false;
         }
         let bytes = if seat.chunked {
-            chunk
-                .get_or_insert_with(|| chunked(&event.frame))
-                .clone()
+            chunk.get_or_insert_with(|| chunked(&event.frame)).clone()
         } else {
             event.frame.clone()
         };
