@@ -65,9 +65,9 @@ pub(super) fn answers_in_rounds(context: &RequestContext<RoleServer>) -> bool {
 
 /// What the caller of this request declared it takes of an upstream's samples and roots
 /// requests (its session's capabilities, or at 2026-07-28 its request's `_meta`).
+#[allow(deprecated)]
 pub(super) fn caller_takes(context: &RequestContext<RoleServer>) -> Takes {
     let capabilities = context.client_capabilities().unwrap_or_default();
-    #[allow(deprecated)]
     Takes {
         sampling: capabilities.sampling.is_some(),
         roots: capabilities.roots.is_some(),
@@ -135,10 +135,10 @@ impl Front {
         let asks = self.inner.caller_asks.get(id);
         for (key, response) in request.input_responses.unwrap_or_default() {
             if is_ask_key(&key) {
-                match &asks {
-                    Some(asks) => asks.answer(&key, response)?,
-                    None => return Err(AskError::NothingWaits(key).into()),
+                let Some(asks) = &asks else {
+                    return Err(AskError::NothingWaits(key).into());
                 };
+                asks.answer(&key, response)?;
                 continue;
             }
             let mut answer: InputAnswer = serde_json::from_value(response).map_err(|e| {
@@ -164,7 +164,7 @@ impl Front {
         };
         let questions = caller_takes_questions(context);
         // This request waits on the job from now: the tool's samples and roots come to it.
-        let mut attached = asks.map(|asks| asks.join(super::rounds::caller_takes(context)));
+        let mut attached = asks.map(|asks| asks.join(caller_takes(context)));
         let turn = tokio::select! {
             turn = self.next_turn(id, budget, questions) => turn?,
             _ = asked_of(&attached), if attached.is_some() => {
