@@ -496,7 +496,9 @@ async fn a_2026_callers_sample_answers_are_checked_and_bound_to_it() {
     .await;
     let error = format!("{:?}", refused.expect_err("a bad answer is refused"));
     assert!(
-        error.contains("-32602") && error.contains("model") && error.contains("CreateMessageResult"),
+        error.contains("-32602")
+            && error.contains("model")
+            && error.contains("CreateMessageResult"),
         "{error}"
     );
     let done = within("the retry", a.call_tool_once(retry(good.clone())))
@@ -547,8 +549,14 @@ async fn a_sample_the_2026_caller_leaves_unanswered_is_refused_after_the_timeout
         (snapshot["status"] == "completed").then_some(snapshot)
     })
     .await;
-    let text = snapshot["result"]["content"][0]["text"].as_str().unwrap_or_default().to_string();
-    assert!(text.starts_with("no sample:") && text.contains("sampling is not available"), "{text}");
+    let text = snapshot["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        text.starts_with("no sample:") && text.contains("sampling is not available"),
+        "{text}"
+    );
     let late = params().with_request_state(state).with_input_responses(
         [(
             key,

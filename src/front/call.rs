@@ -15,8 +15,8 @@ use rmcp::{
     model::{
         CallToolRequestParams, CallToolResponse, CallToolResult, ClientResult,
         CreateMessageRequest, CreateMessageRequestParams, CreateMessageResult, ElicitRequest,
-        ElicitRequestParams, ElicitResult, ElicitationAction, JsonObject, ListRootsRequest,
-        InputRequests, ListRootsResult, ProgressNotificationParam, ProgressToken, ServerRequest,
+        ElicitRequestParams, ElicitResult, ElicitationAction, InputRequests, JsonObject,
+        ListRootsRequest, ListRootsResult, ProgressNotificationParam, ProgressToken, ServerRequest,
     },
     service::{Peer, RequestContext},
 };

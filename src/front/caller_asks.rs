@@ -99,7 +99,7 @@ impl CallerAsks {
 #[allow(deprecated)]
 enum Pending {
     Sample {
-        request: CreateMessageRequestParams,
+        request: Box<CreateMessageRequestParams>,
         answer: oneshot::Sender<Result<CreateMessageResult, ErrorData>>,
     },
     Roots {
@@ -210,7 +210,7 @@ impl JobAsks {
             |takes| takes.sampling,
             "sample",
             Pending::Sample {
-                request,
+                request: Box::new(request),
                 answer: tx,
             },
         );
@@ -231,7 +231,8 @@ impl JobAsks {
     #[allow(deprecated)]
     pub async fn roots(&self) -> ListRootsResult {
         let (tx, rx) = oneshot::channel();
-        let Some(key) = self.add(|takes| takes.roots, "roots", Pending::Roots { answer: tx }) else {
+        let Some(key) = self.add(|takes| takes.roots, "roots", Pending::Roots { answer: tx })
+        else {
             return ListRootsResult::default();
         };
         match tokio::time::timeout(self.bounds.timeout, rx).await {
@@ -291,7 +292,7 @@ impl JobAsks {
                 #[allow(deprecated)]
                 let request = match pending {
                     Pending::Sample { request, .. } => {
-                        InputRequest::CreateMessage(CreateMessageRequest::new(request.clone()))
+                        InputRequest::CreateMessage(CreateMessageRequest::new((**request).clone()))
                     }
                     Pending::Roots { .. } => InputRequest::ListRoots(ListRootsRequest::default()),
                 };
@@ -352,9 +353,8 @@ impl JobAsks {
         let checked = match pending {
             Pending::Sample { .. } => Checked::Sample(match refusal(&value) {
                 Some(error) => Err(error),
-                None => Ok(serde_json::from_value(value).map_err(|e| {
-                    shape("CreateMessageResult", "sampling/createMessage", e)
-                })?),
+                None => Ok(serde_json::from_value(value)
+                    .map_err(|e| shape("CreateMessageResult", "sampling/createMessage", e))?),
             }),
             Pending::Roots { .. } => Checked::Roots(match refusal(&value) {
                 Some(_) => ListRootsResult::default(),
@@ -455,7 +455,10 @@ mod tests {
         let key = requests.keys().next().unwrap().clone();
         assert!(key.starts_with("sample-"));
         let error = asks
-            .answer(&key, json!({"role": "assistant", "content": {"type": "text", "text": "x"}}))
+            .answer(
+                &key,
+                json!({"role": "assistant", "content": {"type": "text", "text": "x"}}),
+            )
             .unwrap_err()
             .to_string();
         assert!(error.contains("model"), "{error}");

@@ -95,12 +95,9 @@ impl Front {
         );
         let mut requests = input_requests(questions);
         requests.extend(asks);
-        InputRequiredResult::new(
-            Some(requests),
-            Some(format!("{STATE_PREFIX}{id}")),
-        )
-        .with_meta(meta)
-        .into()
+        InputRequiredResult::new(Some(requests), Some(format!("{STATE_PREFIX}{id}")))
+            .with_meta(meta)
+            .into()
     }
 
     /// A retried call (it carries `requestState`): answer the job's questions, then wait for
