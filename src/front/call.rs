@@ -213,7 +213,7 @@ async fn elicit(
 }
 
 /// Whether the caller of this request takes form elicitation requests.
-fn caller_takes_questions(context: &RequestContext<RoleServer>) -> bool {
+pub(super) fn caller_takes_questions(context: &RequestContext<RoleServer>) -> bool {
     context
         .client_capabilities()
         .and_then(|caps| caps.elicitation)

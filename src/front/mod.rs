@@ -16,6 +16,8 @@ mod quota;
 mod resources;
 mod rounds;
 mod span;
+mod task_questions;
+mod task_status;
 mod tasks;
 mod tasks_2025;
 
@@ -82,6 +84,9 @@ struct Inner {
     /// The tasks `tasks/list` (2025-11-25) shows.
     task_index: tasks_2025::TaskIndex,
     metrics: Arc<Metrics>,
+    /// Where the followers of 2025-11-25 tasks (`task_status`) run: the HTTP stage, they stop
+    /// with the sessions they tell.
+    tasks: Tasks,
 }
 
 impl Front {
@@ -118,6 +123,7 @@ impl Front {
                 quota,
                 task_index: tasks_2025::TaskIndex::default(),
                 metrics,
+                tasks: tasks.clone(),
             }),
         }
     }
