@@ -200,8 +200,10 @@ async fn ask(
     question: &InputQuestion,
 ) -> Option<(Asked, BoxFuture<'static, Reply>)> {
     let schema: ElicitationSchema = serde_json::from_value(question.requested_schema.clone())
-        .inspect_err(|e| tracing::info!(key = %question.key, error = %e,
-            "a question whose schema is no elicitation schema is not sent to the client"))
+        .inspect_err(|e| {
+            tracing::info!(key = %question.key, error = %e,
+            "a question whose schema is no elicitation schema is not sent to the client")
+        })
         .ok()?;
     let mut meta = MetaObject::new();
     meta.insert(RELATED_TASK.into(), json!({ "taskId": task_id }));

@@ -69,9 +69,11 @@ impl Front {
                         let notification = ServerNotification::CustomNotification(
                             CustomNotification::new(METHOD, Some(task_2025(&task))),
                         );
-                        let delivered =
-                            tokio::time::timeout(SEND_TIMEOUT, peer.send_notification(notification))
-                                .await;
+                        let delivered = tokio::time::timeout(
+                            SEND_TIMEOUT,
+                            peer.send_notification(notification),
+                        )
+                        .await;
                         if !matches!(delivered, Ok(Ok(()))) {
                             tracing::debug!(job = %id, "the session that created the task is gone: no more status notifications");
                             return;
@@ -92,10 +94,12 @@ impl Front {
                 }
             }
             look = match live.next().await {
-                Some(LiveItem::Event(event)) => matches!(
-                    event.kind,
-                    EventKind::InputRequired | EventKind::InputAnswered
-                ) || event.kind.is_terminal(),
+                Some(LiveItem::Event(event)) => {
+                    matches!(
+                        event.kind,
+                        EventKind::InputRequired | EventKind::InputAnswered
+                    ) || event.kind.is_terminal()
+                }
                 Some(LiveItem::Lagged) => true,
                 // The channel ended (the job did): one last look tells its end.
                 None => {

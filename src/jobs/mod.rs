@@ -376,10 +376,12 @@ impl Jobs {
         let until = async {
             while let Some(item) = live.next().await {
                 let look = match &item {
-                    LiveItem::Event(event) => matches!(
-                        event.kind,
-                        EventKind::InputRequired | EventKind::InputAnswered
-                    ) || event.kind.is_terminal(),
+                    LiveItem::Event(event) => {
+                        matches!(
+                            event.kind,
+                            EventKind::InputRequired | EventKind::InputAnswered
+                        ) || event.kind.is_terminal()
+                    }
                     LiveItem::Lagged => true,
                 };
                 if look
