@@ -254,10 +254,22 @@ fn validate_tasks(
             "must be between 1 and 1000".into(),
         ));
     }
+    if !(1024..=16_777_216).contains(&jobs.max_sample_bytes) {
+        return Err(err(
+            "jobs.max_sample_bytes",
+            "must be between 1024 and 16777216".into(),
+        ));
+    }
     if !(1..=1_000_000).contains(&jobs.max_listed_tasks) {
         return Err(err(
             "jobs.max_listed_tasks",
             "must be between 1 and 1000000".into(),
+        ));
+    }
+    if jobs.max_task_status_notifications > 1_000_000 {
+        return Err(err(
+            "jobs.max_task_status_notifications",
+            "must be between 0 and 1000000".into(),
         ));
     }
     if !(1..=1000).contains(&jobs.task_list_page_size) {

@@ -6,6 +6,7 @@
 
 mod call;
 mod caller;
+mod caller_asks;
 mod callers;
 mod capabilities;
 mod catalog;
@@ -16,6 +17,8 @@ mod quota;
 mod resources;
 mod rounds;
 mod span;
+mod task_questions;
+mod task_status;
 mod tasks;
 mod tasks_2025;
 
@@ -81,7 +84,12 @@ struct Inner {
     quota: JobQuota,
     /// The tasks `tasks/list` (2025-11-25) shows.
     task_index: tasks_2025::TaskIndex,
+    /// Samples and roots the tools of this replica's jobs ask their 2026-07-28 callers for.
+    caller_asks: caller_asks::CallerAsks,
     metrics: Arc<Metrics>,
+    /// Where the followers of 2025-11-25 tasks (`task_status`) run: the HTTP stage, they stop
+    /// with the sessions they tell.
+    tasks: Tasks,
 }
 
 impl Front {
@@ -117,7 +125,9 @@ impl Front {
                 correlation_header,
                 quota,
                 task_index: tasks_2025::TaskIndex::default(),
+                caller_asks: caller_asks::CallerAsks::default(),
                 metrics,
+                tasks: tasks.clone(),
             }),
         }
     }
