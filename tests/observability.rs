@@ -30,6 +30,8 @@ const LABELS: &[(&str, &[&str])] = &[
     ("bridge_log_dropped_total", &["reason"]),
     ("bridge_sse_subscribers", &[]),
     ("bridge_sse_readers_dropped_total", &["reason"]),
+    ("bridge_sse_handbacks_total", &["reason"]),
+    ("bridge_sse_shared_deliveries_total", &[]),
     ("bridge_upstream_up", &["upstream"]),
     ("bridge_upstream_restarts_total", &["upstream"]),
     ("bridge_limit_hits_total", &["limit"]),

@@ -15,6 +15,10 @@
 //!   lowered to keep file descriptors free for upstreams, Redis and the rest ([`connection_cap`]).
 //!   A refused connection is answered `503` with `Retry-After` and a JSON body, then closed.
 //!
+//! A job's event stream written on the socket here may be handed, while it is caught up, to
+//! one of a few shared writer tasks (`server.sse_writers`, [`writers`]) that write each new
+//! event to every caught-up reader instead of waking one task per reader.
+//!
 //! Every request gets the peer's address as axum's `ConnectInfo<SocketAddr>` (the admin routes
 //! use it), and every connection `TCP_NODELAY`.
 //!
