@@ -196,6 +196,8 @@ pub struct UpstreamStatus {
     pub restarts: u64,
     pub last_error: Option<String>,
     pub in_flight: usize,
+    /// The revision of the last session: with `protocol = "auto"`, the one the probe chose.
+    pub protocol: Option<String>,
 }
 
 /// One upstream: a cheap handle shared by the supervisor and every caller.
@@ -240,6 +242,9 @@ struct Details {
     offer: Offer,
     restarts: u64,
     last_error: Option<Arc<SessionError>>,
+    /// The MCP revision of the last session, as the upstream's `initialize` or
+    /// `server/discover` answer settled it.
+    protocol: Option<String>,
 }
 
 impl Upstream {
@@ -331,6 +336,7 @@ impl Upstream {
             restarts: details.restarts,
             last_error: details.last_error.as_ref().map(|e| e.to_string()),
             in_flight: self.inner.routes.in_flight(),
+            protocol: details.protocol.clone(),
         }
     }
 
