@@ -13,13 +13,14 @@ pub mod handle;
 mod job_tools;
 mod prompts;
 mod quota;
+mod relay;
 mod resources;
 mod rounds;
 mod span;
 mod tasks;
 mod tasks_2025;
 
-use std::sync::Arc;
+use std::{sync::Arc, time::Duration};
 
 use tracing::Instrument;
 
@@ -51,7 +52,7 @@ use crate::{
     jobs::Jobs,
     metrics::Metrics,
     shutdown::Tasks,
-    upstream::{RequestError, Upstreams},
+    upstream::{Asking, RequestError, Upstreams},
 };
 use callers::Callers;
 
@@ -268,14 +269,14 @@ impl ServerHandler for Front {
     async fn read_resource(
         &self,
         mut request: ReadResourceRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
         self.offered("resources/read", |c| c.resources.is_some())?;
         let route = resources::route(&self.inner.upstreams, &request.uri)?;
         request.uri = route.uri.clone();
         let answer = route
             .upstream
-            .read_resource(request)
+            .read_resource(request, self.asking(&context))
             .await
             .map_err(|e| upstream_error(e, "resources/read"))?;
         let mut answer = resources::answer(&route, answer);
@@ -334,13 +335,13 @@ impl ServerHandler for Front {
     async fn get_prompt(
         &self,
         mut request: GetPromptRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
         self.offered("prompts/get", |c| c.prompts.is_some())?;
         let (upstream, name) = prompts::route(&self.inner.upstreams, &request.name)?;
         request.name = name;
         let mut answer = upstream
-            .get_prompt(request)
+            .get_prompt(request, self.asking(&context))
             .await
             .map_err(|e| upstream_error(e, "prompts/get"))?;
         if let GetPromptResponse::Complete(result) = &mut answer {
@@ -467,9 +468,23 @@ fn caller_session(context: &RequestContext<RoleServer>) -> Option<String> {
 
 /// An upstream's failure as the agent sees it: its own JSON-RPC errors unchanged, the bridge's
 /// (not connected, timed out, too large) as internal errors that say what happened.
+impl Front {
+    /// Who answers an upstream's `input_required` answer to this caller's `prompts/get` or
+    /// `resources/read`: a 2026-07-28 caller itself (passed on), any other through its session
+    /// (the bridge drives the rounds; see `upstream::asked`).
+    fn asking(&self, context: &RequestContext<RoleServer>) -> Asking {
+        if rounds::answers_in_rounds(context) {
+            return Asking::PassOn;
+        }
+        let patience = Duration::from_secs(self.inner.config.input_timeout_secs);
+        Asking::Answer(Arc::new(relay::Relay::of(context, patience)))
+    }
+}
+
 fn upstream_error(error: RequestError, method: &str) -> ErrorData {
     match error {
         RequestError::Upstream(error) => error,
+        RequestError::Input { .. } => ErrorData::invalid_request(error.to_string(), None),
         RequestError::TooLarge { .. } => ErrorData::invalid_request(error.to_string(), None),
         other => {
             tracing::info!(%method, error = %other, "a routed request failed");

@@ -6,6 +6,7 @@
 //! backoff when the connection ends. Calls go out with a [`CallSink`] that receives the
 //! call's progress and log notifications (see `tap`); this module knows nothing of jobs.
 
+mod asked;
 mod call;
 mod client;
 mod envelope;
@@ -30,6 +31,7 @@ use rmcp::{RoleClient, model::Tool, service::Peer};
 use serde::Serialize;
 use tokio::sync::{Notify, broadcast, watch};
 
+pub use asked::Asking;
 pub use call::{CallCanceller, CallOutcome, UpstreamCall};
 pub use error::{SessionError, Unreachable, UpstreamError};
 pub use offer::ListKind;
