@@ -12,9 +12,7 @@ use std::time::Duration;
 
 use common::*;
 use mcp_progress_bridge::config::{Config, UpstreamProtocol};
-use rmcp::model::{
-    GetPromptRequestParams, PromptMessageContent, ReadResourceRequestParams, ResourceContents,
-};
+use rmcp::model::{GetPromptRequestParams, ReadResourceRequestParams, ResourceContents};
 use serde_json::json;
 
 const PROMPT: &str = "demo__introduce";
@@ -37,9 +35,10 @@ async fn introduced(client: &McpClient, arguments: serde_json::Value) -> Result<
     let result = within("prompts/get", client.get_prompt(prompt(arguments)))
         .await
         .map_err(|e| e.to_string())?;
-    match &result.messages[0].content {
-        PromptMessageContent::Text { text } => Ok(text.clone()),
-        other => panic!("a text message, not {other:?}"),
+    let content = &result.messages[0].content;
+    match content.as_text() {
+        Some(text) => Ok(text.text.clone()),
+        None => panic!("a text message, not {content:?}"),
     }
 }
 

@@ -82,7 +82,10 @@ async fn auto_falls_back_to_initialize_for_server_everything() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn auto_falls_back_to_initialize_for_a_python_sdk_1_server() {
     let Some(python) = python_with_mcp1() else {
-        prerequisite(false, "a venv with the MCP Python SDK 1.x (BRIDGE_TEST_PYTHON_MCP1)");
+        prerequisite(
+            false,
+            "a venv with the MCP Python SDK 1.x (BRIDGE_TEST_PYTHON_MCP1)",
+        );
         return;
     };
     let server = repo_root().join("tests/fixtures/mcp1_server.py");

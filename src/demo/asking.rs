@@ -88,9 +88,12 @@ pub fn get_prompt(
             forever,
             padding,
         )? {
-            Ok(name) => GetPromptResponse::Complete(GetPromptResult::new(vec![
-                PromptMessage::new_text(Role::User, format!("Please introduce {name}.")),
-            ])),
+            Ok(name) => {
+                GetPromptResponse::Complete(GetPromptResult::new(vec![PromptMessage::new_text(
+                    Role::User,
+                    format!("Please introduce {name}."),
+                )]))
+            }
             Err(asked) => GetPromptResponse::InputRequired(asked),
         },
     )

@@ -90,16 +90,16 @@ impl ServerHandler for DemoTools {
             capabilities.resources = Some(ResourcesCapability::default());
         }
         ServerConfig::new(capabilities)
-        .with_server_info(Implementation::new(SERVER_NAME, env!("CARGO_PKG_VERSION")))
-        .with_instructions(
-            "Demo tools for mcp-progress-bridge: slow tools that report progress \
+            .with_server_info(Implementation::new(SERVER_NAME, env!("CARGO_PKG_VERSION")))
+            .with_instructions(
+                "Demo tools for mcp-progress-bridge: slow tools that report progress \
              (slow_count, log_and_count, slow_count_no_total, instant_progress) and tools \
              that misbehave on purpose (fail_after, fail_rpc, ignore_cancel, hang, crash). \
              `ask` asks the person behind the client a question (elicitation); \
              `ask_in_rounds` asks in input_required rounds (protocol 2026-07-28). \
              `cancellations` lists the calls this server saw cancelled. `bench_progress` \
              stamps each notification with its send time, for the benchmark harness.",
-        )
+            )
     }
 
     /// Accepts any level and changes nothing: the demo's only log lines are
@@ -125,7 +125,10 @@ impl ServerHandler for DemoTools {
         context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
         if !self.asking {
-            return Err(ErrorData::invalid_params("this server has no prompts", None));
+            return Err(ErrorData::invalid_params(
+                "this server has no prompts",
+                None,
+            ));
         }
         asking::get_prompt(request, &context)
     }

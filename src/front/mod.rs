@@ -11,6 +11,7 @@ mod capabilities;
 mod catalog;
 pub mod handle;
 mod job_tools;
+mod listen_tasks;
 mod prompts;
 mod quota;
 mod relay;
@@ -43,6 +44,7 @@ use rmcp::{
 
 pub use catalog::{ANSWER_JOB_INPUT, CANCEL_JOB, GET_JOB_STATUS, SEPARATOR, WAIT_FOR_JOB};
 pub use handle::Links;
+pub use listen_tasks::follow_tasks as follow_listened_tasks;
 pub use quota::JobQuota;
 pub use resources::URI_PREFIX;
 pub use tasks_2025::translate as translate_2025_tasks;
@@ -82,11 +84,14 @@ struct Inner {
     quota: JobQuota,
     /// The tasks `tasks/list` (2025-11-25) shows.
     task_index: tasks_2025::TaskIndex,
+    /// Task IDs one `subscriptions/listen` request may follow (`limits.max_listen_task_ids`).
+    max_listen_task_ids: usize,
     metrics: Arc<Metrics>,
 }
 
 impl Front {
-    /// `max_resource_subscriptions`: resource URIs one session or listen request may follow.
+    /// `max_resource_subscriptions`: resource URIs one session or listen request may follow;
+    /// `max_listen_task_ids`: task IDs one listen request may follow.
     /// List changes and resource updates are fanned out to the callers by a task on `tasks`
     /// (the HTTP stage: it stops with the sessions).
     #[allow(clippy::too_many_arguments)]
@@ -97,7 +102,7 @@ impl Front {
         links: Links,
         correlation_header: String,
         quota: JobQuota,
-        max_resource_subscriptions: usize,
+        (max_resource_subscriptions, max_listen_task_ids): (usize, usize),
         metrics: Arc<Metrics>,
         tasks: &Tasks,
     ) -> Self {
@@ -118,6 +123,7 @@ impl Front {
                 correlation_header,
                 quota,
                 task_index: tasks_2025::TaskIndex::default(),
+                max_listen_task_ids,
                 metrics,
             }),
         }
@@ -420,13 +426,20 @@ impl ServerHandler for Front {
         ))
     }
 
+    /// Lists and resources through `callers`; the tasks listed in the filter's `taskIds` (read
+    /// and acknowledged on the wire, `listen_tasks`) followed here, until the request ends.
     async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
         let _registered = self
             .inner
             .callers
             .add_listener(context.sink().clone())
             .await;
-        context.cancelled().await;
+        let request = context.request_context();
+        let tasks = listen_tasks::listed(request);
+        tokio::select! {
+            _ = context.cancelled() => {}
+            _ = self.follow(request, &tasks) => context.cancelled().await,
+        }
         Ok(())
     }
 }

@@ -15,8 +15,7 @@ use rmcp::{
     model::{
         ClientResult, CreateMessageRequest, CreateMessageRequestParams, CreateMessageResult,
         ElicitRequest, ElicitRequestParams, ElicitResult, ElicitationAction, ListRootsRequest,
-        ListRootsResult, LoggingMessageNotificationParam, ProgressNotificationParam,
-        ServerRequest,
+        ListRootsResult, LoggingMessageNotificationParam, ProgressNotificationParam, ServerRequest,
     },
     service::{Peer, RequestContext},
 };

@@ -124,12 +124,18 @@ impl Rounds {
         round: usize,
         asked: &InputRequiredResult,
     ) -> Result<(), CallOutcome> {
-        check_round(&self.limits, &self.metrics, upstream, "the call", round, asked).map_err(
-            |message| CallOutcome::Failed {
-                reason: FailureReason::UpstreamError,
-                message,
-            },
+        check_round(
+            &self.limits,
+            &self.metrics,
+            upstream,
+            "the call",
+            round,
+            asked,
         )
+        .map_err(|message| CallOutcome::Failed {
+            reason: FailureReason::UpstreamError,
+            message,
+        })
     }
 
     async fn fulfil(
@@ -192,9 +198,9 @@ pub(super) fn check_round(
     Err(message)
 }
 
-    /// Every request of one round answered, all at once (a person may answer two questions in
-    /// any order). A sample nobody gives ends the call at once (the questions of the round
-    /// still waiting are dropped): the upstream cannot go on without it.
+/// Every request of one round answered, all at once (a person may answer two questions in
+/// any order). A sample nobody gives ends the call at once (the questions of the round
+/// still waiting are dropped): the upstream cannot go on without it.
 #[allow(deprecated)]
 pub(super) async fn fulfil(
     sink: &Arc<dyn CallSink>,
