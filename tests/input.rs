@@ -415,3 +415,199 @@ async fn sampling_and_roots_go_to_a_waiting_caller_that_declared_them() {
     assert_eq!(first_text(&result), "roots: none");
     bridge.shutdown(Duration::from_secs(1)).await;
 }
+
+/// At 2026-07-28 an upstream's `sampling/createMessage` and `roots/list` go to the waiting
+/// caller that declared them, in its `input_required` round (rmcp's `call_tool` answers them
+/// with its ordinary callbacks and retries), and its answers go back to the tool. A 2026-07-28
+/// caller that declared neither gets the sample refused and no roots, as before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_2026_caller_answers_sampling_and_roots_in_input_required_rounds() {
+    let bridge = start_bridge(|c| c.jobs.mode = CallMode::Sync).await;
+    let url = bridge.mcp_url();
+    let able = connect_2026_sampling(&url, None, "hello from the model", &["file:///work"]).await;
+    let result = call(&able, "demo__sample", json!({"prompt": "Greet"})).await;
+    assert_eq!(first_text(&result), "the model said: hello from the model");
+    let result = call(&able, "demo__roots", json!({})).await;
+    assert_eq!(first_text(&result), "roots: file:///work");
+
+    let plain = connect_2026(&url, None, false).await;
+    let result = call(&plain, "demo__sample", json!({})).await;
+    assert!(
+        first_text(&result).contains("sampling is not available"),
+        "{}",
+        first_text(&result)
+    );
+    let result = call(&plain, "demo__roots", json!({})).await;
+    assert_eq!(first_text(&result), "roots: none");
+    bridge.shutdown(Duration::from_secs(1)).await;
+}
+
+/// The round by hand: the sample is in `inputRequests`; an answer that is not a
+/// `CreateMessageResult` is -32602 naming the field and leaves the sample waiting; another
+/// principal's retry with an answer is refused as unknown (nothing reaches A's tool); A's good
+/// answer reaches the tool; answering again is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_2026_callers_sample_answers_are_checked_and_bound_to_it() {
+    const TOKEN_A: &str = "token-of-a-0123456789abcdef";
+    const TOKEN_B: &str = "token-of-b-0123456789abcdef";
+    let bridge = start_bridge(|c| {
+        c.jobs.mode = CallMode::Sync;
+        c.auth.mcp_tokens = vec![
+            McpToken::named("a", Secret::literal(TOKEN_A)),
+            McpToken::named("b", Secret::literal(TOKEN_B)),
+        ];
+    })
+    .await;
+    let a = connect_2026_sampling(&bridge.mcp_url(), Some(TOKEN_A), "unused", &[]).await;
+    let b = connect_2026_sampling(&bridge.mcp_url(), Some(TOKEN_B), "unused", &[]).await;
+    let params = || call_params("demo__sample", json!({"prompt": "Which model?"}));
+    let first = within("tools/call", a.call_tool_once(params()))
+        .await
+        .unwrap();
+    let CallToolResponse::InputRequired(asked) = first else {
+        panic!("not input_required: {first:?}");
+    };
+    let state = asked.request_state.clone().expect("requestState");
+    let requests = asked.input_requests.clone().expect("inputRequests");
+    assert_eq!(requests.len(), 1, "{requests:?}");
+    let (key, InputRequest::CreateMessage(request)) = requests.into_iter().next().unwrap() else {
+        panic!("not a sampling/createMessage");
+    };
+    assert!(
+        serde_json::to_string(&request.params)
+            .unwrap()
+            .contains("Which model?")
+    );
+    let retry = |answer: Value| {
+        params()
+            .with_request_state(state.clone())
+            .with_input_responses([(key.clone(), answer)].into_iter().collect())
+    };
+    let good = json!({"model": "model-of-a", "role": "assistant",
+        "content": {"type": "text", "text": "from A"}});
+    let refused = within("B's retry", b.call_tool_once(retry(good.clone()))).await;
+    let error = format!("{:?}", refused.expect_err("B's retry is refused"));
+    assert!(error.contains("names no call of yours"), "{error}");
+    let refused = within(
+        "a retry that is no CreateMessageResult",
+        a.call_tool_once(retry(json!({"role": "assistant",
+            "content": {"type": "text", "text": "no model"}}))),
+    )
+    .await;
+    let error = format!("{:?}", refused.expect_err("a bad answer is refused"));
+    assert!(
+        error.contains("-32602")
+            && error.contains("model")
+            && error.contains("CreateMessageResult"),
+        "{error}"
+    );
+    let done = within("the retry", a.call_tool_once(retry(good.clone())))
+        .await
+        .unwrap();
+    let CallToolResponse::Complete(result) = done else {
+        panic!("not complete: {done:?}");
+    };
+    assert_eq!(first_text(&result), "the model said: from A");
+    let again = within("a second answer", a.call_tool_once(retry(good))).await;
+    let error = format!("{:?}", again.expect_err("a second answer is refused"));
+    assert!(error.contains("nothing of this job waits"), "{error}");
+    bridge.shutdown(Duration::from_secs(1)).await;
+}
+
+/// A caller that does not come back with its round's answer: after `jobs.input_timeout_secs`
+/// the sample is refused (the tool says so), and an answer after that is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sample_the_2026_caller_leaves_unanswered_is_refused_after_the_timeout() {
+    let bridge = start_bridge(|c| {
+        c.jobs.mode = CallMode::Sync;
+        c.jobs.input_timeout_secs = 1;
+    })
+    .await;
+    let a = connect_2026_sampling(&bridge.mcp_url(), None, "unused", &[]).await;
+    let params = || call_params("demo__sample", json!({"prompt": "Anyone?"}));
+    let first = within("tools/call", a.call_tool_once(params()))
+        .await
+        .unwrap();
+    let CallToolResponse::InputRequired(asked) = first else {
+        panic!("not input_required: {first:?}");
+    };
+    let state = asked.request_state.clone().expect("requestState");
+    let key = asked
+        .input_requests
+        .clone()
+        .expect("inputRequests")
+        .into_keys()
+        .next()
+        .unwrap();
+    let job_id = state
+        .strip_prefix("mcp-progress-bridge/job:")
+        .expect("the state names the job")
+        .to_string();
+    let status_url = job_status_url(&bridge.base, &job_id);
+    let snapshot = eventually("the job ends without its sample", || async {
+        let (_, snapshot) = get_json(&status_url).await;
+        (snapshot["status"] == "completed").then_some(snapshot)
+    })
+    .await;
+    let text = snapshot["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        text.starts_with("no sample:") && text.contains("sampling is not available"),
+        "{text}"
+    );
+    let late = params().with_request_state(state).with_input_responses(
+        [(
+            key,
+            json!({"model": "m", "role": "assistant", "content": {"type": "text", "text": "late"}}),
+        )]
+        .into_iter()
+        .collect(),
+    );
+    let refused = within("a late answer", a.call_tool_once(late)).await;
+    let error = format!("{:?}", refused.expect_err("a late answer is refused"));
+    assert!(error.contains("nothing of this job waits"), "{error}");
+    let metrics = metrics_text(&bridge.base).await;
+    assert!(
+        metrics.contains("bridge_limit_hits_total{limit=\"input_timeout_secs\"}"),
+        "{metrics}"
+    );
+    bridge.shutdown(Duration::from_secs(1)).await;
+}
+
+/// The official Python SDK's `Client` at 2026-07-28 answers the tool's sample and roots with
+/// its ordinary callbacks (tests/interop/python_sampling.py); without callbacks the sample is
+/// refused and the roots are none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_python_sdk_answers_sampling_and_roots_in_input_required_rounds() {
+    let python = python_with_mcp();
+    if !prerequisite(
+        python.is_some(),
+        "a Python with the `mcp` package (BRIDGE_TEST_PYTHON or .venv)",
+    ) {
+        return;
+    }
+    let bridge = start_bridge(|c| c.jobs.mode = CallMode::Sync).await;
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/interop/python_sampling.py"
+    );
+    let output = within(
+        "the Python client",
+        tokio::process::Command::new(python.unwrap())
+            .arg(script)
+            .arg(bridge.mcp_url())
+            .output(),
+    )
+    .await
+    .expect("run the Python client");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    println!("{stdout}");
+    assert!(
+        output.status.success() && stdout.contains("all checks passed"),
+        "the Python SDK client failed:\n{stdout}\n{stderr}"
+    );
+    bridge.shutdown(Duration::from_secs(1)).await;
+}

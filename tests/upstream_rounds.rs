@@ -70,6 +70,37 @@ async fn the_waiting_caller_answers_every_round_of_a_2026_upstream() {
     bridge.shutdown(Duration::from_secs(1)).await;
 }
 
+/// The same with a waiting caller at 2026-07-28 (rmcp's client, declaring elicitation,
+/// sampling and roots): the bridge has a round system on both sides, and each request of the
+/// upstream's rounds reaches the caller in one of its own `input_required` rounds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_2026_caller_answers_every_round_of_a_2026_upstream() {
+    let bridge = start_bridge(|c| {
+        c.jobs.mode = CallMode::Sync;
+        at_2026(c);
+    })
+    .await;
+    let caller = connect_answering_everything(
+        &bridge.mcp_url(),
+        "Ada",
+        "hello from the model",
+        &["file:///work"],
+        true,
+    )
+    .await;
+    let result = call(
+        &caller,
+        "demo__ask_in_rounds",
+        json!({"rounds": 2, "per_round": 2, "sample": true, "roots": true}),
+    )
+    .await;
+    assert_eq!(
+        first_text(&result),
+        "answers: Ada, Ada, Ada, Ada; the model said: hello from the model; roots: file:///work"
+    );
+    bridge.shutdown(Duration::from_secs(1)).await;
+}
+
 /// With nobody waiting, the questions go to the job (`input_required` event, `input_url`);
 /// a question nobody answers is declined on timeout and the tool goes on; roots nobody gives
 /// are none; a sample nobody gives ends the job `unsupported`, saying why.

@@ -167,6 +167,9 @@ pub struct JobsConfig {
     pub max_input_bytes: usize,
     /// Questions one job may have waiting at once; one more is declined at once.
     pub max_pending_inputs: usize,
+    /// Largest answer a 2026-07-28 caller gives in `inputResponses` to an upstream's
+    /// `sampling/createMessage` or `roots/list` (relayed to it in an `input_required` round).
+    pub max_sample_bytes: usize,
     /// Tasks this replica remembers for `tasks/list` (MCP 2025-11-25), across all callers;
     /// the oldest is forgotten first (it stays readable by `tasks/get`).
     pub max_listed_tasks: usize,
@@ -189,6 +192,7 @@ impl Default for JobsConfig {
             input_timeout_secs: 300,
             max_input_bytes: 65_536,
             max_pending_inputs: 4,
+            max_sample_bytes: 1_048_576,
             max_listed_tasks: 10_000,
             task_list_page_size: 50,
         }

@@ -248,6 +248,12 @@ fn validate_tasks(
             "must be between 1 and 1000".into(),
         ));
     }
+    if !(1024..=16_777_216).contains(&jobs.max_sample_bytes) {
+        return Err(err(
+            "jobs.max_sample_bytes",
+            "must be between 1024 and 16777216".into(),
+        ));
+    }
     if !(1..=1_000_000).contains(&jobs.max_listed_tasks) {
         return Err(err(
             "jobs.max_listed_tasks",

@@ -14,8 +14,8 @@ use rmcp::{
     ErrorData, RoleServer,
     model::{
         CallToolRequestParams, CallToolResponse, CallToolResult, CreateMessageRequestParams,
-        CreateMessageResult, ElicitRequestParams, ElicitResult, ElicitationAction, JsonObject,
-        ListRootsResult, ProgressNotificationParam, ProgressToken,
+        CreateMessageResult, ElicitRequestParams, ElicitResult, ElicitationAction, InputRequests,
+        JsonObject, ListRootsResult, ProgressNotificationParam, ProgressToken,
     },
     service::{Peer, RequestContext},
 };
@@ -23,7 +23,7 @@ use tokio::{sync::mpsc, time::Instant};
 use tracing::Instrument;
 
 use super::{
-    Front, callers, catalog,
+    Front, caller_asks, callers, catalog,
     handle::{JobHandleBody, attach_job_meta, error_result},
     quota::QuotaPermit,
     relay, rounds,
@@ -60,6 +60,9 @@ struct JobSink {
     job: JobId,
     jobs: Jobs,
     forward: Forward,
+    /// A waiting 2026-07-28 caller's share of the tool's samples and roots requests (see
+    /// `caller_asks`), if it declared either.
+    asks: Option<Arc<caller_asks::JobAsks>>,
 }
 
 /// The waiting MCP caller, while it waits, on a revision with sessions: the tool's questions
@@ -137,9 +140,13 @@ impl CallSink for JobSink {
         request: CreateMessageRequestParams,
     ) -> BoxFuture<'static, Result<CreateMessageResult, ErrorData>> {
         let caller = self.forward.caller(|c| c.sampling);
+        let asks = self.asks.clone();
         async move {
             let Some(caller) = caller else {
-                return Err(no_sampling());
+                return match asks {
+                    Some(asks) => asks.sample(request).await,
+                    None => Err(no_sampling()),
+                };
             };
             relay::sample(&caller.peer, request).await
         }
@@ -149,9 +156,13 @@ impl CallSink for JobSink {
     #[allow(deprecated)]
     fn roots(&self) -> BoxFuture<'static, ListRootsResult> {
         let caller = self.forward.caller(|c| c.roots);
+        let asks = self.asks.clone();
         async move {
             let Some(caller) = caller else {
-                return ListRootsResult::default();
+                return match asks {
+                    Some(asks) => asks.roots().await,
+                    None => ListRootsResult::default(),
+                };
             };
             relay::roots(&caller.peer).await
         }
@@ -398,23 +409,31 @@ impl Front {
         let waits = mode != CallMode::Async;
         let at_2026 = rounds::answers_in_rounds(context);
         let rounds = waits && at_2026 && relay::takes_questions(context);
+        let takes = rounds::caller_takes(context);
         if waits && !at_2026 {
-            let capabilities = context.client_capabilities().unwrap_or_default();
-            #[allow(deprecated)]
             let caller = Caller {
                 peer: context.peer.clone(),
                 questions: relay::takes_questions(context),
-                sampling: capabilities.sampling.is_some(),
-                roots: capabilities.roots.is_some(),
+                sampling: takes.sampling,
+                roots: takes.roots,
             };
             *forward.0.lock() = Some(caller);
         }
+        // At 2026-07-28 a sample or the roots go back in the caller's `input_required` round.
+        let asks = (waits && at_2026 && takes.any()).then(|| {
+            let inner = &self.inner;
+            inner
+                .caller_asks
+                .open(pending.id(), &inner.config, inner.metrics.clone())
+                .join(takes)
+        });
         let sink = Arc::new(JobSink {
             intake: pending.intake(),
             caller_logs,
             job: pending.id(),
             jobs: self.inner.jobs.clone(),
             forward: forward.clone(),
+            asks: asks.as_ref().map(|a| a.asks().clone()),
         });
         let work = match self.send(upstream, tool, request.arguments, sink).await {
             Ok(work) => holding(work, permit),
@@ -433,6 +452,7 @@ impl Front {
             as_task,
             rounds,
             forward: ForwardGuard(forward),
+            asks,
         };
         self.run(pending, work, limits, answering, context).await
     }
@@ -455,6 +475,7 @@ impl Front {
             as_task,
             rounds,
             forward,
+            asks,
         } = answering;
         let id = pending.id();
         let caller_token = context.meta.get_progress_token();
@@ -482,6 +503,7 @@ impl Front {
             as_task,
             rounds,
             _forward: forward,
+            asks,
         };
         self.answer_when_done(waiting, context).await
     }
@@ -670,7 +692,14 @@ impl Front {
                     return Ok(error_result("cancelled by the client").into());
                 }
                 questions = &mut asked, if waiting.rounds => {
-                    return Ok(self.input_required(waiting.handle.id, &questions));
+                    let requests = kept_requests(&mut waiting.asks);
+                    return Ok(self.input_required(waiting.handle.id, &questions, requests));
+                }
+                _ = asked_of(&waiting.asks), if waiting.asks.is_some() => {
+                    let id = waiting.handle.id;
+                    let questions = if waiting.rounds { self.questions_now(id).await } else { Vec::new() };
+                    let requests = kept_requests(&mut waiting.asks);
+                    return Ok(self.input_required(id, &questions, requests));
                 }
                 _ = sleep_until(deadline), if deadline.is_some() => {
                     return Ok(self.not_done_yet(waiting.handle.id, &waiting.name, waiting.as_task));
@@ -703,6 +732,8 @@ struct Answering {
     /// The caller answers the tool's questions in `input_required` rounds (2026-07-28).
     rounds: bool,
     forward: ForwardGuard,
+    /// The caller answers the tool's samples and roots in `input_required` rounds.
+    asks: Option<caller_asks::Attached>,
 }
 
 struct Waiting {
@@ -717,6 +748,9 @@ struct Waiting {
     rounds: bool,
     /// The tool's questions go to this caller while it waits (dropped with the answer).
     _forward: ForwardGuard,
+    /// Its samples and roots too, at 2026-07-28 (released with the answer, unless that is an
+    /// `input_required` round, which the caller retries).
+    asks: Option<caller_asks::Attached>,
 }
 
 impl Waiting {
@@ -737,6 +771,26 @@ impl Waiting {
 async fn forward_log(context: &RequestContext<RoleServer>, log: LoggingMessageNotificationParam) {
     if let Err(e) = context.peer.notify_logging_message(log).await {
         tracing::debug!(error = %e, "a log message did not reach the MCP client");
+    }
+}
+
+/// What waits for the caller in rounds, once anything does.
+pub(super) async fn asked_of(asks: &Option<caller_asks::Attached>) -> InputRequests {
+    match asks {
+        Some(attached) => attached.asks().asked().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// What waits for the caller now, for the `input_required` round it is answered with: it
+/// stays in rounds until its retry.
+pub(super) fn kept_requests(asks: &mut Option<caller_asks::Attached>) -> InputRequests {
+    match asks {
+        Some(attached) => {
+            attached.keep();
+            attached.asks().requests()
+        }
+        None => InputRequests::new(),
     }
 }
 

@@ -6,6 +6,7 @@
 
 mod call;
 mod caller;
+mod caller_asks;
 mod callers;
 mod capabilities;
 mod catalog;
@@ -86,6 +87,8 @@ struct Inner {
     task_index: tasks_2025::TaskIndex,
     /// Task IDs one `subscriptions/listen` request may follow (`limits.max_listen_task_ids`).
     max_listen_task_ids: usize,
+    /// Samples and roots the tools of this replica's jobs ask their 2026-07-28 callers for.
+    caller_asks: caller_asks::CallerAsks,
     metrics: Arc<Metrics>,
 }
 
@@ -124,6 +127,7 @@ impl Front {
                 quota,
                 task_index: tasks_2025::TaskIndex::default(),
                 max_listen_task_ids,
+                caller_asks: caller_asks::CallerAsks::default(),
                 metrics,
             }),
         }

@@ -14,18 +14,28 @@
 //! (another principal's job is "unknown"), and of the tool called.
 //!
 //! A retry's own progress token gets no progress (the job's SSE channel has all of it).
+//!
+//! The upstream's `sampling/createMessage` and `roots/list` of a caller that declared them go
+//! in the same rounds, next to the questions (see `caller_asks`; they wait in this replica
+//! only, for this caller only). A caller that declared no elicitation gets no questions in
+//! its rounds: those wait on the job for a person, as for any other caller.
 
 use std::time::Duration;
 
 use rmcp::{
     ErrorData, RoleServer,
-    model::{CallToolRequestParams, CallToolResponse, InputRequiredResult, MetaObject},
+    model::{
+        CallToolRequestParams, CallToolResponse, InputRequests, InputRequiredResult, MetaObject,
+    },
     service::RequestContext,
 };
 
 use super::{
     Front,
+    call::{asked_of, kept_requests},
+    caller_asks::{AskError, Takes, is_ask_key},
     job_tools::store_error,
+    relay::takes_questions as caller_takes_questions,
     tasks::{answer_refused, input_requests},
 };
 use crate::{
@@ -54,12 +64,25 @@ pub(super) fn answers_in_rounds(context: &RequestContext<RoleServer>) -> bool {
         .is_some_and(|v| v >= rmcp::model::ProtocolVersion::V_2026_07_28)
 }
 
+/// What the caller of this request declared it takes of an upstream's samples and roots
+/// requests (its session's capabilities, or at 2026-07-28 its request's `_meta`).
+#[allow(deprecated)]
+pub(super) fn caller_takes(context: &RequestContext<RoleServer>) -> Takes {
+    let capabilities = context.client_capabilities().unwrap_or_default();
+    Takes {
+        sampling: capabilities.sampling.is_some(),
+        roots: capabilities.roots.is_some(),
+    }
+}
+
 impl Front {
-    /// The `input_required` answer to a call whose job waits for `questions`.
+    /// The `input_required` answer to a call whose job waits for `questions`, and for the
+    /// caller's answers to `asks` (samples and roots, see `caller_asks`).
     pub(super) fn input_required(
         &self,
         id: JobId,
         questions: &[InputQuestion],
+        asks: InputRequests,
     ) -> CallToolResponse {
         let links = &self.inner.links;
         let mut meta = MetaObject::new();
@@ -71,12 +94,11 @@ impl Front {
                 "input_url": links.input_url(id),
             }),
         );
-        InputRequiredResult::new(
-            Some(input_requests(questions)),
-            Some(format!("{STATE_PREFIX}{id}")),
-        )
-        .with_meta(meta)
-        .into()
+        let mut requests = input_requests(questions);
+        requests.extend(asks);
+        InputRequiredResult::new(Some(requests), Some(format!("{STATE_PREFIX}{id}")))
+            .with_meta(meta)
+            .into()
     }
 
     /// A retried call (it carries `requestState`): answer the job's questions, then wait for
@@ -107,7 +129,16 @@ impl Front {
             .await?
             .filter(|s| s.tool == request.name)
             .ok_or_else(unknown)?;
+        // Only this job's own samples and roots, of this caller's own job (checked above).
+        let asks = self.inner.caller_asks.get(id);
         for (key, response) in request.input_responses.unwrap_or_default() {
+            if is_ask_key(&key) {
+                let Some(asks) = &asks else {
+                    return Err(AskError::NothingWaits(key).into());
+                };
+                asks.answer(&key, response)?;
+                continue;
+            }
             let mut answer: InputAnswer = serde_json::from_value(response).map_err(|e| {
                 ErrorData::invalid_params(
                     format!("inputResponses[{key:?}] is not an elicitation result: {e}"),
@@ -129,8 +160,16 @@ impl Front {
             CallMode::Auto => Some(Duration::from_millis(self.inner.config.sync_budget_ms)),
             CallMode::Async => Some(Duration::ZERO),
         };
+        let questions = caller_takes_questions(context);
+        // This request waits on the job from now: the tool's samples and roots come to it.
+        let mut attached = asks.map(|asks| asks.join(caller_takes(context)));
         let turn = tokio::select! {
-            turn = self.next_turn(id, budget) => turn?,
+            turn = self.next_turn(id, budget, questions) => turn?,
+            _ = asked_of(&attached), if attached.is_some() => {
+                let asked = if questions { self.questions_now(id).await } else { Vec::new() };
+                let requests = kept_requests(&mut attached);
+                return Ok(self.input_required(id, &asked, requests));
+            }
             _ = context.ct.cancelled() => {
                 self.inner.jobs.cancel_local(id, "the MCP client cancelled its request".into());
                 return Ok(super::handle::error_result("cancelled by the client").into());
@@ -139,28 +178,44 @@ impl Front {
         let snapshot = turn.unwrap_or(snapshot);
         Ok(match snapshot.status {
             status if status.is_terminal() => self.final_result(&snapshot).into(),
-            JobStatus::InputRequired if !snapshot.input_requests.is_empty() => {
-                self.input_required(id, &snapshot.input_requests)
+            JobStatus::InputRequired if questions && !snapshot.input_requests.is_empty() => {
+                let requests = kept_requests(&mut attached);
+                self.input_required(id, &snapshot.input_requests, requests)
             }
             _ => self.not_done_yet(id, &snapshot.tool, as_task),
         })
     }
 
-    /// The job's snapshot once it ends or asks, or once `budget` (forever when `None`) has
-    /// passed.
+    /// The job's snapshot once it ends or (if the caller takes `questions`) asks, or once
+    /// `budget` (forever when `None`) has passed.
     async fn next_turn(
         &self,
         id: JobId,
         budget: Option<Duration>,
+        questions: bool,
     ) -> Result<Option<JobSnapshot>, ErrorData> {
         let jobs = &self.inner.jobs;
         loop {
             let within = budget.unwrap_or(SYNC_LOOK);
-            let snapshot = jobs.next_turn(id, within).await.map_err(store_error)?;
+            let snapshot = if questions {
+                jobs.next_turn(id, within).await
+            } else {
+                jobs.wait(id, within).await
+            }
+            .map_err(store_error)?;
             match &snapshot {
-                Some(s) if budget.is_none() && s.status == JobStatus::Running => continue,
+                Some(s) if budget.is_none() && questions && s.status == JobStatus::Running => {}
+                Some(s) if budget.is_none() && !questions && !s.status.is_terminal() => {}
                 _ => return Ok(snapshot),
             }
+        }
+    }
+
+    /// The questions job `id` waits for now (none if it waits for none).
+    pub(super) async fn questions_now(&self, id: JobId) -> Vec<InputQuestion> {
+        match self.inner.jobs.snapshot(id).await {
+            Ok(Some(s)) if s.status == JobStatus::InputRequired => s.input_requests,
+            _ => Vec::new(),
         }
     }
 

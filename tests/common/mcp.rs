@@ -283,6 +283,44 @@ pub async fn connect_answering_everything(
         .expect("MCP initialize")
 }
 
+/// rmcp's client at 2026-07-28 (bearer `token` if any) declaring sampling (answering every
+/// request with `sample`) and roots (`roots`), and no elicitation.
+#[allow(deprecated)]
+pub async fn connect_2026_sampling(
+    url: &str,
+    token: Option<&str>,
+    sample: &str,
+    roots: &[&str],
+) -> McpClient {
+    let mut config = StreamableHttpClientTransportConfig::with_uri(url);
+    if let Some(token) = token {
+        config = config.auth_header(token);
+    }
+    let mut capabilities = ClientCapabilities::default();
+    capabilities.sampling = Some(Default::default());
+    capabilities.roots = Some(Default::default());
+    let recorder = ProgressRecorder {
+        info: Some(ClientConfig::new(
+            capabilities,
+            Implementation::new("bridge-tests", "1"),
+        )),
+        sample: Some(sample.to_string()),
+        roots: roots.iter().map(|r| r.to_string()).collect(),
+        ..Default::default()
+    };
+    let lifecycle = ClientLifecycleMode::Discover {
+        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+    };
+    mcp_progress_bridge::tls::use_ring();
+    let transport = StreamableHttpClientTransport::from_config(config);
+    within(
+        "MCP server/discover",
+        recorder.serve_with_lifecycle(transport, lifecycle),
+    )
+    .await
+    .expect("MCP server/discover")
+}
+
 /// rmcp's client on a handshake revision, declaring form elicitation and answering every
 /// question with `answer`.
 pub async fn connect_answering(url: &str, answer: &str) -> McpClient {
