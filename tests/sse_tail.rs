@@ -136,6 +136,15 @@ impl Readiness for AlwaysReady {
 
 /// The job API over `store` on a free port; its base URL.
 async fn serve(store: Arc<Faulty>, keep_alive: Duration) -> String {
+    serve_until(store, keep_alive, Default::default()).await
+}
+
+/// [`serve`], with the shutdown token that ends its streams.
+async fn serve_until(
+    store: Arc<Faulty>,
+    keep_alive: Duration,
+    shutdown: tokio_util::sync::CancellationToken,
+) -> String {
     let mut config = Config::default_for_tests();
     config.auth.job_secret = Some(Secret::literal(TEST_JOB_SECRET).into());
     let metrics = Arc::new(Metrics::new());
@@ -146,7 +155,7 @@ async fn serve(store: Arc<Faulty>, keep_alive: Duration) -> String {
         readiness: Arc::new(AlwaysReady),
         keep_alive,
         max_sse_buffer_bytes: 4 << 20,
-        shutdown: Default::default(),
+        shutdown,
         inputs: None,
     });
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -224,6 +233,36 @@ async fn a_terminal_event_lost_on_its_way_live_still_reaches_the_reader() {
         ["status", "progress", "progress", "completed"],
         "{events:?}"
     );
+    assert_consecutive(&events);
+}
+
+/// At shutdown a job's terminal event is written before the streams are told to end, but its
+/// live copy may still be on its way (on Redis it comes through pub/sub). A stream that ends
+/// for shutdown reads history once first, so the reader still gets it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_ended_for_shutdown_still_sends_the_terminal_event_not_yet_live() {
+    let store = Faulty::new();
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    // Keep-alives far apart: only the shutdown reads history here.
+    let base = serve_until(store.clone(), Duration::from_secs(60), shutdown.clone()).await;
+    let job = new_job(&store).await;
+    store.lose(2);
+    let reader = reader(&base, job, WAIT).await;
+    store.append(job, progress(1.0)).await.unwrap();
+    store
+        .append(
+            job,
+            EventBody::Cancelled {
+                reason: "the bridge is shutting down".into(),
+            },
+        )
+        .await
+        .unwrap();
+    shutdown.cancel();
+
+    let events = reader.await.unwrap();
+    let kinds: Vec<&str> = events.iter().map(|e| e.event.as_str()).collect();
+    assert_eq!(kinds, ["status", "progress", "cancelled"], "{events:?}");
     assert_consecutive(&events);
 }
 

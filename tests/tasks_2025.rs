@@ -70,6 +70,55 @@ async fn the_typescript_sdk_runs_tools_as_2025_11_25_tasks_through_the_bridge() 
     bridge.shutdown(Duration::from_secs(2)).await;
 }
 
+/// A question a task's tool asks goes to the client waiting on its `tasks/result`
+/// (tests/interop/ts_tasks_questions.mjs): answered there, answered unfit (declined, the job
+/// says why), never answered (declined by `jobs.input_timeout_secs`, the client's request
+/// cancelled), and raced by a person on `input_url` (the first answer wins).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_question_is_asked_on_tasks_result() {
+    if server_everything().is_none() {
+        prerequisite(
+            false,
+            "node and tests/interop/node_modules (npm ci --prefix tests/interop)",
+        );
+        return;
+    }
+    const INPUT_TIMEOUT_SECS: u64 = 3;
+    const MAX_STATUS_NOTIFICATIONS: usize = 3;
+    let bridge = start_bridge(|c| {
+        c.jobs.task_poll_interval_ms = 200;
+        c.jobs.input_timeout_secs = INPUT_TIMEOUT_SECS;
+        c.jobs.max_task_status_notifications = MAX_STATUS_NOTIFICATIONS;
+    })
+    .await;
+    let script = repo_root().join("tests/interop/ts_tasks_questions.mjs");
+    let mut command = tokio::process::Command::new("node");
+    command.arg(script).args([
+        bridge.mcp_url(),
+        // No MCP tokens: /metrics is open too.
+        String::new(),
+        (INPUT_TIMEOUT_SECS * 1000).to_string(),
+        MAX_STATUS_NOTIFICATIONS.to_string(),
+    ]);
+    let output = run_to_end(command, Duration::from_secs(180)).await;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success() && stdout.contains("all checks passed"),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let metrics = metrics_text(&bridge.base).await;
+    assert!(
+        metrics.contains("bridge_limit_hits_total{limit=\"max_task_status_notifications\"} 1"),
+        "the flood hit the bound once: {metrics}"
+    );
+    assert!(
+        metrics.contains("bridge_limit_hits_total{limit=\"input_timeout_secs\"} 1"),
+        "the question nobody answered timed out: {metrics}"
+    );
+    bridge.shutdown(Duration::from_secs(2)).await;
+}
+
 /// A 2026-07-28 request, raw: no session, its revision and capabilities in `_meta`.
 fn modern(id: u64, method: &str) -> String {
     json!({"jsonrpc": "2.0", "id": id, "method": method, "params": {"_meta": {

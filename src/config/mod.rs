@@ -175,6 +175,9 @@ pub struct JobsConfig {
     pub max_listed_tasks: usize,
     /// Tasks in one page of `tasks/list`.
     pub task_list_page_size: usize,
+    /// `notifications/tasks/status` (MCP 2025-11-25) one task's session is sent at most;
+    /// past it only the task's end is told.
+    pub max_task_status_notifications: usize,
 }
 
 impl Default for JobsConfig {
@@ -195,6 +198,7 @@ impl Default for JobsConfig {
             max_sample_bytes: 1_048_576,
             max_listed_tasks: 10_000,
             task_list_page_size: 50,
+            max_task_status_notifications: 64,
         }
     }
 }

@@ -260,6 +260,12 @@ fn validate_tasks(
             "must be between 1 and 1000000".into(),
         ));
     }
+    if jobs.max_task_status_notifications > 1_000_000 {
+        return Err(err(
+            "jobs.max_task_status_notifications",
+            "must be between 0 and 1000000".into(),
+        ));
+    }
     if !(1..=1000).contains(&jobs.task_list_page_size) {
         return Err(err(
             "jobs.task_list_page_size",

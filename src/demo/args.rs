@@ -209,6 +209,13 @@ pub struct AskArgs {
     /// The question to ask the person behind the client.
     #[serde(default = "what_is_your_name")]
     pub question: String,
+    /// How many times to ask it, one after the other (default 1, at most 100).
+    #[serde(default = "once")]
+    pub times: u32,
+}
+
+fn once() -> u32 {
+    1
 }
 
 fn what_is_your_name() -> String {

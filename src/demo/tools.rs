@@ -162,15 +162,17 @@ impl DemoTools {
     }
 
     #[tool(
-        description = "Asks the person behind the client `question` (default \"What is your name?\") with elicitation/create: a form with one required text field `answer`. Reports progress before and after, and returns \"you said: <answer>\", or \"no answer: declined\" / \"no answer: cancelled\" / \"no answer: <why>\" when there is none."
+        description = "Asks the person behind the client `question` (default \"What is your name?\") with elicitation/create: a form with one required text field `answer`; `times` times over (default 1, at most 100), one after the other. Reports progress before and after, and returns \"you said: <answer>\", or \"no answer: declined\" / \"no answer: cancelled\" / \"no answer: <why>\" when there is none (several: each, joined by \"; \")."
     )]
     async fn ask(
         &self,
-        Parameters(AskArgs { question }): Parameters<AskArgs>,
+        Parameters(AskArgs { question, times }): Parameters<AskArgs>,
         context: RequestContext<RoleServer>,
     ) -> CallToolResult {
         let reporter = CallReporter::new(&context);
-        reporter.progress(1, Some(2), "asking".to_owned()).await;
+        let times = times.clamp(1, 100);
+        let total = u64::from(times) + 1;
+        reporter.progress(1, Some(total), "asking".to_owned()).await;
         let schema = match ElicitationSchema::builder()
             .required_string("answer")
             .build()
@@ -178,36 +180,43 @@ impl DemoTools {
             Ok(schema) => schema,
             Err(why) => return text_result(format!("no answer: {why}")),
         };
-        let request = ElicitRequestParams::FormElicitationParams {
-            meta: None,
-            message: question,
-            requested_schema: schema,
-        };
-        let said = tokio::select! {
-            biased;
-            () = context.ct.cancelled() => {
-                self.cancel_log.record("ask", &context.id, 1);
-                return cancelled_result(1);
-            }
-            answer = context.peer.send_request(ServerRequest::ElicitRequest(ElicitRequest::new(request))) => answer,
-        };
-        let text = match said {
-            Ok(ClientResult::ElicitResult(answer)) => match (answer.action, answer.content) {
-                (ElicitationAction::Accept, Some(content)) => {
-                    format!(
-                        "you said: {}",
-                        content["answer"].as_str().unwrap_or_default()
-                    )
+        let mut said_all = Vec::new();
+        for step in 0..times {
+            let request = ElicitRequestParams::FormElicitationParams {
+                meta: None,
+                message: question.clone(),
+                requested_schema: schema.clone(),
+            };
+            let said = tokio::select! {
+                biased;
+                () = context.ct.cancelled() => {
+                    self.cancel_log.record("ask", &context.id, u64::from(step) + 1);
+                    return cancelled_result(u64::from(step) + 1);
                 }
-                (ElicitationAction::Accept, None) => "no answer: accepted without content".into(),
-                (ElicitationAction::Decline, _) => "no answer: declined".into(),
-                _ => "no answer: cancelled".into(),
-            },
-            Ok(_) => "no answer: the client answered something else".into(),
-            Err(e) => format!("no answer: {e}"),
-        };
-        reporter.progress(2, Some(2), "answered".to_owned()).await;
-        text_result(text)
+                answer = context.peer.send_request(ServerRequest::ElicitRequest(ElicitRequest::new(request))) => answer,
+            };
+            said_all.push(match said {
+                Ok(ClientResult::ElicitResult(answer)) => match (answer.action, answer.content) {
+                    (ElicitationAction::Accept, Some(content)) => {
+                        format!(
+                            "you said: {}",
+                            content["answer"].as_str().unwrap_or_default()
+                        )
+                    }
+                    (ElicitationAction::Accept, None) => {
+                        "no answer: accepted without content".into()
+                    }
+                    (ElicitationAction::Decline, _) => "no answer: declined".into(),
+                    _ => "no answer: cancelled".into(),
+                },
+                Ok(_) => "no answer: the client answered something else".into(),
+                Err(e) => format!("no answer: {e}"),
+            });
+        }
+        reporter
+            .progress(total, Some(total), "answered".to_owned())
+            .await;
+        text_result(said_all.join("; "))
     }
 
     #[tool(

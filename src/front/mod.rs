@@ -19,6 +19,8 @@ mod relay;
 mod resources;
 mod rounds;
 mod span;
+mod task_questions;
+mod task_status;
 mod tasks;
 mod tasks_2025;
 
@@ -90,6 +92,9 @@ struct Inner {
     /// Samples and roots the tools of this replica's jobs ask their 2026-07-28 callers for.
     caller_asks: caller_asks::CallerAsks,
     metrics: Arc<Metrics>,
+    /// Where the followers of 2025-11-25 tasks (`task_status`) run: the HTTP stage, they stop
+    /// with the sessions they tell.
+    tasks: Tasks,
 }
 
 impl Front {
@@ -129,6 +134,7 @@ impl Front {
                 max_listen_task_ids,
                 caller_asks: caller_asks::CallerAsks::default(),
                 metrics,
+                tasks: tasks.clone(),
             }),
         }
     }

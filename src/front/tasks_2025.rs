@@ -47,7 +47,7 @@ use rmcp::{
 };
 use serde_json::{Value, json};
 
-use super::{Front, caller, catalog};
+use super::{Front, caller, catalog, task_questions::RELATED_TASK};
 use crate::{
     auth::Identity,
     model::{JobId, JobSnapshot, Principal},
@@ -58,12 +58,8 @@ use crate::{
 pub const REVISION: &str = "2025-11-25";
 /// The bridge's own names for the renamed requests: `<PREFIX>tools/call`, `<PREFIX>tasks/get` …
 pub const PREFIX: &str = "mcp-progress-bridge/2025-11-25/";
-/// `_meta` key of a 2025-11-25 `tasks/result` answer naming its task.
-const RELATED_TASK: &str = "io.modelcontextprotocol/related-task";
 /// The task methods of 2025-11-25 that are renamed (`tasks/update` is the extension's alone).
 const TASK_METHODS: [&str; 4] = ["tasks/get", "tasks/result", "tasks/list", "tasks/cancel"];
-/// A `tasks/result` waits for the job in steps of this long (the job ends by its own timeout).
-const RESULT_WAIT_STEP: Duration = Duration::from_secs(30);
 /// How long `tasks/cancel` waits for the job to end before it answers with the current state.
 const CANCEL_CONFIRM: Duration = Duration::from_secs(5);
 /// A response event or body larger than this passes unchanged (no capability, no
@@ -335,7 +331,7 @@ fn task_id_param(params: Option<&Value>) -> Result<String, ErrorData> {
 }
 
 /// A task in the 2025-11-25 shape.
-fn task_2025(task: &Task) -> Value {
+pub(super) fn task_2025(task: &Task) -> Value {
     let mut value = json!({
         "taskId": task.task_id,
         "status": task.status,
@@ -434,6 +430,7 @@ impl Front {
             CallToolResponse::Task(created) => {
                 if let Ok(id) = created.task.task_id.parse::<JobId>() {
                     self.remember_task(identity, id);
+                    self.follow_task_status(id, context.peer.clone(), created.task.status);
                 }
                 let mut answer = json!({ "task": task_2025(&created.task) });
                 if let Some(meta) = created.meta {
@@ -493,7 +490,8 @@ impl Front {
     }
 
     /// `tasks/result`: wait until the job has ended (bounded by the job's own timeout; the
-    /// client's cancel ends the wait, not the job), then answer what the call in `sync` mode
+    /// client's cancel ends the wait, not the job), asking the client the job's questions
+    /// meanwhile if it takes them (`task_questions`), then answer what the call in `sync` mode
     /// answers: its result (a tool error included), or the upstream's JSON-RPC error.
     async fn result_2025(
         &self,
@@ -501,18 +499,10 @@ impl Front {
         context: &RequestContext<RoleServer>,
         identity: &Identity,
     ) -> Result<Value, ErrorData> {
-        let mut snapshot = self.task_snapshot(task_id, identity).await?;
-        while !snapshot.status.is_terminal() {
-            let waited = tokio::select! {
-                waited = self.inner.jobs.wait(snapshot.job_id, RESULT_WAIT_STEP) => waited,
-                _ = context.ct.cancelled() => {
-                    return Err(ErrorData::internal_error("tasks/result cancelled by the client; the task goes on", None));
-                }
-            };
-            snapshot = waited
-                .map_err(super::job_tools::store_error)?
-                .ok_or_else(|| unknown_task(task_id))?;
-        }
+        let snapshot = self.task_snapshot(task_id, identity).await?;
+        let snapshot = self
+            .wait_asking(task_id, snapshot, context, || unknown_task(task_id))
+            .await?;
         if let Some(error) = snapshot.rpc_error.clone() {
             let error = serde_json::from_value::<ErrorData>(error).unwrap_or_else(|_| {
                 ErrorData::internal_error("the upstream answered with an error", None)

@@ -173,6 +173,34 @@ impl Jobs {
         self.give(id, waiting, answer, by).await
     }
 
+    /// Decline question `key` of job `id` for an answer that could not be taken (`why`: it
+    /// does not fit the schema, or is too large) from a path that cannot be told so (a
+    /// client's reply to a request it was sent): the tool goes on with `decline`, and the
+    /// job's channel says why in a `warning` log event. `Err` as [`Jobs::answer`] when the
+    /// question no longer waits.
+    pub async fn decline_unfit(
+        &self,
+        id: JobId,
+        key: &str,
+        why: &InputError,
+        by: &str,
+    ) -> Result<(), InputError> {
+        let decline = InputAnswer {
+            key: Some(key.to_string()),
+            ..InputAnswer::decline()
+        };
+        self.answer(id, decline, by).await?;
+        let note = EventBody::Log {
+            level: "warning".into(),
+            logger: Some("mcp-progress-bridge".into()),
+            data: serde_json::Value::String(format!(
+                "question {key} was declined: the answer from {by} was not taken ({why})"
+            )),
+        };
+        self.record(id, note).await;
+        Ok(())
+    }
+
     /// An answer for a job this replica runs, relayed by the replica it reached: checked and
     /// taken as a local one (never relayed on), and the verdict sent back.
     pub(super) async fn answer_relayed(&self, request: AnswerRequest) {

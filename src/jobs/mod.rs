@@ -360,6 +360,58 @@ impl Jobs {
         self.wait_until(id, within, |s| s != from).await
     }
 
+    /// Wait until the job ends, the questions waiting on it are other than `known` (by key:
+    /// one asked, or one answered or timed out), or `within` passes; then its snapshot
+    /// (`None` if there is no such job). For a waiting caller that is asked the questions
+    /// itself and must stop waiting for its answer to one nobody waits for any more.
+    pub async fn questions_change(
+        &self,
+        id: JobId,
+        known: &[String],
+        within: Duration,
+    ) -> Result<Option<JobSnapshot>, JobsError> {
+        let store = &self.inner.store;
+        let Some(opened) = store.open(&Channel::Job(id), None).await? else {
+            return Ok(None);
+        };
+        let changed = |s: &JobSnapshot| {
+            s.status.is_terminal()
+                || s.input_requests.len() != known.len()
+                || s.input_requests.iter().any(|q| !known.contains(&q.key))
+        };
+        // Subscribed first, then looked: a change between the two is in the live tail.
+        let now = store.snapshot(id).await?;
+        if opened.ended || now.as_ref().is_none_or(changed) {
+            return Ok(now);
+        }
+        let mut live = opened.live;
+        let until = async {
+            while let Some(item) = live.next().await {
+                let look = match &item {
+                    LiveItem::Event(event) => {
+                        matches!(
+                            event.kind,
+                            EventKind::InputRequired | EventKind::InputAnswered
+                        ) || event.kind.is_terminal()
+                    }
+                    LiveItem::Lagged => true,
+                };
+                if look
+                    && store
+                        .snapshot(id)
+                        .await
+                        .ok()
+                        .flatten()
+                        .is_none_or(|s| changed(&s))
+                {
+                    break;
+                }
+            }
+        };
+        let _ = tokio::time::timeout(within, until).await;
+        Ok(store.snapshot(id).await?)
+    }
+
     /// Wait until the job's status is one `stop` takes (checked after every event that can
     /// change it, and at once), or `within` passes; then its snapshot. An answer may take the
     /// job back to running: it is checked as `running` (the snapshot read then says whether

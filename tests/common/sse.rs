@@ -66,39 +66,119 @@ pub async fn read_sse_request_within(
     request: reqwest::RequestBuilder,
     mut stop: impl FnMut(&SseEvent) -> bool,
 ) -> Vec<SseEvent> {
-    let mut source = EventSource::new(request).expect("an SSE request");
+    let mut events = Vec::new();
+    let ended = tokio::time::timeout(bound, read_stream(request, &mut stop, &mut events))
+        .await
+        .unwrap_or_else(|_| panic!("timed out: SSE events"));
+    match ended {
+        Ended::Refused { status, body, .. } => panic!("SSE stream failed: {status}: {body}"),
+        Ended::Failed(error) => panic!("SSE stream failed: {error}"),
+        Ended::Read => events,
+    }
+}
+
+/// [`read_sse_request_within`] for a reader that, like the bridge's JavaScript client, opens a
+/// refused stream again: a 503 before the first event (no subscriber place yet, the job store
+/// slow to answer on a starved machine) is retried after its `Retry-After`, and a connection
+/// that fails before the first event after a second, until `bound`.
+/// Any other refusal fails the test.
+pub async fn read_sse_request_patiently(
+    bound: Duration,
+    request: reqwest::RequestBuilder,
+    mut stop: impl FnMut(&SseEvent) -> bool,
+) -> Vec<SseEvent> {
     let mut events = Vec::new();
     tokio::time::timeout(bound, async {
-        while let Some(item) = source.next().await {
-            match item {
-                Ok(Event::Open) => {}
-                Ok(Event::Message(m)) => {
-                    let data =
-                        serde_json::from_str(&m.data).unwrap_or(Value::String(m.data.clone()));
-                    let event = SseEvent {
-                        id: m.id,
-                        event: m.event,
-                        data,
-                    };
-                    let enough = stop(&event);
-                    events.push(event);
-                    if enough {
-                        break;
-                    }
+        loop {
+            let attempt = request
+                .try_clone()
+                .expect("an SSE request without a streamed body");
+            match read_stream(attempt, &mut stop, &mut events).await {
+                Ended::Refused {
+                    status,
+                    retry_after,
+                    ..
+                } if status == reqwest::StatusCode::SERVICE_UNAVAILABLE && events.is_empty() => {
+                    tokio::time::sleep(retry_after.unwrap_or(Duration::from_secs(1))).await
                 }
-                Err(reqwest_eventsource::Error::StreamEnded) => break,
-                Err(reqwest_eventsource::Error::InvalidStatusCode(status, response)) => {
-                    let body = response.text().await.unwrap_or_default();
+                // A connection refused or reset before the first event (a full accept
+                // queue on a starved machine) is opened again too, as EventSource does.
+                Ended::Failed(_) if events.is_empty() => {
+                    tokio::time::sleep(Duration::from_secs(1)).await
+                }
+                Ended::Failed(error) => panic!("SSE stream failed: {error}"),
+                Ended::Refused { status, body, .. } => {
                     panic!("SSE stream failed: {status}: {body}")
                 }
-                Err(e) => panic!("SSE stream failed: {e}"),
+                Ended::Read => return,
             }
         }
     })
     .await
     .unwrap_or_else(|_| panic!("timed out: SSE events"));
-    source.close();
     events
+}
+
+/// How one stream ended.
+enum Ended {
+    /// `stop` said enough, or the stream ended.
+    Read,
+    /// The connection failed (refused, reset) before or while reading.
+    Failed(String),
+    /// The bridge refused the stream.
+    Refused {
+        status: reqwest::StatusCode,
+        retry_after: Option<Duration>,
+        body: String,
+    },
+}
+
+/// Read one stream into `events` until `stop` says enough or it ends.
+async fn read_stream(
+    request: reqwest::RequestBuilder,
+    stop: &mut impl FnMut(&SseEvent) -> bool,
+    events: &mut Vec<SseEvent>,
+) -> Ended {
+    let mut source = EventSource::new(request).expect("an SSE request");
+    let ended = loop {
+        match source.next().await {
+            None | Some(Err(reqwest_eventsource::Error::StreamEnded)) => break Ended::Read,
+            Some(Ok(Event::Open)) => {}
+            Some(Ok(Event::Message(m))) => {
+                let data = serde_json::from_str(&m.data).unwrap_or(Value::String(m.data.clone()));
+                let event = SseEvent {
+                    id: m.id,
+                    event: m.event,
+                    data,
+                };
+                let enough = stop(&event);
+                events.push(event);
+                if enough {
+                    break Ended::Read;
+                }
+            }
+            Some(Err(reqwest_eventsource::Error::InvalidStatusCode(status, response))) => {
+                let retry_after = response
+                    .headers()
+                    .get(reqwest::header::RETRY_AFTER)
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(|v| v.parse().ok())
+                    .map(Duration::from_secs);
+                let body = response.text().await.unwrap_or_default();
+                break Ended::Refused {
+                    status,
+                    retry_after,
+                    body,
+                };
+            }
+            Some(Err(reqwest_eventsource::Error::Transport(e))) => {
+                break Ended::Failed(format!("{e:?}"));
+            }
+            Some(Err(e)) => panic!("SSE stream failed: {e}"),
+        }
+    };
+    source.close();
+    ended
 }
 
 /// Read a job's stream from the start until its terminal event.

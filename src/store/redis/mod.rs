@@ -258,6 +258,19 @@ impl Inner {
         });
     }
 
+    /// Publish `message` on `channel`: how many replicas it reached.
+    async fn publish(&self, channel: String, message: String) -> Result<i64, LinkError> {
+        self.cmd
+            .run(|mut conn| async move {
+                ::redis::cmd("PUBLISH")
+                    .arg(&channel)
+                    .arg(message)
+                    .query_async(&mut conn)
+                    .await
+            })
+            .await
+    }
+
     /// Run the append script for one event.
     async fn write(&self, job: JobId, w: &Write) -> Result<Written, LinkError> {
         let keys = &self.keys;
@@ -752,18 +765,8 @@ impl Store for RedisStore {
             expires_ms: now_ms() + waited_ms,
         })
         .unwrap_or_default();
-        let channel = inner.keys.control(owner);
         let started = tokio::time::Instant::now();
-        let listeners: i64 = inner
-            .cmd
-            .run(|mut conn| async move {
-                ::redis::cmd("PUBLISH")
-                    .arg(&channel)
-                    .arg(message)
-                    .query_async(&mut conn)
-                    .await
-            })
-            .await?;
+        let listeners = inner.publish(inner.keys.control(owner), message).await?;
         if listeners == 0 {
             return Ok(Relayed::OwnerAway);
         }
@@ -787,16 +790,8 @@ impl Store for RedisStore {
             verdict,
         })
         .unwrap_or_default();
-        let channel = inner.keys.control(&to.replica);
-        let _: i64 = inner
-            .cmd
-            .run(|mut conn| async move {
-                ::redis::cmd("PUBLISH")
-                    .arg(&channel)
-                    .arg(message)
-                    .query_async(&mut conn)
-                    .await
-            })
+        inner
+            .publish(inner.keys.control(&to.replica), message)
             .await?;
         Ok(())
     }
