@@ -12,7 +12,7 @@ use std::time::Duration;
 use common::*;
 use futures::StreamExt;
 use mcp_progress_bridge::config::{CallMode, McpToken, Secret};
-use rmcp::model::CallToolResponse;
+use rmcp::model::{CallToolResponse, UpdateTaskParams};
 use serde_json::{Value, json};
 
 const TOKEN_A: &str = "token-of-a-0123456789abcdef";
@@ -210,5 +210,115 @@ async fn another_principals_task_is_not_acknowledged() {
     assert!(text.contains("\"taskIds\":[]"), "{text}");
     assert!(!text.contains("notifications/tasks\""), "{text}");
     assert!(!text.contains(&theirs), "{text}");
+    bridge.shutdown(Duration::from_secs(1)).await;
+}
+
+/// A task that asks is pushed as `input_required` with its question; answered with
+/// `tasks/update`, it goes back to `working` (when the push sees it) and ends `completed`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_question_and_its_answer_are_pushed() {
+    let bridge = start(32).await;
+    let client = connect_2026(&bridge.mcp_url(), Some(TOKEN_A), true).await;
+    let answer = within(
+        "tools/call",
+        client.call_tool_once({
+            let mut params = call_params("demo__ask", json!({"question": "Color?"}));
+            let mut meta = rmcp::model::RequestMetaObject::new();
+            meta.insert("mcp-progress-bridge/mode".into(), json!("async"));
+            params.meta = Some(meta);
+            params
+        }),
+    )
+    .await
+    .expect("tools/call");
+    let CallToolResponse::Task(created) = answer else {
+        panic!("not a task: {answer:?}");
+    };
+    let task_id = created.task.task_id;
+    let response = listen(&bridge, TOKEN_A, json!({"taskIds": [task_id]})).await;
+    let mut stream = Box::pin(response.bytes_stream());
+    let mut pending = String::new();
+    let mut pushed: Vec<Value> = Vec::new();
+    // Read pushes until `stop` holds for the last one.
+    async fn more(
+        stream: &mut (impl futures::Stream<Item = reqwest::Result<bytes::Bytes>> + Unpin),
+        pending: &mut String,
+        pushed: &mut Vec<Value>,
+        stop: impl Fn(&Value) -> bool,
+    ) {
+        within("a push", async {
+            loop {
+                while let Some(end) = pending.find("\n\n") {
+                    let event: String = pending.drain(..end + 2).collect();
+                    let data: Vec<&str> = event
+                        .lines()
+                        .filter_map(|l| l.strip_prefix("data:"))
+                        .map(str::trim)
+                        .collect();
+                    if let Ok(message) = serde_json::from_str::<Value>(&data.join("\n"))
+                        && message["method"] == "notifications/tasks"
+                    {
+                        let done = stop(&message);
+                        pushed.push(message);
+                        if done {
+                            return;
+                        }
+                    }
+                }
+                let chunk = stream.next().await.expect("the stream goes on").unwrap();
+                pending.push_str(&String::from_utf8_lossy(&chunk));
+            }
+        })
+        .await;
+    }
+    more(&mut stream, &mut pending, &mut pushed, |m| {
+        m["params"]["status"] == "input_required"
+    })
+    .await;
+    let asking = pushed.last().unwrap();
+    let requests = asking["params"]["inputRequests"]
+        .as_object()
+        .expect("the question is in the push");
+    let (key, request) = requests.iter().next().unwrap();
+    assert!(request.to_string().contains("Color?"), "{asking}");
+    client
+        .update_task(UpdateTaskParams::new(
+            task_id.clone(),
+            [(
+                key.clone(),
+                json!({"action": "accept", "content": {"answer": "blue"}}),
+            )]
+            .into_iter()
+            .collect(),
+        ))
+        .await
+        .expect("tasks/update");
+    more(&mut stream, &mut pending, &mut pushed, |m| {
+        m["params"]["status"] == "completed"
+    })
+    .await;
+    let last = pushed.last().unwrap();
+    assert_eq!(
+        last["params"]["result"]["content"][0]["text"],
+        "you said: blue"
+    );
+    let statuses: Vec<&str> = pushed
+        .iter()
+        .map(|n| n["params"]["status"].as_str().unwrap())
+        .collect();
+    // `working` first only if the push saw the job before it asked; at the end always
+    // `completed` after `input_required`.
+    let asked_at = statuses
+        .iter()
+        .position(|s| *s == "input_required")
+        .unwrap();
+    assert_eq!(statuses.last(), Some(&"completed"), "{statuses:?}");
+    assert!(
+        statuses[..asked_at].iter().all(|s| *s == "working"),
+        "{statuses:?}"
+    );
+    for pair in statuses.windows(2) {
+        assert_ne!(pair[0], pair[1], "one push per change: {statuses:?}");
+    }
     bridge.shutdown(Duration::from_secs(1)).await;
 }
