@@ -12,8 +12,10 @@
 //!   The job tools answer at once and are not offered as tasks.
 //! - a task-augmented `tools/call` (`params.task`) answered with the 2025-11-25
 //!   `CreateTaskResult` (`{task: {…}}`) whose `taskId` is the job ID; `tasks/get`, `tasks/result`
-//!   (waits until the job has ended, then answers what a sync call answers), `tasks/list` (the
-//!   caller's own tasks of this replica, a page at a time), `tasks/cancel`.
+//!   (waits until the job has ended, asking the client the job's questions meanwhile:
+//!   `task_questions`, then answers what a sync call answers), `tasks/list` (the caller's own
+//!   tasks, from the store's index: with Redis, of every replica; a page at a time),
+//!   `tasks/cancel`; `notifications/tasks/status` to the creating session (`task_status`).
 //!
 //! rmcp 3.11 knows none of this: its `ServerCapabilities` and `Tool` have no field for it, its
 //! `CallToolRequestParams` drops `params.task`, and it parses `tasks/get` and `tasks/cancel` as
@@ -520,7 +522,8 @@ impl Front {
         Ok(task_2025(&self.detailed(&now).task))
     }
 
-    /// `tasks/list`: the caller's tasks created through this replica and still retained,
+    /// `tasks/list`: the caller's tasks in the store's index (with Redis, created through any
+    /// replica) and still retained,
     /// newest first, `jobs.task_list_page_size` at a time; `nextCursor` is the last task ID
     /// of the page. A cursor that is not one of the caller's listed tasks is -32602.
     async fn list_2025(
