@@ -332,7 +332,10 @@ fn mcp_service(
     job_tokens: JobTokens,
     shared_sessions: Option<McpSessions>,
     http: &Tasks,
-) -> (StreamableHttpService<Front, BridgeSessions>, SessionLookup) {
+) -> (
+    (StreamableHttpService<Front, BridgeSessions>, Front),
+    SessionLookup,
+) {
     let front = Front::new(
         core.upstreams.clone(),
         core.jobs.clone(),
@@ -340,7 +343,10 @@ fn mcp_service(
         Links::new(&config.server.public_url, job_tokens.clone()),
         config.server.correlation_header.clone(),
         JobQuota::new(config.limits.max_jobs_per_token),
-        config.limits.max_resource_subscriptions,
+        (
+            config.limits.max_resource_subscriptions,
+            config.limits.max_listen_task_ids,
+        ),
         core.metrics.clone(),
         http,
     );
@@ -371,11 +377,14 @@ fn mcp_service(
     };
     count_sessions(&core.metrics, &sessions.local);
     let service = StreamableHttpService::new(
-        move || Ok(front.clone()),
+        {
+            let front = front.clone();
+            move || Ok(front.clone())
+        },
         sessions.local.clone(),
         mcp_config,
     );
-    (service, sessions)
+    ((service, front), sessions)
 }
 
 /// `bridge_mcp_sessions_open`: the sessions rmcp holds in this replica, read at each scrape
@@ -398,7 +407,7 @@ fn count_sessions(metrics: &Metrics, manager: &Arc<BridgeSessions>) {
 fn routes(
     config: &Config,
     core: &Core,
-    mcp: StreamableHttpService<Front, BridgeSessions>,
+    (mcp, front): (StreamableHttpService<Front, BridgeSessions>, Front),
     (guard, answers, sessions): (&Guard, &McpAnswers, SessionLookup),
     http: &Tasks,
 ) -> Surface {
@@ -424,10 +433,15 @@ fn routes(
     });
     http::surface::assemble(
         // Next to rmcp: the MCP 2025-11-25 task fields and requests (`front::tasks_2025`).
+        // And the 2026-07-28 listen filter's `taskIds` (`front::listen_tasks`).
         Router::new()
             .nest_service("/mcp", mcp)
             .route_layer(axum::middleware::from_fn(
                 crate::front::translate_2025_tasks,
+            ))
+            .route_layer(axum::middleware::from_fn_with_state(
+                front,
+                crate::front::follow_listened_tasks,
             )),
         api,
         admin,

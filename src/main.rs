@@ -57,7 +57,12 @@ enum Command {
     /// Run the bridge (the default).
     Serve(ServeArgs),
     /// Run the demo MCP tool server on stdin/stdout (the default config's upstream).
-    DemoTools,
+    DemoTools {
+        /// Also serve a prompt (`introduce`) and a resource (`demo://asking/greeting`) that ask
+        /// for a name in `input_required` answers (protocol 2026-07-28 only).
+        #[arg(long)]
+        asking: bool,
+    },
     /// Follow a job's event stream with a progress bar; exit 0 completed (result printed),
     /// 1 failed, 130 cancelled, 2 when the job cannot be followed.
     Watch(cli::watch::WatchArgs),
@@ -166,9 +171,9 @@ async fn main() -> ExitCode {
             let config = token.config.clone().or(outer.config);
             print_token(config, &token)
         }
-        Command::DemoTools => {
+        Command::DemoTools { asking } => {
             refuse_serve_options(&outer, "demo-tools", true);
-            match demo::serve_stdio().await {
+            match demo::serve_stdio(asking).await {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => fail(&anyhow::Error::from(e)),
             }

@@ -29,6 +29,11 @@ pub struct LimitsConfig {
     /// Resource URIs one MCP session (or one `subscriptions/listen` request) may follow at
     /// once; `resources/subscribe` past it gets an error.
     pub max_resource_subscriptions: usize,
+    /// Task IDs one 2026-07-28 `subscriptions/listen` request may follow (its filter's
+    /// `taskIds`, Tasks extension); the rest are not acknowledged (counted in
+    /// `bridge_limit_hits_total`). Each followed task holds a store subscription while the
+    /// listen request lasts.
+    pub max_listen_task_ids: usize,
     /// Open HTTP connections on the main listener. At the cap, the connection idle longest
     /// (no request in progress) is closed to make room; when none is idle, the new one gets
     /// 503 with `Retry-After` and is closed. Lowered at start to keep `reserved_fds` free below
@@ -77,6 +82,7 @@ impl Default for LimitsConfig {
             max_upstream_list_items: 10_000,
             max_resource_read_bytes: 16 * 1024 * 1024,
             max_resource_subscriptions: 256,
+            max_listen_task_ids: 32,
             max_connections: 16_384,
             max_connections_per_address: 1024,
             reserved_fds: 512,
@@ -102,7 +108,13 @@ pub(super) fn validate(
     limits: &LimitsConfig,
     err: impl Fn(&str, String) -> ConfigError,
 ) -> Result<(), ConfigError> {
-    let checks: [(&str, u64, u64, u64); 18] = [
+    let checks: [(&str, u64, u64, u64); 19] = [
+        (
+            "limits.max_listen_task_ids",
+            limits.max_listen_task_ids as u64,
+            1,
+            4096,
+        ),
         (
             "limits.max_request_bytes",
             limits.max_request_bytes as u64,

@@ -308,9 +308,13 @@ pub struct UpstreamConfig {
     #[serde(default)]
     pub logs: LogAttribution,
     /// How the bridge starts its MCP session with the upstream: `handshake` (the default:
-    /// `initialize`, revision 2025-11-25 or the newest the upstream offers below it), or
+    /// `initialize`, revision 2025-11-25 or the newest the upstream offers below it),
     /// `2026-07-28` (`server/discover`, no session; the upstream may then answer a call with
-    /// `input_required`, which the bridge answers and retries, docs/tasks.md).
+    /// `input_required`, which the bridge answers and retries, docs/tasks.md), or `auto`
+    /// (`server/discover` first, `initialize` when the upstream answers it with an error or
+    /// not within 10 s). Not `auto` by default: the Python SDK 2.x servers answer
+    /// `server/discover`, and `auto` moves them to 2026-07-28, where `resources/subscribe` (which
+    /// the bridge uses to follow resource updates) is gone (docs/tasks.md, "Not (yet) done").
     #[serde(default)]
     pub protocol: UpstreamProtocol,
 }
@@ -325,6 +329,22 @@ pub enum UpstreamProtocol {
     /// `server/discover` at 2026-07-28, every request self-contained.
     #[serde(rename = "2026-07-28")]
     V2026_07_28,
+    /// `server/discover` at 2026-07-28 first; `initialize` on the same connection when the
+    /// upstream answers the probe with a JSON-RPC error (-32601 method not found from a
+    /// handshake-only server, or any other) or does not answer within 10 s.
+    #[serde(rename = "auto")]
+    Auto,
+}
+
+impl UpstreamProtocol {
+    /// The name the config uses.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            UpstreamProtocol::Handshake => "handshake",
+            UpstreamProtocol::V2026_07_28 => "2026-07-28",
+            UpstreamProtocol::Auto => "auto",
+        }
+    }
 }
 
 /// `[[upstreams]] logs`: which of an upstream's log messages (`notifications/message`) are

@@ -23,16 +23,22 @@ pub enum StdioError {
 }
 
 /// Serves [`DemoTools`] on stdin/stdout until stdin closes (the client is
-/// gone), then returns. This is `mcp-progress-bridge demo-tools`.
+/// gone), then returns. This is `mcp-progress-bridge demo-tools` (`asking`:
+/// `--asking`, see [`DemoTools::with_asking`]).
 ///
 /// Stdout carries the protocol, so the caller must send logs elsewhere: a
 /// `tracing_subscriber::fmt()` subscriber writes to stdout unless told
 /// `.with_writer(std::io::stderr)`, and one stray line breaks the client.
-pub async fn serve_stdio() -> Result<(), StdioError> {
+pub async fn serve_stdio(asking: bool) -> Result<(), StdioError> {
     // `stdio_pipes`, not `stdio`: when stdin is a pipe (it is, under a client)
     // it reads on the reactor instead of a blocking thread that could keep the
     // runtime from shutting down.
-    let server = DemoTools::new()
+    let tools = if asking {
+        DemoTools::new().with_asking()
+    } else {
+        DemoTools::new()
+    };
+    let server = tools
         .serve(rmcp::transport::stdio_pipes())
         .await
         .map_err(|e| StdioError::Initialize(Box::new(e)))?;

@@ -13,10 +13,9 @@ use futures::{FutureExt, future::BoxFuture};
 use rmcp::{
     ErrorData, RoleServer,
     model::{
-        CallToolRequestParams, CallToolResponse, CallToolResult, ClientResult,
-        CreateMessageRequest, CreateMessageRequestParams, CreateMessageResult, ElicitRequest,
-        ElicitRequestParams, ElicitResult, ElicitationAction, InputRequests, JsonObject,
-        ListRootsRequest, ListRootsResult, ProgressNotificationParam, ProgressToken, ServerRequest,
+        CallToolRequestParams, CallToolResponse, CallToolResult, CreateMessageRequestParams,
+        CreateMessageResult, ElicitRequestParams, ElicitResult, ElicitationAction, InputRequests,
+        JsonObject, ListRootsResult, ProgressNotificationParam, ProgressToken,
     },
     service::{Peer, RequestContext},
 };
@@ -27,7 +26,7 @@ use super::{
     Front, caller_asks, callers, catalog,
     handle::{JobHandleBody, attach_job_meta, error_result},
     quota::QuotaPermit,
-    rounds,
+    relay, rounds,
 };
 use crate::{
     auth::Identity,
@@ -106,7 +105,7 @@ impl CallSink for JobSink {
         let (jobs, job) = (self.jobs.clone(), self.job);
         async move {
             if let Some(caller) = caller {
-                match elicit(&caller.peer, request.clone()).await {
+                match relay::elicit(&caller.peer, request.clone()).await {
                     Ok(answer) => return answer,
                     Err(e) => tracing::info!(%job, error = %e,
                         "the waiting caller did not take the question; the job asks instead"),
@@ -149,20 +148,7 @@ impl CallSink for JobSink {
                     None => Err(no_sampling()),
                 };
             };
-            let request = ServerRequest::CreateMessageRequest(CreateMessageRequest::new(request));
-            match caller.peer.send_request(request).await {
-                Ok(ClientResult::CreateMessageResult(result)) => Ok(*result),
-                Ok(_) => Err(ErrorData::internal_error(
-                    "the MCP caller answered sampling/createMessage with something else",
-                    None,
-                )),
-                // The caller's own refusal goes to the tool as it is.
-                Err(rmcp::ServiceError::McpError(e)) => Err(e),
-                Err(e) => Err(ErrorData::internal_error(
-                    format!("the MCP caller did not answer sampling/createMessage: {e}"),
-                    None,
-                )),
-            }
+            relay::sample(&caller.peer, request).await
         }
         .boxed()
     }
@@ -178,14 +164,7 @@ impl CallSink for JobSink {
                     None => ListRootsResult::default(),
                 };
             };
-            let request = ServerRequest::ListRootsRequest(ListRootsRequest::default());
-            match caller.peer.send_request(request).await {
-                Ok(ClientResult::ListRootsResult(result)) => result,
-                other => {
-                    tracing::info!(outcome = ?other.err(), "the MCP caller gave no roots");
-                    ListRootsResult::default()
-                }
-            }
+            relay::roots(&caller.peer).await
         }
         .boxed()
     }
@@ -208,27 +187,6 @@ impl CallSink for JobSink {
             let _ = tx.try_send(m.clone());
         }
     }
-}
-
-/// Send `elicitation/create` to a peer (rmcp's typed helper is behind a feature the bridge
-/// does not otherwise need).
-async fn elicit(
-    peer: &Peer<RoleServer>,
-    params: ElicitRequestParams,
-) -> Result<ElicitResult, rmcp::ServiceError> {
-    let request = ServerRequest::ElicitRequest(ElicitRequest::new(params));
-    match peer.send_request(request).await? {
-        ClientResult::ElicitResult(result) => Ok(result),
-        _ => Err(rmcp::ServiceError::UnexpectedResponse),
-    }
-}
-
-/// Whether the caller of this request takes form elicitation requests.
-pub(super) fn caller_takes_questions(context: &RequestContext<RoleServer>) -> bool {
-    context
-        .client_capabilities()
-        .and_then(|caps| caps.elicitation)
-        .is_some_and(|e| e.form.is_some() || e.url.is_none())
 }
 
 fn unknown_tool(name: &str) -> ErrorData {
@@ -450,12 +408,12 @@ impl Front {
         let forward = Forward::default();
         let waits = mode != CallMode::Async;
         let at_2026 = rounds::answers_in_rounds(context);
-        let rounds = waits && at_2026 && caller_takes_questions(context);
+        let rounds = waits && at_2026 && relay::takes_questions(context);
         let takes = rounds::caller_takes(context);
         if waits && !at_2026 {
             let caller = Caller {
                 peer: context.peer.clone(),
-                questions: caller_takes_questions(context),
+                questions: relay::takes_questions(context),
                 sampling: takes.sampling,
                 roots: takes.roots,
             };

@@ -12,8 +12,10 @@ mod capabilities;
 mod catalog;
 pub mod handle;
 mod job_tools;
+mod listen_tasks;
 mod prompts;
 mod quota;
+mod relay;
 mod resources;
 mod rounds;
 mod span;
@@ -22,7 +24,7 @@ mod task_status;
 mod tasks;
 mod tasks_2025;
 
-use std::sync::Arc;
+use std::{sync::Arc, time::Duration};
 
 use tracing::Instrument;
 
@@ -45,6 +47,7 @@ use rmcp::{
 
 pub use catalog::{ANSWER_JOB_INPUT, CANCEL_JOB, GET_JOB_STATUS, SEPARATOR, WAIT_FOR_JOB};
 pub use handle::Links;
+pub use listen_tasks::follow_tasks as follow_listened_tasks;
 pub use quota::JobQuota;
 pub use resources::URI_PREFIX;
 pub use tasks_2025::translate as translate_2025_tasks;
@@ -54,7 +57,7 @@ use crate::{
     jobs::Jobs,
     metrics::Metrics,
     shutdown::Tasks,
-    upstream::{RequestError, Upstreams},
+    upstream::{Asking, RequestError, Upstreams},
 };
 use callers::Callers;
 
@@ -82,6 +85,8 @@ struct Inner {
     correlation_header: String,
     /// Running jobs per principal.
     quota: JobQuota,
+    /// Task IDs one `subscriptions/listen` request may follow (`limits.max_listen_task_ids`).
+    max_listen_task_ids: usize,
     /// Samples and roots the tools of this replica's jobs ask their 2026-07-28 callers for.
     caller_asks: caller_asks::CallerAsks,
     metrics: Arc<Metrics>,
@@ -91,7 +96,8 @@ struct Inner {
 }
 
 impl Front {
-    /// `max_resource_subscriptions`: resource URIs one session or listen request may follow.
+    /// `max_resource_subscriptions`: resource URIs one session or listen request may follow;
+    /// `max_listen_task_ids`: task IDs one listen request may follow.
     /// List changes and resource updates are fanned out to the callers by a task on `tasks`
     /// (the HTTP stage: it stops with the sessions).
     #[allow(clippy::too_many_arguments)]
@@ -102,7 +108,7 @@ impl Front {
         links: Links,
         correlation_header: String,
         quota: JobQuota,
-        max_resource_subscriptions: usize,
+        (max_resource_subscriptions, max_listen_task_ids): (usize, usize),
         metrics: Arc<Metrics>,
         tasks: &Tasks,
     ) -> Self {
@@ -122,6 +128,7 @@ impl Front {
                 links,
                 correlation_header,
                 quota,
+                max_listen_task_ids,
                 caller_asks: caller_asks::CallerAsks::default(),
                 metrics,
                 tasks: tasks.clone(),
@@ -275,14 +282,14 @@ impl ServerHandler for Front {
     async fn read_resource(
         &self,
         mut request: ReadResourceRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
         self.offered("resources/read", |c| c.resources.is_some())?;
         let route = resources::route(&self.inner.upstreams, &request.uri)?;
         request.uri = route.uri.clone();
         let answer = route
             .upstream
-            .read_resource(request)
+            .read_resource(request, self.asking(&context))
             .await
             .map_err(|e| upstream_error(e, "resources/read"))?;
         let mut answer = resources::answer(&route, answer);
@@ -341,13 +348,13 @@ impl ServerHandler for Front {
     async fn get_prompt(
         &self,
         mut request: GetPromptRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
         self.offered("prompts/get", |c| c.prompts.is_some())?;
         let (upstream, name) = prompts::route(&self.inner.upstreams, &request.name)?;
         request.name = name;
         let mut answer = upstream
-            .get_prompt(request)
+            .get_prompt(request, self.asking(&context))
             .await
             .map_err(|e| upstream_error(e, "prompts/get"))?;
         if let GetPromptResponse::Complete(result) = &mut answer {
@@ -426,13 +433,20 @@ impl ServerHandler for Front {
         ))
     }
 
+    /// Lists and resources through `callers`; the tasks listed in the filter's `taskIds` (read
+    /// and acknowledged on the wire, `listen_tasks`) followed here, until the request ends.
     async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
         let _registered = self
             .inner
             .callers
             .add_listener(context.sink().clone())
             .await;
-        context.cancelled().await;
+        let request = context.request_context();
+        let tasks = listen_tasks::listed(request);
+        tokio::select! {
+            _ = context.cancelled() => {}
+            _ = self.follow(request, &tasks) => context.cancelled().await,
+        }
         Ok(())
     }
 }
@@ -474,9 +488,23 @@ fn caller_session(context: &RequestContext<RoleServer>) -> Option<String> {
 
 /// An upstream's failure as the agent sees it: its own JSON-RPC errors unchanged, the bridge's
 /// (not connected, timed out, too large) as internal errors that say what happened.
+impl Front {
+    /// Who answers an upstream's `input_required` answer to this caller's `prompts/get` or
+    /// `resources/read`: a 2026-07-28 caller itself (passed on), any other through its session
+    /// (the bridge drives the rounds; see `upstream::asked`).
+    fn asking(&self, context: &RequestContext<RoleServer>) -> Asking {
+        if rounds::answers_in_rounds(context) {
+            return Asking::PassOn;
+        }
+        let patience = Duration::from_secs(self.inner.config.input_timeout_secs);
+        Asking::Answer(Arc::new(relay::Relay::of(context, patience)))
+    }
+}
+
 fn upstream_error(error: RequestError, method: &str) -> ErrorData {
     match error {
         RequestError::Upstream(error) => error,
+        RequestError::Input { .. } => ErrorData::invalid_request(error.to_string(), None),
         RequestError::TooLarge { .. } => ErrorData::invalid_request(error.to_string(), None),
         other => {
             tracing::info!(%method, error = %other, "a routed request failed");

@@ -32,9 +32,10 @@ use rmcp::{
 
 use super::{
     Front,
-    call::{asked_of, caller_takes_questions, kept_requests},
+    call::{asked_of, kept_requests},
     caller_asks::{AskError, Takes, is_ask_key},
     job_tools::store_error,
+    relay::takes_questions as caller_takes_questions,
     tasks::{answer_refused, input_requests},
 };
 use crate::{

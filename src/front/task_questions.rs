@@ -36,7 +36,7 @@ use rmcp::{
 };
 use serde_json::json;
 
-use super::{Front, call::caller_takes_questions, job_tools::store_error};
+use super::{Front, job_tools::store_error, relay::takes_questions as caller_takes_questions};
 use crate::{
     jobs::InputError,
     model::{InputAction, InputAnswer, InputQuestion, JobSnapshot},

@@ -136,7 +136,11 @@ impl Front {
     }
 
     /// The job behind `task_id`, if `identity` may see it.
-    async fn task_job(&self, task_id: &str, identity: &Identity) -> Result<JobSnapshot, ErrorData> {
+    pub(super) async fn task_job(
+        &self,
+        task_id: &str,
+        identity: &Identity,
+    ) -> Result<JobSnapshot, ErrorData> {
         let id: JobId = task_id.parse().map_err(|_| unknown_task(task_id))?;
         self.visible_job(id, identity)
             .await?

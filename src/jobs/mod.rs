@@ -348,6 +348,18 @@ impl Jobs {
         .await
     }
 
+    /// Wait until the job's status is no longer `from` (it asked, was answered, or ended), or
+    /// `within` passes; then its snapshot (`None` if there is no such job). For pushing a
+    /// task's status as it changes (`subscriptions/listen`).
+    pub async fn next_change(
+        &self,
+        id: JobId,
+        from: JobStatus,
+        within: Duration,
+    ) -> Result<Option<JobSnapshot>, JobsError> {
+        self.wait_until(id, within, |s| s != from).await
+    }
+
     /// Wait until the job ends, the questions waiting on it are other than `known` (by key:
     /// one asked, or one answered or timed out), or `within` passes; then its snapshot
     /// (`None` if there is no such job). For a waiting caller that is asked the questions
@@ -400,8 +412,10 @@ impl Jobs {
         Ok(store.snapshot(id).await?)
     }
 
-    /// Wait until the job's status is one `stop` takes (checked after every event, and at
-    /// once), or `within` passes; then its snapshot.
+    /// Wait until the job's status is one `stop` takes (checked after every event that can
+    /// change it, and at once), or `within` passes; then its snapshot. An answer may take the
+    /// job back to running: it is checked as `running` (the snapshot read then says whether
+    /// questions are still open).
     async fn wait_until(
         &self,
         id: JobId,
@@ -414,6 +428,7 @@ impl Jobs {
         };
         let stops = |kind: EventKind| match kind {
             EventKind::InputRequired => stop(JobStatus::InputRequired),
+            EventKind::InputAnswered => stop(JobStatus::Running),
             kind => kind.is_terminal(),
         };
         // Subscribed first, then looked: a change between the two is in the live tail.

@@ -37,8 +37,8 @@ use crate::{metrics::Metrics, model::FailureReason};
 
 /// The first pause before retrying a round that carries only `requestState` (the upstream
 /// asks to be called again later), doubling up to [`STATE_ONLY_CAP`]; as the SDKs do.
-const STATE_ONLY_FIRST: Duration = Duration::from_millis(50);
-const STATE_ONLY_CAP: Duration = Duration::from_millis(250);
+pub(super) const STATE_ONLY_FIRST: Duration = Duration::from_millis(50);
+pub(super) const STATE_ONLY_CAP: Duration = Duration::from_millis(250);
 
 /// What a call needs to be sent again.
 pub(super) struct Rounds {
@@ -124,99 +124,127 @@ impl Rounds {
         round: usize,
         asked: &InputRequiredResult,
     ) -> Result<(), CallOutcome> {
-        let limits = &self.limits;
-        let requests = asked.input_requests.as_ref().map_or(0, |r| r.len());
-        let state = asked.request_state.as_ref().map_or(0, String::len);
-        let (limit, message) = if round > limits.max_input_rounds {
-            (
-                "max_input_rounds",
-                format!(
-                    "upstream {upstream} answered the call with input_required {round} times, \
-                     more than limits.max_input_rounds ({}): the bridge stopped answering it. \
-                     The tool keeps asking; ask its operator why, or have the bridge's operator \
-                     raise the limit",
-                    limits.max_input_rounds
-                ),
-            )
-        } else if requests > limits.max_input_requests_per_round {
-            (
-                "max_input_requests_per_round",
-                format!(
-                    "upstream {upstream} asked for {requests} inputs in one input_required \
-                     answer, more than limits.max_input_requests_per_round ({}); the bridge \
-                     answered none of them",
-                    limits.max_input_requests_per_round
-                ),
-            )
-        } else if state > limits.max_request_state_bytes {
-            (
-                "max_request_state_bytes",
-                format!(
-                    "upstream {upstream} sent a requestState of {state} bytes in its \
-                     input_required answer, more than limits.max_request_state_bytes ({}); the \
-                     bridge does not send it back",
-                    limits.max_request_state_bytes
-                ),
-            )
-        } else {
-            return Ok(());
-        };
-        self.metrics.limit_hits.with_label_values(&[limit]).inc();
-        Err(CallOutcome::Failed {
+        check_round(
+            &self.limits,
+            &self.metrics,
+            upstream,
+            "the call",
+            round,
+            asked,
+        )
+        .map_err(|message| CallOutcome::Failed {
             reason: FailureReason::UpstreamError,
             message,
         })
     }
 
-    /// Every request of one round answered, all at once (a person may answer two questions in
-    /// any order). A sample nobody gives ends the call at once (the questions of the round
-    /// still waiting are dropped): the upstream cannot go on without it.
-    #[allow(deprecated)]
     async fn fulfil(
         &self,
         upstream: &str,
         requests: InputRequests,
     ) -> Result<InputResponses, CallOutcome> {
-        let sink = &self.sink;
-        let answers = try_join_all(requests.into_iter().map(|(key, request)| async move {
-            let answer = match request {
-                InputRequest::Elicitation(request) => {
-                    serde_json::to_value(sink.input(request.params).await)
-                }
-                InputRequest::ListRoots(_) => serde_json::to_value(sink.roots().await),
-                InputRequest::CreateMessage(request) => match sink.sample(request.params).await {
-                    Ok(sample) => serde_json::to_value(sample),
-                    Err(refused) => {
-                        return Err(CallOutcome::Failed {
-                            reason: FailureReason::Unsupported,
-                            message: format!(
-                                "upstream {upstream} needs a sample (sampling/createMessage \
-                                 {key:?} in its input_required answer) to go on, and none was \
-                                 given: {}",
-                                refused.message
-                            ),
-                        });
-                    }
-                },
-                #[allow(unreachable_patterns)]
-                _ => {
+        fulfil(&self.sink, upstream, requests).await
+    }
+}
+
+/// The bounds of one `input_required` answer to `what` (`round` counts from 1): the message
+/// that says which was passed, after counting the hit. `round` 0 checks only the answer
+/// itself (its requests and state), for rounds the bridge does not drive.
+pub(super) fn check_round(
+    limits: &UpstreamLimits,
+    metrics: &Metrics,
+    upstream: &str,
+    what: &str,
+    round: usize,
+    asked: &InputRequiredResult,
+) -> Result<(), String> {
+    let requests = asked.input_requests.as_ref().map_or(0, |r| r.len());
+    let state = asked.request_state.as_ref().map_or(0, String::len);
+    let (limit, message) = if round > limits.max_input_rounds {
+        (
+            "max_input_rounds",
+            format!(
+                "upstream {upstream} answered {what} with input_required {round} times, \
+                 more than limits.max_input_rounds ({}): the bridge stopped answering it. \
+                 The upstream keeps asking; ask its operator why, or have the bridge's operator \
+                 raise the limit",
+                limits.max_input_rounds
+            ),
+        )
+    } else if requests > limits.max_input_requests_per_round {
+        (
+            "max_input_requests_per_round",
+            format!(
+                "upstream {upstream} asked for {requests} inputs in one input_required \
+                 answer, more than limits.max_input_requests_per_round ({}); the bridge \
+                 answered none of them",
+                limits.max_input_requests_per_round
+            ),
+        )
+    } else if state > limits.max_request_state_bytes {
+        (
+            "max_request_state_bytes",
+            format!(
+                "upstream {upstream} sent a requestState of {state} bytes in its \
+                 input_required answer, more than limits.max_request_state_bytes ({}); the \
+                 bridge does not send it back",
+                limits.max_request_state_bytes
+            ),
+        )
+    } else {
+        return Ok(());
+    };
+    metrics.limit_hits.with_label_values(&[limit]).inc();
+    Err(message)
+}
+
+/// Every request of one round answered, all at once (a person may answer two questions in
+/// any order). A sample nobody gives ends the call at once (the questions of the round
+/// still waiting are dropped): the upstream cannot go on without it.
+#[allow(deprecated)]
+pub(super) async fn fulfil(
+    sink: &Arc<dyn CallSink>,
+    upstream: &str,
+    requests: InputRequests,
+) -> Result<InputResponses, CallOutcome> {
+    let answers = try_join_all(requests.into_iter().map(|(key, request)| async move {
+        let answer = match request {
+            InputRequest::Elicitation(request) => {
+                serde_json::to_value(sink.input(request.params).await)
+            }
+            InputRequest::ListRoots(_) => serde_json::to_value(sink.roots().await),
+            InputRequest::CreateMessage(request) => match sink.sample(request.params).await {
+                Ok(sample) => serde_json::to_value(sample),
+                Err(refused) => {
                     return Err(CallOutcome::Failed {
                         reason: FailureReason::Unsupported,
                         message: format!(
-                            "upstream {upstream} asked for input {key:?} of a kind the bridge \
-                             does not know"
+                            "upstream {upstream} needs a sample (sampling/createMessage \
+                             {key:?} in its input_required answer) to go on, and none was \
+                             given: {}",
+                            refused.message
                         ),
                     });
                 }
-            };
-            answer
-                .map(|value| (key, value))
-                .map_err(|e| CallOutcome::Failed {
-                    reason: FailureReason::Internal,
-                    message: format!("an answer for upstream {upstream} could not be written: {e}"),
-                })
-        }))
-        .await?;
-        Ok(answers.into_iter().collect())
-    }
+            },
+            #[allow(unreachable_patterns)]
+            _ => {
+                return Err(CallOutcome::Failed {
+                    reason: FailureReason::Unsupported,
+                    message: format!(
+                        "upstream {upstream} asked for input {key:?} of a kind the bridge \
+                         does not know"
+                    ),
+                });
+            }
+        };
+        answer
+            .map(|value| (key, value))
+            .map_err(|e| CallOutcome::Failed {
+                reason: FailureReason::Internal,
+                message: format!("an answer for upstream {upstream} could not be written: {e}"),
+            })
+    }))
+    .await?;
+    Ok(answers.into_iter().collect())
 }

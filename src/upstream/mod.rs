@@ -6,6 +6,7 @@
 //! backoff when the connection ends. Calls go out with a [`CallSink`] that receives the
 //! call's progress and log notifications (see `tap`); this module knows nothing of jobs.
 
+mod asked;
 mod call;
 mod client;
 mod envelope;
@@ -30,6 +31,7 @@ use rmcp::{RoleClient, model::Tool, service::Peer};
 use serde::Serialize;
 use tokio::sync::{Notify, broadcast, watch};
 
+pub use asked::Asking;
 pub use call::{CallCanceller, CallOutcome, UpstreamCall};
 pub use error::{SessionError, Unreachable, UpstreamError};
 pub use offer::ListKind;
@@ -196,6 +198,8 @@ pub struct UpstreamStatus {
     pub restarts: u64,
     pub last_error: Option<String>,
     pub in_flight: usize,
+    /// The revision of the last session: with `protocol = "auto"`, the one the probe chose.
+    pub protocol: Option<String>,
 }
 
 /// One upstream: a cheap handle shared by the supervisor and every caller.
@@ -240,6 +244,9 @@ struct Details {
     offer: Offer,
     restarts: u64,
     last_error: Option<Arc<SessionError>>,
+    /// The MCP revision of the last session, as the upstream's `initialize` or
+    /// `server/discover` answer settled it.
+    protocol: Option<String>,
 }
 
 impl Upstream {
@@ -331,6 +338,7 @@ impl Upstream {
             restarts: details.restarts,
             last_error: details.last_error.as_ref().map(|e| e.to_string()),
             in_flight: self.inner.routes.in_flight(),
+            protocol: details.protocol.clone(),
         }
     }
 

@@ -107,9 +107,17 @@ impl Upstream {
     }
 
     /// Note what the upstream offers, from its `initialize` answer.
+    /// Also notes the revision the session runs at (what `protocol = "auto"` chose).
     pub(super) fn learn_capabilities(&self, peer: &Peer<RoleClient>) {
-        let capabilities = peer.peer_info().map(|info| info.capabilities.clone());
-        self.details().offer.capabilities = capabilities;
+        let info = peer.peer_info();
+        let mut details = self.details();
+        details.offer.capabilities = info.as_ref().map(|info| info.capabilities.clone());
+        details.protocol = info.map(|info| info.protocol_version.to_string());
+    }
+
+    /// The MCP revision of the last session (`2026-07-28`, `2025-11-25`, ...), if any.
+    pub fn protocol(&self) -> Option<String> {
+        self.details().protocol.clone()
     }
 
     /// List resources and templates again (the upstream said they changed, or it connected).

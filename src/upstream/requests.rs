@@ -14,7 +14,7 @@ use rmcp::{
     },
 };
 
-use super::{Upstream, UpstreamError};
+use super::{Upstream, UpstreamError, asked::Asking};
 
 /// How long one routed request may take upstream before the caller gets an error.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
@@ -37,6 +37,14 @@ pub enum RequestError {
         "upstream {name} did not answer {method} within {REQUEST_TIMEOUT:?}; try again, or ask its operator why it is slow"
     )]
     Timeout { name: String, method: &'static str },
+    /// The upstream answered with `input_required` and the bridge could not (or may not)
+    /// answer it: a bound passed, or a sample nobody gives.
+    #[error("{method} to upstream {name} needs input the bridge could not give: {message}")]
+    Input {
+        name: String,
+        method: &'static str,
+        message: String,
+    },
     #[error(
         "resource {uri} of upstream {name} is {size} bytes, more than limits.max_resource_read_bytes ({limit}); the bridge does not pass it on (an operator can raise the limit)"
     )]
@@ -50,13 +58,25 @@ pub enum RequestError {
 
 impl Upstream {
     /// `resources/read` of `params.uri` (the upstream's own URI). A result larger than
-    /// `limits.max_resource_read_bytes` (text and base64 blobs added up) is refused.
+    /// `limits.max_resource_read_bytes` (text and base64 blobs added up) is refused. An
+    /// `input_required` answer goes as `asking` says (see `asked`).
     pub async fn read_resource(
         &self,
         mut params: ReadResourceRequestParams,
+        asking: Asking,
+    ) -> Result<ReadResourceResponse, RequestError> {
+        params.meta = None;
+        self.with_rounds("resources/read", asking, params, |params| {
+            self.read_resource_once(params)
+        })
+        .await
+    }
+
+    async fn read_resource_once(
+        &self,
+        params: ReadResourceRequestParams,
     ) -> Result<ReadResourceResponse, RequestError> {
         let peer = self.peer()?;
-        params.meta = None;
         let uri = params.uri.clone();
         let answer = self
             .request("resources/read", peer.read_resource_once(params))
@@ -81,15 +101,20 @@ impl Upstream {
         Ok(answer)
     }
 
-    /// `prompts/get` of `params.name` (the upstream's own name).
+    /// `prompts/get` of `params.name` (the upstream's own name). An `input_required` answer
+    /// goes as `asking` says (see `asked`).
     pub async fn get_prompt(
         &self,
         mut params: GetPromptRequestParams,
+        asking: Asking,
     ) -> Result<GetPromptResponse, RequestError> {
-        let peer = self.peer()?;
         params.meta = None;
-        self.request("prompts/get", peer.get_prompt_once(params))
-            .await
+        self.with_rounds("prompts/get", asking, params, |params| async move {
+            let peer = self.peer()?;
+            self.request("prompts/get", peer.get_prompt_once(params))
+                .await
+        })
+        .await
     }
 
     /// `completion/complete`, its reference already in the upstream's own terms.

@@ -129,8 +129,14 @@ impl Upstream {
         }
     }
 
-    /// The MCP lifecycle on `transport` the upstream's `protocol` says: `initialize`, or
-    /// `server/discover` at 2026-07-28.
+    /// The MCP lifecycle on `transport` the upstream's `protocol` says: `initialize`,
+    /// `server/discover` at 2026-07-28, or (`auto`) the probe: rmcp's `Auto` lifecycle sends
+    /// `server/discover` and, when the upstream answers it with a JSON-RPC error that is not a
+    /// 2026-07-28 rejection (a handshake-only server says -32601 method not found, the Python
+    /// SDK 1.x -32602) or gives no answer within 10 s (rmcp's bound, not configurable), does
+    /// `initialize` on the same connection, so a stdio child is not started twice. The whole
+    /// start stays under [`HANDSHAKE_TIMEOUT`]. Which revision it got is in the peer's info
+    /// (logged when the upstream is ready, shown on `/upstreams`).
     async fn start<T>(
         &self,
         transport: T,
@@ -143,6 +149,16 @@ impl Upstream {
             UpstreamProtocol::V2026_07_28 => {
                 let lifecycle = ClientLifecycleMode::Discover {
                     preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+                };
+                self.handler()
+                    .serve_with_lifecycle(transport, lifecycle)
+                    .await
+            }
+            UpstreamProtocol::Auto => {
+                // `legacy_version: None`: the fallback `initialize` offers what `handshake` does.
+                let lifecycle = ClientLifecycleMode::Auto {
+                    preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+                    legacy_version: None,
                 };
                 self.handler()
                     .serve_with_lifecycle(transport, lifecycle)
@@ -249,7 +265,9 @@ impl Upstream {
         self.resubscribe().await;
         self.details().last_error = None;
         self.set_state(UpstreamState::Ready);
-        tracing::info!(upstream = %self.name(), tools = self.tools().len(), "upstream ready");
+        tracing::info!(upstream = %self.name(), tools = self.tools().len(),
+            protocol = %self.protocol().unwrap_or_default(),
+            configured = self.inner.config.protocol.as_str(), "upstream ready");
 
         // An HTTP upstream that goes away does not end the session by itself (the client keeps
         // retrying its streams), so it is pinged; a stdio child's exit ends it at once.

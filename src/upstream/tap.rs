@@ -72,8 +72,9 @@ pub fn no_sampling() -> ErrorData {
     ErrorData::new(
         rmcp::model::ErrorCode::METHOD_NOT_FOUND,
         "sampling is not available: this call's MCP caller is not waiting on it, or did not \
-         declare the sampling capability (the bridge relays sampling/createMessage only to a \
-         waiting sync caller that declared it, on a revision with sessions)",
+         declare the sampling capability, or did not answer in time (the bridge relays \
+         sampling/createMessage only to a waiting caller that declared it: on its session, or \
+         at 2026-07-28 in an input_required round)",
         None,
     )
 }

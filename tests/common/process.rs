@@ -156,6 +156,16 @@ impl BridgeProcess {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
+    /// The last lines of its log.
+    pub fn log_tail(&self) -> String {
+        log_tail(&self.log)
+    }
+
+    /// How the process ended, if it has (without waiting).
+    pub fn exited(&mut self) -> Option<ExitStatus> {
+        self.child.try_wait().ok().flatten()
+    }
+
     /// What the bridge has printed on stdout; once it has exited, all of it.
     pub async fn stdout(&mut self) -> String {
         if matches!(self.child.try_wait(), Ok(Some(_)))

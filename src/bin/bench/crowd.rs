@@ -242,12 +242,12 @@ async fn follow(mut reader: SseReader, shared: &Shared, events: u64) -> Seen {
                 return seen;
             }
         };
-        if let Some(id) = frame.id {
-            if id != last + 1 {
-                seen.error = Some(format!("event {id} follows {last}"));
+        match position(&frame.event, frame.id, last) {
+            Ok(next) => last = next,
+            Err(e) => {
+                seen.error = Some(e);
                 return seen;
             }
-            last = id;
         }
         match frame.event.as_str() {
             "progress" => record(&mut seen, &frame, shared, events),
@@ -257,12 +257,45 @@ async fn follow(mut reader: SseReader, shared: &Shared, events: u64) -> Seen {
                 return seen;
             }
             "failed" | "cancelled" | "reset" => {
-                seen.error = Some(format!("{} event: {}", frame.event, excerpt(&frame.data)));
+                seen.error = Some(format!(
+                    "the stream ended with `{}` after {} of {events} progress events: {}",
+                    frame.event,
+                    seen.progress,
+                    excerpt(&frame.data)
+                ));
                 return seen;
             }
             _ => {}
         }
     }
+}
+
+/// The reader's position after `event` with `id`, or why the stream broke the rules. An event
+/// moves it by exactly one: an id at or before it is a duplicate, one further on a gap. A
+/// heartbeat repeats the position the reader has as its `id:` (by design; it is live-only and
+/// moves nothing): it is no duplicate, but one ahead of the reader would mean an event was
+/// skipped.
+fn position(event: &str, id: Option<u64>, last: u64) -> Result<u64, String> {
+    let Some(id) = id else {
+        return Ok(last);
+    };
+    if event == "heartbeat" {
+        if id > last {
+            return Err(format!(
+                "a heartbeat at {id} is ahead of the reader at {last}: an event was skipped"
+            ));
+        }
+        return Ok(last);
+    }
+    if id <= last {
+        return Err(format!(
+            "duplicate event: `{event}` {id} again, the reader is at {last}"
+        ));
+    }
+    if id != last + 1 {
+        return Err(format!("gap: `{event}` {id} follows {last}"));
+    }
+    Ok(id)
 }
 
 fn record(seen: &mut Seen, frame: &Frame, shared: &Shared, events: u64) {
@@ -330,4 +363,29 @@ async fn collect(tasks: Vec<JoinHandle<Seen>>) -> Vec<Seen> {
         );
     }
     all
+}
+
+#[cfg(test)]
+mod tests {
+    use super::position;
+
+    #[test]
+    fn a_heartbeat_repeating_the_position_is_no_duplicate() {
+        assert_eq!(position("progress", Some(33), 32), Ok(33));
+        // The case the last 10,000-reader run failed on: a heartbeat carrying the position
+        // the readers already had (`event 33 follows 33`).
+        assert_eq!(position("heartbeat", Some(33), 33), Ok(33));
+        assert_eq!(position("heartbeat", Some(30), 33), Ok(33));
+        assert_eq!(position("status", None, 33), Ok(33));
+    }
+
+    #[test]
+    fn duplicates_gaps_and_a_heartbeat_ahead_are_errors() {
+        let duplicate = position("progress", Some(33), 33).unwrap_err();
+        assert!(duplicate.starts_with("duplicate event"), "{duplicate}");
+        let gap = position("progress", Some(35), 33).unwrap_err();
+        assert!(gap.starts_with("gap"), "{gap}");
+        let ahead = position("heartbeat", Some(34), 33).unwrap_err();
+        assert!(ahead.contains("ahead"), "{ahead}");
+    }
 }

@@ -12,12 +12,13 @@ use serde_json::json;
 use tokio::process::Command;
 
 use crate::{
-    Ctx, Demo,
+    Ctx,
     crowd::{Crowd, Delivered},
     mcp::{self, BenchClient},
     proc::{self, BridgeProcess},
     report::Row,
     stats::{ms, now_us, ratio, ratio_f},
+    upstream::DemoProcess,
 };
 
 /// Progress at 10 per second.
@@ -69,8 +70,24 @@ impl Measured {
     }
 }
 
+/// The bridge, then the floor, each read by the same readers, both fed by one upstream in a
+/// process of its own (see `upstream.rs`). A failure names the server it happened on, with the
+/// end of that server's log and the upstream's state: a job that failed because its upstream
+/// stopped answering says so.
 pub async fn run(ctx: &Ctx, readers: usize) -> Result<Vec<Row>, String> {
-    let demo = Demo::start().await?;
+    let mut demo = DemoProcess::start(ctx, &format!("fanout-{readers}")).await?;
+    let measured = both(ctx, &demo, readers).await;
+    let measured = measured.map_err(|e| format!("{e}; the upstream: {}", demo.state()));
+    demo.stop().await;
+    let (on_bridge, on_floor) = measured?;
+    rows(readers, &on_bridge, &on_floor)
+}
+
+async fn both(
+    ctx: &Ctx,
+    demo: &DemoProcess,
+    readers: usize,
+) -> Result<(Measured, Measured), String> {
     let bridge = proc::start_bridge(
         &ctx.bin,
         &ctx.dir,
@@ -87,17 +104,22 @@ pub async fn run(ctx: &Ctx, readers: usize) -> Result<Vec<Row>, String> {
         }
         Err(e) => Err(e),
     };
+    let on_bridge = on_bridge.map_err(|e| format!("bridge: {e}; its log: {}", bridge.log_tail()));
     bridge.stop().await;
     let on_bridge = on_bridge?;
-    let floor = start_floor(ctx, &demo, readers).await?;
+    let floor = start_floor(ctx, demo, readers).await?;
     let on_floor = measure(ctx, &floor, None, readers).await;
+    let on_floor = on_floor.map_err(|e| format!("{FLOOR}: {e}; its log: {}", floor.log_tail()));
     floor.stop().await;
-    let on_floor = on_floor.map_err(|e| format!("{FLOOR}: {e}"))?;
-    rows(readers, &on_bridge, &on_floor)
+    Ok((on_bridge, on_floor?))
 }
 
 /// The floor as its own process: this binary's `floor-sse` subcommand.
-async fn start_floor(ctx: &Ctx, demo: &Demo, readers: usize) -> Result<BridgeProcess, String> {
+async fn start_floor(
+    ctx: &Ctx,
+    demo: &DemoProcess,
+    readers: usize,
+) -> Result<BridgeProcess, String> {
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let mut command = Command::new(exe);
     command.args(["floor-sse", "--upstream", &demo.url]);
@@ -153,9 +175,10 @@ async fn measure(
 }
 
 /// Events per job, and how long the first one waits: until every reader is in (assumed: at
-/// least 2,000 connects/s), so the idle memory is read with no event in flight.
+/// least 1,000 connects/s), so the idle memory is read with no event in flight. (The floor
+/// keeps no history: a reader that came in after the first event would miss it.)
 fn schedule(ctx: &Ctx, readers: usize) -> (u64, u64) {
-    (ctx.pick(10, 50), 2_000 + readers as u64 / 2)
+    (ctx.pick(10, 50), 2_000 + readers as u64)
 }
 
 /// Start the `bench_progress` job on the bridge.

@@ -1,8 +1,8 @@
 //! The benchmark harness: `cargo run --release --bin bench` (add `-- --quick` for the CI
 //! smoke run, `-- --markdown BENCHMARKS.md` to rewrite that file).
 //!
-//! It starts everything on loopback — the demo tool server (in this process, over Streamable
-//! HTTP, or as a stdio child), the bridge (the built binary, as its own process, so its memory
+//! It starts everything on loopback — the demo tool server (over Streamable HTTP in this
+//! process or as a process of its own, or as a stdio child), the bridge (the built binary, as its own process, so its memory
 //! is its own), the peer gateways — runs each scenario, stops everything and prints one table.
 //! Latencies are timed with the send time `bench_progress` writes into each progress message
 //! (Unix µs, one machine, one clock). A scenario that errors or loses an event fails the run;
@@ -30,6 +30,7 @@ mod soak;
 mod sse;
 mod stalled;
 mod stats;
+mod upstream;
 
 use std::{
     path::{Path, PathBuf},
@@ -85,6 +86,10 @@ enum Sub {
         #[arg(long)]
         upstream: String,
     },
+    /// The demo tool server over Streamable HTTP, as its own process (the fan-out and
+    /// many-jobs scenarios start it: see `upstream.rs`).
+    #[command(hide = true)]
+    DemoHttp,
 }
 
 /// What every scenario gets.
@@ -108,8 +113,9 @@ impl Ctx {
 }
 
 /// The demo tool server served over Streamable HTTP in this process: the upstream of the
-/// latency, fan-out and many-jobs scenarios. The direct client and the SSE readers run here
-/// too, so the floor and the bridge path are timed on one clock.
+/// latency, Redis and pass-through scenarios, where the direct client it is compared with runs
+/// here too. (The fan-out and many-jobs scenarios run it as its own process:
+/// [`upstream::DemoProcess`].)
 pub struct Demo {
     pub url: String,
     ct: CancellationToken,
@@ -182,8 +188,10 @@ const SCENARIOS: [&str; 9] = [
 #[tokio::main]
 async fn main() -> ExitCode {
     let args = Args::parse();
-    if let Some(Sub::FloorSse { upstream }) = &args.command {
-        return floor::main(upstream).await;
+    match &args.command {
+        Some(Sub::FloorSse { upstream }) => return floor::main(upstream).await,
+        Some(Sub::DemoHttp) => return upstream::main().await,
+        None => {}
     }
     if let Some(name) = args.only.iter().find(|n| !SCENARIOS.contains(&n.as_str())) {
         eprintln!(

@@ -12,11 +12,12 @@ use serde_json::json;
 use tokio::sync::Semaphore;
 
 use crate::{
-    Ctx, Demo,
+    Ctx,
     crowd::Crowd,
     mcp::{self, BenchClient},
     proc::{self, BridgeProcess},
     report::Row,
+    upstream::DemoProcess,
 };
 
 /// Progress events per job.
@@ -53,7 +54,9 @@ struct Attached {
 }
 
 pub async fn run(ctx: &Ctx) -> Result<Vec<Row>, String> {
-    let demo = Demo::start().await?;
+    // The upstream in a process of its own (see `upstream.rs`): 10,000 calls in flight are
+    // 10,000 connections to it, next to the harness's own work.
+    let mut demo = DemoProcess::start(ctx, "many-jobs").await?;
     let bridge = proc::start_bridge(
         &ctx.bin,
         &ctx.dir,
@@ -61,9 +64,18 @@ pub async fn run(ctx: &Ctx) -> Result<Vec<Row>, String> {
         &crate::http_upstream_config(&demo.url, "async"),
     )
     .await
-    .map_err(|e| e.to_string())?;
-    let result = measure(ctx, &bridge, &HTTP).await;
-    bridge.stop().await;
+    .map_err(|e| e.to_string());
+    let result = match bridge {
+        Ok(bridge) => {
+            let result = measure(ctx, &bridge, &HTTP).await;
+            let result = result.map_err(|e| format!("{e}; bridge log: {}", bridge.log_tail()));
+            bridge.stop().await;
+            result
+        }
+        Err(e) => Err(e),
+    };
+    let result = result.map_err(|e| format!("{e}; the upstream: {}", demo.state()));
+    demo.stop().await;
     let mut rows = result?;
     // The same with the demo tools as a stdio child: no connection per call to the upstream,
     // so what is left is the job's own memory.
@@ -76,6 +88,7 @@ pub async fn run(ctx: &Ctx) -> Result<Vec<Row>, String> {
     .await
     .map_err(|e| e.to_string())?;
     let result = measure(ctx, &bridge, &STDIO).await;
+    let result = result.map_err(|e| format!("{e}; bridge log: {}", bridge.log_tail()));
     bridge.stop().await;
     rows.extend(result?);
     Ok(rows)
@@ -134,7 +147,12 @@ async fn measure(ctx: &Ctx, bridge: &BridgeProcess, v: &Variant) -> Result<Vec<R
             format!("{:.0}", jobs as f64 / outcome.complete_secs),
         ),
     ];
-    rows.extend(reader_rows(&scenario, rss_live, attached, hold_ms).await?);
+    let live = Live {
+        rss_before,
+        rss_live,
+        jobs: running.max(1.0),
+    };
+    rows.extend(reader_rows(&scenario, &live, attached, hold_ms).await?);
     rows.push(Row::new(
         &scenario,
         "checked",
@@ -174,13 +192,22 @@ async fn attach(
     Ok(attached)
 }
 
-/// Memory per reader for each round, and the check that every reader got every event.
+/// The bridge's memory before the jobs, with every job live, and how many were.
+struct Live {
+    rss_before: u64,
+    rss_live: u64,
+    jobs: f64,
+}
+
+/// Memory per reader for each round, per job with its readers (the realistic case: a watcher
+/// or two on each job), and the check that every reader got every event.
 async fn reader_rows(
     scenario: &str,
-    rss_live: u64,
+    live: &Live,
     attached: Attached,
     hold_ms: u64,
 ) -> Result<Vec<Row>, String> {
+    let rss_live = live.rss_live;
     let mut rows = Vec::new();
     let mut before = rss_live;
     let mut readers = 0;
@@ -206,11 +233,25 @@ async fn reader_rows(
     }
     if readers > 0 {
         let each = before.saturating_sub(rss_live) as f64 / readers as f64;
+        let per_job = before.saturating_sub(live.rss_before) as f64 / live.jobs;
+        rows.push(Row::new(
+            scenario,
+            "bridge RSS per live job with its readers",
+            format!(
+                "{per_job:.1} KiB ({:.1} readers a job)",
+                readers as f64 / live.jobs
+            ),
+        ));
+        rows.push(Row::new(
+            scenario,
+            "bridge RSS per idle reader (all rounds)",
+            format!("{each:.1} KiB"),
+        ));
         rows.push(Row::new(
             scenario,
             "readers",
             format!(
-                "{readers} attached (RSS {rss_live} → {before} KiB, {each:.1} KiB each); all got every event ({deliveries} progress deliveries) and `completed`"
+                "{readers} attached (RSS {rss_live} → {before} KiB); all got every event ({deliveries} progress deliveries) and `completed`"
             ),
         ));
     }

@@ -1,0 +1,282 @@
+//! Task status pushed over `subscriptions/listen` at 2026-07-28 (Tasks extension, SEP-2663): a
+//! client lists task IDs in the listen filter's `taskIds`; the server acknowledges those it
+//! will follow, and sends `notifications/tasks`, each carrying the whole task (what `tasks/get`
+//! would answer at that moment), when a followed task's status changes.
+//!
+//! rmcp 3.11 cannot carry it by itself: its `SubscriptionFilter` has no `taskIds` (the field is
+//! dropped when the request is parsed, so neither the acknowledgment nor the handler sees it),
+//! and its `SubscriptionSink` refuses `notifications/tasks`. So, as `tasks_2025` does for the
+//! older tasks, [`follow_tasks`] works on the wire just in front of rmcp, for a
+//! `subscriptions/listen` request only:
+//!
+//! - it reads `params.notifications.taskIds` from the request, keeps the first
+//!   `limits.max_listen_task_ids` (a longer list counts a limit hit), and of those the tasks
+//!   the caller may see (the same check as `tasks/get`: another principal's task, an unknown
+//!   or malformed ID, is not acknowledged and nothing says whether it exists);
+//! - it hands the acknowledged IDs to the handler in the request's extensions
+//!   ([`ListenTasks`]), and adds them as `taskIds` to the acknowledgment rmcp writes first on
+//!   the response stream.
+//!
+//! `Front::listen` then follows each task (`follow`) for as long as the listen request lasts:
+//! its current state at once, then at every status change, through the request's own peer (the
+//! same stream the acknowledgment went to), with the subscription ID in `_meta` as rmcp's sink
+//! does. A task that ends is followed no more. Nothing is kept beyond the request.
+
+use std::sync::Arc;
+
+use axum::{
+    body::{Body, Bytes},
+    extract::{Request, State},
+    http::{Method, header},
+    middleware::Next,
+    response::Response,
+};
+use futures::{StreamExt, future::join_all};
+use rmcp::{
+    RoleServer,
+    model::{
+        NotificationMetaObject, RequestId, ServerNotification, TaskStatus, TaskStatusNotification,
+        TaskStatusNotificationParams,
+    },
+    service::{Peer, RequestContext},
+};
+use serde_json::Value;
+
+use super::Front;
+use crate::{
+    auth::{Identity, ToolAccess},
+    model::JobId,
+};
+
+/// The method this module looks at.
+const LISTEN: &str = "subscriptions/listen";
+/// The notification whose `notifications` it completes.
+const ACKNOWLEDGED: &str = "notifications/subscriptions/acknowledged";
+/// The longest single wait for a followed task's next change before looking again.
+const LOOK: std::time::Duration = std::time::Duration::from_secs(3600);
+/// An SSE event larger than this before the acknowledgment is passed on as it is.
+const MAX_EVENT: usize = 1024 * 1024;
+
+/// The task IDs a `subscriptions/listen` request follows, as acknowledged.
+#[derive(Debug, Clone)]
+pub(super) struct ListenTasks(Arc<Vec<JobId>>);
+
+/// The axum layer in front of rmcp's `/mcp` (see the module docs).
+pub async fn follow_tasks(State(front): State<Front>, request: Request, next: Next) -> Response {
+    if request.method() != Method::POST {
+        return next.run(request).await;
+    }
+    let (mut parts, body) = request.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, usize::MAX).await else {
+        // The message check read the body already; rmcp refuses an empty one.
+        return next.run(Request::from_parts(parts, Body::empty())).await;
+    };
+    let requested =
+        memchr::memmem::find(&bytes, LISTEN.as_bytes()).and_then(|_| requested_task_ids(&bytes));
+    let Some(requested) = requested else {
+        return next
+            .run(Request::from_parts(parts, Body::from(bytes)))
+            .await;
+    };
+    let identity = parts
+        .extensions
+        .get::<Arc<Identity>>()
+        .cloned()
+        .unwrap_or_else(|| Arc::new(Identity::anonymous(ToolAccess::Only(Vec::new()))));
+    let acknowledged = front.acknowledge_tasks(requested, &identity).await;
+    parts
+        .extensions
+        .insert(ListenTasks(Arc::new(acknowledged.clone())));
+    let response = next
+        .run(Request::from_parts(parts, Body::from(bytes)))
+        .await;
+    with_acknowledged(response, acknowledged)
+}
+
+/// The `taskIds` of a `subscriptions/listen` request, if it is one and lists any (strings
+/// only; anything else in the list is ignored).
+fn requested_task_ids(bytes: &[u8]) -> Option<Vec<String>> {
+    let message: Value = serde_json::from_slice(bytes).ok()?;
+    if message.get("method").and_then(Value::as_str) != Some(LISTEN) {
+        return None;
+    }
+    let ids = message
+        .pointer("/params/notifications/taskIds")?
+        .as_array()?;
+    Some(
+        ids.iter()
+            .filter_map(Value::as_str)
+            .map(str::to_string)
+            .collect(),
+    )
+}
+
+/// The response with `taskIds` added to the acknowledgment (the first event of a listen
+/// stream); everything after it passes as it is.
+fn with_acknowledged(response: Response, acknowledged: Vec<JobId>) -> Response {
+    let is_sse = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"));
+    if !is_sse {
+        // An error answer: nothing was acknowledged.
+        return response;
+    }
+    let ids: Vec<Value> = acknowledged
+        .iter()
+        .map(|id| Value::String(id.to_string()))
+        .collect();
+    let (mut parts, body) = response.into_parts();
+    parts.headers.remove(header::CONTENT_LENGTH);
+    let mut pending: Vec<u8> = Vec::new();
+    let mut done = false;
+    let stream = body.into_data_stream().map(move |chunk| {
+        let chunk = chunk?;
+        if done {
+            return Ok::<_, axum::Error>(chunk);
+        }
+        pending.extend_from_slice(&chunk);
+        let mut out = Vec::new();
+        while let Some(end) = memchr::memmem::find(&pending, b"\n\n") {
+            let event: Vec<u8> = pending.drain(..end + 2).collect();
+            match acknowledgment_with(&event, &ids) {
+                Some(rewritten) => {
+                    out.extend(rewritten);
+                    done = true;
+                    out.append(&mut pending);
+                    break;
+                }
+                None => out.extend(event),
+            }
+        }
+        if pending.len() > MAX_EVENT {
+            out.append(&mut pending);
+            done = true;
+        }
+        Ok(Bytes::from(out))
+    });
+    Response::from_parts(parts, Body::from_stream(stream))
+}
+
+/// One SSE event rewritten with `taskIds`, if it is the acknowledgment.
+fn acknowledgment_with(event: &[u8], ids: &[Value]) -> Option<Vec<u8>> {
+    let text = std::str::from_utf8(event).ok()?;
+    if !text.contains(ACKNOWLEDGED) {
+        return None;
+    }
+    let data: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .map(|d| d.strip_prefix(' ').unwrap_or(d))
+        .collect();
+    let mut message: Value = serde_json::from_str(&data.join("\n")).ok()?;
+    if message.get("method").and_then(Value::as_str) != Some(ACKNOWLEDGED) {
+        return None;
+    }
+    let notifications = message
+        .pointer_mut("/params/notifications")?
+        .as_object_mut()?;
+    notifications.insert("taskIds".into(), Value::Array(ids.to_vec()));
+    let rewritten = serde_json::to_string(&message).ok()?;
+    let mut out = Vec::with_capacity(event.len() + 64 * ids.len());
+    let mut written = false;
+    for line in text.lines() {
+        if line.starts_with("data:") {
+            if !written {
+                out.extend_from_slice(b"data: ");
+                out.extend_from_slice(rewritten.as_bytes());
+                out.push(b'\n');
+                written = true;
+            }
+        } else if !line.is_empty() {
+            out.extend_from_slice(line.as_bytes());
+            out.push(b'\n');
+        }
+    }
+    out.push(b'\n');
+    Some(out)
+}
+
+/// The task IDs this listen request follows (none when it listed none).
+pub(super) fn listed(context: &RequestContext<RoleServer>) -> Arc<Vec<JobId>> {
+    context
+        .extensions
+        .get::<axum::http::request::Parts>()
+        .and_then(|parts| parts.extensions.get::<ListenTasks>())
+        .map(|tasks| tasks.0.clone())
+        .unwrap_or_default()
+}
+
+impl Front {
+    /// Of `requested`, the first `limits.max_listen_task_ids` (without repeats) that
+    /// `identity` may see.
+    async fn acknowledge_tasks(
+        &self,
+        mut requested: Vec<String>,
+        identity: &Identity,
+    ) -> Vec<JobId> {
+        let mut seen = std::collections::HashSet::new();
+        requested.retain(|id| seen.insert(id.clone()));
+        let max = self.inner.max_listen_task_ids;
+        if requested.len() > max {
+            self.inner
+                .metrics
+                .limit_hits
+                .with_label_values(&["max_listen_task_ids"])
+                .inc();
+            requested.truncate(max);
+        }
+        let mut acknowledged = Vec::new();
+        for id in &requested {
+            if let Ok(snapshot) = self.task_job(id, identity).await {
+                acknowledged.push(snapshot.job_id);
+            }
+        }
+        acknowledged
+    }
+
+    /// Push every followed task's state now and at each status change, until each has ended
+    /// (the caller stops it sooner by ending the listen request).
+    pub(super) async fn follow(&self, context: &RequestContext<RoleServer>, tasks: &[JobId]) {
+        join_all(
+            tasks
+                .iter()
+                .map(|id| self.follow_one(&context.peer, &context.id, *id)),
+        )
+        .await;
+    }
+
+    async fn follow_one(&self, peer: &Peer<RoleServer>, subscription: &RequestId, id: JobId) {
+        let jobs = &self.inner.jobs;
+        let mut sent: Option<TaskStatus> = None;
+        let mut snapshot = match jobs.snapshot(id).await {
+            Ok(Some(snapshot)) => snapshot,
+            _ => return,
+        };
+        loop {
+            let task = self.detailed(&snapshot);
+            let status = task.task.status;
+            if sent != Some(status) {
+                let mut notification =
+                    TaskStatusNotification::new(TaskStatusNotificationParams::new(task));
+                let mut meta = NotificationMetaObject::new();
+                meta.set_subscription_id(subscription.clone());
+                notification.extensions.insert(meta);
+                let pushed = peer
+                    .send_notification(ServerNotification::TaskStatusNotification(notification))
+                    .await;
+                if pushed.is_err() {
+                    return;
+                }
+                sent = Some(status);
+            }
+            if snapshot.status.is_terminal() {
+                return;
+            }
+            snapshot = match jobs.next_change(id, snapshot.status, LOOK).await {
+                Ok(Some(next)) => next,
+                _ => return,
+            };
+        }
+    }
+}
