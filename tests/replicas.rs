@@ -864,3 +864,186 @@ async fn an_input_required_retry_on_another_replica_answers_the_job() {
     assert_eq!(first_text(&result), "you said: Linus");
     assert_eq!(relays(&b.base(), "taken").await, 1);
 }
+
+/// One MCP 2025-11-25 request to `url` as `token`, in `session` (none: `initialize`); the
+/// session ID the answer names and the JSON-RPC answer.
+async fn post_2025(
+    url: &str,
+    token: &str,
+    session: Option<&str>,
+    body: Value,
+) -> (Option<String>, Value) {
+    let mut request = reqwest::Client::new()
+        .post(url)
+        .bearer_auth(token)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2025-11-25")
+        .body(body.to_string());
+    if let Some(session) = session {
+        request = request.header("mcp-session-id", session);
+    }
+    let response = within("MCP POST", request.send()).await.expect("POST");
+    let session = response
+        .headers()
+        .get("mcp-session-id")
+        .map(|v| v.to_str().unwrap().to_string());
+    let text = within("MCP answer", response.text())
+        .await
+        .unwrap_or_default();
+    let answer = serde_json::from_str::<Value>(&text).ok().or_else(|| {
+        text.lines()
+            .filter_map(|l| l.strip_prefix("data:"))
+            .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
+            .find(|m| m.get("id").is_some())
+    });
+    (session, answer.unwrap_or(Value::Null))
+}
+
+/// A 2025-11-25 session of `token` on `url`, initialized.
+async fn session_2025(url: &str, token: &str) -> String {
+    let (session, answer) = post_2025(
+        url,
+        token,
+        None,
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "test", "version": "1"}}}),
+    )
+    .await;
+    assert_eq!(
+        answer["result"]["protocolVersion"], "2025-11-25",
+        "{answer}"
+    );
+    let session = session.expect("a session ID");
+    post_2025(
+        url,
+        token,
+        Some(&session),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    )
+    .await;
+    session
+}
+
+/// The task IDs `tasks/list` gives `token` on `url`, every page.
+async fn listed_2025(url: &str, token: &str, session: &str) -> Vec<String> {
+    let mut ids = Vec::new();
+    let mut cursor: Option<String> = None;
+    for page in 0..100 {
+        let params = match &cursor {
+            Some(cursor) => json!({ "cursor": cursor }),
+            None => json!({}),
+        };
+        let (_, answer) = post_2025(
+            url,
+            token,
+            Some(session),
+            json!({"jsonrpc": "2.0", "id": 100 + page, "method": "tasks/list", "params": params}),
+        )
+        .await;
+        let result = &answer["result"];
+        assert!(result["tasks"].is_array(), "{answer}");
+        ids.extend(
+            result["tasks"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|t| t["taskId"].as_str().unwrap().to_string()),
+        );
+        match result["nextCursor"].as_str() {
+            Some(next) => cursor = Some(next.to_string()),
+            None => break,
+        }
+    }
+    ids
+}
+
+/// `tasks/list` (MCP 2025-11-25) reads the caller's index in Redis: a task created on one
+/// replica is listed on the other, newest first, a page at a time across both; another
+/// principal lists none of them; the index keeps at most `jobs.max_listed_tasks` a caller.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tasks_listed_on_one_replica_include_those_created_on_another() {
+    let Some(url) = test_redis("replicas::tasks_list").await else {
+        return;
+    };
+    let prefix = RedisPrefix::new(&url, "tasks-list");
+    let config = format!(
+        "[jobs]\nmode = \"async\"\ntask_list_page_size = 2\nmax_listed_tasks = 4\n\
+         [auth]\njob_secret = \"{TEST_JOB_SECRET}\"\n\
+         mcp_tokens = [{{ name = \"a\", token = \"{TOKEN_A}\" }}, {{ name = \"b\", token = \"{TOKEN_B}\" }}]\n\
+         {}\n{}",
+        redis_store_toml(&url, &prefix, LEASE_SECS),
+        demo_upstream_toml("{}")
+    );
+    let (one, two) = tokio::join!(spawn_bridge(&config, &[]), spawn_bridge(&config, &[]));
+    let on_one = session_2025(&one.mcp_url(), TOKEN_A).await;
+    let on_two = session_2025(&two.mcp_url(), TOKEN_A).await;
+    let mut created = Vec::new();
+    for (n, (url, session)) in [
+        (one.mcp_url(), &on_one),
+        (two.mcp_url(), &on_two),
+        (one.mcp_url(), &on_one),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let (_, answer) = post_2025(
+            &url,
+            TOKEN_A,
+            Some(session),
+            json!({"jsonrpc": "2.0", "id": 10 + n, "method": "tools/call", "params": {
+                "name": "demo__echo", "arguments": {"text": "listed"}, "task": {}}}),
+        )
+        .await;
+        let id = answer["result"]["task"]["taskId"]
+            .as_str()
+            .unwrap_or_else(|| panic!("a task: {answer}"))
+            .to_string();
+        created.push(id);
+    }
+    let newest_first: Vec<String> = created.iter().rev().cloned().collect();
+    assert_eq!(
+        listed_2025(&one.mcp_url(), TOKEN_A, &on_one).await,
+        newest_first
+    );
+    assert_eq!(
+        listed_2025(&two.mcp_url(), TOKEN_A, &on_two).await,
+        newest_first
+    );
+    // Another principal lists none of them, on either replica.
+    let theirs = session_2025(&two.mcp_url(), TOKEN_B).await;
+    assert!(
+        listed_2025(&two.mcp_url(), TOKEN_B, &theirs)
+            .await
+            .is_empty()
+    );
+    // The bound: two more tasks (on the other replica) forget the oldest one.
+    for n in 0..2 {
+        let (_, answer) = post_2025(
+            &two.mcp_url(),
+            TOKEN_A,
+            Some(&on_two),
+            json!({"jsonrpc": "2.0", "id": 20 + n, "method": "tools/call", "params": {
+                "name": "demo__echo", "arguments": {"text": "more"}, "task": {}}}),
+        )
+        .await;
+        assert!(answer["result"]["task"]["taskId"].is_string(), "{answer}");
+    }
+    let listed = listed_2025(&one.mcp_url(), TOKEN_A, &on_one).await;
+    assert_eq!(listed.len(), 4, "{listed:?}");
+    assert!(
+        !listed.contains(&created[0]),
+        "the oldest is forgotten: {listed:?}"
+    );
+    let request = reqwest::Client::new()
+        .get(format!("{}/metrics", two.base()))
+        .bearer_auth(TOKEN_A)
+        .send();
+    let response = within("GET /metrics", request).await.expect("GET /metrics");
+    let metrics = within("the metrics text", response.text()).await.unwrap();
+    assert!(
+        metrics.contains("bridge_limit_hits_total{limit=\"max_listed_tasks\"} 1"),
+        "the fifth task forgot the oldest, on the replica that added it: {metrics}"
+    );
+}

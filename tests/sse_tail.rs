@@ -24,7 +24,9 @@ use mcp_progress_bridge::{
     config::{Config, Secret},
     http::{self, ApiState, Readiness, auth::Guard},
     metrics::Metrics,
-    model::{Channel, EventBody, Heartbeat, JobId, JobSnapshot, NewJob, ProgressUpdate, Seq},
+    model::{
+        Channel, EventBody, Heartbeat, JobId, JobSnapshot, NewJob, Principal, ProgressUpdate, Seq,
+    },
     store::{CancelAck, CancelRequest, LiveItem, MemoryStore, Opened, Replay, Store, StoreError},
 };
 use serde_json::Value;
@@ -123,6 +125,24 @@ impl Store for Faulty {
 
     async fn ping(&self) -> Result<(), StoreError> {
         Ok(())
+    }
+
+    async fn list_task(
+        &self,
+        principal: &Principal,
+        job: JobId,
+        cap: usize,
+    ) -> Result<bool, StoreError> {
+        self.inner.list_task(principal, job, cap).await
+    }
+
+    async fn listed_tasks(
+        &self,
+        principal: &Principal,
+        after: Option<JobId>,
+        limit: usize,
+    ) -> Result<Option<Vec<JobId>>, StoreError> {
+        self.inner.listed_tasks(principal, after, limit).await
     }
 }
 

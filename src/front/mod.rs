@@ -85,8 +85,6 @@ struct Inner {
     correlation_header: String,
     /// Running jobs per principal.
     quota: JobQuota,
-    /// The tasks `tasks/list` (2025-11-25) shows.
-    task_index: tasks_2025::TaskIndex,
     /// Task IDs one `subscriptions/listen` request may follow (`limits.max_listen_task_ids`).
     max_listen_task_ids: usize,
     /// Samples and roots the tools of this replica's jobs ask their 2026-07-28 callers for.
@@ -130,7 +128,6 @@ impl Front {
                 links,
                 correlation_header,
                 quota,
-                task_index: tasks_2025::TaskIndex::default(),
                 max_listen_task_ids,
                 caller_asks: caller_asks::CallerAsks::default(),
                 metrics,
@@ -220,7 +217,7 @@ impl ServerHandler for Front {
             // A task of either revision is the caller's for `tasks/list`.
             CallToolResponse::Task(created) => {
                 if let Ok(id) = created.task.task_id.parse() {
-                    self.remember_task(&identity, id);
+                    self.remember_task(&identity, id).await;
                 }
             }
             _ => {}

@@ -12,8 +12,10 @@
 //!   The job tools answer at once and are not offered as tasks.
 //! - a task-augmented `tools/call` (`params.task`) answered with the 2025-11-25
 //!   `CreateTaskResult` (`{task: {…}}`) whose `taskId` is the job ID; `tasks/get`, `tasks/result`
-//!   (waits until the job has ended, then answers what a sync call answers), `tasks/list` (the
-//!   caller's own tasks of this replica, a page at a time), `tasks/cancel`.
+//!   (waits until the job has ended, asking the client the job's questions meanwhile:
+//!   `task_questions`, then answers what a sync call answers), `tasks/list` (the caller's own
+//!   tasks, from the store's index: with Redis, of every replica; a page at a time),
+//!   `tasks/cancel`; `notifications/tasks/status` to the creating session (`task_status`).
 //!
 //! rmcp 3.11 knows none of this: its `ServerCapabilities` and `Tool` have no field for it, its
 //! `CallToolRequestParams` drops `params.task`, and it parses `tasks/get` and `tasks/cancel` as
@@ -30,7 +32,7 @@
 //! `pollInterval` for `ttlMs` and `pollIntervalMs`, no payload: the result comes from
 //! `tasks/result`), bound to the caller the same way: another principal's task is "not found".
 
-use std::{collections::VecDeque, sync::Mutex, time::Duration};
+use std::time::Duration;
 
 use axum::{
     body::{Body, Bytes},
@@ -50,7 +52,7 @@ use serde_json::{Value, json};
 use super::{Front, caller, catalog, task_questions::RELATED_TASK};
 use crate::{
     auth::Identity,
-    model::{JobId, JobSnapshot, Principal},
+    model::{JobId, JobSnapshot},
     store::CancelAck,
 };
 
@@ -265,50 +267,6 @@ fn rewrite_json(bytes: &[u8], answer: Answer) -> Option<Bytes> {
     serde_json::to_vec(&message).ok().map(Bytes::from)
 }
 
-/// The tasks this replica created, newest last, for `tasks/list`: at most
-/// `jobs.max_listed_tasks` across all callers (the oldest is forgotten first; its task stays
-/// readable by `tasks/get` until its job expires).
-#[derive(Default)]
-pub(super) struct TaskIndex {
-    entries: Mutex<VecDeque<(Principal, JobId)>>,
-}
-
-impl TaskIndex {
-    /// Remember a task of `principal`; whether an older one had to be forgotten for it.
-    pub(super) fn add(&self, principal: &Principal, id: JobId, capacity: usize) -> bool {
-        let Ok(mut entries) = self.entries.lock() else {
-            return false;
-        };
-        let mut forgot = false;
-        while entries.len() >= capacity.max(1) {
-            entries.pop_front();
-            forgot = true;
-        }
-        entries.push_back((principal.clone(), id));
-        forgot
-    }
-
-    /// Up to `limit` task IDs of `principal`, newest first, starting after `after` (a task
-    /// ID of an earlier page); `None` if `after` is not one of theirs here.
-    fn page(
-        &self,
-        principal: &Principal,
-        after: Option<JobId>,
-        limit: usize,
-    ) -> Option<Vec<JobId>> {
-        let entries = self.entries.lock().ok()?;
-        let mut theirs = entries
-            .iter()
-            .rev()
-            .filter(|(p, _)| p == principal)
-            .map(|(_, id)| *id);
-        if let Some(after) = after {
-            theirs.by_ref().find(|id| *id == after)?;
-        }
-        Some(theirs.take(limit).collect())
-    }
-}
-
 /// Unknown, malformed, expired and other callers' task IDs all get this (-32602).
 fn unknown_task(task_id: &str) -> ErrorData {
     let shown: String = task_id.chars().take(64).collect();
@@ -429,7 +387,7 @@ impl Front {
         match response {
             CallToolResponse::Task(created) => {
                 if let Ok(id) = created.task.task_id.parse::<JobId>() {
-                    self.remember_task(identity, id);
+                    self.remember_task(identity, id).await;
                     self.follow_task_status(id, context.peer.clone(), created.task.status);
                 }
                 let mut answer = json!({ "task": task_2025(&created.task) });
@@ -460,15 +418,23 @@ impl Front {
         }
     }
 
-    /// Remember a task for `tasks/list` (either revision's).
-    pub(super) fn remember_task(&self, identity: &Identity, id: JobId) {
+    /// Remember a task for `tasks/list` (either revision's) in the store's index: with Redis,
+    /// every replica lists it. A store that cannot take it now leaves the task unlisted (it
+    /// runs, and is readable by `tasks/get`); the log says so.
+    pub(super) async fn remember_task(&self, identity: &Identity, id: JobId) {
         let capacity = self.inner.config.max_listed_tasks;
-        if self.inner.task_index.add(&identity.principal, id, capacity) {
-            self.inner
+        let store = self.inner.jobs.store();
+        match store.list_task(&identity.principal, id, capacity).await {
+            Ok(false) => {}
+            Ok(true) => self
+                .inner
                 .metrics
                 .limit_hits
                 .with_label_values(&["max_listed_tasks"])
-                .inc();
+                .inc(),
+            Err(e) => {
+                tracing::warn!(job = %id, error = %e, "a task was not indexed for tasks/list")
+            }
         }
     }
 
@@ -556,7 +522,8 @@ impl Front {
         Ok(task_2025(&self.detailed(&now).task))
     }
 
-    /// `tasks/list`: the caller's tasks created through this replica and still retained,
+    /// `tasks/list`: the caller's tasks in the store's index (with Redis, created through any
+    /// replica) and still retained,
     /// newest first, `jobs.task_list_page_size` at a time; `nextCursor` is the last task ID
     /// of the page. A cursor that is not one of the caller's listed tasks is -32602.
     async fn list_2025(
@@ -578,8 +545,11 @@ impl Front {
         let page_size = self.inner.config.task_list_page_size.max(1);
         let ids = self
             .inner
-            .task_index
-            .page(&identity.principal, after, page_size)
+            .jobs
+            .store()
+            .listed_tasks(&identity.principal, after, page_size)
+            .await
+            .map_err(|e| super::job_tools::store_error(e.into()))?
             .ok_or_else(bad_cursor)?;
         let mut tasks = Vec::with_capacity(ids.len());
         for id in &ids {
@@ -627,27 +597,5 @@ mod tests {
         assert!(tools[1].get("execution").is_none());
         // An event without a result (a priming event, a notification) is left alone.
         assert!(rewrite_event(b"id: 0\ndata: \n\n", Answer::ToolsList).is_none());
-    }
-
-    #[test]
-    fn the_index_pages_one_callers_tasks_newest_first() {
-        let index = TaskIndex::default();
-        let a = Principal::token("a");
-        let b = Principal::token("b");
-        let ids: Vec<JobId> = (0..5).map(|_| JobId::random()).collect();
-        for id in &ids {
-            index.add(&a, *id, 100);
-        }
-        index.add(&b, JobId::random(), 100);
-        let first = index.page(&a, None, 2).unwrap();
-        assert_eq!(first, vec![ids[4], ids[3]]);
-        let second = index.page(&a, Some(ids[3]), 2).unwrap();
-        assert_eq!(second, vec![ids[2], ids[1]]);
-        // Another caller's task, or an unknown one, is no cursor.
-        assert!(index.page(&b, Some(ids[3]), 2).is_none());
-        assert!(index.page(&a, Some(JobId::random()), 2).is_none());
-        // The bound forgets the oldest first.
-        assert!(index.add(&a, JobId::random(), 6));
-        assert!(!index.page(&a, None, 100).unwrap().contains(&ids[0]));
     }
 }

@@ -24,10 +24,11 @@ use tokio_stream::wrappers::{BroadcastStream, errors::BroadcastStreamRecvError};
 
 use super::{
     CancelAck, CancelRequest, ChannelSnapshot, LiveItem, Opened, Replay, Store, StoreError,
-    StoredEvent, now_ms,
+    StoredEvent, now_ms, task_index::TaskIndex,
 };
 use crate::model::{
-    Channel, CorrelationId, EventBody, EventKind, Heartbeat, JobId, JobSnapshot, NewJob, Seq,
+    Channel, CorrelationId, EventBody, EventKind, Heartbeat, JobId, JobSnapshot, NewJob, Principal,
+    Seq,
     wire::{render_heartbeat, render_job_event, to_vec},
 };
 
@@ -49,6 +50,8 @@ struct Inner {
     history: usize,
     retention_ms: u64,
     cancels: broadcast::Sender<CancelRequest>,
+    /// The tasks `tasks/list` shows.
+    tasks: TaskIndex,
 }
 
 struct Log {
@@ -155,6 +158,7 @@ impl MemoryStore {
                 history: history.max(1),
                 retention_ms: retention_secs.saturating_mul(1000),
                 cancels,
+                tasks: TaskIndex::default(),
             }),
         }
     }
@@ -403,6 +407,24 @@ impl Store for MemoryStore {
         BroadcastStream::new(self.inner.cancels.subscribe())
             .filter_map(|r| async move { r.ok() })
             .boxed()
+    }
+
+    async fn list_task(
+        &self,
+        principal: &Principal,
+        job: JobId,
+        cap: usize,
+    ) -> Result<bool, StoreError> {
+        Ok(self.inner.tasks.add(principal, job, cap))
+    }
+
+    async fn listed_tasks(
+        &self,
+        principal: &Principal,
+        after: Option<JobId>,
+        limit: usize,
+    ) -> Result<Option<Vec<JobId>>, StoreError> {
+        Ok(self.inner.tasks.page(principal, after, limit))
     }
 
     async fn expire(&self) -> Result<usize, StoreError> {

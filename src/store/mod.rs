@@ -17,6 +17,7 @@
 pub mod memory;
 pub mod redis;
 mod stored_event;
+mod task_index;
 
 use std::sync::Arc;
 
@@ -27,7 +28,9 @@ pub use memory::MemoryStore;
 pub use redis::{RedisOptions, RedisStore};
 pub use stored_event::StoredEvent;
 
-use crate::model::{Channel, EventBody, Heartbeat, InputAnswer, JobId, JobSnapshot, NewJob, Seq};
+use crate::model::{
+    Channel, EventBody, Heartbeat, InputAnswer, JobId, JobSnapshot, NewJob, Principal, Seq,
+};
 
 /// Why the store could not do what was asked. The message is whole (what happened and what
 /// to check), for the log: it may name the Redis address and the OS error. A client is told
@@ -230,6 +233,26 @@ pub trait Store: Send + Sync + 'static {
     async fn reply_answer(&self, _to: ReplyTo, _verdict: AnswerVerdict) -> Result<(), StoreError> {
         Ok(())
     }
+
+    /// Remember task `job` of `principal` for `tasks/list` (MCP 2025-11-25), newest last,
+    /// within `cap` (the memory store: `cap` tasks of all callers; Redis: `cap` of each
+    /// caller, shared by every replica); whether an older one was forgotten for it.
+    async fn list_task(
+        &self,
+        principal: &Principal,
+        job: JobId,
+        cap: usize,
+    ) -> Result<bool, StoreError>;
+
+    /// Up to `limit` of `principal`'s listed tasks, newest first, after `after` (a task of an
+    /// earlier page); `None` if `after` is not one of theirs (or no longer listed). A task
+    /// whose job has expired may be among them: the caller skips what it cannot read.
+    async fn listed_tasks(
+        &self,
+        principal: &Principal,
+        after: Option<JobId>,
+        limit: usize,
+    ) -> Result<Option<Vec<JobId>>, StoreError>;
 
     /// Drop finished jobs past retention. Returns how many were dropped.
     async fn expire(&self) -> Result<usize, StoreError>;

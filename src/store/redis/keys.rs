@@ -14,7 +14,9 @@
 //! `v2` names the scheme: a bridge reading keys of another scheme finds nothing, instead of
 //! misreading them (replicas of both schemes on one Redis do not share jobs).
 
-use crate::model::{CorrelationId, JobId};
+use sha2::{Digest, Sha256};
+
+use crate::model::{CorrelationId, JobId, Principal};
 
 #[derive(Debug, Clone)]
 pub(super) struct Keys {
@@ -33,6 +35,14 @@ impl Keys {
 
     fn tagged(&self, kind: &str, id: &str) -> String {
         format!("{}:{SCHEME}:{kind}:{{{id}}}", self.prefix)
+    }
+
+    /// Sorted set: the tasks `tasks/list` (MCP 2025-11-25) shows a principal, by creation
+    /// time. Named by the SHA-256 of the principal: a JWT subject may hold any character.
+    pub(super) fn tasks(&self, principal: &Principal) -> String {
+        let digest = Sha256::digest(principal.as_str().as_bytes());
+        let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+        self.tagged("tasks", &hex)
     }
 
     /// Hash: the job snapshot, one field per snapshot field (JSON text), plus `_cancel`.

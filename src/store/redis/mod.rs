@@ -56,7 +56,7 @@ use super::{
 use crate::config::redact_url;
 use crate::model::{
     Channel, EventBody, FailureReason, Heartbeat, InputAnswer, JobFailure, JobId, JobSnapshot,
-    NewJob, Seq,
+    NewJob, Principal, Seq,
     wire::{render_heartbeat, render_job_event},
 };
 use crate::shutdown::{Shutdown, Stage};
@@ -230,7 +230,17 @@ fn resp3_client(url: &str, target: &str) -> Result<Client, StoreError> {
     Client::open(info.set_redis_settings(settings)).map_err(|e| unusable("", e))
 }
 
+/// How long a caller's task index outlives its newest task beyond the retention: a day for
+/// that task to run. A task that runs longer, with no newer task of its caller, is then no
+/// longer listed (it stays readable by `tasks/get`); its job's own keys expire on their own.
+const TASK_INDEX_RUN_MS: u64 = 24 * 3600 * 1000;
+
 impl Inner {
+    /// The TTL a caller's task index is given each time a task is added to it.
+    fn tasks_ttl_ms(&self) -> u64 {
+        self.retention_ms.saturating_add(TASK_INDEX_RUN_MS)
+    }
+
     /// A job's creation script may have run before Redis was lost with its answer. Hold a
     /// failure for the job: written when Redis returns, it ends the job if it does exist.
     fn hold_failed_start(&self, job: JobId, snapshot: JobSnapshot) {
@@ -798,6 +808,45 @@ impl Store for RedisStore {
 
     /// Redis expires finished jobs itself: the terminal event sets a TTL of `retention_secs`
     /// on the job's keys.
+    async fn list_task(
+        &self,
+        principal: &Principal,
+        job: JobId,
+        cap: usize,
+    ) -> Result<bool, StoreError> {
+        let inner = &self.inner;
+        let mut call = inner.scripts.list_task.prepare_invoke();
+        call.key(inner.keys.tasks(principal))
+            .arg(now_ms())
+            .arg(job.to_string())
+            .arg(cap.max(1))
+            .arg(inner.tasks_ttl_ms());
+        let forgot: i64 = inner
+            .cmd
+            .run(|mut conn| async move { call.invoke_async(&mut conn).await })
+            .await?;
+        Ok(forgot > 0)
+    }
+
+    async fn listed_tasks(
+        &self,
+        principal: &Principal,
+        after: Option<JobId>,
+        limit: usize,
+    ) -> Result<Option<Vec<JobId>>, StoreError> {
+        let inner = &self.inner;
+        let mut call = inner.scripts.listed_tasks.prepare_invoke();
+        call.key(inner.keys.tasks(principal))
+            .arg(after.map(|id| id.to_string()).unwrap_or_default())
+            .arg(limit.max(1));
+        let page: Option<Vec<String>> = inner
+            .cmd
+            .run(|mut conn| async move { call.invoke_async(&mut conn).await })
+            .await?;
+        // A member that is no job ID was not written by the bridge: skipped.
+        Ok(page.map(|ids| ids.iter().filter_map(|id| id.parse().ok()).collect()))
+    }
+
     async fn expire(&self) -> Result<usize, StoreError> {
         Ok(0)
     }

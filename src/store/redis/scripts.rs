@@ -142,6 +142,33 @@ end
 return fields
 "#;
 
+/// KEYS: a principal's task index (sorted set). ARGV: score (creation ms), task ID, cap,
+/// TTL ms. Adds the task, forgets the oldest past the cap, renews the TTL; returns how many
+/// were forgotten.
+const LIST_TASK: &str = r#"
+local found = redis.call('TYPE', KEYS[1])['ok']
+if found ~= 'none' and found ~= 'zset' then
+  return redis.error_reply('WRONGTYPE ' .. KEYS[1] .. ' holds a ' .. found .. ', not a zset; nothing was written')
+end
+redis.call('ZADD', KEYS[1], ARGV[1], ARGV[2])
+local forgot = redis.call('ZREMRANGEBYRANK', KEYS[1], 0, -(tonumber(ARGV[3]) + 1))
+redis.call('PEXPIRE', KEYS[1], ARGV[4])
+return forgot
+"#;
+
+/// KEYS: a principal's task index. ARGV: the task after which the page starts ('' for the
+/// first page), page size. Returns the page, newest first; nil when that task is not listed.
+/// One script, so a task added meanwhile cannot shift the page under the cursor.
+const LISTED_TASKS: &str = r#"
+local start = 0
+if ARGV[1] ~= '' then
+  local rank = redis.call('ZREVRANK', KEYS[1], ARGV[1])
+  if not rank then return false end
+  start = rank + 1
+end
+return redis.call('ZREVRANGE', KEYS[1], start, start + tonumber(ARGV[2]) - 1)
+"#;
+
 /// The scripts, hashed once (`EVALSHA`; the crate loads a script again after a Redis restart
 /// emptied its script cache).
 pub(super) struct Scripts {
@@ -151,6 +178,8 @@ pub(super) struct Scripts {
     pub open_job: Script,
     pub open_correlation: Script,
     pub request_cancel: Script,
+    pub list_task: Script,
+    pub listed_tasks: Script,
 }
 
 impl Scripts {
@@ -162,6 +191,8 @@ impl Scripts {
             open_job: Script::new(OPEN_JOB),
             open_correlation: Script::new(OPEN_CORRELATION),
             request_cancel: Script::new(REQUEST_CANCEL),
+            list_task: Script::new(LIST_TASK),
+            listed_tasks: Script::new(LISTED_TASKS),
         }
     }
 }
