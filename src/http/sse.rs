@@ -457,6 +457,17 @@ impl Tail {
                     continue;
                 }
                 _ = &mut self.idle => {
+                    // The writer wrote since: no keep-alive is due, and the socket stays
+                    // with it (taken back, a busy job's stream would find its own
+                    // subscription lagged and read history at every interval).
+                    if parked && let Some(at) = self.outflow.parked_wrote_at() {
+                        self.idle_deadline = self.idle_deadline.max(at + self.keep_alive);
+                        if Instant::now() < self.idle_deadline {
+                            let deadline = self.idle_deadline;
+                            self.idle.as_mut().reset(deadline);
+                            continue;
+                        }
+                    }
                     // A keep-alive may be due: the stream takes its socket back to see.
                     self.unpark();
                     let now = Instant::now();

@@ -18,13 +18,24 @@
 //! - a write failed (`error`), the job ended (its terminal event written: the stream ends), or
 //!   the stream takes its socket back itself (a keep-alive is due, the connection closes).
 //!
+//! A writer that hands a reader back tells its stream the newest event it saw that the reader
+//! was not sent (`ahead`): if the stream's own subscription does not bring it, history does,
+//! so the stream does not park again only to be handed back once more. When the writer's own
+//! subscription fails (the store cannot open the job, or it lagged or ended), its readers
+//! write their own events for [`HOLD_OFF`] before they may park again: a failing store is not
+//! asked again at once by every reader.
+//!
 //! So a reader gets each event once and in order whoever writes it; the byte bound, the
 //! stalled-reader drop, `Last-Event-ID` resume and `reset` stay the stream's, since a reader
 //! that does not keep up is handed back at its first full socket.
 //!
 //! Each writer holds one live subscription per job with parked readers, opened at the first
 //! one (`Store::open` after that reader's position, whose backlog closes the gap to the
-//! subscription), and kept until the job ends or the subscription lags or ends.
+//! subscription), and kept until the job ends, the subscription lags or ends, or a sweep finds
+//! no reader parked on it. A writer holds an entry per parking; a stream takes its socket back
+//! at every keep-alive on an idle job and parks again, and readers come and go, so entries of
+//! parkings that are over are pruned when a group has doubled since its last prune, and swept
+//! every [`SWEEP`].
 
 use std::{
     collections::HashMap,
@@ -34,6 +45,7 @@ use std::{
         atomic::{AtomicUsize, Ordering},
     },
     task::{Context, Poll},
+    time::Duration,
 };
 
 use bytes::Bytes;
@@ -43,7 +55,7 @@ use futures::{
     stream::{BoxStream, FuturesUnordered},
     task::AtomicWaker,
 };
-use parking_lot::Mutex;
+use parking_lot::{Mutex, MutexGuard};
 use prometheus::{IntCounter, IntCounterVec};
 use tokio::{net::TcpStream, sync::mpsc, time::Instant};
 use tokio_stream::StreamMap;
@@ -57,6 +69,16 @@ use crate::{
 
 /// Most writer tasks (`server.sse_writers`).
 pub const MAX_WRITERS: usize = 64;
+
+/// How long the readers of a writer whose subscription failed write their own events before
+/// they may park again.
+const HOLD_OFF: Duration = Duration::from_secs(1);
+
+/// How often a writer forgets the parkings that are over and the jobs no reader of it follows.
+const SWEEP: Duration = Duration::from_secs(30);
+
+/// Entries in a group from which it is pruned on a join (then again at twice its size).
+const PRUNE_FROM: usize = 64;
 
 /// The writer tasks of a listener; a stream's socket goes to one of them, round robin.
 pub struct Writers {
@@ -97,8 +119,14 @@ impl Writers {
     /// A seat for a stream written on `tcp` (in HTTP/1.1 chunks when `chunked`).
     pub fn seat(&self, tcp: Arc<TcpStream>, chunked: bool) -> Seat {
         let i = self.next.fetch_add(1, Ordering::Relaxed) % self.lanes.len();
-        Seat {
-            lane: self.lanes[i].clone(),
+        Seat::new(self.lanes[i].clone(), tcp, chunked)
+    }
+}
+
+impl Seat {
+    fn new(lane: mpsc::UnboundedSender<Park>, tcp: Arc<TcpStream>, chunked: bool) -> Self {
+        Self {
+            lane,
             chunked,
             state: Mutex::new(SeatState {
                 tcp: Some(tcp),
@@ -109,6 +137,7 @@ impl Writers {
                 rest: None,
                 wrote_at: None,
                 ahead: 0,
+                hold_off: None,
             }),
             waker: AtomicWaker::new(),
         }
@@ -149,9 +178,10 @@ struct SeatState {
     rest: Option<Rest>,
     /// When the writer last wrote (the stream's next keep-alive counts from it).
     wrote_at: Option<Instant>,
-    /// Handed back because the writer had seen this event and the reader had not been sent
-    /// the one before (0: not so).
+    /// Handed back having seen this event, which the reader had not been sent (0: none).
     ahead: Seq,
+    /// The stream does not park again before this instant (its writer's subscription failed).
+    hold_off: Option<Instant>,
 }
 
 /// The end of a frame a writer could not write whole; the whole frame counts as held.
@@ -202,7 +232,7 @@ impl Seat {
 impl Outflow {
     /// Hand the socket to its writer, the reader at `last` on job channel `channel`; `false`
     /// when there is no writer (or it is gone, or the connection still has a frame's end to
-    /// write): the stream writes on.
+    /// write, or the writer's subscription failed a moment ago): the stream writes on.
     pub fn park(self: &Arc<Self>, channel: &Channel, last: Seq, store: &Arc<dyn Store>) -> bool {
         let Some(seat) = self.seat() else {
             return false;
@@ -211,6 +241,12 @@ impl Outflow {
             let mut state = seat.state.lock();
             if state.tcp.is_none() || state.rest.is_some() {
                 return false;
+            }
+            if let Some(until) = state.hold_off {
+                if Instant::now() < until {
+                    return false;
+                }
+                state.hold_off = None;
             }
             state.parked = true;
             state.epoch += 1;
@@ -245,6 +281,12 @@ impl Outflow {
         } else {
             Poll::Ready(())
         }
+    }
+
+    /// When the writer last wrote on the socket since the stream parked, while it holds it.
+    pub fn parked_wrote_at(&self) -> Option<Instant> {
+        let state = self.seat()?.state.lock();
+        state.parked.then_some(state.wrote_at).flatten()
     }
 
     /// Take the socket back (the writer writes no more on it) and learn where the reader is.
@@ -295,207 +337,302 @@ struct Park {
     store: Arc<dyn Store>,
 }
 
+/// A parked stream as a writer holds it: its connection, and which parking it is.
+struct Parked {
+    outflow: Arc<Outflow>,
+    epoch: u64,
+}
+
+impl Parked {
+    /// The seat and its state while this parking lasts: `None` once the socket has been
+    /// handed back, taken back (an entry of an earlier parking), or the connection has ended.
+    fn current(&self) -> Option<(&Seat, MutexGuard<'_, SeatState>)> {
+        let seat = self.outflow.seat()?;
+        let state = seat.state.lock();
+        (state.parked && state.epoch == self.epoch).then_some((seat, state))
+    }
+}
+
 /// The parked readers of one job at one writer.
 struct Group {
     /// The last event the writer has seen; `None` while its subscription is being opened.
     at: Option<Seq>,
-    seats: Vec<(Arc<Outflow>, u64)>,
+    /// Entries of parkings that are over stay until the next event, prune or sweep.
+    seats: Vec<Parked>,
+    /// Entries at the last prune: the next one comes when there are twice as many.
+    pruned: usize,
 }
 
 type Opening = BoxFuture<'static, (Channel, Seq, Result<Option<Opened>, StoreError>)>;
 type Live = BoxStream<'static, Option<LiveItem>>;
 
+/// One writer task's state: the jobs its parked readers follow.
+struct Writer {
+    groups: HashMap<Channel, Group>,
+    /// One subscription per group whose opening succeeded; `None` after its last item.
+    live: StreamMap<Channel, Live>,
+    opening: FuturesUnordered<Opening>,
+    counts: HandBacks,
+}
+
 async fn run(mut parks: mpsc::UnboundedReceiver<Park>, counts: HandBacks) {
-    let mut groups: HashMap<Channel, Group> = HashMap::new();
-    let mut live: StreamMap<Channel, Live> = StreamMap::new();
-    let mut opening: FuturesUnordered<Opening> = FuturesUnordered::new();
+    let mut writer = Writer::new(counts);
+    let mut sweep = tokio::time::interval(SWEEP);
+    sweep.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
             park = parks.recv() => {
                 let Some(park) = park else { return };
-                join(&mut groups, &mut opening, park, &counts);
+                writer.join(park);
             }
-            Some((channel, from, opened)) = opening.next(), if !opening.is_empty() => {
-                let Some(group) = groups.get_mut(&channel) else { continue };
-                match opened {
-                    Ok(Some(opened)) if opened.covered && !opened.ended => {
-                        group.at = Some(from);
-                        for event in &opened.backlog {
-                            deliver(group, event, &counts);
-                        }
-                        let stream = opened.live.map(Some).chain(futures::stream::iter([None]));
-                        live.insert(channel, stream.boxed());
-                    }
-                    _ => {
-                        if let Some(group) = groups.remove(&channel) {
-                            hand_all_back(group, &counts);
-                        }
-                    }
-                }
+            Some((channel, from, opened)) = writer.opening.next(), if !writer.opening.is_empty() => {
+                writer.opened(channel, from, opened);
             }
-            Some((channel, item)) = live.next(), if !live.is_empty() => {
-                let Some(group) = groups.get_mut(&channel) else {
-                    live.remove(&channel);
-                    continue;
-                };
-                match item {
-                    Some(LiveItem::Event(event)) => {
-                        deliver(group, &event, &counts);
-                        if event.is_terminal() && !event.ephemeral {
-                            // Every seat got it or was handed back: the job is over.
-                            if let Some(group) = groups.remove(&channel) {
-                                hand_all_back(group, &counts);
-                            }
-                            live.remove(&channel);
-                        }
-                    }
-                    // Lagged, or the channel is gone: each stream finds out from its own.
-                    Some(LiveItem::Lagged) | None => {
-                        if let Some(group) = groups.remove(&channel) {
-                            hand_all_back(group, &counts);
-                        }
-                        live.remove(&channel);
-                    }
-                }
+            Some((channel, item)) = writer.live.next(), if !writer.live.is_empty() => {
+                writer.on_live(&channel, item);
             }
+            _ = sweep.tick() => writer.sweep(),
         }
     }
 }
 
-fn join(
-    groups: &mut HashMap<Channel, Group>,
-    opening: &mut FuturesUnordered<Opening>,
-    park: Park,
-    counts: &HandBacks,
-) {
-    let Park {
-        outflow,
-        epoch,
-        last,
-        channel,
-        store,
-    } = park;
-    match groups.get_mut(&channel) {
-        // The writer has seen an event this reader has not been sent: its stream has it.
-        Some(group) if group.at.is_some_and(|at| last < at) => {
-            if let Some(seat) = outflow.seat() {
-                let mut state = seat.state.lock();
-                if state.parked && state.epoch == epoch {
-                    counts.behind.inc();
-                    state.ahead = group.at.unwrap_or(0);
-                    seat.hand_back(state);
-                }
-            }
+impl Writer {
+    fn new(counts: HandBacks) -> Self {
+        Self {
+            groups: HashMap::new(),
+            live: StreamMap::new(),
+            opening: FuturesUnordered::new(),
+            counts,
         }
-        Some(group) => group.seats.push((outflow, epoch)),
-        None => {
-            groups.insert(
+    }
+
+    /// A stream parks: join its job's group, or open one.
+    fn join(&mut self, park: Park) {
+        let Park {
+            outflow,
+            epoch,
+            last,
+            channel,
+            store,
+        } = park;
+        let parked = Parked { outflow, epoch };
+        let Some(group) = self.groups.get_mut(&channel) else {
+            self.groups.insert(
                 channel.clone(),
                 Group {
                     at: None,
-                    seats: vec![(outflow, epoch)],
+                    seats: vec![parked],
+                    pruned: 0,
                 },
             );
-            opening.push(Box::pin(async move {
+            self.opening.push(Box::pin(async move {
                 let opened = store.open(&channel, Some(last)).await;
                 (channel, last, opened)
             }));
-        }
-    }
-}
-
-fn hand_all_back(group: Group, counts: &HandBacks) {
-    for (outflow, epoch) in group.seats {
-        if let Some(seat) = outflow.seat() {
-            let state = seat.state.lock();
-            if state.parked && state.epoch == epoch {
-                counts.behind.inc();
-                seat.hand_back(state);
+            return;
+        };
+        match group.at {
+            // The writer has seen an event this reader has not been sent: its stream sends it.
+            Some(at) if last < at => {
+                if let Some((seat, mut state)) = parked.current() {
+                    self.counts.behind.inc();
+                    state.ahead = at;
+                    seat.hand_back(state);
+                }
+            }
+            _ => {
+                if group.seats.len() >= PRUNE_FROM.max(2 * group.pruned) {
+                    group.prune();
+                }
+                group.seats.push(parked);
             }
         }
     }
-}
 
-/// Write `event` to every parked reader of `group` for whom it is next; hand back the others
-/// that cannot take it.
-fn deliver(group: &mut Group, event: &StoredEvent, counts: &HandBacks) {
-    if !event.ephemeral {
-        group.at = group.at.max(Some(event.seq));
-    }
-    let mut chunk: Option<Bytes> = None;
-    let now = Instant::now();
-    let mut written_to = 0;
-    group.seats.retain(|(outflow, epoch)| {
-        let Some(seat) = outflow.seat() else {
-            return false;
+    /// A group's subscription has been opened (after `from`, the position of the reader that
+    /// opened it), or could not be.
+    fn opened(&mut self, channel: Channel, from: Seq, opened: Result<Option<Opened>, StoreError>) {
+        let Some(group) = self.groups.get_mut(&channel) else {
+            return;
         };
-        let mut state = seat.state.lock();
-        if !state.parked || state.epoch != *epoch {
-            return false;
-        }
-        let next = if event.ephemeral {
-            event.seq <= state.last
-        } else if event.seq <= state.last {
-            // Sent already (by the stream, before it parked).
-            return true;
-        } else {
-            event.seq == state.last + 1
+        let opened = match opened {
+            Ok(Some(opened)) if opened.covered => opened,
+            // History no longer reaches back to `from`: each stream finds out (a `reset`).
+            Ok(Some(opened)) => return self.close(&channel, opened.head, HOLD_OFF),
+            // The channel is gone, or the store could not answer: the streams go on reading
+            // their own subscriptions (which end, or retry history) and park again later.
+            Ok(None) | Err(_) => return self.close(&channel, 0, HOLD_OFF),
         };
-        if !next || state.tcp.is_none() {
-            counts.behind.inc();
-            state.ahead = event.seq;
+        group.at = Some(from);
+        // Readers that joined while it opened from further on than they are: their streams
+        // send the events between.
+        group.seats.retain(|parked| {
+            let Some((seat, mut state)) = parked.current() else {
+                return false;
+            };
+            if state.last >= from {
+                return true;
+            }
+            self.counts.behind.inc();
+            state.ahead = from;
             seat.hand_back(state);
-            return false;
+            false
+        });
+        for event in &opened.backlog {
+            group.deliver(event, &self.counts);
         }
-        let bytes = if seat.chunked {
-            chunk.get_or_insert_with(|| chunked(&event.frame)).clone()
-        } else {
-            event.frame.clone()
+        if opened.ended {
+            // The backlog held the terminal event: written, or the streams send it.
+            return self.close(&channel, opened.head, Duration::ZERO);
+        }
+        let stream = opened.live.map(Some).chain(futures::stream::iter([None]));
+        self.live.insert(channel, stream.boxed());
+    }
+
+    /// An item of a group's subscription.
+    fn on_live(&mut self, channel: &Channel, item: Option<LiveItem>) {
+        let Some(group) = self.groups.get_mut(channel) else {
+            self.live.remove(channel);
+            return;
         };
-        let written = match &state.tcp {
-            Some(tcp) => tcp.try_write(&bytes),
-            None => Err(io::ErrorKind::NotConnected.into()),
-        };
-        match written {
-            Ok(n) => {
-                outflow.wrote(n);
-                written_to += 1;
-                state.wrote_at = Some(now);
-                if !event.ephemeral {
-                    state.last = event.seq;
-                    state.ended = event.is_terminal();
-                }
-                if n < bytes.len() {
-                    // The reader holds the frame until its end is written (as a frame
-                    // the connection writes itself), for the byte bound and the drop.
-                    outflow.queued(bytes.len());
-                    state.rest = Some(Rest {
-                        bytes: bytes.slice(n..),
-                        frame: bytes.len(),
-                    });
-                    counts.partial.inc();
-                    seat.hand_back(state);
-                    false
-                } else if state.ended {
-                    seat.hand_back(state);
-                    false
-                } else {
-                    true
+        match item {
+            Some(LiveItem::Event(event)) => {
+                group.deliver(&event, &self.counts);
+                if event.is_terminal() && !event.ephemeral {
+                    // Every seat got it or was handed back: the job is over.
+                    self.close(channel, 0, Duration::ZERO);
                 }
             }
-            Err(error) if error.kind() == io::ErrorKind::WouldBlock => {
-                counts.full.inc();
+            // Lagged, or the channel is gone: each stream finds out from its own.
+            Some(LiveItem::Lagged) | None => self.close(channel, 0, HOLD_OFF),
+        }
+    }
+
+    /// Hand every reader of `channel` back to its stream and forget the job. `ahead`: an event
+    /// the readers should read from history if their own subscriptions do not bring it (0:
+    /// none); `hold_off`: how long they write their own events before they may park again
+    /// (after a failure, so that every reader does not ask a failing store again at once).
+    fn close(&mut self, channel: &Channel, ahead: Seq, hold_off: Duration) {
+        self.live.remove(channel);
+        let Some(group) = self.groups.remove(channel) else {
+            return;
+        };
+        let until = (!hold_off.is_zero()).then(|| Instant::now() + hold_off);
+        for parked in &group.seats {
+            if let Some((seat, mut state)) = parked.current() {
+                self.counts.behind.inc();
+                state.ahead = ahead;
+                state.hold_off = until;
                 seat.hand_back(state);
-                false
-            }
-            Err(_) => {
-                counts.error.inc();
-                seat.hand_back(state);
-                false
             }
         }
-    });
-    counts.written.inc_by(written_to);
+    }
+
+    /// Forget the entries of parkings that are over, and the jobs no reader follows any
+    /// longer (their subscriptions with them), so that readers coming and going on an idle
+    /// job do not pile up.
+    fn sweep(&mut self) {
+        let live = &mut self.live;
+        self.groups.retain(|channel, group| {
+            if group.at.is_none() {
+                return true;
+            }
+            group.prune();
+            if group.seats.is_empty() {
+                live.remove(channel);
+            }
+            !group.seats.is_empty()
+        });
+    }
+}
+
+impl Group {
+    /// Drop the entries of parkings that are over.
+    fn prune(&mut self) {
+        self.seats.retain(|parked| parked.current().is_some());
+        self.pruned = self.seats.len();
+    }
+
+    /// Write `event` to every parked reader for whom it is next; hand back the others that
+    /// cannot take it.
+    fn deliver(&mut self, event: &StoredEvent, counts: &HandBacks) {
+        if !event.ephemeral {
+            self.at = self.at.max(Some(event.seq));
+        }
+        let mut chunk: Option<Bytes> = None;
+        let now = Instant::now();
+        let mut written_to = 0;
+        // An event the reader would miss if it were handed back now (not a heartbeat).
+        let missed = if event.ephemeral { 0 } else { event.seq };
+        self.seats.retain(|parked| {
+            let Some((seat, mut state)) = parked.current() else {
+                return false;
+            };
+            let next = if event.ephemeral {
+                // A heartbeat carries the channel's position: never an `id:` past the reader's.
+                event.seq <= state.last
+            } else if event.seq <= state.last {
+                // Sent already (by the stream, before it parked).
+                return true;
+            } else {
+                event.seq == state.last + 1
+            };
+            if !next {
+                counts.behind.inc();
+                state.ahead = event.seq;
+                seat.hand_back(state);
+                return false;
+            }
+            let bytes = if seat.chunked {
+                chunk.get_or_insert_with(|| chunked(&event.frame)).clone()
+            } else {
+                event.frame.clone()
+            };
+            let written = match &state.tcp {
+                Some(tcp) => tcp.try_write(&bytes),
+                None => Err(io::ErrorKind::NotConnected.into()),
+            };
+            match written {
+                Ok(n) => {
+                    parked.outflow.wrote(n);
+                    written_to += 1;
+                    state.wrote_at = Some(now);
+                    if !event.ephemeral {
+                        state.last = event.seq;
+                        state.ended = event.is_terminal();
+                    }
+                    if n < bytes.len() {
+                        // The reader holds the frame until its end is written (as a frame
+                        // the connection writes itself), for the byte bound and the drop.
+                        parked.outflow.queued(bytes.len());
+                        state.rest = Some(Rest {
+                            bytes: bytes.slice(n..),
+                            frame: bytes.len(),
+                        });
+                        counts.partial.inc();
+                        seat.hand_back(state);
+                        false
+                    } else if state.ended {
+                        seat.hand_back(state);
+                        false
+                    } else {
+                        true
+                    }
+                }
+                Err(error) => {
+                    if error.kind() == io::ErrorKind::WouldBlock {
+                        counts.full.inc();
+                    } else {
+                        counts.error.inc();
+                    }
+                    state.ahead = missed;
+                    seat.hand_back(state);
+                    false
+                }
+            }
+        });
+        counts.written.inc_by(written_to);
+    }
 }
 
 /// `frame` in an HTTP/1.1 chunk of its own, as the connection writes it (`direct::Out`).
@@ -510,6 +647,114 @@ fn chunked(frame: &[u8]) -> Bytes {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::{
+        model::JobId,
+        store::{ChannelSnapshot, memory::MemoryStore},
+    };
+
+    fn counts() -> HandBacks {
+        let counter = || IntCounter::new("c", "c").unwrap();
+        HandBacks {
+            written: counter(),
+            full: counter(),
+            partial: counter(),
+            behind: counter(),
+            error: counter(),
+        }
+    }
+
+    /// A connection's outflow with a seat at a writer whose lane is `parks`, and the other
+    /// end of its socket.
+    async fn seated() -> (Arc<Outflow>, mpsc::UnboundedReceiver<Park>, TcpStream) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let reader = TcpStream::connect(listener.local_addr().unwrap())
+            .await
+            .unwrap();
+        let (tcp, _) = listener.accept().await.unwrap();
+        let (lane, parks) = mpsc::unbounded_channel();
+        let outflow = Arc::new(Outflow::default());
+        outflow.install(Seat::new(lane, Arc::new(tcp), true));
+        (outflow, parks, reader)
+    }
+
+    fn handed_back(outflow: &Outflow) -> Option<Back> {
+        let parked = outflow.seat()?.state.lock().parked;
+        if parked { None } else { outflow.take_back() }
+    }
+
+    /// A reader that parks again and again on a job with no events (a keep-alive takes the
+    /// socket back each time), or readers that come and go: the writer does not pile up
+    /// their entries, and forgets the job once nobody is parked on it.
+    #[tokio::test]
+    async fn parkings_that_are_over_do_not_pile_up() {
+        let (outflow, mut parks, _reader) = seated().await;
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::new(100, 60));
+        let channel = Channel::Job(JobId::random());
+        let mut writer = Writer::new(counts());
+        writer.groups.insert(
+            channel.clone(),
+            Group {
+                at: Some(0),
+                seats: Vec::new(),
+                pruned: 0,
+            },
+        );
+        for _ in 0..10_000 {
+            assert!(outflow.park(&channel, 0, &store));
+            writer.join(parks.try_recv().unwrap());
+            outflow.take_back();
+        }
+        let seats = writer.groups[&channel].seats.len();
+        assert!(seats <= PRUNE_FROM, "{seats} entries kept");
+        writer.sweep();
+        assert!(writer.groups.is_empty(), "nobody parked: the job forgotten");
+    }
+
+    /// Readers that parked while the writer opened the job from further on than they are get
+    /// their socket back at once, told to read the events between.
+    #[tokio::test]
+    async fn a_reader_behind_where_the_writer_opened_is_handed_back() {
+        let (ahead, mut parks, _a) = seated().await;
+        let (behind, mut behind_parks, _b) = seated().await;
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::new(100, 60));
+        let channel = Channel::Job(JobId::random());
+        let mut writer = Writer::new(counts());
+        assert!(ahead.park(&channel, 5, &store));
+        writer.join(parks.try_recv().unwrap());
+        assert!(behind.park(&channel, 3, &store));
+        writer.join(behind_parks.try_recv().unwrap());
+        let opened = Opened {
+            head: 5,
+            snapshot: ChannelSnapshot::Correlation(Vec::new()),
+            backlog: Vec::new(),
+            covered: true,
+            ended: false,
+            live: futures::stream::pending().boxed(),
+        };
+        writer.opened(channel.clone(), 5, Ok(Some(opened)));
+        assert!(handed_back(&ahead).is_none(), "caught up: stays parked");
+        let back = handed_back(&behind).expect("handed back");
+        assert_eq!((back.last, back.ahead), (3, 5));
+    }
+
+    /// When the writer cannot open the job, its readers go on with their own tasks and do not
+    /// park again at once (every reader would ask a failing store again).
+    #[tokio::test]
+    async fn a_failed_opening_holds_its_readers_off() {
+        let (outflow, mut parks, _reader) = seated().await;
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::new(100, 60));
+        let channel = Channel::Job(JobId::random());
+        let mut writer = Writer::new(counts());
+        assert!(outflow.park(&channel, 0, &store));
+        writer.join(parks.try_recv().unwrap());
+        let (channel, from, opened) = writer.opening.next().await.unwrap();
+        assert!(matches!(opened, Ok(None)), "no such job");
+        writer.opened(channel.clone(), from, opened);
+        assert!(handed_back(&outflow).is_some());
+        assert!(!outflow.park(&channel, 0, &store), "held off");
+        tokio::time::sleep(HOLD_OFF).await;
+        assert!(outflow.park(&channel, 0, &store), "parks again later");
+    }
 
     #[test]
     fn a_chunk_is_what_the_connection_writes() {
