@@ -73,26 +73,74 @@ impl Measured {
 /// The bridge, then the floor, each read by the same readers, both fed by one upstream in a
 /// process of its own (see `upstream.rs`). A failure names the server it happened on, with the
 /// end of that server's log and the upstream's state: a job that failed because its upstream
-/// stopped answering says so.
+/// stopped answering says so. `BENCH_SSE_WRITERS=2,0` runs the bridge once per value of
+/// `server.sse_writers`, in that order, each against the same floor (its rows say which).
 pub async fn run(ctx: &Ctx, readers: usize) -> Result<Vec<Row>, String> {
+    let settings = writer_settings();
     let mut demo = DemoProcess::start(ctx, &format!("fanout-{readers}")).await?;
-    let measured = both(ctx, &demo, readers).await;
+    let measured = all(ctx, &demo, readers, &settings).await;
     let measured = measured.map_err(|e| format!("{e}; the upstream: {}", demo.state()));
     demo.stop().await;
     let (on_bridge, on_floor) = measured?;
-    rows(readers, &on_bridge, &on_floor)
+    let mut all_rows = Vec::new();
+    for (writers, measured) in settings.iter().zip(&on_bridge) {
+        let scenario = match writers {
+            Some(n) if settings.len() > 1 => {
+                format!("fan-out, {readers} readers, sse_writers = {n}")
+            }
+            _ => format!("fan-out, {readers} readers"),
+        };
+        all_rows.extend(rows(&scenario, readers, measured, &on_floor)?);
+    }
+    Ok(all_rows)
 }
 
-async fn both(
+/// The values of `server.sse_writers` to run the bridge with (`BENCH_SSE_WRITERS`, one value
+/// or a comma-separated list); `None`: the bridge's default.
+fn writer_settings() -> Vec<Option<usize>> {
+    let listed: Vec<Option<usize>> = std::env::var("BENCH_SSE_WRITERS")
+        .unwrap_or_default()
+        .split(',')
+        .filter_map(|n| n.trim().parse().ok())
+        .map(Some)
+        .collect();
+    if listed.is_empty() {
+        vec![None]
+    } else {
+        listed
+    }
+}
+
+async fn all(
     ctx: &Ctx,
     demo: &DemoProcess,
     readers: usize,
-) -> Result<(Measured, Measured), String> {
-    let bridge = proc::start_bridge(
+    settings: &[Option<usize>],
+) -> Result<(Vec<Measured>, Measured), String> {
+    let mut on_bridge = Vec::new();
+    for writers in settings {
+        on_bridge.push(bridge(ctx, demo, readers, *writers).await?);
+    }
+    let floor = start_floor(ctx, demo, readers).await?;
+    let on_floor = measure(ctx, &floor, None, readers).await;
+    let on_floor = on_floor.map_err(|e| format!("{FLOOR}: {e}; its log: {}", floor.log_tail()));
+    floor.stop().await;
+    Ok((on_bridge, on_floor?))
+}
+
+/// The bridge (with `server.sse_writers` at `writers`, or its default), read by the readers.
+async fn bridge(
+    ctx: &Ctx,
+    demo: &DemoProcess,
+    readers: usize,
+    writers: Option<usize>,
+) -> Result<Measured, String> {
+    let bridge = proc::start_bridge_with_writers(
         &ctx.bin,
         &ctx.dir,
         &format!("fanout-{readers}"),
         &crate::http_upstream_config(&demo.url, "async"),
+        writers,
     )
     .await
     .map_err(|e| e.to_string())?;
@@ -106,12 +154,7 @@ async fn both(
     };
     let on_bridge = on_bridge.map_err(|e| format!("bridge: {e}; its log: {}", bridge.log_tail()));
     bridge.stop().await;
-    let on_bridge = on_bridge?;
-    let floor = start_floor(ctx, demo, readers).await?;
-    let on_floor = measure(ctx, &floor, None, readers).await;
-    let on_floor = on_floor.map_err(|e| format!("{FLOOR}: {e}; its log: {}", floor.log_tail()));
-    floor.stop().await;
-    Ok((on_bridge, on_floor?))
+    on_bridge
 }
 
 /// The floor as its own process: this binary's `floor-sse` subcommand.
@@ -222,10 +265,9 @@ async fn start_floor_job(ctx: &Ctx, floor: &BridgeProcess, readers: usize) -> Re
 }
 
 /// The rows of one size: every figure of the bridge against the floor's.
-fn rows(readers: usize, b: &Measured, f: &Measured) -> Result<Vec<Row>, String> {
-    let scenario = format!("fan-out, {readers} readers");
+fn rows(scenario: &str, readers: usize, b: &Measured, f: &Measured) -> Result<Vec<Row>, String> {
     let row = |metric: &str, bridge: String, floor: String, ratio: String| {
-        Row::new(&scenario, metric, bridge).vs(FLOOR, floor, ratio)
+        Row::new(scenario, metric, bridge).vs(FLOOR, floor, ratio)
     };
     let (Some(bb), Some(fb), Some(ba), Some(fa)) = (
         b.delivered.before_last.summary(),
@@ -268,7 +310,7 @@ fn rows(readers: usize, b: &Measured, f: &Measured) -> Result<Vec<Row>, String> 
             ratio(ba.max, fa.max),
         ),
     ];
-    rows.extend(cost_rows(&scenario, readers, b, f));
+    rows.extend(cost_rows(scenario, readers, b, f));
     Ok(rows)
 }
 

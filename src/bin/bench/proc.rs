@@ -18,14 +18,25 @@ pub async fn start_bridge(
     name: &str,
     config: &str,
 ) -> Result<BridgeProcess, StartError> {
-    // The limits are raised past what the scenarios need (10,000 readers of one job, 10,000
-    // jobs, bursts of calls): the benchmark measures the engine, not the default limits.
     // `BENCH_SSE_WRITERS=N` sets `server.sse_writers` (to compare the shared writers with a
-    // task per reader against the same floor).
+    // task per reader against the same floor; the fan-out also takes a list, see `fanout`).
     let writers = std::env::var("BENCH_SSE_WRITERS")
         .ok()
-        .and_then(|n| n.parse::<usize>().ok())
-        .map_or(String::new(), |n| format!("sse_writers = {n}\n"));
+        .and_then(|n| n.parse::<usize>().ok());
+    start_bridge_with_writers(bin, dir, name, config, writers).await
+}
+
+/// [`start_bridge`] with `server.sse_writers` set to `writers` (`None`: the bridge's default).
+pub async fn start_bridge_with_writers(
+    bin: &Path,
+    dir: &Path,
+    name: &str,
+    config: &str,
+    writers: Option<usize>,
+) -> Result<BridgeProcess, StartError> {
+    // The limits are raised past what the scenarios need (10,000 readers of one job, 10,000
+    // jobs, bursts of calls): the benchmark measures the engine, not the default limits.
+    let writers = writers.map_or(String::new(), |n| format!("sse_writers = {n}\n"));
     let text = format!(
         "[server]\nlisten = \"127.0.0.1:0\"\nallowed_hosts = []\n{writers}\n\
          [limits]\nmax_jobs_per_token = 100000\ncalls_per_minute = 10000000\n\
