@@ -20,10 +20,10 @@
 //!
 //! A writer that hands a reader back tells its stream the newest event it saw that the reader
 //! was not sent (`ahead`): if the stream's own subscription does not bring it, history does,
-//! so the stream does not park again only to be handed back once more. When the writer's own
-//! subscription fails (the store cannot open the job, or it lagged or ended), its readers
-//! write their own events for [`HOLD_OFF`] before they may park again: a failing store is not
-//! asked again at once by every reader.
+//! so the stream does not park again only to be handed back once more. When the writer cannot
+//! open the job (the store failed, or history no longer reaches back), its readers write their
+//! own events for [`HOLD_OFF`] before they may park again: a failing store is not asked again
+//! at once, round after round.
 //!
 //! So a reader gets each event once and in order whoever writes it; the byte bound, the
 //! stalled-reader drop, `Last-Event-ID` resume and `reset` stay the stream's, since a reader
@@ -70,8 +70,8 @@ use crate::{
 /// Most writer tasks (`server.sse_writers`).
 pub const MAX_WRITERS: usize = 64;
 
-/// How long the readers of a writer whose subscription failed write their own events before
-/// they may park again.
+/// How long the readers of a writer that could not open their job write their own events
+/// before they may park again.
 const HOLD_OFF: Duration = Duration::from_secs(1);
 
 /// How often a writer forgets the parkings that are over and the jobs no reader of it follows.
@@ -503,8 +503,9 @@ impl Writer {
                     self.close(channel, 0, Duration::ZERO);
                 }
             }
-            // Lagged, or the channel is gone: each stream finds out from its own.
-            Some(LiveItem::Lagged) | None => self.close(channel, 0, HOLD_OFF),
+            // Lagged (this writer fell behind), or the channel is gone: each stream finds out
+            // from its own, and parks again once caught up (the writer opens the job anew).
+            Some(LiveItem::Lagged) | None => self.close(channel, 0, Duration::ZERO),
         }
     }
 
