@@ -216,7 +216,6 @@ impl Jobs {
             key: Some(key.to_string()),
             ..InputAnswer::decline()
         };
-        self.answer(id, decline, by).await?;
         let note = EventBody::Log {
             level: "warning".into(),
             logger: Some("mcp-progress-bridge".into()),
@@ -224,6 +223,15 @@ impl Jobs {
                 "question {key} was declined: the answer from {by} was not taken ({why})"
             )),
         };
+        // Here, the note goes on the channel before the tool has its decline: given first,
+        // the tool may end the job before the note is written, and a note after the end is
+        // not stored (seen under load).
+        if let Ok(waiting) = self.inner.inputs.take_fitting(id, &decline) {
+            self.record(id, note).await;
+            return self.give(id, waiting, decline, by).await;
+        }
+        // On another replica (or no longer waiting): the answer path says which.
+        self.answer(id, decline, by).await?;
         self.record(id, note).await;
         Ok(())
     }

@@ -768,6 +768,7 @@ impl Store for RedisStore {
         };
         let waited_ms = inner.relay_timeout.as_millis() as u64;
         let (answer, caller_answer) = AnswerMessage::of(answer);
+        let expires_ms = now_ms() + waited_ms;
         let message = serde_json::to_string(&AnswerMessage {
             answer_for: job,
             answer,
@@ -775,7 +776,7 @@ impl Store for RedisStore {
             by,
             reply_to: inner.replica.clone(),
             request,
-            expires_ms: now_ms() + waited_ms,
+            expires_ms,
         })
         .unwrap_or_default();
         let started = tokio::time::Instant::now();
@@ -786,7 +787,15 @@ impl Store for RedisStore {
         let rest = inner.relay_timeout.saturating_sub(started.elapsed());
         Ok(match tokio::time::timeout(rest, verdict).await {
             Ok(Ok(verdict)) => Relayed::Verdict(verdict),
-            _ => Relayed::Unconfirmed { waited_ms },
+            _ => {
+                // The owner drops the answer once the wall clock is past `expires_ms`; the
+                // timer above runs on the monotonic one and may end a millisecond short of it.
+                // "Unconfirmed" is said only when the owner no longer takes the answer.
+                while now_ms() <= expires_ms {
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                }
+                Relayed::Unconfirmed { waited_ms }
+            }
         })
     }
 
