@@ -9,9 +9,7 @@ use std::time::Duration;
 
 use common::*;
 use mcp_progress_bridge::config::{CallMode, McpToken, Secret};
-use rmcp::model::{
-    CallToolResponse, GetTaskParams, InputRequest, TaskPayload, TaskStatus, UpdateTaskParams,
-};
+use rmcp::model::{CallToolResponse, InputRequest, TaskPayload, TaskStatus, UpdateTaskParams};
 use serde_json::{Value, json};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -15,7 +15,7 @@ use std::{
 };
 
 use common::*;
-use rmcp::model::{CallToolResponse, GetTaskParams, TaskPayload, TaskStatus, UpdateTaskParams};
+use rmcp::model::{CallToolResponse, TaskPayload, TaskStatus, UpdateTaskParams};
 use serde_json::{Value, json};
 
 /// The lease the replicas in these tests hold (seconds).
