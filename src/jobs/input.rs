@@ -229,6 +229,9 @@ impl Jobs {
                 "question {key} was declined: the answer from {by} was not taken ({why})"
             )),
         };
+        // Here the asker records the note (after `input_answered`) before the tool has its
+        // decline: given first, the tool may end the job before the note is written, and a
+        // note after the end is not stored (seen under load: tasks_2025 failed 1 in 6).
         self.answer_noted(id, decline, by, Some(note)).await
     }
 
