@@ -88,7 +88,7 @@ struct Inner {
     /// Task IDs one `subscriptions/listen` request may follow (`limits.max_listen_task_ids`).
     max_listen_task_ids: usize,
     /// Samples and roots the tools of this replica's jobs ask their 2026-07-28 callers for.
-    caller_asks: caller_asks::CallerAsks,
+    caller_asks: Arc<caller_asks::CallerAsks>,
     metrics: Arc<Metrics>,
     /// Where the followers of 2025-11-25 tasks (`task_status`) run: the HTTP stage, they stop
     /// with the sessions they tell.
@@ -119,6 +119,9 @@ impl Front {
             tasks.clone(),
         );
         tasks.spawn_until_stopped(callers.clone().run());
+        // Answers other replicas relay from the callers' retries come to these.
+        let caller_asks = Arc::new(caller_asks::CallerAsks::default());
+        jobs.serve_caller_requests(caller_asks.clone());
         Self {
             inner: Arc::new(Inner {
                 callers,
@@ -129,7 +132,7 @@ impl Front {
                 correlation_header,
                 quota,
                 max_listen_task_ids,
-                caller_asks: caller_asks::CallerAsks::default(),
+                caller_asks,
                 metrics,
                 tasks: tasks.clone(),
             }),

@@ -3,26 +3,54 @@
 //! The upstream's `elicitation/create` waits (in rmcp's request handler, a task of its own)
 //! on [`Jobs::ask`]: the question becomes the job's `input_required` event (status
 //! `input_required`, the snapshot lists it), and the first answer that fits its schema, from
-//! any answer path ([`Jobs::answer`]), goes back to the tool, followed by an `input_answered`
-//! event. A question nobody answers within `jobs.input_timeout_secs` is declined, and the job
-//! goes on. The waiting questions of a job live in this replica, the one that runs its
+//! any answer path ([`Jobs::answer`]), goes back to the tool once its `input_answered` event is
+//! recorded (after the tool has it, the job may have ended, and the event with it). A
+//! question nobody answers within `jobs.input_timeout_secs` is declined, and the job goes on.
+//! The waiting questions of a job live in this replica, the one that runs its
 //! upstream call. An answer that reaches another replica (several behind a load balancer,
 //! with Redis) is relayed to this one through the store ([`Store::relay_answer`]): it is
 //! checked and taken here, as a local answer is, and the verdict goes back to the answering
 //! replica, which waits for it at most `store.input_relay_timeout_ms` (docs/replicas.md).
 //!
+//!
+//! The same way carries a 2026-07-28 caller's answers to the samples and roots the job's
+//! tool asked it for (`inputResponses` of its retry, keys `sample-N` / `roots-N`): those wait
+//! in the front door of the replica running the call, for that caller only, so a retry that
+//! reaches another replica passes them on ([`Jobs::relay_caller_answer`]), and the owner hands
+//! them to its [`CallerRequests`] desk, which checks and takes them as a retry of its own.
+//!
 //! [`Store::relay_answer`]: crate::store::Store::relay_answer
 
-use std::collections::HashMap;
+use std::{collections::HashMap, sync::Arc};
 
 use parking_lot::Mutex;
+use serde_json::Value;
 use tokio::sync::oneshot;
 
 use super::Jobs;
 use crate::{
-    model::{EventBody, InputAction, InputAnswer, InputMismatch, InputQuestion, JobId},
-    store::{AnswerRequest, AnswerVerdict, Relayed},
+    model::{
+        EventBody, InputAction, InputAnswer, InputMismatch, InputQuestion, JobId, JobSnapshot,
+    },
+    store::{AnswerRequest, AnswerVerdict, Relayed, RelayedAnswer},
 };
+
+/// The answer path named for a relayed answer to a caller request (no event names it: what a
+/// caller answers for its own call is not on the job's channel).
+const CALLER_BY: &str = "tools/call inputResponses";
+
+/// The longest key of a caller request an answer may name (the front door's keys are
+/// `sample-N` / `roots-N`, N a `u64`); a longer one answers nothing and is not relayed.
+const MAX_CALLER_KEY_BYTES: usize = 64;
+
+/// The requests the jobs running here made of their waiting callers (samples, roots), kept
+/// by the front door, which alone knows them: a relayed answer to one is taken there, checked
+/// exactly as an answer from a retry that reached this replica (`jobs.max_sample_bytes`,
+/// shape, first answer wins), and the verdict goes back. `Taken`, `TooLarge`, `Unfit` or
+/// `NothingToAnswer` (nothing of the job waits under that key).
+pub trait CallerRequests: Send + Sync + 'static {
+    fn answer(&self, job: JobId, key: &str, value: Value) -> AnswerVerdict;
+}
 
 /// Why an answer was not taken.
 #[derive(Debug, thiserror::Error)]
@@ -58,7 +86,22 @@ pub enum InputError {
 /// One question waiting for its answer.
 struct Waiting {
     question: InputQuestion,
-    answer: oneshot::Sender<InputAnswer>,
+    answer: oneshot::Sender<Given>,
+}
+
+/// An answer on its way to the asking tool, with what the job's channel says of it. The asker
+/// records that before the tool has the answer: a tool may end its job as soon as it has it,
+/// and nothing recorded after a job's terminal event is kept. (Recorded by the answer path
+/// after it had handed the answer over, `input_answered` was lost now and then under load,
+/// behind the `completed` of a tool that answered at once.)
+struct Given {
+    answer: InputAnswer,
+    /// The answer path, for `input_answered`.
+    by: String,
+    /// Recorded after `input_answered`: why an unfit answer was declined.
+    note: Option<EventBody>,
+    /// Told once the events are recorded, so that the answer path answers after them.
+    recorded: oneshot::Sender<()>,
 }
 
 /// The questions waiting in this replica, by job. A `parking_lot` mutex: every critical
@@ -134,7 +177,7 @@ impl Jobs {
         self.record(id, EventBody::InputRequired(question)).await;
         let timeout = std::time::Duration::from_secs(config.input_timeout_secs);
         match tokio::time::timeout(timeout, rx).await {
-            Ok(Ok(answer)) => answer,
+            Ok(Ok(given)) => self.receive(id, &key, given).await,
             Ok(Err(_)) => InputAnswer {
                 action: InputAction::Cancel,
                 content: None,
@@ -156,6 +199,18 @@ impl Jobs {
     /// `input_answered` event. A job another replica runs gets it through the store, with the
     /// same checks there (its verdict is this answer's outcome).
     pub async fn answer(&self, id: JobId, answer: InputAnswer, by: &str) -> Result<(), InputError> {
+        self.answer_noted(id, answer, by, None).await
+    }
+
+    /// [`Jobs::answer`], with `note` recorded on the job's channel after its `input_answered`
+    /// (before the tool has the answer when the job runs here).
+    async fn answer_noted(
+        &self,
+        id: JobId,
+        answer: InputAnswer,
+        by: &str,
+        note: Option<EventBody>,
+    ) -> Result<(), InputError> {
         self.fits_size(&answer)?;
         let waiting = match self.inner.inputs.take_fitting(id, &answer) {
             Ok(waiting) => waiting,
@@ -163,14 +218,19 @@ impl Jobs {
             Err(None) => {
                 return match self.snapshot(id).await {
                     Ok(Some(s)) if s.owner != self.inner.replica && !s.status.is_terminal() => {
-                        self.relay(&s.owner, id, answer, by).await
+                        self.relay(&s.owner, id, answer, by).await?;
+                        // The owner recorded `input_answered`; the note follows from here.
+                        if let Some(note) = note {
+                            self.record(id, note).await;
+                        }
+                        Ok(())
                     }
                     Ok(Some(_)) => Err(InputError::NothingToAnswer),
                     _ => Err(InputError::UnknownJob),
                 };
             }
         };
-        self.give(id, waiting, answer, by).await
+        self.give(waiting, answer, by, note).await
     }
 
     /// Decline question `key` of job `id` for an answer that could not be taken (`why`: it
@@ -189,7 +249,6 @@ impl Jobs {
             key: Some(key.to_string()),
             ..InputAnswer::decline()
         };
-        self.answer(id, decline, by).await?;
         let note = EventBody::Log {
             level: "warning".into(),
             logger: Some("mcp-progress-bridge".into()),
@@ -197,8 +256,16 @@ impl Jobs {
                 "question {key} was declined: the answer from {by} was not taken ({why})"
             )),
         };
-        self.record(id, note).await;
-        Ok(())
+        // Here the asker records the note (after `input_answered`) before the tool has its
+        // decline: given first, the tool may end the job before the note is written, and a
+        // note after the end is not stored (seen under load: tasks_2025 failed 1 in 6).
+        self.answer_noted(id, decline, by, Some(note)).await
+    }
+
+    /// Where relayed answers to the requests of this replica's jobs made of their callers go
+    /// (the front door's desk; the latest one given).
+    pub fn serve_caller_requests(&self, desk: Arc<dyn CallerRequests>) {
+        *self.inner.caller_requests.write() = Some(desk);
     }
 
     /// An answer for a job this replica runs, relayed by the replica it reached: checked and
@@ -214,15 +281,33 @@ impl Jobs {
             self.relay_counted("expired");
             return;
         }
+        let verdict = match answer {
+            RelayedAnswer::Question(answer) => self.question_answered(id, answer, &by).await,
+            RelayedAnswer::CallerRequest { key, value } => {
+                let desk = self.inner.caller_requests.read().clone();
+                match desk {
+                    Some(desk) => desk.answer(id, &key, value),
+                    None => AnswerVerdict::NothingToAnswer,
+                }
+            }
+        };
+        if let Err(e) = self.inner.store.reply_answer(reply, verdict).await {
+            tracing::warn!(job = %id, error = %e, "the verdict on a relayed answer was not sent");
+        }
+    }
+
+    /// A relayed answer to a question of job `id`, running here: checked and taken as a local
+    /// one; the verdict.
+    async fn question_answered(&self, id: JobId, answer: InputAnswer, by: &str) -> AnswerVerdict {
         let outcome = match self.fits_size(&answer) {
             Err(e) => Err(e),
             Ok(()) => match self.inner.inputs.take_fitting(id, &answer) {
-                Ok(waiting) => self.give(id, waiting, answer, &by).await,
+                Ok(waiting) => self.give(waiting, answer, by, None).await,
                 Err(Some(mismatch)) => Err(mismatch.into()),
                 Err(None) => Err(self.no_question(id).await),
             },
         };
-        let verdict = match outcome {
+        match outcome {
             Ok(()) => AnswerVerdict::Taken,
             Err(InputError::Mismatch(m)) => AnswerVerdict::Mismatch {
                 field: m.field,
@@ -231,10 +316,41 @@ impl Jobs {
             Err(InputError::TooLarge { size, limit }) => AnswerVerdict::TooLarge { size, limit },
             Err(InputError::UnknownJob) => AnswerVerdict::UnknownJob,
             Err(_) => AnswerVerdict::NothingToAnswer,
-        };
-        if let Err(e) = self.inner.store.reply_answer(reply, verdict).await {
-            tracing::warn!(job = %id, error = %e, "the verdict on a relayed answer was not sent");
         }
+    }
+
+    /// A 2026-07-28 caller's answer (`value`, under `key`) to a sample or the roots the tool
+    /// of `job` asked it for, from a retry that reached this replica while another runs the
+    /// job (the caller's right to the job checked already): passed to that replica, which
+    /// checks and takes it as it takes an answer from a retry of its own; its verdict
+    /// (`Taken`, `TooLarge`, `Unfit`, `NothingToAnswer`). Nothing is relayed when nothing can
+    /// be taken: the job ended or runs here (what waits here was looked at already), the key is
+    /// longer than any the front door hands out, or the answer is past `jobs.max_sample_bytes`
+    /// (the owner's bound too; counted here). `Err` when the owner gave no verdict.
+    pub async fn relay_caller_answer(
+        &self,
+        job: &JobSnapshot,
+        key: &str,
+        value: Value,
+    ) -> Result<AnswerVerdict, InputError> {
+        if job.owner == self.inner.replica
+            || job.status.is_terminal()
+            || key.len() > MAX_CALLER_KEY_BYTES
+        {
+            return Ok(AnswerVerdict::NothingToAnswer);
+        }
+        let size = serde_json::to_vec(&value).map_or(usize::MAX, |v| v.len());
+        let limit = self.inner.config.max_sample_bytes;
+        if size > limit {
+            self.limit_hit("max_sample_bytes");
+            return Ok(AnswerVerdict::TooLarge { size, limit });
+        }
+        let answer = RelayedAnswer::CallerRequest {
+            key: key.to_string(),
+            value,
+        };
+        self.relay_verdict(&job.owner, job.job_id, answer, CALLER_BY)
+            .await
     }
 
     /// Pass the answer to `owner`, the replica running job `id`, and take its verdict.
@@ -245,26 +361,48 @@ impl Jobs {
         answer: InputAnswer,
         by: &str,
     ) -> Result<(), InputError> {
+        match self
+            .relay_verdict(owner, id, RelayedAnswer::Question(answer), by)
+            .await?
+        {
+            AnswerVerdict::Taken => Ok(()),
+            AnswerVerdict::UnknownJob => Err(InputError::UnknownJob),
+            AnswerVerdict::Mismatch { field, problem } => {
+                Err(InputError::Mismatch(InputMismatch { field, problem }))
+            }
+            AnswerVerdict::TooLarge { size, limit } => Err(InputError::TooLarge { size, limit }),
+            AnswerVerdict::NothingToAnswer | AnswerVerdict::Unfit { .. } => {
+                Err(InputError::NothingToAnswer)
+            }
+        }
+    }
+
+    /// Pass `answer` to `owner`, the replica running job `id`: its verdict, counted by outcome,
+    /// or why there is none.
+    async fn relay_verdict(
+        &self,
+        owner: &str,
+        id: JobId,
+        answer: RelayedAnswer,
+        by: &str,
+    ) -> Result<AnswerVerdict, InputError> {
         let relayed = self
             .inner
             .store
             .relay_answer(owner, id, answer, by.to_string())
             .await;
         let (outcome, result) = match relayed {
-            Ok(Relayed::Verdict(verdict)) => match verdict {
-                AnswerVerdict::Taken => ("taken", Ok(())),
-                AnswerVerdict::UnknownJob => ("unknown_job", Err(InputError::UnknownJob)),
-                AnswerVerdict::NothingToAnswer => {
-                    ("nothing_to_answer", Err(InputError::NothingToAnswer))
-                }
-                AnswerVerdict::Mismatch { field, problem } => (
-                    "mismatch",
-                    Err(InputError::Mismatch(InputMismatch { field, problem })),
-                ),
-                AnswerVerdict::TooLarge { size, limit } => {
-                    ("too_large", Err(InputError::TooLarge { size, limit }))
-                }
-            },
+            Ok(Relayed::Verdict(verdict)) => {
+                let outcome = match &verdict {
+                    AnswerVerdict::Taken => "taken",
+                    AnswerVerdict::UnknownJob => "unknown_job",
+                    AnswerVerdict::NothingToAnswer => "nothing_to_answer",
+                    AnswerVerdict::Mismatch { .. } => "mismatch",
+                    AnswerVerdict::TooLarge { .. } => "too_large",
+                    AnswerVerdict::Unfit { .. } => "unfit",
+                };
+                (outcome, Ok(verdict))
+            }
             Ok(Relayed::Unconfirmed { waited_ms }) => {
                 self.limit_hit("input_relay_timeout_ms");
                 ("unconfirmed", Err(InputError::Unconfirmed { waited_ms }))
@@ -296,22 +434,46 @@ impl Jobs {
         result
     }
 
-    /// Hand a taken question its answer, and record `input_answered`.
+    /// Hand a taken question its answer; return once the asker has recorded `input_answered`
+    /// (and `note`), see [`Given`].
     async fn give(
         &self,
-        id: JobId,
         waiting: Waiting,
         answer: InputAnswer,
         by: &str,
+        note: Option<EventBody>,
     ) -> Result<(), InputError> {
-        let key = waiting.question.key.clone();
-        let action = answer.action;
+        let (recorded, on_recorded) = oneshot::channel();
+        let given = Given {
+            answer,
+            by: by.to_string(),
+            note,
+            recorded,
+        };
         // The asker may have timed out this instant: then the answer is not used.
-        if waiting.answer.send(answer).is_err() {
+        if waiting.answer.send(given).is_err() {
             return Err(InputError::NothingToAnswer);
         }
-        self.answered(id, &key, action, by).await;
+        // An error: the asker went away (its request was cancelled) with the answer in hand.
+        let _ = on_recorded.await;
         Ok(())
+    }
+
+    /// The asker's side of [`Jobs::give`]: record what the job's channel says of the answer,
+    /// then hand the answer to the tool.
+    async fn receive(&self, id: JobId, key: &str, given: Given) -> InputAnswer {
+        let Given {
+            answer,
+            by,
+            note,
+            recorded,
+        } = given;
+        self.answered(id, key, answer.action, &by).await;
+        if let Some(note) = note {
+            self.record(id, note).await;
+        }
+        let _ = recorded.send(());
+        answer
     }
 
     fn fits_size(&self, answer: &InputAnswer) -> Result<(), InputError> {

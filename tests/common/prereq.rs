@@ -75,6 +75,34 @@ pub fn python_with_mcp() -> Option<PathBuf> {
     ok.then_some(candidate)
 }
 
+/// [`python_with_mcp`], or `None` once the test is skipped for want of it (failed, under
+/// `BRIDGE_TEST_STRICT=1`: see [`prerequisite`]).
+pub fn python_with_mcp_or_skip() -> Option<PathBuf> {
+    let python = python_with_mcp();
+    prerequisite(
+        python.is_some(),
+        "a Python with the `mcp` package (BRIDGE_TEST_PYTHON or .venv)",
+    );
+    python
+}
+
+/// Run the official Python SDK client `tests/interop/<script>` with `python` against the
+/// bridge's `mcp_url`; the test fails, showing its output, unless it ends well after "all
+/// checks passed".
+pub async fn run_python_client(python: &Path, script: &str, mcp_url: &str) {
+    let script = repo_root().join("tests/interop").join(script);
+    // The SDK client takes 16-20 s on a machine at load 10-13: a generous limit, not `within`.
+    let mut command = tokio::process::Command::new(python);
+    command.arg(script).arg(mcp_url);
+    let output = run_to_end(command, Duration::from_secs(120)).await;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success() && stdout.contains("all checks passed"),
+        "the Python SDK client failed:\n{stdout}\n{stderr}"
+    );
+}
+
 /// `node`, if it is on PATH and answers.
 pub fn node() -> Option<PathBuf> {
     let ok = std::process::Command::new("node")
