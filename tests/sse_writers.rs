@@ -30,7 +30,10 @@ const LONG: Duration = Duration::from_secs(90);
 fn configure(c: &mut Config) {
     c.jobs.mode = CallMode::Async;
     c.jobs.history = 5000;
-    c.server.keep_alive_secs = 2;
+    // The stalled-reader drop looks every keep-alive interval and drops a reader at its bound
+    // that took nothing for two: 5 s, so a reading reader starved that long on a loaded
+    // machine (readers and bridge share this process) is not taken for one that stopped.
+    c.server.keep_alive_secs = 5;
     c.server.sse_writers = Some(2);
     c.limits.max_sse_buffer_bytes = BOUND;
 }
