@@ -39,6 +39,7 @@ use rmcp::{
     },
 };
 
+use super::tasks::shown;
 use crate::{config::JobsConfig, metrics::Metrics, model::JobId, upstream::no_sampling};
 
 /// What the waiting caller declared it takes (its request's client capabilities).
@@ -330,17 +331,17 @@ impl JobAsks {
                 .with_label_values(&["max_sample_bytes"])
                 .inc();
             return Err(AskError::TooLarge {
-                key: key.to_string(),
+                key: shown(key),
                 size,
                 limit: self.bounds.max_bytes,
             });
         }
         let mut state = self.state.lock();
         let Some(pending) = state.pending.get(key) else {
-            return Err(AskError::NothingWaits(key.to_string()));
+            return Err(AskError::NothingWaits(shown(key)));
         };
         let shape = |expected, method, error| AskError::Shape {
-            key: key.to_string(),
+            key: shown(key),
             expected,
             method,
             error,
@@ -363,7 +364,7 @@ impl JobAsks {
             }),
         };
         let Some(pending) = state.pending.remove(key) else {
-            return Err(AskError::NothingWaits(key.to_string()));
+            return Err(AskError::NothingWaits(shown(key)));
         };
         drop(state);
         // A tool that stopped waiting meanwhile (its call ended) drops the answer.

@@ -190,15 +190,66 @@ impl Jobs {
             ..InputAnswer::decline()
         };
         self.answer(id, decline, by).await?;
+        self.warn(
+            id,
+            format!("question {key} was declined: the answer from {by} was not taken ({why})"),
+        )
+        .await;
+        Ok(())
+    }
+
+    /// Whether job `id`'s tool may ask a question of `size` bytes (its `elicitation/create`
+    /// parameters as JSON) at all. Past `jobs.max_question_bytes` it is declined at once,
+    /// shown to nobody (not the waiting caller, not the job's channel, snapshot or task: a
+    /// tool could otherwise put megabytes on each of them, and into an agent's context); the
+    /// hit is counted and the job's channel says why in a `warning` log event.
+    pub async fn question_fits(&self, id: JobId, size: usize) -> bool {
+        let limit = self.inner.config.max_question_bytes;
+        if size <= limit {
+            return true;
+        }
+        self.limit_hit("max_question_bytes");
+        self.warn(
+            id,
+            format!(
+                "the tool asked a question of {size} bytes, more than jobs.max_question_bytes \
+                 ({limit}): it was declined without being shown"
+            ),
+        )
+        .await;
+        false
+    }
+
+    /// How long a question waits for its answer (`jobs.input_timeout_secs`), also when the
+    /// waiting caller is asked it.
+    pub fn input_timeout(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(self.inner.config.input_timeout_secs)
+    }
+
+    /// The waiting caller was asked job `id`'s question and gave no answer within
+    /// `jobs.input_timeout_secs`: the question is declined (the caller asks that): counted,
+    /// and the job's channel says so.
+    pub async fn caller_left_question(&self, id: JobId) {
+        self.limit_hit("input_timeout_secs");
+        let secs = self.inner.config.input_timeout_secs;
+        self.warn(
+            id,
+            format!(
+                "the waiting MCP caller was asked the tool's question and did not answer within \
+                 jobs.input_timeout_secs ({secs} s): it was declined"
+            ),
+        )
+        .await;
+    }
+
+    /// A `warning` log event of the bridge's own on job `id`'s channel.
+    async fn warn(&self, id: JobId, text: String) {
         let note = EventBody::Log {
             level: "warning".into(),
             logger: Some("mcp-progress-bridge".into()),
-            data: serde_json::Value::String(format!(
-                "question {key} was declined: the answer from {by} was not taken ({why})"
-            )),
+            data: serde_json::Value::String(text),
         };
         self.record(id, note).await;
-        Ok(())
     }
 
     /// An answer for a job this replica runs, relayed by the replica it reached: checked and

@@ -39,6 +39,8 @@ pub struct ProgressRecorder {
     info: Option<ClientConfig>,
     /// Answer every `elicitation/create` by accepting `{"answer": this}` (decline when `None`).
     answer: Option<String>,
+    /// Never answer an `elicitation/create` (a client whose user walked away).
+    stall_questions: bool,
     /// Answer every `sampling/createMessage` with this text (refuse when `None`).
     sample: Option<String>,
     /// What `roots/list` answers.
@@ -61,6 +63,9 @@ impl ClientHandler for ProgressRecorder {
         _request: ElicitRequestParams,
         _context: RequestContext<RoleClient>,
     ) -> Result<ElicitResult, rmcp::ErrorData> {
+        if self.stall_questions {
+            std::future::pending::<()>().await;
+        }
         Ok(match &self.answer {
             Some(answer) => ElicitResult::new(ElicitationAction::Accept)
                 .with_content(json!({ "answer": answer })),
@@ -319,6 +324,28 @@ pub async fn connect_2026_sampling(
     )
     .await
     .expect("MCP server/discover")
+}
+
+/// rmcp's client on a handshake revision, declaring form elicitation and never answering a
+/// question (the request stays open; the client goes on serving everything else).
+pub async fn connect_never_answering(url: &str) -> McpClient {
+    let mut capabilities = ClientCapabilities::default();
+    let mut elicitation = ElicitationCapability::default();
+    elicitation.form = Some(FormElicitationCapability::default());
+    capabilities.elicitation = Some(elicitation);
+    let recorder = ProgressRecorder {
+        info: Some(ClientConfig::new(
+            capabilities,
+            Implementation::new("bridge-tests", "1"),
+        )),
+        stall_questions: true,
+        ..Default::default()
+    };
+    mcp_progress_bridge::tls::use_ring();
+    let transport = StreamableHttpClientTransport::from_uri(url);
+    within("MCP initialize", recorder.serve(transport))
+        .await
+        .expect("MCP initialize")
 }
 
 /// rmcp's client on a handshake revision, declaring form elicitation and answering every
