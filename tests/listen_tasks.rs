@@ -374,10 +374,9 @@ async fn the_tasks_all_listens_follow_are_bounded_and_given_back() {
     for _ in 0..3 {
         tasks.push(slow_task(&bridge, TOKEN_A, 100).await);
     }
-    let (first, held) = acknowledged(
-        listen(&bridge, TOKEN_A, json!({"taskIds": [tasks[0], tasks[1]]})).await,
-    )
-    .await;
+    let (first, held) =
+        acknowledged(listen(&bridge, TOKEN_A, json!({"taskIds": [tasks[0], tasks[1]]})).await)
+            .await;
     assert_eq!(
         first["params"]["notifications"]["taskIds"],
         json!([tasks[0], tasks[1]]),

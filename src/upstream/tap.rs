@@ -470,7 +470,9 @@ const MAX_STATUS: usize = 256;
 /// them wait per connection and per task: kept whole, a flood of 16 MiB statuses would hold
 /// 256 MiB in each queue.
 fn kept_status(params: &serde_json::Value, max_message: usize) -> Option<serde_json::Value> {
-    let id = params["taskId"].as_str().filter(|id| id.len() <= MAX_TASK_ID)?;
+    let id = params["taskId"]
+        .as_str()
+        .filter(|id| id.len() <= MAX_TASK_ID)?;
     let mut kept = serde_json::Map::new();
     kept.insert("taskId".into(), id.into());
     for (field, max) in [("status", MAX_STATUS), ("statusMessage", max_message)] {
@@ -527,7 +529,9 @@ mod tests {
         assert!(message.ends_with('…'));
         // A task ID past the bound is not routed, nor kept.
         let before = routes.unclaimed_bytes();
-        routes.task_status(Some(&json!({"taskId": "x".repeat(2000), "status": "working"})));
+        routes.task_status(Some(
+            &json!({"taskId": "x".repeat(2000), "status": "working"}),
+        ));
         assert_eq!(routes.unclaimed_bytes(), before);
     }
 }
