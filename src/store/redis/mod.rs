@@ -766,13 +766,14 @@ impl Store for RedisStore {
             return Ok(Relayed::Busy);
         };
         let waited_ms = inner.relay_timeout.as_millis() as u64;
+        let expires_ms = now_ms() + waited_ms;
         let message = serde_json::to_string(&AnswerMessage {
             answer_for: job,
             answer,
             by,
             reply_to: inner.replica.clone(),
             request,
-            expires_ms: now_ms() + waited_ms,
+            expires_ms,
         })
         .unwrap_or_default();
         let started = tokio::time::Instant::now();
@@ -783,7 +784,15 @@ impl Store for RedisStore {
         let rest = inner.relay_timeout.saturating_sub(started.elapsed());
         Ok(match tokio::time::timeout(rest, verdict).await {
             Ok(Ok(verdict)) => Relayed::Verdict(verdict),
-            _ => Relayed::Unconfirmed { waited_ms },
+            _ => {
+                // The owner drops the answer once the wall clock is past `expires_ms`; the
+                // timer above runs on the monotonic one and may end a millisecond short of it.
+                // "Unconfirmed" is said only when the owner no longer takes the answer.
+                while now_ms() <= expires_ms {
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                }
+                Relayed::Unconfirmed { waited_ms }
+            }
         })
     }
 
