@@ -9,28 +9,8 @@ use std::time::Duration;
 
 use common::*;
 use mcp_progress_bridge::config::{CallMode, McpToken, Secret};
-use rmcp::model::{
-    CallToolResponse, GetTaskParams, InputRequest, TaskPayload, TaskStatus, UpdateTaskParams,
-};
+use rmcp::model::{CallToolResponse, InputRequest, TaskPayload, TaskStatus, UpdateTaskParams};
 use serde_json::{Value, json};
-
-async fn post_answer(url: &str, body: Value) -> (u16, Value) {
-    let response = within(
-        "POST an answer",
-        reqwest::Client::new().post(url).json(&body).send(),
-    )
-    .await
-    .expect("POST");
-    let status = response.status().as_u16();
-    (status, response.json().await.unwrap_or(Value::Null))
-}
-
-fn input_url(handle: &JobHandle) -> String {
-    handle.raw["input_url"]
-        .as_str()
-        .expect("the handle has input_url")
-        .to_string()
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_question_is_answered_through_the_jobs_input_url_once() {
@@ -49,13 +29,13 @@ async fn a_question_is_answered_through_the_jobs_input_url_once() {
     assert_eq!(snapshot["status"], "input_required");
     assert_eq!(snapshot["input_requests"][0]["key"], key.as_str());
 
-    let url = input_url(&handle);
+    let url = handle.input_url();
     // The read token does not open the input URL.
-    let with_read_token = url.replace(token_of(&url), handle.read_token());
+    let with_read_token = url.replace(token_of(url), handle.read_token());
     let (status, _) = post_answer(&with_read_token, json!({"action": "decline"})).await;
     assert_eq!(status, 404);
     let (status, body) =
-        post_answer(&url, json!({"action": "accept", "content": {"answer": 5}})).await;
+        post_answer(url, json!({"action": "accept", "content": {"answer": 5}})).await;
     assert_eq!(status, 400, "{body}");
     assert!(
         body["error"]["message"]
@@ -65,13 +45,13 @@ async fn a_question_is_answered_through_the_jobs_input_url_once() {
     );
     assert_eq!(body["error"]["field"], "content.answer", "{body}");
     let (status, body) = post_answer(
-        &url,
+        url,
         json!({"action": "accept", "content": {"answer": "Ada"}}),
     )
     .await;
     assert_eq!(status, 200, "{body}");
     let (status, _) = post_answer(
-        &url,
+        url,
         json!({"action": "accept", "content": {"answer": "Eve"}}),
     )
     .await;
@@ -120,7 +100,7 @@ async fn a_question_nobody_answers_is_declined_and_the_job_goes_on() {
     read_sse(&handle.events_url, None, |e| e.event == "input_required").await;
     let big = "x".repeat(70_000);
     let (status, _) = post_answer(
-        &input_url(&handle),
+        handle.input_url(),
         json!({"action": "accept", "content": {"answer": big}}),
     )
     .await;
@@ -153,17 +133,8 @@ async fn a_task_shows_the_question_and_tasks_update_answers_it() {
         panic!("not a task: {answer:?}");
     };
     let task_id = created.task.task_id;
-    let (key, request) = eventually("the task asks", || async {
-        let got = client
-            .get_task(GetTaskParams::new(task_id.clone()))
-            .await
-            .unwrap();
-        match got.task.payload {
-            TaskPayload::InputRequired { input_requests } => input_requests.into_iter().next(),
-            _ => None,
-        }
-    })
-    .await;
+    let requests = task_input_requests(&client, &task_id).await;
+    let (key, request) = requests.into_iter().next().unwrap();
     let InputRequest::Elicitation(request) = request else {
         panic!("not an elicitation: {request:?}");
     };
@@ -194,14 +165,7 @@ async fn a_task_shows_the_question_and_tasks_update_answers_it() {
         ))
         .await
         .expect("tasks/update");
-    let task = eventually("the task ends", || async {
-        let got = client
-            .get_task(GetTaskParams::new(task_id.clone()))
-            .await
-            .unwrap();
-        got.task.status().is_terminal().then_some(got.task)
-    })
-    .await;
+    let task = ended_task(&client, &task_id).await;
     assert_eq!(task.status(), TaskStatus::Completed);
     let TaskPayload::Completed { result } = task.payload else {
         unreachable!()
@@ -216,38 +180,15 @@ async fn a_task_shows_the_question_and_tasks_update_answers_it() {
 /// answer from the retried call. A session without the callback is not asked.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_python_sdk_answers_a_question_as_the_waiting_caller() {
-    let python = python_with_mcp();
-    if !prerequisite(
-        python.is_some(),
-        "a Python with the `mcp` package (BRIDGE_TEST_PYTHON or .venv)",
-    ) {
+    let Some(python) = python_with_mcp_or_skip() else {
         return;
-    }
+    };
     let bridge = start_bridge(|c| {
         c.jobs.mode = CallMode::Sync;
         c.jobs.input_timeout_secs = 1;
     })
     .await;
-    let script = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/interop/python_elicit.py"
-    );
-    let output = within(
-        "the Python client",
-        tokio::process::Command::new(python.unwrap())
-            .arg(script)
-            .arg(bridge.mcp_url())
-            .output(),
-    )
-    .await
-    .expect("run the Python client");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    println!("{stdout}");
-    assert!(
-        output.status.success() && stdout.contains("all checks passed"),
-        "the Python SDK client failed:\n{stdout}\n{stderr}"
-    );
+    run_python_client(&python, "python_elicit.py", &bridge.mcp_url()).await;
     bridge.shutdown(Duration::from_secs(1)).await;
 }
 
@@ -270,14 +211,7 @@ async fn a_2026_caller_answers_in_input_required_rounds() {
     let a = connect_2026_answering(&bridge.mcp_url(), Some(TOKEN_A), "Linus").await;
     let b = connect_2026_answering(&bridge.mcp_url(), Some(TOKEN_B), "Eve").await;
     let params = || call_params("demo__ask", json!({"question": "Which kernel?"}));
-    let first = within("tools/call", a.call_tool_once(params()))
-        .await
-        .unwrap();
-    let CallToolResponse::InputRequired(asked) = first else {
-        panic!("not input_required: {first:?}");
-    };
-    let state = asked.request_state.clone().expect("requestState");
-    let requests = asked.input_requests.clone().expect("inputRequests");
+    let (state, requests) = input_required_round(&a, params()).await;
     let (key, InputRequest::Elicitation(request)) = requests.into_iter().next().unwrap() else {
         panic!("not an elicitation");
     };
@@ -286,11 +220,7 @@ async fn a_2026_caller_answers_in_input_required_rounds() {
             .unwrap()
             .contains("Which kernel?")
     );
-    let retry = |answer: Value| {
-        params()
-            .with_request_state(state.clone())
-            .with_input_responses([(key.clone(), answer)].into_iter().collect())
-    };
+    let retry = |answer: Value| retried(params(), &state, &key, answer);
     let good = json!({"action": "accept", "content": {"answer": "Linus"}});
     let refused = within("B's retry", b.call_tool_once(retry(good.clone()))).await;
     assert!(
@@ -352,32 +282,7 @@ async fn the_agent_answers_with_the_answer_job_input_tool() {
             .unwrap()
             .contains("answer_job_input")
     );
-    let answer =
-        |content: Value| json!({"job_id": handle.job_id, "action": "accept", "content": content});
-    let of_b = call(&b, "answer_job_input", answer(json!({"answer": "80"}))).await;
-    assert_eq!(of_b.is_error, Some(true));
-    assert!(
-        first_text(&of_b).contains("no job"),
-        "{}",
-        first_text(&of_b)
-    );
-    let bad = call(&a, "answer_job_input", answer(json!({"answer": 80}))).await;
-    assert_eq!(bad.is_error, Some(true));
-    assert!(
-        first_text(&bad).contains("content.answer"),
-        "{}",
-        first_text(&bad)
-    );
-    let good = call(&a, "answer_job_input", answer(json!({"answer": "8080"}))).await;
-    assert_ne!(good.is_error, Some(true), "{}", first_text(&good));
-    assert_eq!(structured(&good)["answered"], true);
-    let again = call(&a, "answer_job_input", answer(json!({"answer": "1"}))).await;
-    assert_eq!(again.is_error, Some(true));
-    assert!(
-        first_text(&again).contains("no question waiting"),
-        "{}",
-        first_text(&again)
-    );
+    answer_job_input_once(&a, &b, &handle.job_id).await;
     let done = call(
         &a,
         "wait_for_job",
@@ -461,14 +366,7 @@ async fn a_2026_callers_sample_answers_are_checked_and_bound_to_it() {
     let a = connect_2026_sampling(&bridge.mcp_url(), Some(TOKEN_A), "unused", &[]).await;
     let b = connect_2026_sampling(&bridge.mcp_url(), Some(TOKEN_B), "unused", &[]).await;
     let params = || call_params("demo__sample", json!({"prompt": "Which model?"}));
-    let first = within("tools/call", a.call_tool_once(params()))
-        .await
-        .unwrap();
-    let CallToolResponse::InputRequired(asked) = first else {
-        panic!("not input_required: {first:?}");
-    };
-    let state = asked.request_state.clone().expect("requestState");
-    let requests = asked.input_requests.clone().expect("inputRequests");
+    let (state, requests) = input_required_round(&a, params()).await;
     assert_eq!(requests.len(), 1, "{requests:?}");
     let (key, InputRequest::CreateMessage(request)) = requests.into_iter().next().unwrap() else {
         panic!("not a sampling/createMessage");
@@ -478,11 +376,7 @@ async fn a_2026_callers_sample_answers_are_checked_and_bound_to_it() {
             .unwrap()
             .contains("Which model?")
     );
-    let retry = |answer: Value| {
-        params()
-            .with_request_state(state.clone())
-            .with_input_responses([(key.clone(), answer)].into_iter().collect())
-    };
+    let retry = |answer: Value| retried(params(), &state, &key, answer);
     let good = json!({"model": "model-of-a", "role": "assistant",
         "content": {"type": "text", "text": "from A"}});
     let refused = within("B's retry", b.call_tool_once(retry(good.clone()))).await;
@@ -525,20 +419,8 @@ async fn a_sample_the_2026_caller_leaves_unanswered_is_refused_after_the_timeout
     .await;
     let a = connect_2026_sampling(&bridge.mcp_url(), None, "unused", &[]).await;
     let params = || call_params("demo__sample", json!({"prompt": "Anyone?"}));
-    let first = within("tools/call", a.call_tool_once(params()))
-        .await
-        .unwrap();
-    let CallToolResponse::InputRequired(asked) = first else {
-        panic!("not input_required: {first:?}");
-    };
-    let state = asked.request_state.clone().expect("requestState");
-    let key = asked
-        .input_requests
-        .clone()
-        .expect("inputRequests")
-        .into_keys()
-        .next()
-        .unwrap();
+    let (state, requests) = input_required_round(&a, params()).await;
+    let key = requests.into_keys().next().unwrap();
     let job_id = state
         .strip_prefix("mcp-progress-bridge/job:")
         .expect("the state names the job")
@@ -557,13 +439,11 @@ async fn a_sample_the_2026_caller_leaves_unanswered_is_refused_after_the_timeout
         text.starts_with("no sample:") && text.contains("sampling is not available"),
         "{text}"
     );
-    let late = params().with_request_state(state).with_input_responses(
-        [(
-            key,
-            json!({"model": "m", "role": "assistant", "content": {"type": "text", "text": "late"}}),
-        )]
-        .into_iter()
-        .collect(),
+    let late = retried(
+        params(),
+        &state,
+        &key,
+        json!({"model": "m", "role": "assistant", "content": {"type": "text", "text": "late"}}),
     );
     let refused = within("a late answer", a.call_tool_once(late)).await;
     let error = format!("{:?}", refused.expect_err("a late answer is refused"));
@@ -581,33 +461,10 @@ async fn a_sample_the_2026_caller_leaves_unanswered_is_refused_after_the_timeout
 /// refused and the roots are none.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_python_sdk_answers_sampling_and_roots_in_input_required_rounds() {
-    let python = python_with_mcp();
-    if !prerequisite(
-        python.is_some(),
-        "a Python with the `mcp` package (BRIDGE_TEST_PYTHON or .venv)",
-    ) {
+    let Some(python) = python_with_mcp_or_skip() else {
         return;
-    }
+    };
     let bridge = start_bridge(|c| c.jobs.mode = CallMode::Sync).await;
-    let script = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/interop/python_sampling.py"
-    );
-    let output = within(
-        "the Python client",
-        tokio::process::Command::new(python.unwrap())
-            .arg(script)
-            .arg(bridge.mcp_url())
-            .output(),
-    )
-    .await
-    .expect("run the Python client");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    println!("{stdout}");
-    assert!(
-        output.status.success() && stdout.contains("all checks passed"),
-        "the Python SDK client failed:\n{stdout}\n{stderr}"
-    );
+    run_python_client(&python, "python_sampling.py", &bridge.mcp_url()).await;
     bridge.shutdown(Duration::from_secs(1)).await;
 }

@@ -11,33 +11,10 @@ use common::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_official_python_sdk_drives_the_bridge() {
-    let python = python_with_mcp();
-    if !prerequisite(
-        python.is_some(),
-        "a Python with the `mcp` package (BRIDGE_TEST_PYTHON or .venv)",
-    ) {
+    let Some(python) = python_with_mcp_or_skip() else {
         return;
-    }
+    };
     let bridge = start_bridge(|c| c.jobs.sync_budget_ms = 2000).await;
-    let script = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/interop/python_client.py"
-    );
-    let output = within(
-        "the Python client",
-        tokio::process::Command::new(python.unwrap())
-            .arg(script)
-            .arg(bridge.mcp_url())
-            .output(),
-    )
-    .await
-    .expect("run the Python client");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    println!("{stdout}");
-    assert!(
-        output.status.success() && stdout.contains("all checks passed"),
-        "the Python SDK client failed:\n{stdout}\n{stderr}"
-    );
+    run_python_client(&python, "python_client.py", &bridge.mcp_url()).await;
     bridge.shutdown(Duration::from_secs(1)).await;
 }

@@ -15,7 +15,7 @@ use std::{
 };
 
 use common::*;
-use rmcp::model::{CallToolResponse, GetTaskParams, TaskPayload, TaskStatus, UpdateTaskParams};
+use rmcp::model::{CallToolResponse, TaskPayload, TaskStatus, UpdateTaskParams};
 use serde_json::{Value, json};
 
 /// The lease the replicas in these tests hold (seconds).
@@ -618,17 +618,6 @@ async fn two_replicas_with_tokens(
     tokio::join!(spawn_bridge(&config, &[]), spawn_bridge(&config, &[]))
 }
 
-async fn post_answer(url: &str, body: Value) -> (u16, Value) {
-    let response = within(
-        "POST an answer",
-        reqwest::Client::new().post(url).json(&body).send(),
-    )
-    .await
-    .expect("POST");
-    let status = response.status().as_u16();
-    (status, response.json().await.unwrap_or(Value::Null))
-}
-
 /// The value of `bridge_input_relays_total{outcome}` in a replica's metrics (0 when absent).
 async fn relays(base: &str, outcome: &str) -> u64 {
     let request = reqwest::Client::new()
@@ -664,8 +653,7 @@ async fn answers_that_reach_another_replica_are_taken_by_the_one_running_the_job
     let on_b_events = handle.events_url.replace(&a.base(), &b.base());
     assert_ne!(on_b_events, handle.events_url);
     read_sse(&on_b_events, None, |e| e.event == "input_required").await;
-    let input_url = handle.raw["input_url"].as_str().expect("input_url");
-    let on_b_input = input_url.replace(&a.base(), &b.base());
+    let on_b_input = handle.input_url().replace(&a.base(), &b.base());
     let (status, body) = post_answer(
         &on_b_input,
         json!({"action": "accept", "content": {"answer": 5}}),
@@ -705,37 +693,7 @@ async fn answers_that_reach_another_replica_are_taken_by_the_one_running_the_job
     .await;
     let b_as_a = connect_with(&b.mcp_url(), Some(TOKEN_A), None).await;
     let b_as_b = connect_with(&b.mcp_url(), Some(TOKEN_B), None).await;
-    let answer =
-        |content: Value| json!({"job_id": handle.job_id, "action": "accept", "content": content});
-    let foreign = call(&b_as_b, "answer_job_input", answer(json!({"answer": "80"}))).await;
-    assert_eq!(foreign.is_error, Some(true));
-    assert!(
-        first_text(&foreign).contains("no job"),
-        "{}",
-        first_text(&foreign)
-    );
-    let bad = call(&b_as_a, "answer_job_input", answer(json!({"answer": 80}))).await;
-    assert_eq!(bad.is_error, Some(true));
-    assert!(
-        first_text(&bad).contains("content.answer"),
-        "{}",
-        first_text(&bad)
-    );
-    let good = call(
-        &b_as_a,
-        "answer_job_input",
-        answer(json!({"answer": "8080"})),
-    )
-    .await;
-    assert_ne!(good.is_error, Some(true), "{}", first_text(&good));
-    assert_eq!(structured(&good)["answered"], true);
-    let again = call(&b_as_a, "answer_job_input", answer(json!({"answer": "1"}))).await;
-    assert_eq!(again.is_error, Some(true));
-    assert!(
-        first_text(&again).contains("no question waiting"),
-        "{}",
-        first_text(&again)
-    );
+    answer_job_input_once(&b_as_a, &b_as_b, &handle.job_id).await;
     let done = call(
         &b_as_a,
         "wait_for_job",
@@ -757,17 +715,11 @@ async fn answers_that_reach_another_replica_are_taken_by_the_one_running_the_job
     };
     let task_id = created.task.task_id;
     let tasks_b = connect_2026(&b.mcp_url(), Some(TOKEN_A), true).await;
-    let key = eventually("the task asks, seen on B", || async {
-        let got = tasks_b
-            .get_task(GetTaskParams::new(task_id.clone()))
-            .await
-            .unwrap();
-        match got.task.payload {
-            TaskPayload::InputRequired { input_requests } => input_requests.into_keys().next(),
-            _ => None,
-        }
-    })
-    .await;
+    let key = task_input_requests(&tasks_b, &task_id)
+        .await
+        .into_keys()
+        .next()
+        .unwrap();
     let update = |answer: Value| {
         UpdateTaskParams::new(
             task_id.clone(),
@@ -790,14 +742,7 @@ async fn answers_that_reach_another_replica_are_taken_by_the_one_running_the_job
         .update_task(update(good))
         .await
         .expect("tasks/update");
-    let task = eventually("the task ends", || async {
-        let got = tasks_b
-            .get_task(GetTaskParams::new(task_id.clone()))
-            .await
-            .unwrap();
-        got.task.status().is_terminal().then_some(got.task)
-    })
-    .await;
+    let task = ended_task(&tasks_b, &task_id).await;
     assert_eq!(task.status(), TaskStatus::Completed);
     let TaskPayload::Completed { result } = task.payload else {
         unreachable!()
@@ -824,25 +769,9 @@ async fn an_input_required_retry_on_another_replica_answers_the_job() {
     let (a, b) = two_replicas_with_tokens(&url, &prefix, "sync").await;
     let on_a = connect_2026_answering(&a.mcp_url(), Some(TOKEN_A), "Linus").await;
     let params = || call_params("demo__ask", json!({"question": "Which kernel?"}));
-    let first = within("tools/call", on_a.call_tool_once(params()))
-        .await
-        .unwrap();
-    let CallToolResponse::InputRequired(asked) = first else {
-        panic!("not input_required: {first:?}");
-    };
-    let state = asked.request_state.clone().expect("requestState");
-    let key = asked
-        .input_requests
-        .clone()
-        .expect("inputRequests")
-        .into_keys()
-        .next()
-        .unwrap();
-    let retry = |answer: Value| {
-        params()
-            .with_request_state(state.clone())
-            .with_input_responses([(key.clone(), answer)].into_iter().collect())
-    };
+    let (state, requests) = input_required_round(&on_a, params()).await;
+    let key = requests.into_keys().next().unwrap();
+    let retry = |answer: Value| retried(params(), &state, &key, answer);
     let good = json!({"action": "accept", "content": {"answer": "Linus"}});
     let b_as_b = connect_2026_answering(&b.mcp_url(), Some(TOKEN_B), "Eve").await;
     let refused = within("B's retry", b_as_b.call_tool_once(retry(good.clone()))).await;

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use common::*;
 use futures::StreamExt;
-use mcp_progress_bridge::config::{CallMode, UpstreamConfig};
+use mcp_progress_bridge::config::{CallMode, Config, UpstreamConfig};
 #[allow(deprecated)]
 use rmcp::model::{ReadResourceRequestParams, SubscribeRequestParams, UnsubscribeRequestParams};
 use serde_json::{Value, json};
@@ -21,13 +21,25 @@ fn fixture(python: &str) -> UpstreamConfig {
     UpstreamConfig::stdio("fixture", python, &[&server.display().to_string()])
 }
 
-fn everything() -> Option<UpstreamConfig> {
-    let entry = server_everything()?;
-    Some(UpstreamConfig::stdio(
+/// A bridge with npm's server-everything as its only upstream, after `configure`; `None` once
+/// the test is skipped for want of it.
+async fn start_with_everything(configure: impl FnOnce(&mut Config)) -> Option<TestBridge> {
+    let entry = server_everything();
+    if !prerequisite(entry.is_some(), "node and tests/interop/node_modules") {
+        return None;
+    }
+    let everything = UpstreamConfig::stdio(
         "everything",
         "node",
-        &[&entry.display().to_string(), "stdio"],
-    ))
+        &[&entry.unwrap().display().to_string(), "stdio"],
+    );
+    Some(
+        start_bridge(|c| {
+            c.upstreams = vec![everything];
+            configure(c);
+        })
+        .await,
+    )
 }
 
 fn limit_hits(metrics: &str, limit: &str) -> u64 {
@@ -75,15 +87,10 @@ async fn a_resource_over_the_read_limit_is_refused_naming_the_key() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[allow(deprecated)]
 async fn a_session_follows_at_most_max_resource_subscriptions() {
-    let upstream = everything();
-    if !prerequisite(upstream.is_some(), "node and tests/interop/node_modules") {
+    let Some(bridge) = start_with_everything(|c| c.limits.max_resource_subscriptions = 1).await
+    else {
         return;
-    }
-    let bridge = start_bridge(|c| {
-        c.upstreams = vec![upstream.unwrap()];
-        c.limits.max_resource_subscriptions = 1;
-    })
-    .await;
+    };
     let client = connect(&bridge).await;
     let a = "demo://resource/static/document/architecture.md";
     let b = "demo://resource/static/document/extension.md";
@@ -127,15 +134,10 @@ async fn a_session_follows_at_most_max_resource_subscriptions() {
 /// still counts against `limits.max_resource_subscriptions`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn requests_that_overtake_notifications_initialized_find_the_sessions_state() {
-    let upstream = everything();
-    if !prerequisite(upstream.is_some(), "node and tests/interop/node_modules") {
+    let Some(bridge) = start_with_everything(|c| c.limits.max_resource_subscriptions = 1).await
+    else {
         return;
-    }
-    let bridge = start_bridge(|c| {
-        c.upstreams = vec![upstream.unwrap()];
-        c.limits.max_resource_subscriptions = 1;
-    })
-    .await;
+    };
     let mut raw = RawMcp::new(&bridge.mcp_url(), None);
     let init = raw.initialize_only().await;
     assert_eq!(init.status, 200, "{}", init.body);
@@ -198,15 +200,9 @@ async fn requests_that_overtake_notifications_initialized_find_the_sessions_stat
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_upstream_list_longer_than_the_limit_is_cut_and_counted() {
-    let upstream = everything();
-    if !prerequisite(upstream.is_some(), "node and tests/interop/node_modules") {
+    let Some(bridge) = start_with_everything(|c| c.limits.max_upstream_list_items = 2).await else {
         return;
-    }
-    let bridge = start_bridge(|c| {
-        c.upstreams = vec![upstream.unwrap()];
-        c.limits.max_upstream_list_items = 2;
-    })
-    .await;
+    };
     let client = connect(&bridge).await;
     let tools = client.list_all_tools().await.unwrap();
     // Upstream tools are namespaced (`<upstream>__<tool>`); the bridge's own job tools are not.
@@ -323,15 +319,10 @@ async fn answers_are_plain_json_unless_progress_streams_first() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_listen_request_follows_at_most_max_resource_subscriptions() {
-    let upstream = everything();
-    if !prerequisite(upstream.is_some(), "node and tests/interop/node_modules") {
+    let Some(bridge) = start_with_everything(|c| c.limits.max_resource_subscriptions = 2).await
+    else {
         return;
-    }
-    let bridge = start_bridge(|c| {
-        c.upstreams = vec![upstream.unwrap()];
-        c.limits.max_resource_subscriptions = 2;
-    })
-    .await;
+    };
     let uris: Vec<String> = (0..50)
         .map(|i| format!("demo://resource/dynamic/text/{i}"))
         .collect();

@@ -9,15 +9,23 @@
 #[allow(dead_code)]
 mod common;
 
-use std::time::Duration;
+use std::{path::Path, time::Duration};
 
 use common::*;
 use mcp_progress_bridge::config::{CallMode, Config, UpstreamConfig, UpstreamProtocol};
 use serde_json::{Value, json};
 
-fn auto(mut upstream: UpstreamConfig) -> UpstreamConfig {
+/// A bridge (calls in sync mode) whose only upstream is `upstream` under `protocol = "auto"`,
+/// and what `/upstreams` says of it.
+async fn start_auto(mut upstream: UpstreamConfig) -> (TestBridge, Value) {
     upstream.protocol = UpstreamProtocol::Auto;
-    upstream
+    let bridge = start_bridge(|c: &mut Config| {
+        c.jobs.mode = CallMode::Sync;
+        c.upstreams = vec![upstream];
+    })
+    .await;
+    let reported = reported(&bridge).await;
+    (bridge, reported)
 }
 
 /// What `/upstreams` says of the only upstream.
@@ -27,16 +35,21 @@ async fn reported(bridge: &TestBridge) -> Value {
     body["upstreams"][0].clone()
 }
 
+/// The Python server `tests/fixtures/<script>`, run by `python`, as stdio upstream `name`.
+fn python_fixture(name: &str, python: &Path, script: &str) -> UpstreamConfig {
+    let server = repo_root().join("tests/fixtures").join(script);
+    UpstreamConfig::stdio(
+        name,
+        &python.display().to_string(),
+        &[&server.display().to_string()],
+    )
+}
+
 /// The demo server speaks 2026-07-28: the probe picks it, and `ask_in_rounds` (which asks in
 /// `input_required` rounds and refuses any lower revision) gets its answers from the caller.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn auto_picks_2026_07_28_for_an_upstream_that_speaks_it() {
-    let bridge = start_bridge(|c: &mut Config| {
-        c.jobs.mode = CallMode::Sync;
-        c.upstreams = vec![auto(demo_stdio_upstream("demo"))];
-    })
-    .await;
-    let upstream = reported(&bridge).await;
+    let (bridge, upstream) = start_auto(demo_stdio_upstream("demo")).await;
     assert_eq!(upstream["protocol"], "2026-07-28", "{upstream}");
     let caller = connect_answering_everything(&bridge.mcp_url(), "Ada", "-", &[], false).await;
     let result = call(
@@ -63,12 +76,7 @@ async fn auto_falls_back_to_initialize_for_server_everything() {
         "node",
         &[&entry.display().to_string(), "stdio"],
     );
-    let bridge = start_bridge(|c: &mut Config| {
-        c.jobs.mode = CallMode::Sync;
-        c.upstreams = vec![auto(everything)];
-    })
-    .await;
-    let upstream = reported(&bridge).await;
+    let (bridge, upstream) = start_auto(everything).await;
     assert_eq!(upstream["protocol"], "2025-11-25", "{upstream}");
     assert_eq!(upstream["restarts"], 0, "one child, not two: {upstream}");
     let client = connect(&bridge).await;
@@ -88,18 +96,7 @@ async fn auto_falls_back_to_initialize_for_a_python_sdk_1_server() {
         );
         return;
     };
-    let server = repo_root().join("tests/fixtures/mcp1_server.py");
-    let fixture = UpstreamConfig::stdio(
-        "py1",
-        &python.display().to_string(),
-        &[&server.display().to_string()],
-    );
-    let bridge = start_bridge(|c: &mut Config| {
-        c.jobs.mode = CallMode::Sync;
-        c.upstreams = vec![auto(fixture)];
-    })
-    .await;
-    let upstream = reported(&bridge).await;
+    let (bridge, upstream) = start_auto(python_fixture("py1", &python, "mcp1_server.py")).await;
     let protocol = upstream["protocol"].as_str().unwrap_or_default();
     assert!(
         !protocol.is_empty() && protocol != "2026-07-28",
@@ -119,18 +116,8 @@ async fn auto_moves_a_python_sdk_2_server_to_2026_07_28() {
         prerequisite(false, "a venv with the MCP Python SDK (BRIDGE_TEST_PYTHON)");
         return;
     };
-    let server = repo_root().join("tests/fixtures/python_surface_server.py");
-    let fixture = UpstreamConfig::stdio(
-        "py2",
-        &python.display().to_string(),
-        &[&server.display().to_string()],
-    );
-    let bridge = start_bridge(|c: &mut Config| {
-        c.jobs.mode = CallMode::Sync;
-        c.upstreams = vec![auto(fixture)];
-    })
-    .await;
-    let upstream = reported(&bridge).await;
+    let fixture = python_fixture("py2", &python, "python_surface_server.py");
+    let (bridge, upstream) = start_auto(fixture).await;
     assert_eq!(upstream["protocol"], "2026-07-28", "{upstream}");
     let client = connect(&bridge).await;
     let result = call(&client, "py2__shout", json!({"text": "probe"})).await;

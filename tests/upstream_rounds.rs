@@ -21,13 +21,6 @@ fn at_2026(c: &mut Config) {
     c.upstreams = vec![upstream];
 }
 
-fn input_url(handle: &JobHandle) -> String {
-    handle.raw["input_url"]
-        .as_str()
-        .expect("the handle has input_url")
-        .to_string()
-}
-
 fn events_url(result: &rmcp::model::CallToolResult) -> String {
     result.meta.as_ref().expect("_meta")["mcp-progress-bridge/job"]["events_url"]
         .as_str()
@@ -126,7 +119,7 @@ async fn without_a_waiting_caller_the_job_asks_each_round() {
         "Round 1, question 1: what is your answer?"
     );
     let (status, body) = post_answer(
-        &input_url(&handle),
+        handle.input_url(),
         json!({"action": "accept", "content": {"answer": "Grace"}}),
     )
     .await;
@@ -220,15 +213,4 @@ async fn an_upstream_that_asks_forever_or_too_much_fails_its_job_naming_the_limi
     let result = call(&caller, "demo__ask_in_rounds", json!({"rounds": 3})).await;
     assert_eq!(first_text(&result), "answers: Ada, Ada, Ada");
     bridge.shutdown(Duration::from_secs(1)).await;
-}
-
-async fn post_answer(url: &str, body: Value) -> (u16, Value) {
-    let response = within(
-        "POST an answer",
-        reqwest::Client::new().post(url).json(&body).send(),
-    )
-    .await
-    .expect("POST");
-    let status = response.status().as_u16();
-    (status, response.json().await.unwrap_or(Value::Null))
 }

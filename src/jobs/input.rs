@@ -3,9 +3,10 @@
 //! The upstream's `elicitation/create` waits (in rmcp's request handler, a task of its own)
 //! on [`Jobs::ask`]: the question becomes the job's `input_required` event (status
 //! `input_required`, the snapshot lists it), and the first answer that fits its schema, from
-//! any answer path ([`Jobs::answer`]), goes back to the tool, followed by an `input_answered`
-//! event. A question nobody answers within `jobs.input_timeout_secs` is declined, and the job
-//! goes on. The waiting questions of a job live in this replica, the one that runs its
+//! any answer path ([`Jobs::answer`]), goes back to the tool once its `input_answered` event is
+//! recorded (after the tool has it, the job may have ended, and the event with it). A
+//! question nobody answers within `jobs.input_timeout_secs` is declined, and the job goes on.
+//! The waiting questions of a job live in this replica, the one that runs its
 //! upstream call. An answer that reaches another replica (several behind a load balancer,
 //! with Redis) is relayed to this one through the store ([`Store::relay_answer`]): it is
 //! checked and taken here, as a local answer is, and the verdict goes back to the answering
@@ -58,7 +59,22 @@ pub enum InputError {
 /// One question waiting for its answer.
 struct Waiting {
     question: InputQuestion,
-    answer: oneshot::Sender<InputAnswer>,
+    answer: oneshot::Sender<Given>,
+}
+
+/// An answer on its way to the asking tool, with what the job's channel says of it. The asker
+/// records that before the tool has the answer: a tool may end its job as soon as it has it,
+/// and nothing recorded after a job's terminal event is kept. (Recorded by the answer path
+/// after it had handed the answer over, `input_answered` was lost now and then under load,
+/// behind the `completed` of a tool that answered at once.)
+struct Given {
+    answer: InputAnswer,
+    /// The answer path, for `input_answered`.
+    by: String,
+    /// Recorded after `input_answered`: why an unfit answer was declined.
+    note: Option<EventBody>,
+    /// Told once the events are recorded, so that the answer path answers after them.
+    recorded: oneshot::Sender<()>,
 }
 
 /// The questions waiting in this replica, by job. A `parking_lot` mutex: every critical
@@ -134,7 +150,7 @@ impl Jobs {
         self.record(id, EventBody::InputRequired(question)).await;
         let timeout = std::time::Duration::from_secs(config.input_timeout_secs);
         match tokio::time::timeout(timeout, rx).await {
-            Ok(Ok(answer)) => answer,
+            Ok(Ok(given)) => self.receive(id, &key, given).await,
             Ok(Err(_)) => InputAnswer {
                 action: InputAction::Cancel,
                 content: None,
@@ -156,6 +172,18 @@ impl Jobs {
     /// `input_answered` event. A job another replica runs gets it through the store, with the
     /// same checks there (its verdict is this answer's outcome).
     pub async fn answer(&self, id: JobId, answer: InputAnswer, by: &str) -> Result<(), InputError> {
+        self.answer_noted(id, answer, by, None).await
+    }
+
+    /// [`Jobs::answer`], with `note` recorded on the job's channel after its `input_answered`
+    /// (before the tool has the answer when the job runs here).
+    async fn answer_noted(
+        &self,
+        id: JobId,
+        answer: InputAnswer,
+        by: &str,
+        note: Option<EventBody>,
+    ) -> Result<(), InputError> {
         self.fits_size(&answer)?;
         let waiting = match self.inner.inputs.take_fitting(id, &answer) {
             Ok(waiting) => waiting,
@@ -163,14 +191,19 @@ impl Jobs {
             Err(None) => {
                 return match self.snapshot(id).await {
                     Ok(Some(s)) if s.owner != self.inner.replica && !s.status.is_terminal() => {
-                        self.relay(&s.owner, id, answer, by).await
+                        self.relay(&s.owner, id, answer, by).await?;
+                        // The owner recorded `input_answered`; the note follows from here.
+                        if let Some(note) = note {
+                            self.record(id, note).await;
+                        }
+                        Ok(())
                     }
                     Ok(Some(_)) => Err(InputError::NothingToAnswer),
                     _ => Err(InputError::UnknownJob),
                 };
             }
         };
-        self.give(id, waiting, answer, by).await
+        self.give(waiting, answer, by, note).await
     }
 
     /// Decline question `key` of job `id` for an answer that could not be taken (`why`: it
@@ -192,17 +225,10 @@ impl Jobs {
         let note = bridge_warning(format!(
             "question {key} was declined: the answer from {by} was not taken ({why})"
         ));
-        // Here, the note goes on the channel before the tool has its decline: given first,
-        // the tool may end the job before the note is written, and a note after the end is
-        // not stored (seen under load).
-        if let Ok(waiting) = self.inner.inputs.take_fitting(id, &decline) {
-            self.record(id, note).await;
-            return self.give(id, waiting, decline, by).await;
-        }
-        // On another replica (or no longer waiting): the answer path says which.
-        self.answer(id, decline, by).await?;
-        self.record(id, note).await;
-        Ok(())
+        // Here the asker records the note (after `input_answered`) before the tool has its
+        // decline: given first, the tool may end the job before the note is written, and a
+        // note after the end is not stored (seen under load: tasks_2025 failed 1 in 6).
+        self.answer_noted(id, decline, by, Some(note)).await
     }
 
     /// Whether job `id`'s tool may ask a question of `size` bytes (its `elicitation/create`
@@ -260,7 +286,7 @@ impl Jobs {
         let outcome = match self.fits_size(&answer) {
             Err(e) => Err(e),
             Ok(()) => match self.inner.inputs.take_fitting(id, &answer) {
-                Ok(waiting) => self.give(id, waiting, answer, &by).await,
+                Ok(waiting) => self.give(waiting, answer, &by, None).await,
                 Err(Some(mismatch)) => Err(mismatch.into()),
                 Err(None) => Err(self.no_question(id).await),
             },
@@ -339,22 +365,46 @@ impl Jobs {
         result
     }
 
-    /// Hand a taken question its answer, and record `input_answered`.
+    /// Hand a taken question its answer; return once the asker has recorded `input_answered`
+    /// (and `note`), see [`Given`].
     async fn give(
         &self,
-        id: JobId,
         waiting: Waiting,
         answer: InputAnswer,
         by: &str,
+        note: Option<EventBody>,
     ) -> Result<(), InputError> {
-        let key = waiting.question.key.clone();
-        let action = answer.action;
+        let (recorded, on_recorded) = oneshot::channel();
+        let given = Given {
+            answer,
+            by: by.to_string(),
+            note,
+            recorded,
+        };
         // The asker may have timed out this instant: then the answer is not used.
-        if waiting.answer.send(answer).is_err() {
+        if waiting.answer.send(given).is_err() {
             return Err(InputError::NothingToAnswer);
         }
-        self.answered(id, &key, action, by).await;
+        // An error: the asker went away (its request was cancelled) with the answer in hand.
+        let _ = on_recorded.await;
         Ok(())
+    }
+
+    /// The asker's side of [`Jobs::give`]: record what the job's channel says of the answer,
+    /// then hand the answer to the tool.
+    async fn receive(&self, id: JobId, key: &str, given: Given) -> InputAnswer {
+        let Given {
+            answer,
+            by,
+            note,
+            recorded,
+        } = given;
+        self.answered(id, key, answer.action, &by).await;
+        if let Some(note) = note {
+            self.record(id, note).await;
+        }
+        let _ = recorded.send(());
+        answer
     }
 
     fn fits_size(&self, answer: &InputAnswer) -> Result<(), InputError> {

@@ -2,11 +2,12 @@
 //! job whose ID a test learned some other way (signed as the handle's would be).
 
 use serde::Deserialize;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use super::{
     bridge::job_tokens,
-    mcp::{McpClient, call, structured},
+    mcp::{McpClient, call, first_text, structured},
+    wait::within,
 };
 
 /// The job handle of an async answer (the contract's fields; `raw` is the whole object).
@@ -41,6 +42,61 @@ impl JobHandle {
     pub fn cancel_token(&self) -> &str {
         token_of(&self.cancel_url)
     }
+
+    /// Where a person answers the job's question (`POST`), with the job-input token.
+    pub fn input_url(&self) -> &str {
+        self.raw["input_url"]
+            .as_str()
+            .expect("the handle has input_url")
+    }
+}
+
+/// POST an answer to a job's input URL: the status and the JSON body (`null` if none).
+pub async fn post_answer(url: &str, body: Value) -> (u16, Value) {
+    let response = within(
+        "POST an answer",
+        reqwest::Client::new().post(url).json(&body).send(),
+    )
+    .await
+    .expect("POST");
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+/// The job tool `answer_job_input` on job `job_id`, whose question wants a string `answer`:
+/// `stranger` (another principal) finds no job; `owner`'s answer that does not fit is a tool
+/// error naming the field; its answer `8080` is taken; a second answer is refused.
+pub async fn answer_job_input_once(owner: &McpClient, stranger: &McpClient, job_id: &str) {
+    let answer = |content: Value| json!({"job_id": job_id, "action": "accept", "content": content});
+    let foreign = call(
+        stranger,
+        "answer_job_input",
+        answer(json!({"answer": "80"})),
+    )
+    .await;
+    assert_eq!(foreign.is_error, Some(true));
+    assert!(
+        first_text(&foreign).contains("no job"),
+        "{}",
+        first_text(&foreign)
+    );
+    let bad = call(owner, "answer_job_input", answer(json!({"answer": 80}))).await;
+    assert_eq!(bad.is_error, Some(true));
+    assert!(
+        first_text(&bad).contains("content.answer"),
+        "{}",
+        first_text(&bad)
+    );
+    let good = call(owner, "answer_job_input", answer(json!({"answer": "8080"}))).await;
+    assert_ne!(good.is_error, Some(true), "{}", first_text(&good));
+    assert_eq!(structured(&good)["answered"], true);
+    let again = call(owner, "answer_job_input", answer(json!({"answer": "1"}))).await;
+    assert_eq!(again.is_error, Some(true));
+    assert!(
+        first_text(&again).contains("no question waiting"),
+        "{}",
+        first_text(&again)
+    );
 }
 
 /// The `token=` value of a URL.

@@ -12,10 +12,11 @@ use std::{
 use rmcp::{
     ClientHandler, RoleClient, ServiceExt,
     model::{
-        CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig,
-        CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams, ElicitResult,
-        ElicitationAction, ElicitationCapability, FormElicitationCapability, Implementation,
-        ListRootsResult, ProgressNotificationParam, ProtocolVersion, Root, SamplingMessage,
+        CallToolRequestParams, CallToolResponse, CallToolResult, ClientCapabilities, ClientConfig,
+        CreateMessageRequestParams, CreateMessageResult, DetailedTask, ElicitRequestParams,
+        ElicitResult, ElicitationAction, ElicitationCapability, FormElicitationCapability,
+        GetTaskParams, Implementation, InputRequests, ListRootsResult, ProgressNotificationParam,
+        ProtocolVersion, Root, SamplingMessage, TaskPayload,
     },
     service::{
         ClientLifecycleMode, ClientServiceExt, NotificationContext, RequestContext, RunningService,
@@ -133,10 +134,7 @@ pub async fn connect_correlated(bridge: &TestBridge, cid: &str) -> McpClient {
 
 /// rmcp's client on `url`, with a bearer token and a correlation header when given.
 pub async fn connect_with(url: &str, token: Option<&str>, correlation: Option<&str>) -> McpClient {
-    let mut config = StreamableHttpClientTransportConfig::with_uri(url);
-    if let Some(token) = token {
-        config = config.auth_header(token);
-    }
+    let mut config = transport_config(url, token);
     if let Some(cid) = correlation {
         let mut headers = HashMap::new();
         headers.insert(
@@ -145,108 +143,40 @@ pub async fn connect_with(url: &str, token: Option<&str>, correlation: Option<&s
         );
         config = config.custom_headers(headers);
     }
-    mcp_progress_bridge::tls::use_ring();
-    let transport = StreamableHttpClientTransport::from_config(config);
-    within(
-        "MCP initialize",
-        ProgressRecorder::default().serve(transport),
-    )
-    .await
-    .expect("MCP initialize")
+    start(ProgressRecorder::default(), config, Start::Handshake).await
 }
 
 /// rmcp's client at 2026-07-28 (`server/discover`, no session: every request carries the
 /// client's capabilities in `_meta`), with a bearer token when given, declaring the Tasks
 /// extension when `tasks`.
 pub async fn connect_2026(url: &str, token: Option<&str>, tasks: bool) -> McpClient {
-    let mut config = StreamableHttpClientTransportConfig::with_uri(url);
-    if let Some(token) = token {
-        config = config.auth_header(token);
-    }
     let mut capabilities = ClientCapabilities::default();
     if tasks {
         capabilities = ClientCapabilities::builder().enable_tasks().build();
     }
-    let recorder = ProgressRecorder {
-        info: Some(ClientConfig::new(
-            capabilities,
-            Implementation::new("bridge-tests", "1"),
-        )),
-        ..Default::default()
-    };
-    let lifecycle = ClientLifecycleMode::Discover {
-        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
-    };
-    mcp_progress_bridge::tls::use_ring();
-    let transport = StreamableHttpClientTransport::from_config(config);
-    within(
-        "MCP server/discover",
-        recorder.serve_with_lifecycle(transport, lifecycle),
-    )
-    .await
-    .expect("MCP server/discover")
+    let recorder = ProgressRecorder::declaring(capabilities);
+    start(recorder, transport_config(url, token), Start::Discover2026).await
 }
 
 /// rmcp's client on a handshake revision, declaring sampling (answering every request with
 /// `sample`) and roots (`roots`).
-#[allow(deprecated)]
 pub async fn connect_sampling(url: &str, sample: &str, roots: &[&str]) -> McpClient {
-    let mut capabilities = ClientCapabilities::default();
-    capabilities.sampling = Some(Default::default());
-    capabilities.roots = Some(Default::default());
-    let recorder = ProgressRecorder {
-        info: Some(ClientConfig::new(
-            capabilities,
-            Implementation::new("bridge-tests", "1"),
-        )),
-        sample: Some(sample.to_string()),
-        roots: roots.iter().map(|r| r.to_string()).collect(),
-        ..Default::default()
-    };
-    mcp_progress_bridge::tls::use_ring();
-    let transport = StreamableHttpClientTransport::from_uri(url);
-    within("MCP initialize", recorder.serve(transport))
-        .await
-        .expect("MCP initialize")
+    let recorder =
+        ProgressRecorder::declaring(ClientCapabilities::default()).sampling(sample, roots);
+    start(recorder, transport_config(url, None), Start::Handshake).await
 }
 
 /// rmcp's client at 2026-07-28 (bearer `token` if any), declaring form elicitation and
 /// answering every question with `answer` (its `call_tool` drives the `input_required` rounds).
 pub async fn connect_2026_answering(url: &str, token: Option<&str>, answer: &str) -> McpClient {
-    let mut config = StreamableHttpClientTransportConfig::with_uri(url);
-    if let Some(token) = token {
-        config = config.auth_header(token);
-    }
-    let mut capabilities = ClientCapabilities::default();
-    let mut elicitation = ElicitationCapability::default();
-    elicitation.form = Some(FormElicitationCapability::default());
-    capabilities.elicitation = Some(elicitation);
-    let recorder = ProgressRecorder {
-        info: Some(ClientConfig::new(
-            capabilities,
-            Implementation::new("bridge-tests", "1"),
-        )),
-        answer: Some(answer.to_string()),
-        ..Default::default()
-    };
-    let lifecycle = ClientLifecycleMode::Discover {
-        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
-    };
-    mcp_progress_bridge::tls::use_ring();
-    let transport = StreamableHttpClientTransport::from_config(config);
-    within(
-        "MCP server/discover",
-        recorder.serve_with_lifecycle(transport, lifecycle),
-    )
-    .await
-    .expect("MCP server/discover")
+    let recorder = ProgressRecorder::declaring(ClientCapabilities::default()).answering(answer);
+    start(recorder, transport_config(url, token), Start::Discover2026).await
 }
 
 /// rmcp's client declaring form elicitation (answering every question with `answer`),
 /// sampling (answering with `sample`) and roots (`roots`): on a handshake revision, or at
 /// 2026-07-28 (`server/discover`; its `call_tool` drives the `input_required` rounds) when
 /// `at_2026`.
-#[allow(deprecated)]
 pub async fn connect_answering_everything(
     url: &str,
     answer: &str,
@@ -254,76 +184,28 @@ pub async fn connect_answering_everything(
     roots: &[&str],
     at_2026: bool,
 ) -> McpClient {
-    let mut capabilities = ClientCapabilities::default();
-    let mut elicitation = ElicitationCapability::default();
-    elicitation.form = Some(FormElicitationCapability::default());
-    capabilities.elicitation = Some(elicitation);
-    capabilities.sampling = Some(Default::default());
-    capabilities.roots = Some(Default::default());
-    let recorder = ProgressRecorder {
-        info: Some(ClientConfig::new(
-            capabilities,
-            Implementation::new("bridge-tests", "1"),
-        )),
-        answer: Some(answer.to_string()),
-        sample: Some(sample.to_string()),
-        roots: roots.iter().map(|r| r.to_string()).collect(),
-        ..Default::default()
+    let recorder = ProgressRecorder::declaring(ClientCapabilities::default())
+        .answering(answer)
+        .sampling(sample, roots);
+    let how = if at_2026 {
+        Start::Discover2026
+    } else {
+        Start::Handshake
     };
-    mcp_progress_bridge::tls::use_ring();
-    let transport = StreamableHttpClientTransport::from_uri(url);
-    if at_2026 {
-        let lifecycle = ClientLifecycleMode::Discover {
-            preferred_versions: vec![ProtocolVersion::V_2026_07_28],
-        };
-        return within(
-            "MCP server/discover",
-            recorder.serve_with_lifecycle(transport, lifecycle),
-        )
-        .await
-        .expect("MCP server/discover");
-    }
-    within("MCP initialize", recorder.serve(transport))
-        .await
-        .expect("MCP initialize")
+    start(recorder, transport_config(url, None), how).await
 }
 
 /// rmcp's client at 2026-07-28 (bearer `token` if any) declaring sampling (answering every
 /// request with `sample`) and roots (`roots`), and no elicitation.
-#[allow(deprecated)]
 pub async fn connect_2026_sampling(
     url: &str,
     token: Option<&str>,
     sample: &str,
     roots: &[&str],
 ) -> McpClient {
-    let mut config = StreamableHttpClientTransportConfig::with_uri(url);
-    if let Some(token) = token {
-        config = config.auth_header(token);
-    }
-    let mut capabilities = ClientCapabilities::default();
-    capabilities.sampling = Some(Default::default());
-    capabilities.roots = Some(Default::default());
-    let recorder = ProgressRecorder {
-        info: Some(ClientConfig::new(
-            capabilities,
-            Implementation::new("bridge-tests", "1"),
-        )),
-        sample: Some(sample.to_string()),
-        roots: roots.iter().map(|r| r.to_string()).collect(),
-        ..Default::default()
-    };
-    let lifecycle = ClientLifecycleMode::Discover {
-        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
-    };
-    mcp_progress_bridge::tls::use_ring();
-    let transport = StreamableHttpClientTransport::from_config(config);
-    within(
-        "MCP server/discover",
-        recorder.serve_with_lifecycle(transport, lifecycle),
-    )
-    .await
-    .expect("MCP server/discover")
+    let recorder =
+        ProgressRecorder::declaring(ClientCapabilities::default()).sampling(sample, roots);
+    start(recorder, transport_config(url, token), Start::Discover2026).await
 }
 
 /// rmcp's client on a handshake revision, declaring form elicitation and never answering a
@@ -351,23 +233,90 @@ pub async fn connect_never_answering(url: &str) -> McpClient {
 /// rmcp's client on a handshake revision, declaring form elicitation and answering every
 /// question with `answer`.
 pub async fn connect_answering(url: &str, answer: &str) -> McpClient {
-    let mut capabilities = ClientCapabilities::default();
-    let mut elicitation = ElicitationCapability::default();
-    elicitation.form = Some(FormElicitationCapability::default());
-    capabilities.elicitation = Some(elicitation);
-    let recorder = ProgressRecorder {
-        info: Some(ClientConfig::new(
-            capabilities,
-            Implementation::new("bridge-tests", "1"),
-        )),
-        answer: Some(answer.to_string()),
-        ..Default::default()
-    };
+    let recorder = ProgressRecorder::declaring(ClientCapabilities::default()).answering(answer);
+    start(recorder, transport_config(url, None), Start::Handshake).await
+}
+
+/// What a test client declares and answers, beyond rmcp's defaults (the `connect_*` above).
+impl ProgressRecorder {
+    /// A client `bridge-tests` that declares `capabilities`.
+    fn declaring(capabilities: ClientCapabilities) -> Self {
+        Self {
+            info: Some(ClientConfig::new(
+                capabilities,
+                Implementation::new("bridge-tests", "1"),
+            )),
+            ..Default::default()
+        }
+    }
+
+    fn capabilities(&mut self) -> &mut ClientCapabilities {
+        &mut self.info.get_or_insert_default().capabilities
+    }
+
+    /// Declaring form elicitation too, and answering every question with `answer`.
+    fn answering(mut self, answer: &str) -> Self {
+        let mut elicitation = ElicitationCapability::default();
+        elicitation.form = Some(FormElicitationCapability::default());
+        self.capabilities().elicitation = Some(elicitation);
+        self.answer = Some(answer.to_string());
+        self
+    }
+
+    /// Declaring sampling (answering every request with `sample`) and roots (`roots`) too.
+    #[allow(deprecated)]
+    fn sampling(mut self, sample: &str, roots: &[&str]) -> Self {
+        let capabilities = self.capabilities();
+        capabilities.sampling = Some(Default::default());
+        capabilities.roots = Some(Default::default());
+        self.sample = Some(sample.to_string());
+        self.roots = roots.iter().map(|r| r.to_string()).collect();
+        self
+    }
+}
+
+/// How a test client starts.
+#[derive(Clone, Copy)]
+enum Start {
+    /// `initialize`, on a handshake revision.
+    Handshake,
+    /// `server/discover` at 2026-07-28 (no session).
+    Discover2026,
+}
+
+/// The transport to the bridge's `url`, with `Authorization: Bearer <token>` when given.
+fn transport_config(url: &str, token: Option<&str>) -> StreamableHttpClientTransportConfig {
+    let config = StreamableHttpClientTransportConfig::with_uri(url);
+    match token {
+        Some(token) => config.auth_header(token),
+        None => config,
+    }
+}
+
+/// Start `recorder` as rmcp's client over Streamable HTTP with `config`.
+async fn start(
+    recorder: ProgressRecorder,
+    config: StreamableHttpClientTransportConfig,
+    how: Start,
+) -> McpClient {
     mcp_progress_bridge::tls::use_ring();
-    let transport = StreamableHttpClientTransport::from_uri(url);
-    within("MCP initialize", recorder.serve(transport))
-        .await
-        .expect("MCP initialize")
+    let transport = StreamableHttpClientTransport::from_config(config);
+    match how {
+        Start::Handshake => within("MCP initialize", recorder.serve(transport))
+            .await
+            .expect("MCP initialize"),
+        Start::Discover2026 => {
+            let lifecycle = ClientLifecycleMode::Discover {
+                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+            };
+            within(
+                "MCP server/discover",
+                recorder.serve_with_lifecycle(transport, lifecycle),
+            )
+            .await
+            .expect("MCP server/discover")
+        }
+    }
 }
 
 pub fn args(value: Value) -> Option<rmcp::model::JsonObject> {
@@ -385,6 +334,60 @@ pub fn call_params(tool: &str, arguments: Value) -> CallToolRequestParams {
         params = params.with_arguments(arguments);
     }
     params
+}
+
+/// A 2026-07-28 `tools/call` of `params` (one round, rmcp's `call_tool_once`) that must be
+/// answered `input_required`: its `requestState` and its input requests.
+pub async fn input_required_round(
+    client: &McpClient,
+    params: CallToolRequestParams,
+) -> (String, InputRequests) {
+    let first = within("tools/call", client.call_tool_once(params))
+        .await
+        .unwrap();
+    let CallToolResponse::InputRequired(asked) = first else {
+        panic!("not input_required: {first:?}");
+    };
+    let state = asked.request_state.clone().expect("requestState");
+    let requests = asked.input_requests.clone().expect("inputRequests");
+    (state, requests)
+}
+
+/// `params` again, with the `requestState` of its `input_required` round and `answer` to its
+/// input request `key`.
+pub fn retried(
+    params: CallToolRequestParams,
+    state: &str,
+    key: &str,
+    answer: Value,
+) -> CallToolRequestParams {
+    params
+        .with_request_state(state)
+        .with_input_responses([(key.to_string(), answer)].into_iter().collect())
+}
+
+/// The input requests of task `task_id` (the Tasks extension), once it asks: `tasks/get` until
+/// it is `input_required` with a request.
+pub async fn task_input_requests(client: &McpClient, task_id: &str) -> InputRequests {
+    eventually("the task asks", || async {
+        let got = client.get_task(GetTaskParams::new(task_id)).await.unwrap();
+        match got.task.payload {
+            TaskPayload::InputRequired { input_requests } if !input_requests.is_empty() => {
+                Some(input_requests)
+            }
+            _ => None,
+        }
+    })
+    .await
+}
+
+/// Task `task_id` once it has ended: `tasks/get` until its status is terminal.
+pub async fn ended_task(client: &McpClient, task_id: &str) -> DetailedTask {
+    eventually("the task ends", || async {
+        let got = client.get_task(GetTaskParams::new(task_id)).await.unwrap();
+        got.task.status().is_terminal().then_some(got.task)
+    })
+    .await
 }
 
 /// Call a tool through the bridge and return its result (panics on a protocol error).

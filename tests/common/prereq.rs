@@ -7,6 +7,8 @@ use std::{
     time::Duration,
 };
 
+use super::wait::within;
+
 /// Whether CI asked for every prerequisite to be present (`BRIDGE_TEST_STRICT=1`).
 pub fn strict() -> bool {
     std::env::var("BRIDGE_TEST_STRICT").is_ok_and(|v| v == "1")
@@ -73,6 +75,40 @@ pub fn python_with_mcp() -> Option<PathBuf> {
         .output()
         .is_ok_and(|o| o.status.success());
     ok.then_some(candidate)
+}
+
+/// [`python_with_mcp`], or `None` once the test is skipped for want of it (failed, under
+/// `BRIDGE_TEST_STRICT=1`: see [`prerequisite`]).
+pub fn python_with_mcp_or_skip() -> Option<PathBuf> {
+    let python = python_with_mcp();
+    prerequisite(
+        python.is_some(),
+        "a Python with the `mcp` package (BRIDGE_TEST_PYTHON or .venv)",
+    );
+    python
+}
+
+/// Run the official Python SDK client `tests/interop/<script>` with `python` against the
+/// bridge's `mcp_url`; the test fails, showing its output, unless it ends well after "all
+/// checks passed".
+pub async fn run_python_client(python: &Path, script: &str, mcp_url: &str) {
+    let script = repo_root().join("tests/interop").join(script);
+    let output = within(
+        "the Python client",
+        tokio::process::Command::new(python)
+            .arg(script)
+            .arg(mcp_url)
+            .output(),
+    )
+    .await
+    .expect("run the Python client");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    println!("{stdout}");
+    assert!(
+        output.status.success() && stdout.contains("all checks passed"),
+        "the Python SDK client failed:\n{stdout}\n{stderr}"
+    );
 }
 
 /// `node`, if it is on PATH and answers.

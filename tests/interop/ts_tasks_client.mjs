@@ -10,20 +10,13 @@
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { CallToolResultSchema, CreateTaskResultSchema, ListTasksResultSchema } from "@modelcontextprotocol/sdk/types.js";
+import { check, streamed } from "./scenario.mjs";
 
 const [url, tokenA, tokenB, pageSizeArg, maxTtlArg] = process.argv.slice(2);
 const pageSize = Number(pageSizeArg);
 const maxTtl = Number(maxTtlArg);
 const SLOW = "demo__slow_count";
 const RESEARCH = "everything__simulate-research-query";
-
-function check(condition, message) {
-  if (!condition) {
-    console.log(`FAIL: ${message}`);
-    process.exit(1);
-  }
-  console.log(`ok: ${message}`);
-}
 
 async function connect(token) {
   const client = new Client({ name: "bridge-tasks-ts", version: "1.0.0" });
@@ -46,21 +39,6 @@ async function codeOf(promise) {
 
 /// What a result says, without the `_meta` that names its job (another job for each call).
 const content = (result) => JSON.stringify({ content: result.content, isError: result.isError ?? false });
-
-/// Run `callToolStream` to its end: the task it made, the statuses seen, and the result.
-async function streamed(client, name, args) {
-  let task = null;
-  let result = null;
-  let error = null;
-  const statuses = [];
-  for await (const message of client.experimental.tasks.callToolStream({ name, arguments: args })) {
-    if (message.type === "taskCreated") task = message.task;
-    if (message.type === "taskStatus") statuses.push(message.task.status);
-    if (message.type === "result") result = message.result;
-    if (message.type === "error") error = message.error;
-  }
-  return { task, statuses, result, error };
-}
 
 /// Create a task without waiting for it.
 async function createTask(client, name, args, task = {}) {

@@ -12,20 +12,13 @@
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { CallToolResultSchema, CreateTaskResultSchema, ElicitRequestSchema, TaskStatusNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
+import { check, streamed } from "./scenario.mjs";
 
 const [url, token, timeoutArg, maxNotesArg] = process.argv.slice(2);
 const inputTimeoutMs = Number(timeoutArg);
 const maxNotes = Number(maxNotesArg);
 const ASK = "demo__ask";
 const RELATED = "io.modelcontextprotocol/related-task";
-
-function check(condition, message) {
-  if (!condition) {
-    console.log(`FAIL: ${message}`);
-    process.exit(1);
-  }
-  console.log(`ok: ${message}`);
-}
 
 // What the client does with the next question; set per scenario.
 let onQuestion = async () => ({ action: "decline" });
@@ -52,21 +45,6 @@ async function connect(elicits) {
   });
   await client.connect(transport);
   return client;
-}
-
-/// Run `callToolStream` to its end: the task it made, the statuses seen, and the result.
-async function streamed(client, name, args) {
-  let task = null;
-  let result = null;
-  let error = null;
-  const statuses = [];
-  for await (const message of client.experimental.tasks.callToolStream({ name, arguments: args })) {
-    if (message.type === "taskCreated") task = message.task;
-    if (message.type === "taskStatus") statuses.push(message.task.status);
-    if (message.type === "result") result = message.result;
-    if (message.type === "error") error = message.error;
-  }
-  return { task, statuses, result, error };
 }
 
 /// The job's whole event stream (it ends after the terminal event).
