@@ -211,23 +211,9 @@ pub async fn connect_2026_sampling(
 /// rmcp's client on a handshake revision, declaring form elicitation and never answering a
 /// question (the request stays open; the client goes on serving everything else).
 pub async fn connect_never_answering(url: &str) -> McpClient {
-    let mut capabilities = ClientCapabilities::default();
-    let mut elicitation = ElicitationCapability::default();
-    elicitation.form = Some(FormElicitationCapability::default());
-    capabilities.elicitation = Some(elicitation);
-    let recorder = ProgressRecorder {
-        info: Some(ClientConfig::new(
-            capabilities,
-            Implementation::new("bridge-tests", "1"),
-        )),
-        stall_questions: true,
-        ..Default::default()
-    };
-    mcp_progress_bridge::tls::use_ring();
-    let transport = StreamableHttpClientTransport::from_uri(url);
-    within("MCP initialize", recorder.serve(transport))
-        .await
-        .expect("MCP initialize")
+    let mut recorder = ProgressRecorder::declaring(ClientCapabilities::default()).answering("");
+    recorder.stall_questions = true;
+    start(recorder, transport_config(url, None), Start::Handshake).await
 }
 
 /// rmcp's client on a handshake revision, declaring form elicitation and answering every
