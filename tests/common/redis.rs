@@ -27,16 +27,20 @@ pub async fn test_redis(test: &str) -> Option<String> {
     }
 }
 
+/// How long a `PING` may take before Redis counts as missing: generous, since a strict run
+/// fails on it and a machine at load 13 was seen to take over 2 s.
+const REDIS_ANSWERS_WITHIN: Duration = Duration::from_secs(10);
+
 async fn redis_ping(url: &str) -> Result<(), String> {
     let client = redis::Client::open(url).map_err(|e| e.to_string())?;
     let ping = async {
         let mut conn = client.get_multiplexed_async_connection().await?;
         redis::cmd("PING").query_async::<String>(&mut conn).await
     };
-    match tokio::time::timeout(Duration::from_secs(2), ping).await {
+    match tokio::time::timeout(REDIS_ANSWERS_WITHIN, ping).await {
         Ok(Ok(_)) => Ok(()),
         Ok(Err(e)) => Err(e.to_string()),
-        Err(_) => Err("no answer within 2 s".into()),
+        Err(_) => Err(format!("no answer within {REDIS_ANSWERS_WITHIN:?}")),
     }
 }
 

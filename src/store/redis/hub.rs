@@ -479,7 +479,7 @@ mod tests {
             let mut conn = client.get_multiplexed_async_connection().await?;
             ::redis::cmd("PING").query_async::<String>(&mut conn).await
         };
-        match tokio::time::timeout(Duration::from_secs(2), ping).await {
+        match tokio::time::timeout(Duration::from_secs(10), ping).await {
             Ok(Ok(_)) => Some(client),
             _ if std::env::var("BRIDGE_TEST_STRICT").is_ok_and(|v| v == "1") => {
                 panic!("no Redis answers at {url} (BRIDGE_TEST_STRICT=1)")
