@@ -320,7 +320,10 @@ fn redis_options(config: &Config) -> RedisOptions {
         outage_buffer: config.store.outage_buffer,
         command_timeout: Duration::from_millis(config.store.command_timeout_ms),
         relay_timeout: Duration::from_millis(config.store.input_relay_timeout_ms),
-        max_answer_bytes: config.jobs.max_input_bytes,
+        max_answer_bytes: config
+            .jobs
+            .max_input_bytes
+            .max(config.jobs.max_sample_bytes),
     }
 }
 

@@ -150,7 +150,7 @@ impl Metrics {
         );
         let input_relays = counter(
             "bridge_input_relays_total",
-            "Answers to a job's question relayed to or from another replica, by outcome",
+            "Answers to a job's question (or to a caller request: a sample, the roots) relayed to or from another replica, by outcome",
             &["outcome"],
         );
         let limit_hits = counter(

@@ -14,7 +14,7 @@ use mcp_progress_bridge::{
     model::{
         Channel, EventBody, EventKind, InputAction, InputAnswer, JobId, NewJob, ProgressUpdate,
     },
-    store::{AnswerVerdict, CancelAck, ChannelSnapshot, Relayed, Store},
+    store::{AnswerVerdict, CancelAck, ChannelSnapshot, Relayed, RelayedAnswer, Store},
 };
 
 fn new_job(owner: &str) -> NewJob {
@@ -324,11 +324,11 @@ async fn a_relayed_answer_gets_the_owners_verdict_or_is_unconfirmed() {
     let mut requests = owner.store.answer_requests();
     let mut elsewhere = other.store.answer_requests();
     let job = JobId::random();
-    let answer = InputAnswer {
+    let answer = RelayedAnswer::Question(InputAnswer {
         action: InputAction::Accept,
         content: Some(serde_json::json!({"answer": 5})),
         key: Some("q1".into()),
-    };
+    });
 
     // A verdict comes back.
     let relay = other
@@ -412,5 +412,36 @@ async fn a_relayed_answer_gets_the_owners_verdict_or_is_unconfirmed() {
             .unwrap();
     }
     let next = within("the small message", requests.next()).await.unwrap();
-    assert_eq!(next.answer.content.unwrap()["answer"], "small");
+    let RelayedAnswer::Question(next) = next.answer else {
+        panic!("not an answer to a question: {next:?}");
+    };
+    assert_eq!(next.content.unwrap()["answer"], "small");
+
+    // An answer to a sample the job's tool asked its caller for travels as one, and the
+    // owner's verdict on its shape comes back whole.
+    let sample = RelayedAnswer::CallerRequest {
+        key: "sample-1".into(),
+        value: serde_json::json!({"role": "assistant"}),
+    };
+    let unfit = AnswerVerdict::Unfit {
+        expected: "CreateMessageResult".into(),
+        method: "sampling/createMessage".into(),
+        error: "missing field `model`".into(),
+    };
+    let relay = other
+        .store
+        .relay_answer(&owner.name, job, sample.clone(), "test".into());
+    let owner_side = async {
+        let request = within("the owner gets the sample", requests.next())
+            .await
+            .unwrap();
+        assert_eq!(request.answer, sample);
+        owner
+            .store
+            .reply_answer(request.reply, unfit.clone())
+            .await
+            .unwrap();
+    };
+    let (relayed, ()) = tokio::join!(relay, owner_side);
+    assert_eq!(relayed.unwrap(), Relayed::Verdict(unfit));
 }

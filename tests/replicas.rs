@@ -15,7 +15,13 @@ use std::{
 };
 
 use common::*;
-use rmcp::model::{CallToolResponse, TaskPayload, TaskStatus, UpdateTaskParams};
+use rmcp::{
+    ServiceError,
+    model::{
+        CallToolRequestParams, CallToolResponse, InputRequest, TaskPayload, TaskStatus,
+        UpdateTaskParams,
+    },
+};
 use serde_json::{Value, json};
 
 /// The lease the replicas in these tests hold (seconds).
@@ -608,8 +614,18 @@ async fn two_replicas_with_tokens(
     prefix: &str,
     mode: &str,
 ) -> (BridgeProcess, BridgeProcess) {
+    two_replicas_with_tokens_and(url, prefix, mode, "").await
+}
+
+/// [`two_replicas_with_tokens`] with `jobs` (more `[jobs]` keys, one a line).
+async fn two_replicas_with_tokens_and(
+    url: &str,
+    prefix: &str,
+    mode: &str,
+    jobs: &str,
+) -> (BridgeProcess, BridgeProcess) {
     let config = format!(
-        "[jobs]\nmode = \"{mode}\"\n[auth]\njob_secret = \"{TEST_JOB_SECRET}\"\n\
+        "[jobs]\nmode = \"{mode}\"\n{jobs}\n[auth]\njob_secret = \"{TEST_JOB_SECRET}\"\n\
          mcp_tokens = [{{ name = \"a\", token = \"{TOKEN_A}\" }}, {{ name = \"b\", token = \"{TOKEN_B}\" }}]\n\
          {}\n{}",
         redis_store_toml(url, prefix, LEASE_SECS),
@@ -794,6 +810,134 @@ async fn an_input_required_retry_on_another_replica_answers_the_job() {
     assert_eq!(relays(&b.base(), "taken").await, 1);
 }
 
+/// The first round of `params` called by `client` (sync mode, a 2026-07-28 caller that takes
+/// samples and roots): its `requestState` and the key of its one request, which must be what
+/// `is_wanted` says.
+async fn first_round(
+    client: &McpClient,
+    params: CallToolRequestParams,
+    is_wanted: impl Fn(&InputRequest) -> bool,
+) -> (String, String) {
+    let (state, requests) = input_required_round(client, params).await;
+    assert_eq!(requests.len(), 1, "{requests:?}");
+    let (key, request) = requests.into_iter().next().unwrap();
+    assert!(is_wanted(&request), "{key}: {request:?}");
+    (state, key)
+}
+
+/// The JSON-RPC error a retry was refused with (its code and message), whole.
+fn refusal(outcome: Result<CallToolResponse, ServiceError>) -> String {
+    match outcome {
+        Err(ServiceError::McpError(e)) => format!("{:?} {}", e.code, e.message),
+        other => panic!("not refused with a JSON-RPC error: {other:?}"),
+    }
+}
+
+/// At 2026-07-28 the tool's sample (and roots) wait on A, the replica running the call, for
+/// its caller; the caller's retry with the answer reaches B, as behind a load balancer that
+/// does not pin it. B relays the answer to A through Redis, A checks and takes it, and the
+/// sample reaches the tool. Every hostile retry on B is refused exactly as the same retry on
+/// A is: another principal's (as unknown), an answer past `jobs.max_sample_bytes`, one that
+/// is no `CreateMessageResult`; a second answer finds nothing waiting. The roots likewise.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sample_answered_on_another_replica_reaches_the_tool() {
+    let Some(url) = test_redis("replicas::samples").await else {
+        return;
+    };
+    let prefix = RedisPrefix::new(&url, "samples");
+    let (a, b) =
+        two_replicas_with_tokens_and(&url, &prefix, "sync", "max_sample_bytes = 1024").await;
+    let on_a = connect_2026_sampling(&a.mcp_url(), Some(TOKEN_A), "unused", &[]).await;
+    let b_as_a = connect_2026_sampling(&b.mcp_url(), Some(TOKEN_A), "unused", &[]).await;
+    let b_as_b = connect_2026_sampling(&b.mcp_url(), Some(TOKEN_B), "unused", &[]).await;
+    let a_as_b = connect_2026_sampling(&a.mcp_url(), Some(TOKEN_B), "unused", &[]).await;
+    let params = || call_params("demo__sample", json!({"prompt": "Which model?"}));
+    let (state, key) = first_round(&on_a, params(), |r| {
+        matches!(r, InputRequest::CreateMessage(_))
+    })
+    .await;
+    let retry = |answer: Value| retried(params(), &state, &key, answer);
+    let good = json!({"model": "model-of-b", "role": "assistant",
+        "content": {"type": "text", "text": "from B"}});
+    let oversized = json!({"model": "m", "role": "assistant",
+        "content": {"type": "text", "text": "x".repeat(2000)}});
+    let unfit = json!({"role": "assistant", "content": {"type": "text", "text": "no model"}});
+
+    // Each hostile retry, on the owner and on B: the same refusal, the sample still waiting.
+    for (what, client_a, client_b, answer, wanted) in [
+        (
+            "another principal's retry",
+            &a_as_b,
+            &b_as_b,
+            good.clone(),
+            "names no call of yours",
+        ),
+        (
+            "an oversized answer",
+            &on_a,
+            &b_as_a,
+            oversized,
+            "jobs.max_sample_bytes (1024)",
+        ),
+        (
+            "an answer of the wrong shape",
+            &on_a,
+            &b_as_a,
+            unfit,
+            "missing field `model`",
+        ),
+    ] {
+        let on_owner = refusal(within(what, client_a.call_tool_once(retry(answer.clone()))).await);
+        let on_b = refusal(within(what, client_b.call_tool_once(retry(answer))).await);
+        assert!(
+            on_owner.contains(wanted) && on_owner.contains("-32602"),
+            "{what}: {on_owner}"
+        );
+        assert_eq!(on_b, on_owner, "{what}: B refuses it as the owner does");
+    }
+
+    let done = within("the retry on B", b_as_a.call_tool_once(retry(good.clone())))
+        .await
+        .unwrap();
+    let CallToolResponse::Complete(result) = done else {
+        panic!("not complete: {done:?}");
+    };
+    assert_eq!(first_text(&result), "the model said: from B");
+    // First answer wins: nothing waits any more, on either replica.
+    let again_b = refusal(
+        within(
+            "a second answer on B",
+            b_as_a.call_tool_once(retry(good.clone())),
+        )
+        .await,
+    );
+    let again_a = refusal(within("a second answer on A", on_a.call_tool_once(retry(good))).await);
+    assert!(again_b.contains("nothing of this job waits"), "{again_b}");
+    assert_eq!(again_b, again_a);
+    // B relayed the shape it could not judge and the good answer; the size it refused itself.
+    assert_eq!(relays(&b.base(), "unfit").await, 1);
+    assert_eq!(relays(&b.base(), "taken").await, 1);
+    assert_eq!(relays(&b.base(), "too_large").await, 0);
+    assert_eq!(relays(&a.base(), "taken").await, 0);
+
+    // The roots, answered on B.
+    let roots = || call_params("demo__roots", json!({}));
+    let (state, key) =
+        first_round(&on_a, roots(), |r| matches!(r, InputRequest::ListRoots(_))).await;
+    let answer = json!({"roots": [{"uri": "file:///from-b"}]});
+    let done = within(
+        "the roots retry on B",
+        b_as_a.call_tool_once(retried(roots(), &state, &key, answer)),
+    )
+    .await
+    .unwrap();
+    let CallToolResponse::Complete(result) = done else {
+        panic!("not complete: {done:?}");
+    };
+    assert_eq!(first_text(&result), "roots: file:///from-b");
+    assert_eq!(relays(&b.base(), "taken").await, 2);
+}
+
 /// One MCP 2025-11-25 request to `url` as `token`, in `session` (none: `initialize`); the
 /// session ID the answer names and the JSON-RPC answer.
 async fn post_2025(
@@ -831,12 +975,17 @@ async fn post_2025(
 
 /// A 2025-11-25 session of `token` on `url`, initialized.
 async fn session_2025(url: &str, token: &str) -> String {
+    session_2025_with(url, token, json!({})).await
+}
+
+/// A 2025-11-25 session of `token` on `url` whose client declares `capabilities`, initialized.
+async fn session_2025_with(url: &str, token: &str, capabilities: Value) -> String {
     let (session, answer) = post_2025(
         url,
         token,
         None,
         json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-11-25", "capabilities": {},
+            "protocolVersion": "2025-11-25", "capabilities": capabilities,
             "clientInfo": {"name": "test", "version": "1"}}}),
     )
     .await;
@@ -975,4 +1124,172 @@ async fn tasks_listed_on_one_replica_include_those_created_on_another() {
         metrics.contains("bridge_limit_hits_total{limit=\"max_listed_tasks\"} 1"),
         "the fifth task forgot the oldest, on the replica that added it: {metrics}"
     );
+}
+
+/// A 2025-11-25 `tasks/result` on `url` in `session`, read as it streams: each request the
+/// bridge sends on its response stream (an `elicitation/create`) is answered with
+/// `answer(request)`, POSTed in the same session; the requests seen, and the JSON-RPC answer
+/// to `tasks/result` itself.
+async fn task_result_answering(
+    url: &str,
+    token: &str,
+    session: &str,
+    task_id: &str,
+    answer: impl Fn(&Value) -> Value,
+) -> (Vec<Value>, Value) {
+    let body = json!({"jsonrpc": "2.0", "id": 77, "method": "tasks/result",
+        "params": {"taskId": task_id}});
+    let request = reqwest::Client::new()
+        .post(url)
+        .bearer_auth(token)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2025-11-25")
+        .header("mcp-session-id", session)
+        .body(body.to_string());
+    let mut response = within("tasks/result", request.send()).await.expect("POST");
+    let mut buffer = String::new();
+    let mut asked = Vec::new();
+    loop {
+        let chunk = within("the tasks/result stream", response.chunk())
+            .await
+            .expect("the stream reads")
+            .expect("the stream ends only after the answer");
+        buffer.push_str(&String::from_utf8_lossy(&chunk));
+        while let Some(end) = buffer.find("\n\n") {
+            let event: String = buffer.drain(..end + 2).collect();
+            let Some(message) = event
+                .lines()
+                .filter_map(|l| l.strip_prefix("data:"))
+                .find_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
+            else {
+                continue;
+            };
+            if message["id"] == 77 && message.get("method").is_none() {
+                return (asked, message);
+            }
+            if message["method"] == "elicitation/create" {
+                let (_, ack) = post_2025(
+                    url,
+                    token,
+                    Some(session),
+                    json!({"jsonrpc": "2.0", "id": message["id"], "result": answer(&message)}),
+                )
+                .await;
+                assert!(
+                    ack.is_null(),
+                    "a response is acknowledged without a body: {ack}"
+                );
+                asked.push(message);
+            }
+        }
+    }
+}
+
+/// `tasks/result` (MCP 2025-11-25) on a replica that does not run the task's job reads the
+/// shared store: it answers what it answers on the owner (the same result, naming the same
+/// task and job), also while the job still runs. A question the task's tool asks meanwhile is
+/// sent to the client waiting on B's `tasks/result` (the question is in the shared
+/// snapshot), and the client's answer, taken on B, is relayed to A, where the tool waits.
+/// Another principal's `tasks/result` on B finds no task.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tasks_result_on_another_replica_answers_as_the_owner_does() {
+    let Some(url) = test_redis("replicas::tasks_result").await else {
+        return;
+    };
+    let prefix = RedisPrefix::new(&url, "tasks-result");
+    let (a, b) = two_replicas_with_tokens(&url, &prefix, "async").await;
+    let on_a = session_2025(&a.mcp_url(), TOKEN_A).await;
+    let call_as_task = |id: u64, tool: &str, arguments: Value| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
+            "name": tool, "arguments": arguments, "task": {}}})
+    };
+    let task_of = |answer: &Value| {
+        answer["result"]["task"]["taskId"]
+            .as_str()
+            .unwrap_or_else(|| panic!("a task: {answer}"))
+            .to_string()
+    };
+
+    // 1. A task that runs a while: tasks/result on B waits for it as on A.
+    let (_, created) = post_2025(
+        &a.mcp_url(),
+        TOKEN_A,
+        Some(&on_a),
+        call_as_task(10, "demo__slow_count", json!({"to": 3, "delay_ms": 300})),
+    )
+    .await;
+    let task_id = task_of(&created);
+    let on_b = session_2025(&b.mcp_url(), TOKEN_A).await;
+    let result_request = json!({"jsonrpc": "2.0", "id": 11, "method": "tasks/result",
+        "params": {"taskId": task_id}});
+    let (_, from_b) = post_2025(&b.mcp_url(), TOKEN_A, Some(&on_b), result_request.clone()).await;
+    let (_, from_a) = post_2025(&a.mcp_url(), TOKEN_A, Some(&on_a), result_request.clone()).await;
+    assert!(from_b["result"]["content"].is_array(), "{from_b}");
+    assert_eq!(from_b["result"]["content"], from_a["result"]["content"]);
+    assert_eq!(
+        from_b["result"].get("isError"),
+        from_a["result"].get("isError")
+    );
+    let meta = |answer: &Value| answer["result"]["_meta"].clone();
+    assert_eq!(
+        meta(&from_b)["io.modelcontextprotocol/related-task"]["taskId"],
+        task_id.as_str()
+    );
+    assert_eq!(
+        meta(&from_b)["io.modelcontextprotocol/related-task"],
+        meta(&from_a)["io.modelcontextprotocol/related-task"]
+    );
+    assert_eq!(
+        meta(&from_b)["mcp-progress-bridge/job"]["job_id"],
+        meta(&from_a)["mcp-progress-bridge/job"]["job_id"]
+    );
+    // Another principal: no such task, on B as on A.
+    let theirs = session_2025(&b.mcp_url(), TOKEN_B).await;
+    let (_, foreign) = post_2025(&b.mcp_url(), TOKEN_B, Some(&theirs), result_request).await;
+    assert!(
+        foreign["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("no task")),
+        "{foreign}"
+    );
+
+    // 2. A task whose tool asks a question: the client waiting on B's tasks/result answers.
+    let (_, created) = post_2025(
+        &a.mcp_url(),
+        TOKEN_A,
+        Some(&on_a),
+        call_as_task(20, "demo__ask", json!({"question": "Which colour?"})),
+    )
+    .await;
+    let task_id = task_of(&created);
+    let eliciting =
+        session_2025_with(&b.mcp_url(), TOKEN_A, json!({"elicitation": {"form": {}}})).await;
+    let (asked, answer) = task_result_answering(
+        &b.mcp_url(),
+        TOKEN_A,
+        &eliciting,
+        &task_id,
+        |_| json!({"action": "accept", "content": {"answer": "blue"}}),
+    )
+    .await;
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    assert_eq!(asked[0]["params"]["message"], "Which colour?");
+    assert_eq!(
+        asked[0]["params"]["_meta"]["io.modelcontextprotocol/related-task"]["taskId"],
+        task_id.as_str()
+    );
+    assert_eq!(
+        answer["result"]["content"][0]["text"], "you said: blue",
+        "{answer}"
+    );
+    let events_url = answer["result"]["_meta"]["mcp-progress-bridge/job"]["events_url"]
+        .as_str()
+        .expect("events_url")
+        .to_string();
+    let events = read_job_events(&events_url).await;
+    let answered = events.iter().find(|e| e.event == "input_answered").unwrap();
+    assert_eq!(answered.data["by"], "tasks/result");
+    // The answer was taken on A, where the question waited.
+    assert_eq!(relays(&b.base(), "taken").await, 1);
 }

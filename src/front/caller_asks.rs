@@ -18,6 +18,15 @@
 //! or task past the auto budget, a cancelled request) refuses what waits. A refused sample is
 //! the usual -32601 ([`no_sampling`]) and refused roots are an empty list, as for a caller
 //! that never declared them.
+//!
+//! Several replicas: the caller's retry may reach a replica other than this one (a load
+//! balancer that does not pin it). That replica has no [`JobAsks`] for the job, so it relays
+//! the answers here through the store, as answers to questions are (`jobs::input`), and
+//! [`CallerAsks`] takes them ([`CallerRequests`]) with the same checks; the verdict goes back
+//! to the retry, whose caller gets the same error as here. Its retry then waits on the job
+//! there, where what the tool asks next cannot reach it: so once a relayed answer leaves
+//! nothing waiting and no request of the caller waits here, the caller counts as gone from
+//! this replica, and the tool's next sample is refused at once rather than after the timeout.
 
 use std::{
     collections::{BTreeMap, HashMap},
@@ -40,7 +49,10 @@ use rmcp::{
 };
 
 use super::tasks::shown;
-use crate::{config::JobsConfig, metrics::Metrics, model::JobId, upstream::no_sampling};
+use crate::{
+    config::JobsConfig, jobs::CallerRequests, metrics::Metrics, model::JobId, store::AnswerVerdict,
+    upstream::no_sampling,
+};
 
 /// What the waiting caller declared it takes (its request's client capabilities).
 #[derive(Clone, Copy, Debug, Default)]
@@ -93,6 +105,31 @@ impl CallerAsks {
     /// The asks of job `id`, if its call is still running here and takes any.
     pub fn get(&self, id: JobId) -> Option<Arc<JobAsks>> {
         self.jobs.lock().get(&id).and_then(Weak::upgrade)
+    }
+}
+
+/// Answers relayed by another replica, from the caller's retry that reached it (the caller's
+/// right to the job checked there).
+impl CallerRequests for CallerAsks {
+    fn answer(&self, job: JobId, key: &str, value: Value) -> AnswerVerdict {
+        let Some(asks) = self.get(job) else {
+            return AnswerVerdict::NothingToAnswer;
+        };
+        match asks.answer_relayed(key, value) {
+            Ok(true) => AnswerVerdict::Taken,
+            Ok(false) | Err(AskError::NothingWaits(_)) => AnswerVerdict::NothingToAnswer,
+            Err(AskError::TooLarge { size, limit, .. }) => AnswerVerdict::TooLarge { size, limit },
+            Err(AskError::Shape {
+                expected,
+                method,
+                error,
+                ..
+            }) => AnswerVerdict::Unfit {
+                expected,
+                method,
+                error,
+            },
+        }
     }
 }
 
@@ -166,10 +203,38 @@ pub(super) enum AskError {
     )]
     Shape {
         key: String,
-        expected: &'static str,
-        method: &'static str,
-        error: serde_json::Error,
+        expected: String,
+        method: String,
+        error: String,
     },
+}
+
+impl AskError {
+    /// The error another replica's verdict on the caller's answer to `key` stands for (the
+    /// same the caller gets when its retry reaches the replica running the call); `None` for
+    /// `Taken`.
+    pub fn of_verdict(key: &str, verdict: AnswerVerdict) -> Option<Self> {
+        let key = shown(key);
+        match verdict {
+            AnswerVerdict::Taken => None,
+            AnswerVerdict::TooLarge { size, limit } => {
+                Some(AskError::TooLarge { key, size, limit })
+            }
+            AnswerVerdict::Unfit {
+                expected,
+                method,
+                error,
+            } => Some(AskError::Shape {
+                key,
+                expected,
+                method,
+                error,
+            }),
+            AnswerVerdict::NothingToAnswer
+            | AnswerVerdict::UnknownJob
+            | AnswerVerdict::Mismatch { .. } => Some(AskError::NothingWaits(key)),
+        }
+    }
 }
 
 impl From<AskError> for ErrorData {
@@ -340,11 +405,11 @@ impl JobAsks {
         let Some(pending) = state.pending.get(key) else {
             return Err(AskError::NothingWaits(shown(key)));
         };
-        let shape = |expected, method, error| AskError::Shape {
+        let shape = |expected: &str, method: &str, error: serde_json::Error| AskError::Shape {
             key: shown(key),
-            expected,
-            method,
-            error,
+            expected: expected.to_string(),
+            method: method.to_string(),
+            error: error.to_string(),
         };
         // Checked whole before the request leaves the map.
         enum Checked {
@@ -378,6 +443,18 @@ impl JobAsks {
             _ => {}
         }
         Ok(true)
+    }
+
+    /// [`Self::answer`], for an answer another replica relayed from the caller's retry: that
+    /// retry waits on the job there, out of reach of what the tool asks next, so once nothing
+    /// waits for the caller (and none of its requests waits here) it has left this replica.
+    pub fn answer_relayed(&self, key: &str, value: Value) -> Result<bool, AskError> {
+        let taken = self.answer(key, value)?;
+        let mut state = self.state.lock();
+        if taken && state.waiting == 0 && state.pending.is_empty() {
+            state.release();
+        }
+        Ok(taken)
     }
 }
 
@@ -515,6 +592,65 @@ mod tests {
         // The round was never retried: the caller has left.
         assert!(asks.roots().await.roots.is_empty());
         assert!(started.elapsed() < Duration::from_millis(1900));
+    }
+
+    /// Another replica relays the caller's answers (its retry waits on the job there): each
+    /// is checked as a local one, the verdict says how it went, and once nothing waits the
+    /// caller has left this replica: the tool's next sample is refused at once.
+    #[tokio::test]
+    async fn relayed_answers_are_checked_and_end_the_callers_rounds_here() {
+        let desk = CallerAsks::default();
+        let id = JobId::random();
+        let config = JobsConfig {
+            input_timeout_secs: 30,
+            max_sample_bytes: 1024,
+            ..JobsConfig::default()
+        };
+        let asks = desk.open(id, &config, Arc::new(Metrics::new()));
+        let mut attached = asks.join(ALL);
+        attached.keep();
+        drop(attached);
+        let tool = tokio::spawn({
+            let asks = asks.clone();
+            async move { asks.sample(params()).await }
+        });
+        let key = asks.asked().await.keys().next().unwrap().clone();
+        let verdict = desk.answer(id, &key, json!({"role": "assistant"}));
+        assert!(
+            matches!(&verdict, AnswerVerdict::Unfit { expected, error, .. }
+                if expected == "CreateMessageResult" && error.contains("model")),
+            "{verdict:?}"
+        );
+        let big = json!({"model": "m", "role": "assistant",
+            "content": {"type": "text", "text": "x".repeat(2000)}});
+        assert!(matches!(
+            desk.answer(id, &key, big),
+            AnswerVerdict::TooLarge { limit: 1024, .. }
+        ));
+        assert_eq!(
+            desk.answer(JobId::random(), &key, json!({})),
+            AnswerVerdict::NothingToAnswer
+        );
+        let answer = CreateMessageResult::new(SamplingMessage::assistant_text("yes"), "m".into());
+        let value = serde_json::to_value(&answer).unwrap();
+        assert_eq!(desk.answer(id, &key, value.clone()), AnswerVerdict::Taken);
+        assert_eq!(tool.await.unwrap().unwrap(), answer);
+        assert_eq!(desk.answer(id, &key, value), AnswerVerdict::NothingToAnswer);
+        let next = tokio::time::timeout(Duration::from_secs(10), asks.sample(params()))
+            .await
+            .expect("refused at once, not after jobs.input_timeout_secs");
+        assert!(next.is_err());
+        // The verdicts stand for the errors a retry on this replica gets.
+        let error = AskError::of_verdict(
+            &key,
+            AnswerVerdict::TooLarge {
+                size: 2000,
+                limit: 1024,
+            },
+        )
+        .unwrap();
+        assert!(matches!(error, AskError::TooLarge { .. }));
+        assert!(AskError::of_verdict(&key, AnswerVerdict::Taken).is_none());
     }
 
     #[tokio::test]

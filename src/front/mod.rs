@@ -90,7 +90,7 @@ struct Inner {
     /// Places for the tasks all listen requests follow at once (`limits.max_followed_tasks`).
     followed_tasks: Arc<tokio::sync::Semaphore>,
     /// Samples and roots the tools of this replica's jobs ask their 2026-07-28 callers for.
-    caller_asks: caller_asks::CallerAsks,
+    caller_asks: Arc<caller_asks::CallerAsks>,
     metrics: Arc<Metrics>,
     /// Where the followers of 2025-11-25 tasks (`task_status`) run: the HTTP stage, they stop
     /// with the sessions they tell.
@@ -126,6 +126,9 @@ impl Front {
             tasks.clone(),
         );
         tasks.spawn_until_stopped(callers.clone().run());
+        // Answers other replicas relay from the callers' retries come to these.
+        let caller_asks = Arc::new(caller_asks::CallerAsks::default());
+        jobs.serve_caller_requests(caller_asks.clone());
         Self {
             inner: Arc::new(Inner {
                 callers,
@@ -137,7 +140,7 @@ impl Front {
                 quota,
                 max_listen_task_ids,
                 followed_tasks: Arc::new(tokio::sync::Semaphore::new(max_followed_tasks)),
-                caller_asks: caller_asks::CallerAsks::default(),
+                caller_asks,
                 metrics,
                 tasks: tasks.clone(),
             }),

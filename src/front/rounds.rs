@@ -133,13 +133,27 @@ impl Front {
             .filter(|s| s.tool == request.name)
             .ok_or_else(unknown)?;
         // Only this job's own samples and roots, of this caller's own job (checked above).
+        // They wait where the call runs: a job another replica runs gets them through the
+        // store, checked there, and its verdict is this retry's.
         let asks = self.inner.caller_asks.get(id);
         for (key, response) in responses {
             if is_ask_key(&key) {
-                let Some(asks) = &asks else {
-                    return Err(AskError::NothingWaits(shown(&key)).into());
-                };
-                asks.answer(&key, response)?;
+                match &asks {
+                    Some(asks) => {
+                        asks.answer(&key, response)?;
+                    }
+                    None => {
+                        let verdict = self
+                            .inner
+                            .jobs
+                            .relay_caller_answer(&snapshot, &key, response)
+                            .await
+                            .map_err(|e| answer_refused(&key, e))?;
+                        if let Some(refused) = AskError::of_verdict(&key, verdict) {
+                            return Err(refused.into());
+                        }
+                    }
+                }
                 continue;
             }
             let mut answer: InputAnswer = serde_json::from_value(response).map_err(|e| {

@@ -12,18 +12,45 @@
 //! checked and taken here, as a local answer is, and the verdict goes back to the answering
 //! replica, which waits for it at most `store.input_relay_timeout_ms` (docs/replicas.md).
 //!
+//!
+//! The same way carries a 2026-07-28 caller's answers to the samples and roots the job's
+//! tool asked it for (`inputResponses` of its retry, keys `sample-N` / `roots-N`): those wait
+//! in the front door of the replica running the call, for that caller only, so a retry that
+//! reaches another replica passes them on ([`Jobs::relay_caller_answer`]), and the owner hands
+//! them to its [`CallerRequests`] desk, which checks and takes them as a retry of its own.
+//!
 //! [`Store::relay_answer`]: crate::store::Store::relay_answer
 
-use std::collections::HashMap;
+use std::{collections::HashMap, sync::Arc};
 
 use parking_lot::Mutex;
+use serde_json::Value;
 use tokio::sync::oneshot;
 
 use super::Jobs;
 use crate::{
-    model::{EventBody, InputAction, InputAnswer, InputMismatch, InputQuestion, JobId},
-    store::{AnswerRequest, AnswerVerdict, Relayed},
+    model::{
+        EventBody, InputAction, InputAnswer, InputMismatch, InputQuestion, JobId, JobSnapshot,
+    },
+    store::{AnswerRequest, AnswerVerdict, Relayed, RelayedAnswer},
 };
+
+/// The answer path named for a relayed answer to a caller request (no event names it: what a
+/// caller answers for its own call is not on the job's channel).
+const CALLER_BY: &str = "tools/call inputResponses";
+
+/// The longest key of a caller request an answer may name (the front door's keys are
+/// `sample-N` / `roots-N`, N a `u64`); a longer one answers nothing and is not relayed.
+const MAX_CALLER_KEY_BYTES: usize = 64;
+
+/// The requests the jobs running here made of their waiting callers (samples, roots), kept
+/// by the front door, which alone knows them: a relayed answer to one is taken there, checked
+/// exactly as an answer from a retry that reached this replica (`jobs.max_sample_bytes`,
+/// shape, first answer wins), and the verdict goes back. `Taken`, `TooLarge`, `Unfit` or
+/// `NothingToAnswer` (nothing of the job waits under that key).
+pub trait CallerRequests: Send + Sync + 'static {
+    fn answer(&self, job: JobId, key: &str, value: Value) -> AnswerVerdict;
+}
 
 /// Why an answer was not taken.
 #[derive(Debug, thiserror::Error)]
@@ -270,6 +297,12 @@ impl Jobs {
         self.record(id, note).await;
     }
 
+    /// Where relayed answers to the requests of this replica's jobs made of their callers go
+    /// (the front door's desk; the latest one given).
+    pub fn serve_caller_requests(&self, desk: Arc<dyn CallerRequests>) {
+        *self.inner.caller_requests.write() = Some(desk);
+    }
+
     /// An answer for a job this replica runs, relayed by the replica it reached: checked and
     /// taken as a local one (never relayed on), and the verdict sent back.
     pub(super) async fn answer_relayed(&self, request: AnswerRequest) {
@@ -283,15 +316,33 @@ impl Jobs {
             self.relay_counted("expired");
             return;
         }
+        let verdict = match answer {
+            RelayedAnswer::Question(answer) => self.question_answered(id, answer, &by).await,
+            RelayedAnswer::CallerRequest { key, value } => {
+                let desk = self.inner.caller_requests.read().clone();
+                match desk {
+                    Some(desk) => desk.answer(id, &key, value),
+                    None => AnswerVerdict::NothingToAnswer,
+                }
+            }
+        };
+        if let Err(e) = self.inner.store.reply_answer(reply, verdict).await {
+            tracing::warn!(job = %id, error = %e, "the verdict on a relayed answer was not sent");
+        }
+    }
+
+    /// A relayed answer to a question of job `id`, running here: checked and taken as a local
+    /// one; the verdict.
+    async fn question_answered(&self, id: JobId, answer: InputAnswer, by: &str) -> AnswerVerdict {
         let outcome = match self.fits_size(&answer) {
             Err(e) => Err(e),
             Ok(()) => match self.inner.inputs.take_fitting(id, &answer) {
-                Ok(waiting) => self.give(waiting, answer, &by, None).await,
+                Ok(waiting) => self.give(waiting, answer, by, None).await,
                 Err(Some(mismatch)) => Err(mismatch.into()),
                 Err(None) => Err(self.no_question(id).await),
             },
         };
-        let verdict = match outcome {
+        match outcome {
             Ok(()) => AnswerVerdict::Taken,
             Err(InputError::Mismatch(m)) => AnswerVerdict::Mismatch {
                 field: m.field,
@@ -300,10 +351,41 @@ impl Jobs {
             Err(InputError::TooLarge { size, limit }) => AnswerVerdict::TooLarge { size, limit },
             Err(InputError::UnknownJob) => AnswerVerdict::UnknownJob,
             Err(_) => AnswerVerdict::NothingToAnswer,
-        };
-        if let Err(e) = self.inner.store.reply_answer(reply, verdict).await {
-            tracing::warn!(job = %id, error = %e, "the verdict on a relayed answer was not sent");
         }
+    }
+
+    /// A 2026-07-28 caller's answer (`value`, under `key`) to a sample or the roots the tool
+    /// of `job` asked it for, from a retry that reached this replica while another runs the
+    /// job (the caller's right to the job checked already): passed to that replica, which
+    /// checks and takes it as it takes an answer from a retry of its own; its verdict
+    /// (`Taken`, `TooLarge`, `Unfit`, `NothingToAnswer`). Nothing is relayed when nothing can
+    /// be taken: the job ended or runs here (what waits here was looked at already), the key is
+    /// longer than any the front door hands out, or the answer is past `jobs.max_sample_bytes`
+    /// (the owner's bound too; counted here). `Err` when the owner gave no verdict.
+    pub async fn relay_caller_answer(
+        &self,
+        job: &JobSnapshot,
+        key: &str,
+        value: Value,
+    ) -> Result<AnswerVerdict, InputError> {
+        if job.owner == self.inner.replica
+            || job.status.is_terminal()
+            || key.len() > MAX_CALLER_KEY_BYTES
+        {
+            return Ok(AnswerVerdict::NothingToAnswer);
+        }
+        let size = serde_json::to_vec(&value).map_or(usize::MAX, |v| v.len());
+        let limit = self.inner.config.max_sample_bytes;
+        if size > limit {
+            self.limit_hit("max_sample_bytes");
+            return Ok(AnswerVerdict::TooLarge { size, limit });
+        }
+        let answer = RelayedAnswer::CallerRequest {
+            key: key.to_string(),
+            value,
+        };
+        self.relay_verdict(&job.owner, job.job_id, answer, CALLER_BY)
+            .await
     }
 
     /// Pass the answer to `owner`, the replica running job `id`, and take its verdict.
@@ -314,26 +396,48 @@ impl Jobs {
         answer: InputAnswer,
         by: &str,
     ) -> Result<(), InputError> {
+        match self
+            .relay_verdict(owner, id, RelayedAnswer::Question(answer), by)
+            .await?
+        {
+            AnswerVerdict::Taken => Ok(()),
+            AnswerVerdict::UnknownJob => Err(InputError::UnknownJob),
+            AnswerVerdict::Mismatch { field, problem } => {
+                Err(InputError::Mismatch(InputMismatch { field, problem }))
+            }
+            AnswerVerdict::TooLarge { size, limit } => Err(InputError::TooLarge { size, limit }),
+            AnswerVerdict::NothingToAnswer | AnswerVerdict::Unfit { .. } => {
+                Err(InputError::NothingToAnswer)
+            }
+        }
+    }
+
+    /// Pass `answer` to `owner`, the replica running job `id`: its verdict, counted by outcome,
+    /// or why there is none.
+    async fn relay_verdict(
+        &self,
+        owner: &str,
+        id: JobId,
+        answer: RelayedAnswer,
+        by: &str,
+    ) -> Result<AnswerVerdict, InputError> {
         let relayed = self
             .inner
             .store
             .relay_answer(owner, id, answer, by.to_string())
             .await;
         let (outcome, result) = match relayed {
-            Ok(Relayed::Verdict(verdict)) => match verdict {
-                AnswerVerdict::Taken => ("taken", Ok(())),
-                AnswerVerdict::UnknownJob => ("unknown_job", Err(InputError::UnknownJob)),
-                AnswerVerdict::NothingToAnswer => {
-                    ("nothing_to_answer", Err(InputError::NothingToAnswer))
-                }
-                AnswerVerdict::Mismatch { field, problem } => (
-                    "mismatch",
-                    Err(InputError::Mismatch(InputMismatch { field, problem })),
-                ),
-                AnswerVerdict::TooLarge { size, limit } => {
-                    ("too_large", Err(InputError::TooLarge { size, limit }))
-                }
-            },
+            Ok(Relayed::Verdict(verdict)) => {
+                let outcome = match &verdict {
+                    AnswerVerdict::Taken => "taken",
+                    AnswerVerdict::UnknownJob => "unknown_job",
+                    AnswerVerdict::NothingToAnswer => "nothing_to_answer",
+                    AnswerVerdict::Mismatch { .. } => "mismatch",
+                    AnswerVerdict::TooLarge { .. } => "too_large",
+                    AnswerVerdict::Unfit { .. } => "unfit",
+                };
+                (outcome, Ok(verdict))
+            }
             Ok(Relayed::Unconfirmed { waited_ms }) => {
                 self.limit_hit("input_relay_timeout_ms");
                 ("unconfirmed", Err(InputError::Unconfirmed { waited_ms }))

@@ -25,7 +25,7 @@ use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc, watch};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-pub use input::InputError;
+pub use input::{CallerRequests, InputError};
 pub use intake::{Intake, MAX_LOG_BYTES, MAX_MESSAGE_BYTES};
 
 use crate::{
@@ -121,6 +121,8 @@ struct Inner {
     tasks: Tasks,
     /// Questions the jobs running here asked, waiting for answers.
     inputs: input::InputDesk,
+    /// Where relayed answers to what those jobs asked their callers go (the front door's).
+    caller_requests: parking_lot::RwLock<Option<Arc<dyn CallerRequests>>>,
 }
 
 /// The cancel switch of a job running here.
@@ -167,6 +169,7 @@ impl Jobs {
                 metrics,
                 tasks: tasks.clone(),
                 inputs: input::InputDesk::default(),
+                caller_requests: parking_lot::RwLock::new(None),
             }),
         };
         tasks.spawn_until_stopped(jobs.clone().route_cancels());

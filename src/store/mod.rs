@@ -116,16 +116,30 @@ pub enum CancelAck {
     Unknown,
 }
 
-/// An answer to a question of a job this replica runs, passed on by the replica it reached
-/// (the question waits only here, in the job's runner).
+/// An answer for a job this replica runs, passed on by the replica it reached (what it answers
+/// waits only here, in the job's runner).
 #[derive(Debug, Clone)]
 pub struct AnswerRequest {
     pub job_id: JobId,
-    pub answer: InputAnswer,
+    pub answer: RelayedAnswer,
     /// The answer path, for the job's `input_answered` event.
     pub by: String,
     /// Where the verdict goes ([`Store::reply_answer`]).
     pub reply: ReplyTo,
+}
+
+/// What a relayed answer answers.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RelayedAnswer {
+    /// A question of the job (it waits on the job's input desk for anyone who may answer).
+    Question(InputAnswer),
+    /// A request the job's tool made of its waiting 2026-07-28 caller (a sample, the roots),
+    /// under the key the caller's `inputResponses` names it by, and the answer as the caller
+    /// gave it (unchecked: the owner checks it as a local one).
+    CallerRequest {
+        key: String,
+        value: serde_json::Value,
+    },
 }
 
 /// The replica waiting for the verdict on a relayed answer, and until when it waits.
@@ -160,6 +174,13 @@ pub enum AnswerVerdict {
     TooLarge {
         size: usize,
         limit: usize,
+    },
+    /// An answer to a caller request that is not the result that request wants (`expected`,
+    /// the answer to `method`), nor a JSON-RPC error object; `error` says where it differs.
+    Unfit {
+        expected: String,
+        method: String,
+        error: String,
     },
 }
 
@@ -212,13 +233,13 @@ pub trait Store: Send + Sync + 'static {
     /// Cancel requests for jobs that this replica owns.
     fn cancel_requests(&self) -> BoxStream<'static, CancelRequest>;
 
-    /// Pass an answer for job `job` to its replica `owner` (not this one), and wait (bounded)
-    /// for its verdict. A store of one replica has nobody to pass it to.
+    /// Pass an answer (to a question, or to a request the tool made of its caller) for job
+    /// `job` to its replica `owner` (not this one), and wait (bounded) for its verdict. A store of one replica has nobody to pass it to.
     async fn relay_answer(
         &self,
         _owner: &str,
         _job: JobId,
-        _answer: InputAnswer,
+        _answer: RelayedAnswer,
         _by: String,
     ) -> Result<Relayed, StoreError> {
         Ok(Relayed::OwnerAway)

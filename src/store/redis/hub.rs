@@ -37,7 +37,9 @@ use super::{
 };
 use crate::{
     model::{InputAnswer, JobId},
-    store::{AnswerRequest, AnswerVerdict, CancelRequest, LiveItem, LiveStream, ReplyTo},
+    store::{
+        AnswerRequest, AnswerVerdict, CancelRequest, LiveItem, LiveStream, RelayedAnswer, ReplyTo,
+    },
 };
 
 /// Live events buffered per channel for readers momentarily behind (as in the memory store).
@@ -69,16 +71,40 @@ pub(super) struct ControlMessage {
     pub reason: String,
 }
 
-/// An answer to a question of a job the receiving replica runs, from the replica it reached.
+/// An answer for a job the receiving replica runs, from the replica it reached: to a question
+/// (`answer`, the shape replicas of earlier versions send), or to a request the job's tool made
+/// of its caller (`caller_answer`). One of the two; a message with neither is dropped.
 #[derive(Debug, Serialize, Deserialize)]
 pub(super) struct AnswerMessage {
     pub answer_for: JobId,
-    pub answer: InputAnswer,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer: Option<InputAnswer>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub caller_answer: Option<CallerAnswer>,
     pub by: String,
     /// The sender, and its number for this answer: where the verdict goes.
     pub reply_to: String,
     pub request: u64,
     pub expires_ms: u64,
+}
+
+/// An answer to a sample or the roots a job's tool asked its caller for, under its key.
+#[derive(Debug, Serialize, Deserialize)]
+pub(super) struct CallerAnswer {
+    pub key: String,
+    pub value: serde_json::Value,
+}
+
+impl AnswerMessage {
+    /// The message for `answer`.
+    pub(super) fn of(answer: RelayedAnswer) -> (Option<InputAnswer>, Option<CallerAnswer>) {
+        match answer {
+            RelayedAnswer::Question(answer) => (Some(answer), None),
+            RelayedAnswer::CallerRequest { key, value } => {
+                (None, Some(CallerAnswer { key, value }))
+            }
+        }
+    }
 }
 
 /// The verdict on a relayed answer, back to the replica that sent it.
@@ -132,7 +158,8 @@ pub(super) struct Hub {
     verdicts: DashMap<u64, oneshot::Sender<AnswerVerdict>>,
     next_relay: std::sync::atomic::AtomicU64,
     /// Larger control messages are dropped unread (an answer is at most
-    /// `jobs.max_input_bytes`, plus [`CONTROL_OVERHEAD`]).
+    /// `jobs.max_input_bytes`, a sample or the roots `jobs.max_sample_bytes`, plus
+    /// [`CONTROL_OVERHEAD`]).
     max_control_bytes: usize,
     requests: mpsc::Sender<SubscribeRequest>,
     /// Bumped each time everything has been subscribed again after a (re)connect; the store
@@ -271,7 +298,7 @@ impl Hub {
             tracing::warn!(
                 bytes = payload.len(),
                 limit = self.max_control_bytes,
-                "a control message larger than jobs.max_input_bytes allows was dropped"
+                "a control message larger than jobs.max_input_bytes or jobs.max_sample_bytes allows was dropped"
             );
             return;
         }
@@ -293,9 +320,19 @@ impl Hub {
                     tracing::info!(job = %m.answer_for, "a relayed answer arrived after its sender stopped waiting; dropped");
                     return;
                 }
+                let answer = match (m.answer, m.caller_answer) {
+                    (Some(answer), None) => RelayedAnswer::Question(answer),
+                    (None, Some(CallerAnswer { key, value })) => {
+                        RelayedAnswer::CallerRequest { key, value }
+                    }
+                    _ => {
+                        tracing::warn!(job = %m.answer_for, "a relayed answer that answers nothing (or two things) was dropped");
+                        return;
+                    }
+                };
                 let _ = self.answers.send(AnswerRequest {
                     job_id: m.answer_for,
-                    answer: m.answer,
+                    answer,
                     by: m.by,
                     reply,
                 });

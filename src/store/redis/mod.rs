@@ -51,12 +51,12 @@ use self::{
 };
 use super::{
     AnswerRequest, AnswerVerdict, CancelAck, CancelRequest, ChannelSnapshot, Opened, Relayed,
-    Replay, ReplyTo, Store, StoreError, StoredEvent, now_ms,
+    RelayedAnswer, Replay, ReplyTo, Store, StoreError, StoredEvent, now_ms,
 };
 use crate::config::redact_url;
 use crate::model::{
-    Channel, EventBody, FailureReason, Heartbeat, InputAnswer, JobFailure, JobId, JobSnapshot,
-    NewJob, Principal, Seq,
+    Channel, EventBody, FailureReason, Heartbeat, JobFailure, JobId, JobSnapshot, NewJob,
+    Principal, Seq,
     wire::{render_heartbeat, render_job_event},
 };
 use crate::shutdown::{Shutdown, Stage};
@@ -79,7 +79,8 @@ pub struct RedisOptions {
     pub command_timeout: Duration,
     /// How long an answer relayed to the job's replica waits for its verdict.
     pub relay_timeout: Duration,
-    /// `jobs.max_input_bytes`: bounds what a control message may carry.
+    /// The larger of `jobs.max_input_bytes` and `jobs.max_sample_bytes`: bounds what a
+    /// control message may carry (a relayed answer to a question, a sample or the roots).
     pub max_answer_bytes: usize,
 }
 
@@ -758,7 +759,7 @@ impl Store for RedisStore {
         &self,
         owner: &str,
         job: JobId,
-        answer: InputAnswer,
+        answer: RelayedAnswer,
         by: String,
     ) -> Result<Relayed, StoreError> {
         let inner = &self.inner;
@@ -766,10 +767,12 @@ impl Store for RedisStore {
             return Ok(Relayed::Busy);
         };
         let waited_ms = inner.relay_timeout.as_millis() as u64;
+        let (answer, caller_answer) = AnswerMessage::of(answer);
         let expires_ms = now_ms() + waited_ms;
         let message = serde_json::to_string(&AnswerMessage {
             answer_for: job,
             answer,
+            caller_answer,
             by,
             reply_to: inner.replica.clone(),
             request,
