@@ -349,6 +349,7 @@ fn mcp_service(
         (
             config.limits.max_resource_subscriptions,
             config.limits.max_listen_task_ids,
+            config.limits.max_followed_tasks,
         ),
         core.metrics.clone(),
         http,

@@ -322,3 +322,94 @@ async fn a_question_and_its_answer_are_pushed() {
     }
     bridge.shutdown(Duration::from_secs(1)).await;
 }
+
+/// The acknowledgment of a listen request, and its stream (kept open while the caller holds
+/// it: the request lasts as long).
+async fn acknowledged(
+    response: reqwest::Response,
+) -> (
+    Value,
+    impl futures::Stream<Item = reqwest::Result<bytes::Bytes>>,
+) {
+    let mut stream = Box::pin(response.bytes_stream());
+    let mut pending = String::new();
+    let ack = within("the acknowledgment", async {
+        loop {
+            while let Some(end) = pending.find("\n\n") {
+                let event: String = pending.drain(..end + 2).collect();
+                let data: Vec<&str> = event
+                    .lines()
+                    .filter_map(|l| l.strip_prefix("data:"))
+                    .map(str::trim)
+                    .collect();
+                if let Ok(message) = serde_json::from_str::<Value>(&data.join("\n"))
+                    && message["method"] == "notifications/subscriptions/acknowledged"
+                {
+                    return message;
+                }
+            }
+            let chunk = stream.next().await.expect("the stream goes on").unwrap();
+            pending.push_str(&String::from_utf8_lossy(&chunk));
+        }
+    })
+    .await;
+    (ack, stream)
+}
+
+/// Every followed task holds a subscription to its job's channel, as an SSE reader does, so
+/// the tasks all listen requests of a replica follow are bounded (`limits.max_followed_tasks`)
+/// as readers are: past it a task is not acknowledged (its client polls `tasks/get`) and the
+/// hit is counted; a task that ends gives its place back. Before the bound, any
+/// number of listen requests (up to the connections) each followed 32 tasks.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_tasks_all_listens_follow_are_bounded_and_given_back() {
+    let bridge = start_bridge(|c| {
+        c.jobs.mode = CallMode::Auto;
+        c.jobs.sync_budget_ms = 200;
+        c.limits.max_followed_tasks = 2;
+        c.auth.mcp_tokens = vec![McpToken::named("a", Secret::literal(TOKEN_A))];
+    })
+    .await;
+    let mut tasks = Vec::new();
+    for _ in 0..3 {
+        tasks.push(slow_task(&bridge, TOKEN_A, 100).await);
+    }
+    let (first, held) =
+        acknowledged(listen(&bridge, TOKEN_A, json!({"taskIds": [tasks[0], tasks[1]]})).await)
+            .await;
+    assert_eq!(
+        first["params"]["notifications"]["taskIds"],
+        json!([tasks[0], tasks[1]]),
+        "{first}"
+    );
+    let (second, _) =
+        acknowledged(listen(&bridge, TOKEN_A, json!({"taskIds": [tasks[2]]})).await).await;
+    assert_eq!(
+        second["params"]["notifications"]["taskIds"],
+        json!([]),
+        "no place left: {second}"
+    );
+    let metrics = bridge.running().metrics.render();
+    assert!(
+        metrics.contains("bridge_limit_hits_total{limit=\"max_followed_tasks\"} 1"),
+        "the refusal is counted"
+    );
+    // The first listen's tasks end: their places come back (its request still open).
+    let client = connect_2026(&bridge.mcp_url(), Some(TOKEN_A), true).await;
+    for task in &tasks[..2] {
+        within(
+            "tasks/cancel",
+            client.cancel_task(rmcp::model::CancelTaskParams::new(task.clone())),
+        )
+        .await
+        .expect("tasks/cancel");
+    }
+    eventually("the ended tasks' places come back", || async {
+        let (ack, _) =
+            acknowledged(listen(&bridge, TOKEN_A, json!({"taskIds": [tasks[2]]})).await).await;
+        ack["params"]["notifications"]["taskIds"] == json!([tasks[2]])
+    })
+    .await;
+    drop(held);
+    bridge.shutdown(Duration::from_secs(1)).await;
+}

@@ -34,6 +34,11 @@ pub struct LimitsConfig {
     /// `bridge_limit_hits_total`). Each followed task holds a store subscription while the
     /// listen request lasts.
     pub max_listen_task_ids: usize,
+    /// Tasks followed at once by all `subscriptions/listen` requests of this replica together
+    /// (each holds a store subscription to its job's channel, as an SSE reader does); a task
+    /// past it is not acknowledged (the client polls `tasks/get`), counted in
+    /// `bridge_limit_hits_total`.
+    pub max_followed_tasks: usize,
     /// Open HTTP connections on the main listener. At the cap, the connection idle longest
     /// (no request in progress) is closed to make room; when none is idle, the new one gets
     /// 503 with `Retry-After` and is closed. Lowered at start to keep `reserved_fds` free below
@@ -83,6 +88,7 @@ impl Default for LimitsConfig {
             max_resource_read_bytes: 16 * 1024 * 1024,
             max_resource_subscriptions: 256,
             max_listen_task_ids: 32,
+            max_followed_tasks: 4096,
             max_connections: 16_384,
             max_connections_per_address: 1024,
             reserved_fds: 512,
@@ -108,7 +114,13 @@ pub(super) fn validate(
     limits: &LimitsConfig,
     err: impl Fn(&str, String) -> ConfigError,
 ) -> Result<(), ConfigError> {
-    let checks: [(&str, u64, u64, u64); 19] = [
+    let checks: [(&str, u64, u64, u64); 20] = [
+        (
+            "limits.max_followed_tasks",
+            limits.max_followed_tasks as u64,
+            1,
+            10_000_000,
+        ),
         (
             "limits.max_listen_task_ids",
             limits.max_listen_task_ids as u64,

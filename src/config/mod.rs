@@ -172,6 +172,15 @@ pub struct JobsConfig {
     pub max_input_bytes: usize,
     /// Questions one job may have waiting at once; one more is declined at once.
     pub max_pending_inputs: usize,
+    /// Answers one client request may carry in `inputResponses` (a retried 2026-07-28
+    /// `tools/call`, `tasks/update`); a request with more is refused whole, before any answer
+    /// is read. At least twice `max_pending_inputs` (a round holds at most that many
+    /// questions, and as many samples and roots requests).
+    pub max_input_responses: usize,
+    /// Largest question a tool may ask (its `elicitation/create` message and requested
+    /// schema, as JSON): a larger one is declined at once, before it reaches the waiting
+    /// caller or the job.
+    pub max_question_bytes: usize,
     /// Largest answer a 2026-07-28 caller gives in `inputResponses` to an upstream's
     /// `sampling/createMessage` or `roots/list` (relayed to it in an `input_required` round).
     pub max_sample_bytes: usize,
@@ -201,6 +210,8 @@ impl Default for JobsConfig {
             input_timeout_secs: 300,
             max_input_bytes: 65_536,
             max_pending_inputs: 4,
+            max_input_responses: 32,
+            max_question_bytes: 65_536,
             max_sample_bytes: 1_048_576,
             max_listed_tasks: 10_000,
             task_list_page_size: 50,

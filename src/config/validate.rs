@@ -254,6 +254,22 @@ fn validate_tasks(
             "must be between 1 and 1000".into(),
         ));
     }
+    let fewest = 2 * jobs.max_pending_inputs;
+    if !(fewest..=10_000).contains(&jobs.max_input_responses) {
+        return Err(err(
+            "jobs.max_input_responses",
+            format!(
+                "must be between {fewest} (twice jobs.max_pending_inputs: a round of questions \
+                 and samples must fit) and 10000"
+            ),
+        ));
+    }
+    if !(1024..=16_777_216).contains(&jobs.max_question_bytes) {
+        return Err(err(
+            "jobs.max_question_bytes",
+            "must be between 1024 and 16777216".into(),
+        ));
+    }
     if !(1024..=16_777_216).contains(&jobs.max_sample_bytes) {
         return Err(err(
             "jobs.max_sample_bytes",

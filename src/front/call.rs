@@ -104,11 +104,22 @@ impl CallSink for JobSink {
         let caller = self.forward.caller(|c| c.questions);
         let (jobs, job) = (self.jobs.clone(), self.job);
         async move {
+            let size = serde_json::to_vec(&request).map_or(usize::MAX, |v| v.len());
+            if !jobs.question_fits(job, size).await {
+                return ElicitResult::new(ElicitationAction::Decline);
+            }
             if let Some(caller) = caller {
-                match relay::elicit(&caller.peer, request.clone()).await {
-                    Ok(answer) => return answer,
-                    Err(e) => tracing::info!(%job, error = %e,
+                // Bounded as a person's answer is: a caller that never answers would hold the
+                // question (and the tool) for ever, and nobody else could answer it.
+                let asked = relay::elicit(&caller.peer, request.clone());
+                match tokio::time::timeout(jobs.input_timeout(), asked).await {
+                    Ok(Ok(answer)) => return answer,
+                    Ok(Err(e)) => tracing::info!(%job, error = %e,
                         "the waiting caller did not take the question; the job asks instead"),
+                    Err(_) => {
+                        jobs.caller_left_question(job).await;
+                        return ElicitResult::new(ElicitationAction::Decline);
+                    }
                 }
             }
             let ElicitRequestParams::FormElicitationParams {

@@ -48,6 +48,7 @@ use rmcp::{
     },
 };
 
+use super::tasks::shown;
 use crate::{
     config::JobsConfig, jobs::CallerRequests, metrics::Metrics, model::JobId, store::AnswerVerdict,
     upstream::no_sampling,
@@ -213,7 +214,7 @@ impl AskError {
     /// same the caller gets when its retry reaches the replica running the call); `None` for
     /// `Taken`.
     pub fn of_verdict(key: &str, verdict: AnswerVerdict) -> Option<Self> {
-        let key = key.to_string();
+        let key = shown(key);
         match verdict {
             AnswerVerdict::Taken => None,
             AnswerVerdict::TooLarge { size, limit } => {
@@ -395,17 +396,17 @@ impl JobAsks {
                 .with_label_values(&["max_sample_bytes"])
                 .inc();
             return Err(AskError::TooLarge {
-                key: key.to_string(),
+                key: shown(key),
                 size,
                 limit: self.bounds.max_bytes,
             });
         }
         let mut state = self.state.lock();
         let Some(pending) = state.pending.get(key) else {
-            return Err(AskError::NothingWaits(key.to_string()));
+            return Err(AskError::NothingWaits(shown(key)));
         };
         let shape = |expected: &str, method: &str, error: serde_json::Error| AskError::Shape {
-            key: key.to_string(),
+            key: shown(key),
             expected: expected.to_string(),
             method: method.to_string(),
             error: error.to_string(),
@@ -428,7 +429,7 @@ impl JobAsks {
             }),
         };
         let Some(pending) = state.pending.remove(key) else {
-            return Err(AskError::NothingWaits(key.to_string()));
+            return Err(AskError::NothingWaits(shown(key)));
         };
         drop(state);
         // A tool that stopped waiting meanwhile (its call ended) drops the answer.

@@ -22,7 +22,10 @@
 //! same stream the acknowledgment went to), with the subscription ID in `_meta` as rmcp's sink
 //! does. A task that ends is followed no more. Nothing is kept beyond the request.
 
-use std::sync::Arc;
+use std::{collections::HashMap, sync::Arc};
+
+use parking_lot::Mutex;
+use tokio::sync::OwnedSemaphorePermit;
 
 use axum::{
     body::{Body, Bytes},
@@ -57,9 +60,14 @@ const LOOK: std::time::Duration = std::time::Duration::from_secs(3600);
 /// An SSE event larger than this before the acknowledgment is passed on as it is.
 const MAX_EVENT: usize = 1024 * 1024;
 
-/// The task IDs a `subscriptions/listen` request follows, as acknowledged.
+/// The task IDs a `subscriptions/listen` request follows, as acknowledged, each with its place
+/// of `limits.max_followed_tasks` (taken by its follower, which holds it while it follows;
+/// those never taken go when the request does).
 #[derive(Debug, Clone)]
-pub(super) struct ListenTasks(Arc<Vec<JobId>>);
+pub(super) struct ListenTasks(Arc<Vec<JobId>>, Places);
+
+/// The places of a listen request's acknowledged tasks, by task.
+pub(super) type Places = Arc<Mutex<HashMap<JobId, OwnedSemaphorePermit>>>;
 
 /// The axum layer in front of rmcp's `/mcp` (see the module docs).
 pub async fn follow_tasks(State(front): State<Front>, request: Request, next: Next) -> Response {
@@ -83,10 +91,11 @@ pub async fn follow_tasks(State(front): State<Front>, request: Request, next: Ne
         .get::<Arc<Identity>>()
         .cloned()
         .unwrap_or_else(|| Arc::new(Identity::anonymous(ToolAccess::Only(Vec::new()))));
-    let acknowledged = front.acknowledge_tasks(requested, &identity).await;
-    parts
-        .extensions
-        .insert(ListenTasks(Arc::new(acknowledged.clone())));
+    let (acknowledged, places) = front.acknowledge_tasks(requested, &identity).await;
+    parts.extensions.insert(ListenTasks(
+        Arc::new(acknowledged.clone()),
+        Arc::new(Mutex::new(places)),
+    ));
     let response = next
         .run(Request::from_parts(parts, Body::from(bytes)))
         .await;
@@ -197,24 +206,25 @@ fn acknowledgment_with(event: &[u8], ids: &[Value]) -> Option<Vec<u8>> {
     Some(out)
 }
 
-/// The task IDs this listen request follows (none when it listed none).
-pub(super) fn listed(context: &RequestContext<RoleServer>) -> Arc<Vec<JobId>> {
+/// The task IDs this listen request follows (none when it listed none), and their places.
+pub(super) fn listed(context: &RequestContext<RoleServer>) -> (Arc<Vec<JobId>>, Places) {
     context
         .extensions
         .get::<axum::http::request::Parts>()
         .and_then(|parts| parts.extensions.get::<ListenTasks>())
-        .map(|tasks| tasks.0.clone())
+        .map(|tasks| (tasks.0.clone(), tasks.1.clone()))
         .unwrap_or_default()
 }
 
 impl Front {
     /// Of `requested`, the first `limits.max_listen_task_ids` (without repeats) that
-    /// `identity` may see.
+    /// `identity` may see, as far as places of `limits.max_followed_tasks` are free: each with
+    /// its place.
     async fn acknowledge_tasks(
         &self,
         mut requested: Vec<String>,
         identity: &Identity,
-    ) -> Vec<JobId> {
+    ) -> (Vec<JobId>, HashMap<JobId, OwnedSemaphorePermit>) {
         let mut seen = std::collections::HashSet::new();
         requested.retain(|id| seen.insert(id.clone()));
         let max = self.inner.max_listen_task_ids;
@@ -227,26 +237,53 @@ impl Front {
             requested.truncate(max);
         }
         let mut acknowledged = Vec::new();
+        let mut places = HashMap::new();
         for id in &requested {
-            if let Ok(snapshot) = self.task_job(id, identity).await {
-                acknowledged.push(snapshot.job_id);
-            }
+            let Ok(snapshot) = self.task_job(id, identity).await else {
+                continue;
+            };
+            // Each followed task holds a subscription to its job's channel, like an SSE
+            // reader: bounded for the replica, as readers are by `limits.max_subscribers`.
+            let Ok(place) = self.inner.followed_tasks.clone().try_acquire_owned() else {
+                self.inner
+                    .metrics
+                    .limit_hits
+                    .with_label_values(&["max_followed_tasks"])
+                    .inc();
+                tracing::info!(
+                    "subscriptions/listen: limits.max_followed_tasks tasks are followed already; \
+                     the rest of this request's tasks are not acknowledged (their client polls)"
+                );
+                break;
+            };
+            acknowledged.push(snapshot.job_id);
+            places.insert(snapshot.job_id, place);
         }
-        acknowledged
+        (acknowledged, places)
     }
 
     /// Push every followed task's state now and at each status change, until each has ended
     /// (the caller stops it sooner by ending the listen request).
-    pub(super) async fn follow(&self, context: &RequestContext<RoleServer>, tasks: &[JobId]) {
-        join_all(
-            tasks
-                .iter()
-                .map(|id| self.follow_one(&context.peer, &context.id, *id)),
-        )
+    pub(super) async fn follow(
+        &self,
+        context: &RequestContext<RoleServer>,
+        (tasks, places): &(Arc<Vec<JobId>>, Places),
+    ) {
+        join_all(tasks.iter().map(|id| {
+            // Held while the task is followed: an ended task gives its place back.
+            let place = places.lock().remove(id);
+            self.follow_one(&context.peer, &context.id, *id, place)
+        }))
         .await;
     }
 
-    async fn follow_one(&self, peer: &Peer<RoleServer>, subscription: &RequestId, id: JobId) {
+    async fn follow_one(
+        &self,
+        peer: &Peer<RoleServer>,
+        subscription: &RequestId,
+        id: JobId,
+        _place: Option<OwnedSemaphorePermit>,
+    ) {
         let jobs = &self.inner.jobs;
         let mut sent: Option<TaskStatus> = None;
         let mut snapshot = match jobs.snapshot(id).await {

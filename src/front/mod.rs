@@ -87,6 +87,8 @@ struct Inner {
     quota: JobQuota,
     /// Task IDs one `subscriptions/listen` request may follow (`limits.max_listen_task_ids`).
     max_listen_task_ids: usize,
+    /// Places for the tasks all listen requests follow at once (`limits.max_followed_tasks`).
+    followed_tasks: Arc<tokio::sync::Semaphore>,
     /// Samples and roots the tools of this replica's jobs ask their 2026-07-28 callers for.
     caller_asks: Arc<caller_asks::CallerAsks>,
     metrics: Arc<Metrics>,
@@ -97,7 +99,8 @@ struct Inner {
 
 impl Front {
     /// `max_resource_subscriptions`: resource URIs one session or listen request may follow;
-    /// `max_listen_task_ids`: task IDs one listen request may follow.
+    /// `max_listen_task_ids`: task IDs one listen request may follow; `max_followed_tasks`:
+    /// tasks all listen requests follow at once.
     /// List changes and resource updates are fanned out to the callers by a task on `tasks`
     /// (the HTTP stage: it stops with the sessions).
     #[allow(clippy::too_many_arguments)]
@@ -108,7 +111,11 @@ impl Front {
         links: Links,
         correlation_header: String,
         quota: JobQuota,
-        (max_resource_subscriptions, max_listen_task_ids): (usize, usize),
+        (max_resource_subscriptions, max_listen_task_ids, max_followed_tasks): (
+            usize,
+            usize,
+            usize,
+        ),
         metrics: Arc<Metrics>,
         tasks: &Tasks,
     ) -> Self {
@@ -132,6 +139,7 @@ impl Front {
                 correlation_header,
                 quota,
                 max_listen_task_ids,
+                followed_tasks: Arc::new(tokio::sync::Semaphore::new(max_followed_tasks)),
                 caller_asks,
                 metrics,
                 tasks: tasks.clone(),

@@ -36,7 +36,7 @@ use super::{
     caller_asks::{AskError, Takes, is_ask_key},
     job_tools::store_error,
     relay::takes_questions as caller_takes_questions,
-    tasks::{answer_refused, input_requests},
+    tasks::{answer_refused, input_requests, shown, too_many_responses},
 };
 use crate::{
     auth::Identity,
@@ -105,17 +105,20 @@ impl Front {
     /// the job as `mode` says.
     pub(super) async fn next_round(
         &self,
-        request: CallToolRequestParams,
+        mut request: CallToolRequestParams,
         mode: CallMode,
         context: &RequestContext<RoleServer>,
         identity: &Identity,
     ) -> Result<CallToolResponse, ErrorData> {
+        let responses = request.input_responses.take().unwrap_or_default();
+        too_many_responses(self, &responses)?;
         let state = request.request_state.as_deref().unwrap_or_default();
         let unknown = || {
             ErrorData::invalid_params(
                 format!(
-                    "requestState {state:?} names no call of yours in flight here: call the \
-                     tool again without requestState"
+                    "requestState {:?} names no call of yours in flight here: call the tool \
+                     again without requestState",
+                    shown(state)
                 ),
                 None,
             )
@@ -133,7 +136,7 @@ impl Front {
         // They wait where the call runs: a job another replica runs gets them through the
         // store, checked there, and its verdict is this retry's.
         let asks = self.inner.caller_asks.get(id);
-        for (key, response) in request.input_responses.unwrap_or_default() {
+        for (key, response) in responses {
             if is_ask_key(&key) {
                 match &asks {
                     Some(asks) => {
@@ -155,7 +158,10 @@ impl Front {
             }
             let mut answer: InputAnswer = serde_json::from_value(response).map_err(|e| {
                 ErrorData::invalid_params(
-                    format!("inputResponses[{key:?}] is not an elicitation result: {e}"),
+                    format!(
+                        "inputResponses[{:?}] is not an elicitation result: {e}",
+                        shown(&key)
+                    ),
                     None,
                 )
             })?;

@@ -34,11 +34,52 @@ use crate::{
 /// The reason a job cancelled through `tasks/cancel` gives.
 const CANCEL_REASON: &str = "cancelled by the MCP client (tasks/cancel)";
 
+/// The most of a client's string (a task ID, a `requestState`, an `inputResponses` key) an
+/// error quotes back: the request may hold megabytes of it, the answer need not.
+const SHOWN_CHARS: usize = 64;
+
+/// `text` as an error quotes it: its first [`SHOWN_CHARS`] characters, `…` when cut.
+pub(super) fn shown(text: &str) -> String {
+    let mut chars = text.chars();
+    let head: String = chars.by_ref().take(SHOWN_CHARS).collect();
+    match chars.next() {
+        Some(_) => format!("{head}…"),
+        None => head,
+    }
+}
+
+/// `inputResponses` with more answers than `jobs.max_input_responses` allows: refused whole
+/// (-32602 naming the key) before any of them is read, so a request cannot make the bridge
+/// look up (or, with several replicas, relay) thousands of answers.
+pub(super) fn too_many_responses(
+    front: &Front,
+    responses: &InputResponses,
+) -> Result<(), ErrorData> {
+    let limit = front.inner.config.max_input_responses;
+    if responses.len() <= limit {
+        return Ok(());
+    }
+    front
+        .inner
+        .metrics
+        .limit_hits
+        .with_label_values(&["max_input_responses"])
+        .inc();
+    Err(ErrorData::invalid_params(
+        format!(
+            "inputResponses holds {} answers, more than jobs.max_input_responses ({limit}): \
+             answer only the keys inputRequests asked for; nothing was taken",
+            responses.len()
+        ),
+        None,
+    ))
+}
+
 /// An answer in `inputResponses` that was not taken. A relayed answer the running replica did
 /// not confirm, or could not be handed to it, is the bridge's failure, not the caller's params
 /// (-32603; the message says what to do); everything else (a mismatch, too large) is -32602.
 pub(super) fn answer_refused(key: &str, error: InputError) -> ErrorData {
-    let message = format!("inputResponses[{key:?}]: {error}");
+    let message = format!("inputResponses[{:?}]: {error}", shown(key));
     match error {
         InputError::Unconfirmed { .. } | InputError::Unreachable(_) => {
             ErrorData::internal_error(message, None)
@@ -52,8 +93,9 @@ pub(super) fn answer_refused(key: &str, error: InputError) -> ErrorData {
 fn unknown_task(task_id: &str) -> ErrorData {
     ErrorData::invalid_params(
         format!(
-            "no task {task_id:?}: it never existed here, it expired, or it is not yours; a task \
-             ID is the taskId a tools/call answered with"
+            "no task {:?}: it never existed here, it expired, or it is not yours; a task \
+             ID is the taskId a tools/call answered with",
+            shown(task_id)
         ),
         None,
     )
@@ -114,13 +156,17 @@ impl Front {
         responses: InputResponses,
         identity: &Identity,
     ) -> Result<(), ErrorData> {
+        too_many_responses(self, &responses)?;
         let snapshot = self.task_job(task_id, identity).await?;
         for (key, response) in responses {
             let mut answer: InputAnswer = match serde_json::from_value(response) {
                 Ok(answer) => answer,
                 Err(e) => {
                     return Err(ErrorData::invalid_params(
-                        format!("inputResponses[{key:?}] is not an elicitation result: {e}"),
+                        format!(
+                            "inputResponses[{:?}] is not an elicitation result: {e}",
+                            shown(&key)
+                        ),
                         None,
                     ));
                 }

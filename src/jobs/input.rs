@@ -249,17 +249,52 @@ impl Jobs {
             key: Some(key.to_string()),
             ..InputAnswer::decline()
         };
-        let note = EventBody::Log {
-            level: "warning".into(),
-            logger: Some("mcp-progress-bridge".into()),
-            data: serde_json::Value::String(format!(
-                "question {key} was declined: the answer from {by} was not taken ({why})"
-            )),
-        };
+        let note = bridge_warning(format!(
+            "question {key} was declined: the answer from {by} was not taken ({why})"
+        ));
         // Here the asker records the note (after `input_answered`) before the tool has its
         // decline: given first, the tool may end the job before the note is written, and a
         // note after the end is not stored (seen under load: tasks_2025 failed 1 in 6).
         self.answer_noted(id, decline, by, Some(note)).await
+    }
+
+    /// Whether job `id`'s tool may ask a question of `size` bytes (its `elicitation/create`
+    /// parameters as JSON) at all. Past `jobs.max_question_bytes` it is declined at once,
+    /// shown to nobody (not the waiting caller, not the job's channel, snapshot or task: a
+    /// tool could otherwise put megabytes on each of them, and into an agent's context); the
+    /// hit is counted and the job's channel says why in a `warning` log event (written before
+    /// the tool has its decline, so before the job can end).
+    pub async fn question_fits(&self, id: JobId, size: usize) -> bool {
+        let limit = self.inner.config.max_question_bytes;
+        if size <= limit {
+            return true;
+        }
+        self.limit_hit("max_question_bytes");
+        let note = bridge_warning(format!(
+            "the tool asked a question of {size} bytes, more than jobs.max_question_bytes \
+             ({limit}): it was declined without being shown"
+        ));
+        self.record(id, note).await;
+        false
+    }
+
+    /// How long a question waits for its answer (`jobs.input_timeout_secs`), also when the
+    /// waiting caller is asked it.
+    pub fn input_timeout(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(self.inner.config.input_timeout_secs)
+    }
+
+    /// The waiting caller was asked job `id`'s question and gave no answer within
+    /// `jobs.input_timeout_secs`: the question is declined: counted, and the job's channel
+    /// says so (before the tool has its decline).
+    pub async fn caller_left_question(&self, id: JobId) {
+        self.limit_hit("input_timeout_secs");
+        let secs = self.inner.config.input_timeout_secs;
+        let note = bridge_warning(format!(
+            "the waiting MCP caller was asked the tool's question and did not answer within \
+             jobs.input_timeout_secs ({secs} s): it was declined"
+        ));
+        self.record(id, note).await;
     }
 
     /// Where relayed answers to the requests of this replica's jobs made of their callers go
@@ -535,5 +570,14 @@ impl Jobs {
             .limit_hits
             .with_label_values(&[limit])
             .inc();
+    }
+}
+
+/// A `warning` log event of the bridge's own, for a job's channel.
+fn bridge_warning(text: String) -> EventBody {
+    EventBody::Log {
+        level: "warning".into(),
+        logger: Some("mcp-progress-bridge".into()),
+        data: serde_json::Value::String(text),
     }
 }

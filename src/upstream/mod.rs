@@ -261,7 +261,10 @@ impl Upstream {
             config.name.clone(),
             config.logs,
             metrics.clone(),
-            limits.tasks.max_queued_statuses,
+            (
+                limits.tasks.max_queued_statuses,
+                limits.tasks.max_status_message_bytes,
+            ),
         );
         let task_support =
             TaskSupportMap::new(limits.tasks.max_declaration_bytes, Some(metrics.as_ref()));

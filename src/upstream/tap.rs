@@ -105,6 +105,9 @@ pub(super) struct CallRoutes {
     unclaimed: parking_lot::Mutex<std::collections::VecDeque<serde_json::Value>>,
     /// The bound of `unclaimed` and of each task's queue (`upstream_tasks.max_queued_statuses`).
     max_statuses: usize,
+    /// What a queued status keeps of its `statusMessage`
+    /// (`upstream_tasks.max_status_message_bytes`): see [`kept_status`].
+    max_message: usize,
     logs: LogAttribution,
     metrics: Arc<Metrics>,
 }
@@ -120,14 +123,16 @@ struct Route {
 impl CallRoutes {
     #[cfg(test)]
     pub(super) fn new(upstream: String, logs: LogAttribution, metrics: Arc<Metrics>) -> Arc<Self> {
-        Self::with_status_queue(upstream, logs, metrics, 16)
+        Self::with_status_queue(upstream, logs, metrics, (16, 4096))
     }
 
+    /// `(max_statuses, max_message)`: `upstream_tasks.max_queued_statuses` and
+    /// `upstream_tasks.max_status_message_bytes`.
     pub(super) fn with_status_queue(
         upstream: String,
         logs: LogAttribution,
         metrics: Arc<Metrics>,
-        max_statuses: usize,
+        (max_statuses, max_message): (usize, usize),
     ) -> Arc<Self> {
         Arc::new(Self {
             upstream,
@@ -138,6 +143,7 @@ impl CallRoutes {
             tasks: DashMap::new(),
             unclaimed: Default::default(),
             max_statuses: max_statuses.max(1),
+            max_message,
             logs,
             metrics,
         })
@@ -227,9 +233,11 @@ impl CallRoutes {
     /// A `notifications/tasks/status` (2025-11-25): to the call that follows the task, if any.
     fn task_status(&self, params: Option<&serde_json::Value>) {
         let Some(params) = params else { return };
-        let Some(id) = params["taskId"].as_str() else {
+        let Some(params) = kept_status(params, self.max_message) else {
             return;
         };
+        let params = &params;
+        let id = params["taskId"].as_str().unwrap_or_default();
         if let Some(tx) = self.tasks.get(id) {
             self.queue_status(&tx, params);
             return;
@@ -260,6 +268,15 @@ impl CallRoutes {
         if let Err(tokio::sync::mpsc::error::TrySendError::Full(_)) = tx.try_send(params.clone()) {
             self.status_dropped();
         }
+    }
+
+    #[cfg(test)]
+    pub(super) fn unclaimed_bytes(&self) -> usize {
+        self.unclaimed
+            .lock()
+            .iter()
+            .map(|s| serde_json::to_vec(s).map_or(0, |v| v.len()))
+            .sum()
     }
 
     fn status_dropped(&self) {
@@ -436,5 +453,85 @@ where
 
     fn close(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send {
         self.inner.close()
+    }
+}
+
+/// The longest task ID a status may name to be routed (an ID the upstream made up; the
+/// SDKs' are UUIDs). A status naming a longer one is dropped: its task is polled anyway.
+const MAX_TASK_ID: usize = 1024;
+/// The longest `status` kept (the known ones are far shorter; `task_call` cuts it again).
+const MAX_STATUS: usize = 256;
+
+/// What the bridge reads of an upstream's task status (`task_call::TaskState::update`), and
+/// all a queue keeps of it: `taskId` (at most [`MAX_TASK_ID`] bytes, else `None`: dropped),
+/// `status`, `pollInterval` / `pollIntervalMs`, and `statusMessage` cut to `max_message` bytes
+/// (cut again, and counted, where it is read). A status may be as large as any upstream
+/// message (`limits.max_result_bytes`), and up to `upstream_tasks.max_queued_statuses` of
+/// them wait per connection and per task: kept whole, a flood of 16 MiB statuses would hold
+/// 256 MiB in each queue.
+fn kept_status(params: &serde_json::Value, max_message: usize) -> Option<serde_json::Value> {
+    let id = params["taskId"]
+        .as_str()
+        .filter(|id| id.len() <= MAX_TASK_ID)?;
+    let mut kept = serde_json::Map::new();
+    kept.insert("taskId".into(), id.into());
+    for (field, max) in [("status", MAX_STATUS), ("statusMessage", max_message)] {
+        if let Some(text) = params[field].as_str() {
+            let text = if text.len() <= max {
+                text.to_string()
+            } else {
+                super::task_call::cut(text, max)
+            };
+            kept.insert(field.into(), text.into());
+        }
+    }
+    for field in ["pollInterval", "pollIntervalMs"] {
+        if let Some(value) = params.get(field).filter(|v| v.is_number()) {
+            kept.insert(field.into(), value.clone());
+        }
+    }
+    Some(serde_json::Value::Object(kept))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// A flood of statuses of megabytes each (tasks nobody follows yet, and a followed task
+    /// that does not read them) keeps a few KiB per status: what the bridge reads of them.
+    #[test]
+    fn queued_statuses_keep_only_what_the_bridge_reads() {
+        let metrics = Arc::new(Metrics::new());
+        let routes = CallRoutes::with_status_queue(
+            "t".into(),
+            LogAttribution::default(),
+            metrics,
+            (16, 4096),
+        );
+        let huge = "é".repeat(1_000_000);
+        let status = |id: &str| {
+            json!({"taskId": id, "status": "working", "statusMessage": huge,
+                "pollInterval": 5, "extra": huge})
+        };
+        for i in 0..40 {
+            routes.task_status(Some(&status(&format!("other-{i}"))));
+        }
+        let held = routes.unclaimed_bytes();
+        assert!(held < 16 * 5000, "16 unclaimed statuses hold {held} bytes");
+        let mut rx = routes.watch_task("other-39");
+        let kept = rx.try_recv().expect("the unclaimed status is handed over");
+        assert_eq!(kept["status"], "working");
+        assert_eq!(kept["pollInterval"], 5);
+        assert!(kept.get("extra").is_none());
+        let message = kept["statusMessage"].as_str().unwrap();
+        assert!(message.len() <= 4096 + '…'.len_utf8(), "{}", message.len());
+        assert!(message.ends_with('…'));
+        // A task ID past the bound is not routed, nor kept.
+        let before = routes.unclaimed_bytes();
+        routes.task_status(Some(
+            &json!({"taskId": "x".repeat(2000), "status": "working"}),
+        ));
+        assert_eq!(routes.unclaimed_bytes(), before);
     }
 }

@@ -382,7 +382,7 @@ impl TaskState {
 }
 
 /// `text` cut to at most `max` bytes at a character boundary, ended with `…`.
-fn cut(text: &str, max: usize) -> String {
+pub(super) fn cut(text: &str, max: usize) -> String {
     let mut end = max;
     while !text.is_char_boundary(end) {
         end -= 1;

@@ -40,6 +40,8 @@ pub struct ProgressRecorder {
     info: Option<ClientConfig>,
     /// Answer every `elicitation/create` by accepting `{"answer": this}` (decline when `None`).
     answer: Option<String>,
+    /// Never answer an `elicitation/create` (a client whose user walked away).
+    stall_questions: bool,
     /// Answer every `sampling/createMessage` with this text (refuse when `None`).
     sample: Option<String>,
     /// What `roots/list` answers.
@@ -62,6 +64,9 @@ impl ClientHandler for ProgressRecorder {
         _request: ElicitRequestParams,
         _context: RequestContext<RoleClient>,
     ) -> Result<ElicitResult, rmcp::ErrorData> {
+        if self.stall_questions {
+            std::future::pending::<()>().await;
+        }
         Ok(match &self.answer {
             Some(answer) => ElicitResult::new(ElicitationAction::Accept)
                 .with_content(json!({ "answer": answer })),
@@ -201,6 +206,14 @@ pub async fn connect_2026_sampling(
     let recorder =
         ProgressRecorder::declaring(ClientCapabilities::default()).sampling(sample, roots);
     start(recorder, transport_config(url, token), Start::Discover2026).await
+}
+
+/// rmcp's client on a handshake revision, declaring form elicitation and never answering a
+/// question (the request stays open; the client goes on serving everything else).
+pub async fn connect_never_answering(url: &str) -> McpClient {
+    let mut recorder = ProgressRecorder::declaring(ClientCapabilities::default()).answering("");
+    recorder.stall_questions = true;
+    start(recorder, transport_config(url, None), Start::Handshake).await
 }
 
 /// rmcp's client on a handshake revision, declaring form elicitation and answering every
