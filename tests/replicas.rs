@@ -713,7 +713,7 @@ async fn answers_that_reach_another_replica_are_taken_by_the_one_running_the_job
     let done = call(
         &b_as_a,
         "wait_for_job",
-        json!({"job_id": handle.job_id, "timeout_seconds": 20}),
+        json!({"job_id": handle.job_id, "timeout_seconds": 15}),
     )
     .await;
     assert_eq!(first_text(&done), "you said: 8080");
