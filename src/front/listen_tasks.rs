@@ -28,13 +28,13 @@ use parking_lot::Mutex;
 use tokio::sync::OwnedSemaphorePermit;
 
 use axum::{
-    body::{Body, Bytes},
+    body::Body,
     extract::{Request, State},
     http::{Method, header},
     middleware::Next,
     response::Response,
 };
-use futures::{StreamExt, future::join_all};
+use futures::future::join_all;
 use rmcp::{
     RoleServer,
     model::{
@@ -45,7 +45,10 @@ use rmcp::{
 };
 use serde_json::Value;
 
-use super::Front;
+use super::{
+    Front,
+    sse_events::{Rewrites, rewrite_events, rewrite_message},
+};
 use crate::{
     auth::{Identity, ToolAccess},
     model::JobId,
@@ -137,73 +140,26 @@ fn with_acknowledged(response: Response, acknowledged: Vec<JobId>) -> Response {
         .collect();
     let (mut parts, body) = response.into_parts();
     parts.headers.remove(header::CONTENT_LENGTH);
-    let mut pending: Vec<u8> = Vec::new();
-    let mut done = false;
-    let stream = body.into_data_stream().map(move |chunk| {
-        let chunk = chunk?;
-        if done {
-            return Ok::<_, axum::Error>(chunk);
-        }
-        pending.extend_from_slice(&chunk);
-        let mut out = Vec::new();
-        while let Some(end) = memchr::memmem::find(&pending, b"\n\n") {
-            let event: Vec<u8> = pending.drain(..end + 2).collect();
-            match acknowledgment_with(&event, &ids) {
-                Some(rewritten) => {
-                    out.extend(rewritten);
-                    done = true;
-                    out.append(&mut pending);
-                    break;
-                }
-                None => out.extend(event),
-            }
-        }
-        if pending.len() > MAX_EVENT {
-            out.append(&mut pending);
-            done = true;
-        }
-        Ok(Bytes::from(out))
+    let body = rewrite_events(body, MAX_EVENT, Rewrites::First, move |event| {
+        acknowledgment_with(event, &ids)
     });
-    Response::from_parts(parts, Body::from_stream(stream))
+    Response::from_parts(parts, body)
 }
 
 /// One SSE event rewritten with `taskIds`, if it is the acknowledgment.
 fn acknowledgment_with(event: &[u8], ids: &[Value]) -> Option<Vec<u8>> {
-    let text = std::str::from_utf8(event).ok()?;
-    if !text.contains(ACKNOWLEDGED) {
-        return None;
-    }
-    let data: Vec<&str> = text
-        .lines()
-        .filter_map(|l| l.strip_prefix("data:"))
-        .map(|d| d.strip_prefix(' ').unwrap_or(d))
-        .collect();
-    let mut message: Value = serde_json::from_str(&data.join("\n")).ok()?;
-    if message.get("method").and_then(Value::as_str) != Some(ACKNOWLEDGED) {
-        return None;
-    }
-    let notifications = message
-        .pointer_mut("/params/notifications")?
-        .as_object_mut()?;
-    notifications.insert("taskIds".into(), Value::Array(ids.to_vec()));
-    let rewritten = serde_json::to_string(&message).ok()?;
-    let mut out = Vec::with_capacity(event.len() + 64 * ids.len());
-    let mut written = false;
-    for line in text.lines() {
-        if line.starts_with("data:") {
-            if !written {
-                out.extend_from_slice(b"data: ");
-                out.extend_from_slice(rewritten.as_bytes());
-                out.push(b'\n');
-                written = true;
-            }
-        } else if !line.is_empty() {
-            out.extend_from_slice(line.as_bytes());
-            out.push(b'\n');
+    memchr::memmem::find(event, ACKNOWLEDGED.as_bytes())?;
+    rewrite_message(event, |data| {
+        let mut message: Value = serde_json::from_str(data).ok()?;
+        if message.get("method").and_then(Value::as_str) != Some(ACKNOWLEDGED) {
+            return None;
         }
-    }
-    out.push(b'\n');
-    Some(out)
+        let notifications = message
+            .pointer_mut("/params/notifications")?
+            .as_object_mut()?;
+        notifications.insert("taskIds".into(), Value::Array(ids.to_vec()));
+        serde_json::to_vec(&message).ok()
+    })
 }
 
 /// The task IDs this listen request follows (none when it listed none), and their places.

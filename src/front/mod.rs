@@ -19,6 +19,7 @@ mod relay;
 mod resources;
 mod rounds;
 mod span;
+mod sse_events;
 mod task_questions;
 mod task_status;
 mod tasks;

@@ -41,7 +41,6 @@ use axum::{
     middleware::Next,
     response::Response,
 };
-use futures::StreamExt;
 use rmcp::{
     ErrorData, RoleServer,
     model::{CallToolRequestParams, CallToolResponse, CustomRequest, Task},
@@ -49,7 +48,11 @@ use rmcp::{
 };
 use serde_json::{Value, json};
 
-use super::{Front, caller, catalog, task_questions::RELATED_TASK};
+use super::{
+    Front, caller, catalog,
+    sse_events::{Rewrites, rewrite_events, rewrite_message},
+    task_questions::RELATED_TASK,
+};
 use crate::{
     auth::Identity,
     model::{JobId, JobSnapshot},
@@ -184,59 +187,15 @@ async fn rewrite_response(response: Response, answer: Answer) -> Response {
         return Response::from_parts(parts, body);
     }
     parts.headers.remove(header::CONTENT_LENGTH);
-    let mut pending: Vec<u8> = Vec::new();
-    let mut passing = false;
-    let stream = body.into_data_stream().map(move |chunk| {
-        let chunk = chunk?;
-        if passing {
-            return Ok::<_, axum::Error>(chunk);
-        }
-        pending.extend_from_slice(&chunk);
-        let mut out = Vec::new();
-        while let Some(end) = memchr::memmem::find(&pending, b"\n\n") {
-            let event: Vec<u8> = pending.drain(..end + 2).collect();
-            out.extend(rewrite_event(&event, answer).unwrap_or(event));
-        }
-        if pending.len() > MAX_REWRITTEN {
-            // One event larger than the bound: pass it and the rest of the stream as they are.
-            out.append(&mut pending);
-            passing = true;
-        }
-        Ok(Bytes::from(out))
+    let body = rewrite_events(body, MAX_REWRITTEN, Rewrites::Every, move |event| {
+        rewrite_event(event, answer)
     });
-    Response::from_parts(parts, Body::from_stream(stream))
+    Response::from_parts(parts, body)
 }
 
-/// One SSE event (ending with a blank line) with its message rewritten; `None` if it carries
-/// nothing to change.
+/// One SSE event with its message rewritten; `None` if it carries nothing to change.
 fn rewrite_event(event: &[u8], answer: Answer) -> Option<Vec<u8>> {
-    let text = std::str::from_utf8(event).ok()?;
-    let data: Vec<&str> = text
-        .lines()
-        .filter_map(|l| l.strip_prefix("data:"))
-        .map(|d| d.strip_prefix(' ').unwrap_or(d))
-        .collect();
-    if data.is_empty() {
-        return None;
-    }
-    let rewritten = rewrite_json(data.join("\n").as_bytes(), answer)?;
-    let mut out = Vec::with_capacity(event.len() + 128);
-    let mut written = false;
-    for line in text.lines() {
-        if line.starts_with("data:") {
-            if !written {
-                out.extend_from_slice(b"data: ");
-                out.extend_from_slice(&rewritten);
-                out.push(b'\n');
-                written = true;
-            }
-        } else if !line.is_empty() {
-            out.extend_from_slice(line.as_bytes());
-            out.push(b'\n');
-        }
-    }
-    out.push(b'\n');
-    Some(out)
+    rewrite_message(event, |data| rewrite_json(data.as_bytes(), answer))
 }
 
 /// The JSON-RPC message with `answer` applied; `None` if it is not a result it applies to.
