@@ -25,6 +25,14 @@
 //! own events for [`HOLD_OFF`] before they may park again: a failing store is not asked again
 //! at once, round after round.
 //!
+//! A writer's pass over a job's readers gives its worker thread back to the runtime whenever
+//! the task's cooperative budget is spent (tokio's, 128 units; each socket written takes one).
+//! One event to 5,000 readers is tens of milliseconds of writes; in a single poll it held up
+//! everything else queued on that thread, and the runtime's I/O with it: with both writers in
+//! their passes nothing read the upstream, whose next event then waited for the passes to end
+//! (issue 16, BENCHMARKS.md). Nothing else the writer does runs between the parts of a pass,
+//! so a pass is still one event to every reader of the group, in order.
+//!
 //! So a reader gets each event once and in order whoever writes it; the byte bound, the
 //! stalled-reader drop, `Last-Event-ID` resume and `reset` stay the stream's, since a reader
 //! that does not keep up is handed back at its first full socket.
@@ -386,10 +394,10 @@ async fn run(mut parks: mpsc::UnboundedReceiver<Park>, counts: HandBacks) {
                 writer.join(park);
             }
             Some((channel, from, opened)) = writer.opening.next(), if !writer.opening.is_empty() => {
-                writer.opened(channel, from, opened);
+                writer.opened(channel, from, opened).await;
             }
             Some((channel, item)) = writer.live.next(), if !writer.live.is_empty() => {
-                writer.on_live(&channel, item);
+                writer.on_live(&channel, item).await;
             }
             _ = sweep.tick() => writer.sweep(),
         }
@@ -451,7 +459,12 @@ impl Writer {
 
     /// A group's subscription has been opened (after `from`, the position of the reader that
     /// opened it), or could not be.
-    fn opened(&mut self, channel: Channel, from: Seq, opened: Result<Option<Opened>, StoreError>) {
+    async fn opened(
+        &mut self,
+        channel: Channel,
+        from: Seq,
+        opened: Result<Option<Opened>, StoreError>,
+    ) {
         let Some(group) = self.groups.get_mut(&channel) else {
             return;
         };
@@ -479,7 +492,7 @@ impl Writer {
             false
         });
         for event in &opened.backlog {
-            group.deliver(event, &self.counts);
+            group.deliver(event, &self.counts).await;
         }
         if opened.ended {
             // The backlog held the terminal event: written, or the streams send it.
@@ -490,14 +503,14 @@ impl Writer {
     }
 
     /// An item of a group's subscription.
-    fn on_live(&mut self, channel: &Channel, item: Option<LiveItem>) {
+    async fn on_live(&mut self, channel: &Channel, item: Option<LiveItem>) {
         let Some(group) = self.groups.get_mut(channel) else {
             self.live.remove(channel);
             return;
         };
         match item {
             Some(LiveItem::Event(event)) => {
-                group.deliver(&event, &self.counts);
+                group.deliver(&event, &self.counts).await;
                 if event.is_terminal() && !event.ephemeral {
                     // Every seat got it or was handed back: the job is over.
                     self.close(channel, 0, Duration::ZERO);
@@ -555,8 +568,8 @@ impl Group {
     }
 
     /// Write `event` to every parked reader for whom it is next; hand back the others that
-    /// cannot take it.
-    fn deliver(&mut self, event: &StoredEvent, counts: &HandBacks) {
+    /// cannot take it. Yields to the runtime when the task's budget is spent (module doc).
+    async fn deliver(&mut self, event: &StoredEvent, counts: &HandBacks) {
         if !event.ephemeral {
             self.at = self.at.max(Some(event.seq));
         }
@@ -565,7 +578,7 @@ impl Group {
         let mut written_to = 0;
         // An event the reader would miss if it were handed back now (not a heartbeat).
         let missed = if event.ephemeral { 0 } else { event.seq };
-        self.seats.retain(|parked| {
+        let mut offer = |parked: &Parked| {
             let Some((seat, mut state)) = parked.current() else {
                 return false;
             };
@@ -631,7 +644,17 @@ impl Group {
                     false
                 }
             }
-        });
+        };
+        // The entries kept move to the front, in order.
+        let mut kept = 0;
+        for i in 0..self.seats.len() {
+            tokio::task::coop::consume_budget().await;
+            if offer(&self.seats[i]) {
+                self.seats.swap(kept, i);
+                kept += 1;
+            }
+        }
+        self.seats.truncate(kept);
         counts.written.inc_by(written_to);
     }
 }
@@ -649,7 +672,7 @@ fn chunked(frame: &[u8]) -> Bytes {
 mod tests {
     use super::*;
     use crate::{
-        model::JobId,
+        model::{EventKind, JobId},
         store::{ChannelSnapshot, memory::MemoryStore},
     };
 
@@ -732,7 +755,7 @@ mod tests {
             ended: false,
             live: futures::stream::pending().boxed(),
         };
-        writer.opened(channel.clone(), 5, Ok(Some(opened)));
+        writer.opened(channel.clone(), 5, Ok(Some(opened))).await;
         assert!(handed_back(&ahead).is_none(), "caught up: stays parked");
         let back = handed_back(&behind).expect("handed back");
         assert_eq!((back.last, back.ahead), (3, 5));
@@ -750,11 +773,62 @@ mod tests {
         writer.join(parks.try_recv().unwrap());
         let (channel, from, opened) = writer.opening.next().await.unwrap();
         assert!(matches!(opened, Ok(None)), "no such job");
-        writer.opened(channel.clone(), from, opened);
+        writer.opened(channel.clone(), from, opened).await;
         assert!(handed_back(&outflow).is_some());
         assert!(!outflow.park(&channel, 0, &store), "held off");
         tokio::time::sleep(HOLD_OFF).await;
         assert!(outflow.park(&channel, 0, &store), "parks again later");
+    }
+
+    /// A pass over many readers gives the thread back before it ends (one poll held up the
+    /// thread's other tasks and the runtime's I/O for the whole pass), and each reader still
+    /// gets the event once, whole, and stays parked for the next.
+    #[tokio::test]
+    async fn a_long_pass_yields_and_still_writes_each_reader_once() {
+        const READERS: usize = 300;
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::new(100, 60));
+        let channel = Channel::Job(JobId::random());
+        let mut writer = Writer::new(counts());
+        writer.groups.insert(
+            channel.clone(),
+            Group {
+                at: Some(0),
+                seats: Vec::new(),
+                pruned: 0,
+            },
+        );
+        let mut seated_readers = Vec::new();
+        for _ in 0..READERS {
+            let (outflow, mut parks, reader) = seated().await;
+            assert!(outflow.park(&channel, 0, &store));
+            writer.join(parks.try_recv().unwrap());
+            seated_readers.push((outflow, reader));
+        }
+        let event = StoredEvent::render(1, EventKind::Progress, Bytes::from_static(b"{}"), false);
+        let group = writer.groups.get_mut(&channel).unwrap();
+        // A fresh poll, with the task's whole budget.
+        tokio::task::yield_now().await;
+        let mut pass = std::pin::pin!(group.deliver(&event, &writer.counts));
+        assert!(
+            futures::poll!(pass.as_mut()).is_pending(),
+            "the pass yields before its end"
+        );
+        pass.await;
+        assert_eq!(writer.counts.written.get(), READERS as u64);
+        let frame = chunked(&event.frame);
+        for (outflow, reader) in &mut seated_readers {
+            let mut got = vec![0; frame.len()];
+            tokio::io::AsyncReadExt::read_exact(reader, &mut got)
+                .await
+                .unwrap();
+            assert_eq!(got, frame, "the event, whole");
+            let more = reader.try_read(&mut [0; 64]);
+            assert!(
+                more.is_err_and(|e| e.kind() == io::ErrorKind::WouldBlock),
+                "once"
+            );
+            assert!(handed_back(outflow).is_none(), "still parked");
+        }
     }
 
     #[test]
