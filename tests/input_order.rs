@@ -3,112 +3,35 @@
 //! kept. `tests/input.rs` lost `input_answered` that way now and then under load (the answer
 //! path recorded it after handing the answer over, and the demo tool answered at once).
 //!
-//! The store is the memory store behind a wrapper that makes writing an answer's events slow
-//! (as a loaded machine or a slow Redis may), so the old order loses them every run; the tool
-//! is played by the test, which ends the job the moment `Jobs::ask` returns.
+//! The store is the memory store behind a wrapper (`common::FaultyStore`) that makes writing
+//! an answer's events slow (as a loaded machine or a slow Redis may), so the old order loses
+//! them every run; the tool is played by the test, which ends the job the moment `Jobs::ask`
+//! returns.
 
 #[allow(dead_code)]
 mod common;
 
 use std::{sync::Arc, time::Duration};
 
-use async_trait::async_trait;
 use common::*;
-use futures::stream::BoxStream;
 use mcp_progress_bridge::{
     config::JobsConfig,
     jobs::{InputError, Jobs},
     metrics::Metrics,
-    model::{
-        Channel, EventBody, EventKind, Heartbeat, InputAction, InputAnswer, JobId, JobSnapshot,
-        JobStatus, NewJob, Principal, Seq,
-    },
+    model::{Channel, EventBody, EventKind, InputAction, InputAnswer, JobId, JobStatus, NewJob},
     shutdown::{Shutdown, Stage},
-    store::{CancelAck, CancelRequest, MemoryStore, Opened, Replay, Store, StoreError},
+    store::Store,
 };
 use serde_json::json;
 
 /// How long writing an `input_answered` or `log` event takes here.
 const SLOW_WRITE: Duration = Duration::from_millis(300);
 
-/// The memory store, slow to write an answer's events.
-struct SlowAnswerEvents {
-    inner: MemoryStore,
-}
-
-#[async_trait]
-impl Store for SlowAnswerEvents {
-    async fn create_job(&self, job: NewJob) -> Result<JobSnapshot, StoreError> {
-        self.inner.create_job(job).await
-    }
-
-    async fn append(&self, job: JobId, body: EventBody) -> Result<Option<Seq>, StoreError> {
-        if matches!(body.kind(), EventKind::InputAnswered | EventKind::Log) {
-            tokio::time::sleep(SLOW_WRITE).await;
-        }
-        self.inner.append(job, body).await
-    }
-
-    async fn heartbeat(&self, job: JobId, beat: Heartbeat) -> Result<(), StoreError> {
-        self.inner.heartbeat(job, beat).await
-    }
-
-    async fn snapshot(&self, job: JobId) -> Result<Option<JobSnapshot>, StoreError> {
-        self.inner.snapshot(job).await
-    }
-
-    async fn open(
-        &self,
-        channel: &Channel,
-        after: Option<Seq>,
-    ) -> Result<Option<Opened>, StoreError> {
-        self.inner.open(channel, after).await
-    }
-
-    async fn replay(&self, channel: &Channel, after: Seq) -> Result<Replay, StoreError> {
-        self.inner.replay(channel, after).await
-    }
-
-    async fn request_cancel(&self, job: JobId, reason: String) -> Result<CancelAck, StoreError> {
-        self.inner.request_cancel(job, reason).await
-    }
-
-    fn cancel_requests(&self) -> BoxStream<'static, CancelRequest> {
-        self.inner.cancel_requests()
-    }
-
-    async fn list_task(
-        &self,
-        principal: &Principal,
-        job: JobId,
-        cap: usize,
-    ) -> Result<bool, StoreError> {
-        self.inner.list_task(principal, job, cap).await
-    }
-
-    async fn listed_tasks(
-        &self,
-        principal: &Principal,
-        after: Option<JobId>,
-        limit: usize,
-    ) -> Result<Option<Vec<JobId>>, StoreError> {
-        self.inner.listed_tasks(principal, after, limit).await
-    }
-
-    async fn expire(&self) -> Result<usize, StoreError> {
-        self.inner.expire().await
-    }
-
-    async fn ping(&self) -> Result<(), StoreError> {
-        Ok(())
-    }
-}
-
 /// Jobs on the slow store, and a running job of theirs.
 async fn jobs_with_a_job() -> (Jobs, Arc<dyn Store>, JobId, Shutdown) {
-    let store: Arc<dyn Store> = Arc::new(SlowAnswerEvents {
-        inner: MemoryStore::new(100, 3600),
-    });
+    let slow = FaultyStore::new();
+    slow.slow_appends(&[EventKind::InputAnswered, EventKind::Log], SLOW_WRITE);
+    let store: Arc<dyn Store> = slow;
     let shutdown = Shutdown::new();
     let jobs = Jobs::new(
         store.clone(),

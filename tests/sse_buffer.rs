@@ -11,24 +11,10 @@ use std::{net::SocketAddr, time::Duration};
 
 use common::*;
 use mcp_progress_bridge::config::CallMode;
-use serde_json::json;
-use tokio::{io::AsyncWriteExt, net::TcpStream};
 
 const RESULT_BYTES: usize = 10 * 1024 * 1024;
 const STEPS: u64 = 2000;
 const STALLED: usize = 60;
-
-/// A reader that sends its request and never reads a byte (with a small receive buffer, so
-/// the kernel takes little of what the bridge sends).
-async fn never_reads(addr: SocketAddr, path: &str) -> TcpStream {
-    let socket = tokio::net::TcpSocket::new_v4().unwrap();
-    socket.set_recv_buffer_size(4096).unwrap();
-    let mut tcp = within("connect", socket.connect(addr)).await.unwrap();
-    let request =
-        format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nAccept: text/event-stream\r\n\r\n");
-    tcp.write_all(request.as_bytes()).await.unwrap();
-    tcp
-}
 
 fn counter(metrics: &str, name: &str) -> u64 {
     metrics
@@ -71,21 +57,13 @@ async fn readers_that_never_read_are_dropped_and_readers_that_read_get_everythin
     .await;
     let addr: SocketAddr = bridge.base.trim_start_matches("http://").parse().unwrap();
     let client = connect(&bridge).await;
-    let job = running_job(
-        &client,
-        "demo__bench_progress",
-        json!({
-            "count": STEPS,
-            "interval_us": 1000,
-            "delay_ms": 1500,
-            "result_bytes": RESULT_BYTES,
-        }),
-    )
-    .await;
-    let path = job.events_url.trim_start_matches(&bridge.base).to_string();
+    let job = large_result_job(&client, STEPS, 1500, RESULT_BYTES).await;
+    let path = job.events_path(&bridge.base);
+    // Readers that never read a byte, with a small receive buffer, so the kernel takes little
+    // of what the bridge sends.
     let mut stalled = Vec::new();
     for _ in 0..STALLED {
-        stalled.push(never_reads(addr, &path).await);
+        stalled.push(raw_sse_reader(addr, path, Some(4096)).await);
     }
     let live = read_sse_request_within(
         Duration::from_secs(60),

@@ -120,7 +120,7 @@ async fn readers_of_every_kind(bridge: TestBridge) {
         json!({ "count": STEPS, "interval_us": 50_000, "delay_ms": 1500 }),
     )
     .await;
-    let path = job.events_url.trim_start_matches(&bridge.base).to_string();
+    let path = job.events_path(&bridge.base);
 
     // HTTP/1.0: no chunks, the end of the stream is the close.
     let mut old = connect(to).await;

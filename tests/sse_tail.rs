@@ -2,149 +2,28 @@
 //! of a job included), or history that cannot be read for a while (the store reconnecting).
 //! A reader still gets every event once, in order, and the terminal one, on one stream.
 //!
-//! The store is the memory store behind a wrapper that drops chosen events from live streams
-//! and can make history reads fail, so each case happens exactly, every run.
+//! The store is the memory store behind a wrapper (`common::FaultyStore`) that drops chosen
+//! events from live streams and can make history reads fail, so each case happens exactly,
+//! every run.
 
 #[allow(dead_code)]
 mod common;
 
 use std::{
-    collections::HashSet,
-    sync::{
-        Arc, Mutex,
-        atomic::{AtomicBool, AtomicUsize, Ordering},
-    },
+    sync::{Arc, atomic::Ordering},
     time::Duration,
 };
 
-use async_trait::async_trait;
 use common::*;
-use futures::{StreamExt, stream::BoxStream};
 use mcp_progress_bridge::{
     config::{Config, Secret},
     http::{self, ApiState, Readiness, auth::Guard},
     metrics::Metrics,
-    model::{
-        Channel, EventBody, Heartbeat, JobId, JobSnapshot, NewJob, Principal, ProgressUpdate, Seq,
-    },
-    store::{CancelAck, CancelRequest, LiveItem, MemoryStore, Opened, Replay, Store, StoreError},
+    model::{EventBody, Heartbeat, JobId, NewJob, ProgressUpdate},
+    store::Store,
 };
 use serde_json::Value;
 use tokio::sync::Notify;
-
-/// The memory store, with faults on demand.
-struct Faulty {
-    inner: MemoryStore,
-    /// Job events with these numbers never reach a live stream.
-    lost: Mutex<HashSet<Seq>>,
-    /// History reads fail (as when Redis is reconnecting).
-    unavailable: AtomicBool,
-    failed_replays: AtomicUsize,
-}
-
-impl Faulty {
-    fn new() -> Arc<Self> {
-        Self::with_history(100)
-    }
-
-    fn with_history(history: usize) -> Arc<Self> {
-        Arc::new(Self {
-            inner: MemoryStore::new(history, 3600),
-            lost: Mutex::new(HashSet::new()),
-            unavailable: AtomicBool::new(false),
-            failed_replays: AtomicUsize::new(0),
-        })
-    }
-
-    fn lose(&self, seq: Seq) {
-        self.lost.lock().unwrap().insert(seq);
-    }
-}
-
-#[async_trait]
-impl Store for Faulty {
-    async fn create_job(&self, job: NewJob) -> Result<JobSnapshot, StoreError> {
-        self.inner.create_job(job).await
-    }
-
-    async fn append(&self, job: JobId, body: EventBody) -> Result<Option<Seq>, StoreError> {
-        self.inner.append(job, body).await
-    }
-
-    async fn heartbeat(&self, job: JobId, beat: Heartbeat) -> Result<(), StoreError> {
-        self.inner.heartbeat(job, beat).await
-    }
-
-    async fn snapshot(&self, job: JobId) -> Result<Option<JobSnapshot>, StoreError> {
-        self.inner.snapshot(job).await
-    }
-
-    async fn open(
-        &self,
-        channel: &Channel,
-        after: Option<Seq>,
-    ) -> Result<Option<Opened>, StoreError> {
-        let Some(mut opened) = self.inner.open(channel, after).await? else {
-            return Ok(None);
-        };
-        let lost = self.lost.lock().unwrap().clone();
-        opened.live = opened
-            .live
-            .filter(move |item| {
-                let keep = match item {
-                    LiveItem::Event(e) => e.ephemeral || !lost.contains(&e.seq),
-                    LiveItem::Lagged => true,
-                };
-                async move { keep }
-            })
-            .boxed();
-        Ok(Some(opened))
-    }
-
-    async fn replay(&self, channel: &Channel, after: Seq) -> Result<Replay, StoreError> {
-        if self.unavailable.load(Ordering::SeqCst) {
-            self.failed_replays.fetch_add(1, Ordering::SeqCst);
-            return Err(StoreError::Unavailable(
-                "Redis is reconnecting (test)".into(),
-            ));
-        }
-        self.inner.replay(channel, after).await
-    }
-
-    async fn request_cancel(&self, job: JobId, reason: String) -> Result<CancelAck, StoreError> {
-        self.inner.request_cancel(job, reason).await
-    }
-
-    fn cancel_requests(&self) -> BoxStream<'static, CancelRequest> {
-        self.inner.cancel_requests()
-    }
-
-    async fn expire(&self) -> Result<usize, StoreError> {
-        self.inner.expire().await
-    }
-
-    async fn ping(&self) -> Result<(), StoreError> {
-        Ok(())
-    }
-
-    async fn list_task(
-        &self,
-        principal: &Principal,
-        job: JobId,
-        cap: usize,
-    ) -> Result<bool, StoreError> {
-        self.inner.list_task(principal, job, cap).await
-    }
-
-    async fn listed_tasks(
-        &self,
-        principal: &Principal,
-        after: Option<JobId>,
-        limit: usize,
-    ) -> Result<Option<Vec<JobId>>, StoreError> {
-        self.inner.listed_tasks(principal, after, limit).await
-    }
-}
 
 struct AlwaysReady;
 
@@ -155,13 +34,13 @@ impl Readiness for AlwaysReady {
 }
 
 /// The job API over `store` on a free port; its base URL.
-async fn serve(store: Arc<Faulty>, keep_alive: Duration) -> String {
+async fn serve(store: Arc<FaultyStore>, keep_alive: Duration) -> String {
     serve_until(store, keep_alive, Default::default()).await
 }
 
 /// [`serve`], with the shutdown token that ends its streams.
 async fn serve_until(
-    store: Arc<Faulty>,
+    store: Arc<FaultyStore>,
     keep_alive: Duration,
     shutdown: tokio_util::sync::CancellationToken,
 ) -> String {
@@ -184,7 +63,7 @@ async fn serve_until(
     base
 }
 
-async fn new_job(store: &Faulty) -> JobId {
+async fn new_job(store: &FaultyStore) -> JobId {
     let id = JobId::random();
     store
         .create_job(NewJob {
@@ -236,7 +115,7 @@ async fn reader(base: &str, job: JobId, bound: Duration) -> tokio::task::JoinHan
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_terminal_event_lost_on_its_way_live_still_reaches_the_reader() {
-    let store = Faulty::new();
+    let store = FaultyStore::new();
     let base = serve(store.clone(), Duration::from_millis(300)).await;
     let job = new_job(&store).await;
     // The terminal event will be number 3; nothing after it would reveal the gap.
@@ -261,7 +140,7 @@ async fn a_terminal_event_lost_on_its_way_live_still_reaches_the_reader() {
 /// for shutdown reads history once first, so the reader still gets it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stream_ended_for_shutdown_still_sends_the_terminal_event_not_yet_live() {
-    let store = Faulty::new();
+    let store = FaultyStore::new();
     let shutdown = tokio_util::sync::CancellationToken::new();
     // Keep-alives far apart: only the shutdown reads history here.
     let base = serve_until(store.clone(), Duration::from_secs(60), shutdown.clone()).await;
@@ -288,7 +167,7 @@ async fn a_stream_ended_for_shutdown_still_sends_the_terminal_event_not_yet_live
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reader_stays_open_while_history_cannot_be_read_and_catches_up_after() {
-    let store = Faulty::new();
+    let store = FaultyStore::new();
     // Keep-alives far apart: only the gap and the retries read history here.
     let base = serve(store.clone(), Duration::from_secs(60)).await;
     let job = new_job(&store).await;
@@ -322,7 +201,7 @@ async fn a_reader_stays_open_while_history_cannot_be_read_and_catches_up_after()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_heartbeat_ahead_of_the_reader_fills_the_gap_first_and_never_moves_its_position() {
-    let store = Faulty::new();
+    let store = FaultyStore::new();
     let base = serve(store.clone(), Duration::from_secs(60)).await;
     let job = new_job(&store).await;
     store.lose(2);
@@ -379,7 +258,7 @@ async fn a_heartbeat_ahead_of_the_reader_fills_the_gap_first_and_never_moves_its
 /// new: the reset holds the position before the terminal event, not the terminal's own.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reader_reset_past_the_end_of_a_job_gets_increasing_ids_and_the_end() {
-    let store = Faulty::with_history(3);
+    let store = FaultyStore::with_history(3);
     let base = serve(store.clone(), Duration::from_secs(60)).await;
     let job = new_job(&store).await;
     for seq in 1..=6 {

@@ -8,15 +8,12 @@
 #[allow(dead_code)]
 mod common;
 
-use std::{net::SocketAddr, time::Duration};
+use std::time::Duration;
 
 use common::*;
 use mcp_progress_bridge::config::{CallMode, Config, StoreBackend};
-use serde_json::{Value, json};
-use tokio::{
-    io::{AsyncReadExt, AsyncWriteExt},
-    net::TcpStream,
-};
+use serde_json::Value;
+use tokio::{io::AsyncReadExt, net::TcpStream};
 
 const STEPS: u64 = 1500;
 const RESULT_BYTES: usize = 10 * 1024 * 1024;
@@ -36,18 +33,6 @@ fn configure(c: &mut Config) {
     c.server.keep_alive_secs = 5;
     c.server.sse_writers = Some(2);
     c.limits.max_sse_buffer_bytes = BOUND;
-}
-
-/// A reader with a small receive buffer (so its socket fills early), its request sent.
-async fn open(to: SocketAddr, path: &str, receive_buffer: Option<u32>) -> TcpStream {
-    let socket = tokio::net::TcpSocket::new_v4().unwrap();
-    if let Some(size) = receive_buffer {
-        socket.set_recv_buffer_size(size).unwrap();
-    }
-    let mut tcp = within("connect", socket.connect(to)).await.unwrap();
-    let request = format!("GET {path} HTTP/1.1\r\nHost: {to}\r\nAccept: text/event-stream\r\n\r\n");
-    tcp.write_all(request.as_bytes()).await.unwrap();
-    tcp
 }
 
 /// Read until the bridge closes the connection; `pause` between reads of at most `piece`.
@@ -148,22 +133,12 @@ fn assert_whole(events: &[(u64, String, Value)], who: &str) {
 async fn many_readers_one_job(bridge: TestBridge, inline: bool) {
     let to = bridge.running().addr;
     let client = connect(&bridge).await;
-    let job = running_job(
-        &client,
-        "demo__bench_progress",
-        json!({
-            "count": STEPS,
-            "interval_us": 1000,
-            "delay_ms": 2000,
-            "result_bytes": RESULT_BYTES,
-        }),
-    )
-    .await;
-    let path = job.events_url.trim_start_matches(&bridge.base).to_string();
+    let job = large_result_job(&client, STEPS, 2000, RESULT_BYTES).await;
+    let path = job.events_path(&bridge.base);
     let mut readers = Vec::new();
     for i in 0..PROMPT + SLOW {
         let slow = i >= PROMPT;
-        let tcp = open(to, &path, None).await;
+        let tcp = raw_sse_reader(to, path, None).await;
         let (piece, pause) = if slow {
             (8 * 1024, Some(Duration::from_millis(1)))
         } else {
@@ -173,7 +148,7 @@ async fn many_readers_one_job(bridge: TestBridge, inline: bool) {
     }
     let mut stalled = Vec::new();
     for _ in 0..STALLED {
-        stalled.push(open(to, &path, Some(4096)).await);
+        stalled.push(raw_sse_reader(to, path, Some(4096)).await);
     }
     // One reader leaves a third of the way and resumes from its last id. (By the progress
     // value, not the id: an upstream that reports faster than the store takes events has its

@@ -207,7 +207,11 @@ struct Tail {
     /// The jobs this reader may see, when it is not all of them.
     filter: Option<JobFilter>,
     /// A shared writer holds the socket (see `serve::writers`): the live subscription is not
-    /// read meanwhile, and the writer moves the position.
+    /// read meanwhile, and the writer moves the position. Unread, the subscription keeps the
+    /// job's newest live events alive, as many as the store's live ring holds (128 on the
+    /// memory store, which holds them in history anyway; 256 on Redis, about 300 bytes each
+    /// for a progress event); and a stream handed back after more events than that finds it
+    /// lagged and reads history once.
     parked: bool,
     /// The writer handed the socket back with the end of a frame for the connection to write
     /// before anything this stream makes.

@@ -43,12 +43,36 @@ impl JobHandle {
         token_of(&self.cancel_url)
     }
 
+    /// The path of its events URL on the bridge at `base` (for a raw-socket reader).
+    pub fn events_path(&self, base: &str) -> &str {
+        self.events_url
+            .strip_prefix(base)
+            .unwrap_or_else(|| panic!("{} is not on {base}", self.events_url))
+    }
+
     /// Where a person answers the job's question (`POST`), with the job-input token.
     pub fn input_url(&self) -> &str {
         self.raw["input_url"]
             .as_str()
             .expect("the handle has input_url")
     }
+}
+
+/// A running `demo__bench_progress` job: after `delay_ms`, `steps` progress steps 1 ms apart,
+/// then a result of `result_bytes` bytes of text.
+pub async fn large_result_job(
+    client: &McpClient,
+    steps: u64,
+    delay_ms: u64,
+    result_bytes: usize,
+) -> JobHandle {
+    let arguments = json!({
+        "count": steps,
+        "interval_us": 1000,
+        "delay_ms": delay_ms,
+        "result_bytes": result_bytes,
+    });
+    running_job(client, "demo__bench_progress", arguments).await
 }
 
 /// POST an answer to a job's input URL: the status and the JSON body (`null` if none).

@@ -6,6 +6,8 @@
 //! - `mcp`: rmcp's own client to drive it, tool calls, and a raw Streamable HTTP client;
 //! - `job`: the job handle, typed, and job URLs;
 //! - `sse`: an SSE reader built on reqwest-eventsource;
+//! - `faulty_store`: the memory store with faults on demand (lost live events, failing
+//!   history reads, slow appends), for the tests that drive a `Store` directly;
 //! - `http`: plain HTTP (JSON, metrics, a raw request line);
 //! - `proxy`: a proxy that cuts connections on demand;
 //! - `tls`: an https front (a private CA, tokio-rustls) for a plain-HTTP server;
@@ -22,6 +24,7 @@
 //! another uses (an item no binary uses is removed, not allowed).
 
 mod bridge;
+mod faulty_store;
 mod http;
 mod idp;
 mod job;
@@ -38,6 +41,6 @@ mod wait;
 // Every binary takes what it needs of these; the rest is unused there, not dead.
 #[allow(unused_imports)]
 pub use self::{
-    bridge::*, http::*, idp::*, job::*, listen::*, mcp::*, prereq::*, process::BridgeProcess,
-    proxy::*, redis::*, sse::*, tls::*, wait::*,
+    bridge::*, faulty_store::*, http::*, idp::*, job::*, listen::*, mcp::*, prereq::*,
+    process::BridgeProcess, proxy::*, redis::*, sse::*, tls::*, wait::*,
 };

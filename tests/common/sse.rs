@@ -1,13 +1,15 @@
 //! Reading the bridge's SSE streams (job and correlation channels) with reqwest-eventsource,
-//! as a browser's `EventSource` would, but without reconnecting: each read is one stream.
+//! as a browser's `EventSource` would, but without reconnecting: each read is one stream; or
+//! on a raw socket, every byte seen ([`raw_sse_reader`]).
 
-use std::time::Duration;
+use std::{net::SocketAddr, time::Duration};
 
 use futures::StreamExt;
 use reqwest_eventsource::{Event, EventSource};
 use serde_json::Value;
+use tokio::{io::AsyncWriteExt, net::TcpStream};
 
-use super::wait::WAIT;
+use super::wait::{WAIT, within};
 
 /// One SSE event as a reader sees it.
 #[derive(Debug, Clone)]
@@ -35,6 +37,19 @@ impl std::ops::Index<&str> for SseEvent {
     fn index(&self, key: &str) -> &Value {
         &self.data[key]
     }
+}
+
+/// A reader of the SSE stream at `path` on a raw socket to `to`, its HTTP/1.1 request sent;
+/// with `receive_buffer`, a small kernel receive buffer, so that its socket fills early.
+pub async fn raw_sse_reader(to: SocketAddr, path: &str, receive_buffer: Option<u32>) -> TcpStream {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    if let Some(size) = receive_buffer {
+        socket.set_recv_buffer_size(size).unwrap();
+    }
+    let mut tcp = within("connect", socket.connect(to)).await.unwrap();
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {to}\r\nAccept: text/event-stream\r\n\r\n");
+    tcp.write_all(request.as_bytes()).await.unwrap();
+    tcp
 }
 
 /// Open an SSE stream (optionally resuming after `last_event_id`) and read events until

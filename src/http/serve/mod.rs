@@ -172,19 +172,15 @@ async fn accept_loop(listener: TcpListener, served: Arc<Listener>, http: Tasks) 
     // Dropped before the end only when the stage overran its bound (the task is dropped).
     let _close_now = CloseOnDrop(served.connections.clone());
     let stop = http.stopping().clone();
-    loop {
-        let accepted = tokio::select! {
-            () = stop.cancelled() => break,
-            accepted = listener.accept() => accepted,
-        };
+    while let Some(accepted) = stop.run_until_cancelled(listener.accept()).await {
         match accepted {
             Ok((tcp, peer)) => served.clone().admit(tcp, peer, &http),
             Err(error) if is_client_error(&error) => {}
             Err(error) => {
                 tracing::warn!(%error, "accepting a connection failed; pausing");
-                tokio::select! {
-                    () = stop.cancelled() => break,
-                    () = tokio::time::sleep(ACCEPT_ERROR_PAUSE) => {}
+                let pause = tokio::time::sleep(ACCEPT_ERROR_PAUSE);
+                if stop.run_until_cancelled(pause).await.is_none() {
+                    break;
                 }
             }
         }
@@ -268,8 +264,8 @@ impl Listener {
             First::TimedOut => self.header_timed_out(),
             First::Other(read) => {
                 let io = Rewind::new(read, tcp);
-                let start = Start::Fresh(deadline);
-                Box::pin(self.serve_hyper(io, peer, &slot, outflow, (start, Close::No))).await;
+                let start = (Start::Fresh(deadline), Orders::new(slot.signal()));
+                Box::pin(self.serve_hyper(io, peer, &slot, outflow, start)).await;
             }
             First::Stream(request, read) => {
                 self.serve_stream(request, read, tcp, peer, &slot, outflow)
@@ -300,35 +296,24 @@ impl Listener {
         let version = request.version();
         request.extensions_mut().insert(ConnectInfo(peer));
         request.extensions_mut().insert(outflow.clone());
-        let signal = slot.signal();
-        let mut seen = Close::No;
+        let mut orders = Orders::new(slot.signal());
         let answer = self.routes.clone().call(request);
-        tokio::pin!(answer);
-        let response = loop {
-            tokio::select! {
-                response = answer.as_mut() => break match response {
-                    Ok(response) => response,
-                    Err(never) => match never {},
-                },
-                order = signal.changed(seen) => {
-                    seen = order;
-                    match order {
-                        Close::Now | Close::Evicted => return,
-                        Close::Graceful => outflow.close(),
-                        Close::No => {}
-                    }
-                }
-            }
+        let response = tokio::select! {
+            response = answer => match response {
+                Ok(response) => response,
+                Err(never) => match never {},
+            },
+            () = orders.close_now(&outflow) => return,
         };
         if response.extensions().get::<DirectStream>().is_none() {
             let io = Rewind::new(read, tcp);
-            let start = Start::Answered(response, busy);
-            Box::pin(self.serve_hyper(io, peer, slot, outflow, (start, seen))).await;
+            let start = (Start::Answered(response, busy), orders);
+            Box::pin(self.serve_hyper(io, peer, slot, outflow, start)).await;
             return;
         }
         drop(read);
         let writers = self.writers.as_deref();
-        pump(tcp, response, version, (signal, seen), (&outflow, writers)).await;
+        pump(tcp, response, version, orders, (&outflow, writers)).await;
         drop(busy);
     }
 
@@ -339,7 +324,7 @@ impl Listener {
         peer: SocketAddr,
         slot: &Slot,
         outflow: Arc<Outflow>,
-        (start, mut seen): (Start, Close),
+        (start, mut orders): (Start, Orders<'_>),
     ) {
         let (deadline, answered) = match start {
             Start::Fresh(deadline) => (Some(deadline), None),
@@ -378,10 +363,9 @@ impl Listener {
         });
         let connection = self.http1.serve_connection(TokioIo::new(io), service);
         tokio::pin!(connection);
-        if seen == Close::Graceful {
+        if orders.seen == Close::Graceful {
             connection.as_mut().graceful_shutdown();
         }
-        let signal = slot.signal();
         let stalled = outflow.stalled();
         tokio::pin!(stalled);
         // The first head's deadline counts from the connection's opening, not from here.
@@ -393,17 +377,12 @@ impl Listener {
                 result = connection.as_mut() => break result,
                 // An SSE reader that stopped reading at its bound: dropped (counted).
                 () = &mut stalled => return,
-                order = signal.changed(seen) => {
-                    seen = order;
-                    match order {
-                        Close::Now | Close::Evicted => return,
-                        Close::Graceful => {
-                            // A stream in progress sees it when hyper polls it next (below).
-                            outflow.close();
-                            connection.as_mut().graceful_shutdown();
-                        }
-                        Close::No => {}
+                order = orders.next(&outflow) => {
+                    if order != Close::Graceful {
+                        return;
                     }
+                    // A stream in progress sees it when hyper polls it next (below).
+                    connection.as_mut().graceful_shutdown();
                 }
                 () = &mut head_due, if watch_head => {
                     watch_head = false;
@@ -429,6 +408,38 @@ enum Start {
     Answered(hyper::Response<axum::body::Body>, connections::Busy),
 }
 
+/// The close orders one connection's task follows (see [`Signal`]): the one it acted on last,
+/// and what it does on the next.
+struct Orders<'a> {
+    signal: &'a Signal,
+    seen: Close,
+}
+
+impl<'a> Orders<'a> {
+    fn new(signal: &'a Signal) -> Self {
+        Self {
+            signal,
+            seen: Close::No,
+        }
+    }
+
+    /// Wait for the next order and return it. Told to close gracefully, the connection's
+    /// stream is told too: it ends after its queued frames ([`Outflow::close`]).
+    async fn next(&mut self, outflow: &Outflow) -> Close {
+        self.seen = self.signal.changed(self.seen).await;
+        if self.seen == Close::Graceful {
+            outflow.close();
+        }
+        self.seen
+    }
+
+    /// Return once the connection must close at once (evicted, or the shutdown overran its
+    /// bound); a graceful close is followed as in [`Orders::next`] meanwhile.
+    async fn close_now(&mut self, outflow: &Outflow) {
+        while self.next(outflow).await == Close::Graceful {}
+    }
+}
+
 /// Write a stream's response head and frames on the socket until the stream ends (then close
 /// the connection), the reader leaves or stalls at its bound, or the connection is told to
 /// close (gracefully: the stream ends after its queued frames). With shared writers, the
@@ -438,7 +449,7 @@ async fn pump(
     tcp: Metered,
     response: hyper::Response<axum::body::Body>,
     version: Version,
-    (signal, mut seen): (&Signal, Close),
+    mut orders: Orders<'_>,
     (outflow, writers): (&Arc<Outflow>, Option<&Writers>),
 ) {
     let chunked = version == Version::HTTP_11;
@@ -473,14 +484,7 @@ async fn pump(
                     out = None;
                 }
                 () = &mut stalled => return,
-                order = signal.changed(seen) => {
-                    seen = order;
-                    match order {
-                        Close::Now | Close::Evicted => return,
-                        Close::Graceful => outflow.close(),
-                        Close::No => {}
-                    }
-                }
+                () = orders.close_now(outflow) => return,
             }
             continue;
         }
@@ -501,16 +505,9 @@ async fn pump(
             biased;
             frame = poll_fn(|cx| std::pin::Pin::new(&mut body).poll_frame(cx)) => frame,
             () = &mut stalled => return,
-            order = signal.changed(seen) => {
-                seen = order;
-                match order {
-                    Close::Now | Close::Evicted => return,
-                    // The stream ends at its next poll, after its queued frames.
-                    Close::Graceful => outflow.close(),
-                    Close::No => {}
-                }
-                continue;
-            }
+            // Told to close gracefully, the stream ends at its next poll, after its queued
+            // frames.
+            () = orders.close_now(outflow) => return,
             () = direct::reader_left(tcp.tcp()) => return,
         };
         match frame {

@@ -571,6 +571,18 @@ fn entries(value: Value, share: impl Fn(StoredEvent) -> Arc<StoredEvent>) -> Vec
         .collect()
 }
 
+/// Return once the wall clock (`now_ms`) is past `expires_ms`, as the owner of a job reads it
+/// when it decides whether it may still take a relayed answer; after `cap` at most. Without
+/// the cap, a wall clock set back during the wait would stretch it by the jump: an hour back,
+/// an answer reported an hour late.
+async fn wall_clock_past(expires_ms: u64, cap: Duration, now_ms: impl Fn() -> u64) {
+    let past = async {
+        while now_ms() <= expires_ms {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    };
+    let _capped = tokio::time::timeout(cap, past).await;
+}
 #[async_trait]
 impl Store for RedisStore {
     async fn create_job(&self, job: NewJob) -> Result<JobSnapshot, StoreError> {
@@ -790,10 +802,9 @@ impl Store for RedisStore {
             _ => {
                 // The owner drops the answer once the wall clock is past `expires_ms`; the
                 // timer above runs on the monotonic one and may end a millisecond short of it.
-                // "Unconfirmed" is said only when the owner no longer takes the answer.
-                while now_ms() <= expires_ms {
-                    tokio::time::sleep(Duration::from_millis(1)).await;
-                }
+                // "Unconfirmed" is said only when the owner no longer takes the answer (or,
+                // should the wall clock be set back meanwhile, one relay timeout later).
+                wall_clock_past(expires_ms, inner.relay_timeout, now_ms).await;
                 Relayed::Unconfirmed { waited_ms }
             }
         })
@@ -875,5 +886,48 @@ impl Store for RedisStore {
             .run(|mut conn| async move { ::redis::cmd("PING").exec_async(&mut conn).await })
             .await?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    use super::*;
+
+    /// The wall clock set back an hour during the wait: the wait ends at its cap, not an
+    /// hour later. (The outer bound only keeps a failure from hanging the test run.)
+    #[tokio::test]
+    async fn the_wait_for_the_wall_clock_ends_at_its_cap_when_the_clock_is_set_back() {
+        let expires_ms = now_ms();
+        let set_back = || expires_ms - 3_600_000;
+        let cap = Duration::from_millis(10);
+        let waited = tokio::time::timeout(
+            Duration::from_secs(30),
+            wall_clock_past(expires_ms, cap, set_back),
+        )
+        .await;
+        assert!(waited.is_ok(), "the wait ended at its cap");
+    }
+
+    /// A clock that moves on ends the wait as soon as it is past the expiry, long before the
+    /// cap.
+    #[tokio::test]
+    async fn the_wait_for_the_wall_clock_ends_once_the_clock_is_past_the_expiry() {
+        let expires_ms = 1_000;
+        let clock = AtomicU64::new(expires_ms - 3);
+        let ticking = || clock.fetch_add(1, Ordering::Relaxed);
+        let cap = Duration::from_secs(3600);
+        let waited = tokio::time::timeout(
+            Duration::from_secs(30),
+            wall_clock_past(expires_ms, cap, ticking),
+        )
+        .await;
+        assert!(waited.is_ok(), "the wait ended with the clock");
+        assert_eq!(
+            clock.load(Ordering::Relaxed),
+            expires_ms + 2,
+            "read until past"
+        );
     }
 }
