@@ -160,7 +160,9 @@ impl Runner {
         drop(outcome);
         self.drain().await;
         self.release_held().await;
-        self.finish(finished).await;
+        // Boxed: the state of the job's last steps (1.2 KB, a second copy of the runner's among
+        // it) would otherwise be reserved in every running job's task for its whole life.
+        Box::pin(self.finish(finished)).await;
     }
 
     /// Tell subscribers the job is alive although it reports nothing.
