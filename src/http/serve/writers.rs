@@ -701,17 +701,9 @@ mod tests {
         (outflow, parks, reader)
     }
 
-    fn handed_back(outflow: &Outflow) -> Option<Back> {
-        let parked = outflow.seat()?.state.lock().parked;
-        if parked { None } else { outflow.take_back() }
-    }
-
-    /// A reader that parks again and again on a job with no events (a keep-alive takes the
-    /// socket back each time), or readers that come and go: the writer does not pile up
-    /// their entries, and forgets the job once nobody is parked on it.
-    #[tokio::test]
-    async fn parkings_that_are_over_do_not_pile_up() {
-        let (outflow, mut parks, _reader) = seated().await;
+    /// A store, a job's channel, and a writer that already follows the job from its start
+    /// (its group in place at event 0, nobody parked yet).
+    fn following_a_new_job() -> (Arc<dyn Store>, Channel, Writer) {
         let store: Arc<dyn Store> = Arc::new(MemoryStore::new(100, 60));
         let channel = Channel::Job(JobId::random());
         let mut writer = Writer::new(counts());
@@ -723,6 +715,21 @@ mod tests {
                 pruned: 0,
             },
         );
+        (store, channel, writer)
+    }
+
+    fn handed_back(outflow: &Outflow) -> Option<Back> {
+        let parked = outflow.seat()?.state.lock().parked;
+        if parked { None } else { outflow.take_back() }
+    }
+
+    /// A reader that parks again and again on a job with no events (a keep-alive takes the
+    /// socket back each time), or readers that come and go: the writer does not pile up
+    /// their entries, and forgets the job once nobody is parked on it.
+    #[tokio::test]
+    async fn parkings_that_are_over_do_not_pile_up() {
+        let (outflow, mut parks, _reader) = seated().await;
+        let (store, channel, mut writer) = following_a_new_job();
         for _ in 0..10_000 {
             assert!(outflow.park(&channel, 0, &store));
             writer.join(parks.try_recv().unwrap());
@@ -786,17 +793,7 @@ mod tests {
     #[tokio::test]
     async fn a_long_pass_yields_and_still_writes_each_reader_once() {
         const READERS: usize = 300;
-        let store: Arc<dyn Store> = Arc::new(MemoryStore::new(100, 60));
-        let channel = Channel::Job(JobId::random());
-        let mut writer = Writer::new(counts());
-        writer.groups.insert(
-            channel.clone(),
-            Group {
-                at: Some(0),
-                seats: Vec::new(),
-                pruned: 0,
-            },
-        );
+        let (store, channel, mut writer) = following_a_new_job();
         let mut seated_readers = Vec::new();
         for _ in 0..READERS {
             let (outflow, mut parks, reader) = seated().await;
