@@ -7,6 +7,9 @@ use rmcp::{RoleServer, model::ProtocolVersion, service::RequestContext};
 
 use crate::auth::{Identity, ToolAccess};
 
+/// The first revision without sessions: its callers are asked in `input_required` rounds.
+pub const SESSIONLESS: ProtocolVersion = ProtocolVersion::V_2026_07_28;
+
 /// The identity the HTTP layer verified for this MCP request (see `http::auth`). A request
 /// that did not come through it (none in the bridge) is an anonymous caller with no rights
 /// beyond its own jobs.
@@ -78,9 +81,7 @@ impl Caller {
         Self {
             identity: identity(context),
             session: session(context),
-            in_rounds: context
-                .protocol_version()
-                .is_some_and(|v| v >= ProtocolVersion::V_2026_07_28),
+            in_rounds: context.protocol_version().is_some_and(|v| v >= SESSIONLESS),
             takes: Takes {
                 questions,
                 sampling: capabilities.sampling.is_some(),

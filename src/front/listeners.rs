@@ -553,8 +553,9 @@ fn take_closed(state: &mut State) -> Vec<Followed> {
 fn no_session(method: &str) -> ErrorData {
     ErrorData::invalid_request(
         format!(
-            "{method} needs an MCP session (the initialize handshake); on protocol 2026-07-28 \
-             use subscriptions/listen, and the logLevel in each request's _meta"
+            "{method} needs an MCP session (the initialize handshake); on protocol {} use \
+             subscriptions/listen, and the logLevel in each request's _meta",
+            super::caller::SESSIONLESS
         ),
         None,
     )
