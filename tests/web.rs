@@ -49,11 +49,31 @@ async fn the_page_and_the_client_module_are_served_from_the_binary() {
         if path == "/client.js" {
             assert_eq!(headers["access-control-allow-origin"], "*");
             // The file served is the one in the repository, byte for byte.
-            let file = std::fs::read_to_string(repo_root().join("web/bridge-client.js")).unwrap();
+            let file =
+                std::fs::read_to_string(repo_root().join("packages/client/dist/index.js")).unwrap();
             assert_eq!(body, file);
         }
     }
     bridge.shutdown(Duration::from_secs(1)).await;
+}
+
+/// The client package is released with the bridge: its version (package.json, and `VERSION` in
+/// the module the bridge serves) is the crate's.
+#[test]
+fn the_client_package_has_the_bridges_version() {
+    let version = env!("CARGO_PKG_VERSION");
+    let manifest =
+        std::fs::read_to_string(repo_root().join("packages/client/package.json")).unwrap();
+    let manifest: serde_json::Value = serde_json::from_str(&manifest).unwrap();
+    assert_eq!(manifest["version"], version, "packages/client/package.json");
+    for file in [
+        "packages/client/src/index.ts",
+        "packages/client/dist/index.js",
+    ] {
+        let text = std::fs::read_to_string(repo_root().join(file)).unwrap();
+        let line = format!("export const VERSION = \"{version}\";");
+        assert!(text.contains(&line), "{file} says {line}");
+    }
 }
 
 /// `node` and, for the browser test, playwright-core and Chromium: `None` when all are there,
