@@ -323,7 +323,7 @@ export function JobProgress(props: JobProgressProps): ReactNode {
     }
   };
   return (
-    <section
+    <article
       className={`mpb-job${props.className ? ` ${props.className}` : ""}`}
       aria-labelledby={titleId}
       data-status={job.status}
@@ -382,7 +382,7 @@ export function JobProgress(props: JobProgressProps): ReactNode {
           Cancel
         </button>
       </div>
-    </section>
+    </article>
   );
 }
 
