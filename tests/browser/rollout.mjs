@@ -12,6 +12,9 @@
 //   JOB_SECRET    an auth.job_secret for every bridge here
 //   REDIS_URL, REDIS_PREFIX   the test Redis and a key prefix of this run's own (step 2)
 //   CHROMIUM      the browser (default /usr/bin/chromium)
+//   CLIENT_JS     optional: a client module to use instead of the bridge's /client.js (to try a
+//                 change of packages/client without rebuilding the bridge, or a deliberately
+//                 broken one, to see these tests fail)
 
 import { McpClient, parseJobHandle } from "../../packages/client/dist/index.js";
 import {
@@ -47,6 +50,9 @@ async function asyncJob(base, args) {
  * what it saw so far: {progress, retries, done, error, job, connections}. */
 async function follow(origin, eventsUrl) {
   const page = await browser.newPage();
+  if (process.env.CLIENT_JS) {
+    await page.route("**/client.js", (route) => route.fulfill({ path: process.env.CLIENT_JS, contentType: "text/javascript" }));
+  }
   await page.goto(`${origin}/healthz`);
   await page.evaluate(async (url) => {
     const { watchJob } = await import("/client.js");
