@@ -106,14 +106,16 @@ await step("Redis, two replicas: the reader's replica is restarted; it goes on o
   const b = await startBridge(replica(portB), "replica B");
   const lb = await failoverProxy(portLb, [portA, portB]);
   // The job runs on B (called there directly); its URLs name the load balancer.
-  const handle = await asyncJob(b.base, { to: 30, delay_ms: 200 });
+  const handle = await asyncJob(b.base, { to: 40, delay_ms: 250 });
   assert(handle.events_url.startsWith(`http://127.0.0.1:${portLb}/`), `events_url on the load balancer: ${handle.events_url}`);
   const reader = await follow(`http://127.0.0.1:${portLb}`, handle.events_url);
   await until(async () => (await reader.seen()).progress.length >= 5, "five steps, read through A");
   assert(lb.routed.every((p) => p === portA), `so far every connection went to A: ${lb.routed}`);
   await a.stop("SIGKILL");
-  await until(async () => (await reader.seen()).progress.length >= 10, "more steps, after A went away");
-  assert(lb.routed.includes(portB), `the reader went on on B: ${lb.routed}`);
+  const atKill = await reader.seen();
+  assert(atKill.done === null, `the job still runs when A goes away (step ${atKill.progress.length})`);
+  await until(() => lb.routed.includes(portB), "the reader's next connection, through the load balancer to B");
+  await until(async () => (await reader.seen()).progress.length >= atKill.progress.length + 3, "more steps, read through B");
   a = await startBridge(replica(portA), "replica A, restarted");
   const seen = await until(async () => {
     const s = await reader.seen();
@@ -121,7 +123,7 @@ await step("Redis, two replicas: the reader's replica is restarted; it goes on o
   }, "the end", 60_000);
   assert(seen.error === null, `no error: ${JSON.stringify(seen.error)}`);
   assert(seen.done === "completed", `completed: ${seen.done}`);
-  assert(sameList(seen.progress, range(30)), `every step exactly once: ${seen.progress}`);
+  assert(sameList(seen.progress, range(40)), `every step exactly once: ${seen.progress}`);
   assert(seen.retries.length >= 1, "it reconnected");
   await reader.page.close();
   await lb.close();
