@@ -190,8 +190,7 @@ export function JobProgress(props) {
     useEffect(() => {
         if (ended)
             onDone.current?.(job);
-        // Once per end: `job` changes identity, `ended` only once.
-        // eslint-disable-next-line react-hooks/exhaustive-deps
+        // Once per end: `job` changes identity on every event, `ended` only once.
     }, [ended]);
     const fraction = fractionDone(job);
     const Heading = `h${props.headingLevel ?? 3}`;
