@@ -58,6 +58,8 @@ pub(super) struct Answering {
     pub logs: Option<mpsc::Receiver<LoggingMessageNotificationParam>>,
     /// The caller listed the Tasks extension: a call that goes on running becomes a task.
     pub as_task: bool,
+    /// The caller's MCP session, if it has one.
+    pub session: Option<String>,
     pub waiter: Waiter,
 }
 
@@ -129,7 +131,7 @@ async fn answer_when_done(
     let deadline = waiting.budget.map(|b| Instant::now() + b);
     // The caller's session, followed from now on if its `notifications/initialized` has not
     // been handled yet: its end is then told apart from the client's own cancel.
-    let session = super::caller::session(context)
+    let session = (waiting.answering.session.take())
         .filter(|session| core.listeners.join(session, &context.peer));
     let in_rounds = waiting.answering.waiter.questions_in_rounds;
     let asked = asked(core, id);

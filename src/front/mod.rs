@@ -19,7 +19,6 @@ mod quota;
 mod resources;
 mod round_requests;
 mod server;
-mod span;
 mod sse_events;
 mod task_questions;
 mod task_status;

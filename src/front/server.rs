@@ -34,7 +34,7 @@ use super::{
     listeners::Listeners,
     quota::JobQuota,
     round_requests::RoundRequests,
-    span, tasks, tasks_2025, tool_call, upstream_requests,
+    tasks, tasks_2025, tool_call, upstream_requests,
 };
 use crate::{
     config::JobsConfig, jobs::Jobs, metrics::Metrics, shutdown::Tasks, upstream::Upstreams,
@@ -156,7 +156,7 @@ impl ServerHandler for Front {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let core = &self.core;
-        let span = span::request_span("tools/call", &context);
+        let span = caller::request_span("tools/call", &context);
         let caller = Caller::of(&context);
         let identity = caller.identity.clone();
         let mut response: CallToolResponse = async {

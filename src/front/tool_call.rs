@@ -156,7 +156,7 @@ pub(super) async fn call_tool(
         mode,
         task_2025,
     };
-    start_job(core, pending, permit, call, &context, &caller)
+    start_job(core, pending, permit, call, &context, caller)
         .instrument(span)
         .await
 }
@@ -168,7 +168,7 @@ async fn start_job(
     permit: QuotaPermit,
     call: Call<'_>,
     context: &RequestContext<RoleServer>,
-    caller: &Caller,
+    caller: Caller,
 ) -> Response {
     let Call {
         request,
@@ -182,14 +182,14 @@ async fn start_job(
     tracing::info!(principal = %caller.identity.principal, "job created");
     let waits = mode != CallMode::Async;
     // Only a caller that waits has a request to put log messages on.
-    let (caller_logs, logs) = match caller_log_level(core, context, caller) {
+    let (caller_logs, logs) = match caller_log_level(core, context, &caller) {
         Some(level) if waits => {
             let (tx, rx) = mpsc::channel(CALLER_LOGS_CAPACITY);
             (Some((level, tx)), Some(rx))
         }
         _ => (None, None),
     };
-    let (asks, waiter) = AskRouter::for_call(core, caller, &context.peer, waits, pending.id());
+    let (asks, waiter) = AskRouter::for_call(core, &caller, &context.peer, waits, pending.id());
     let sink = Arc::new(JobSink {
         intake: pending.intake(),
         caller_logs,
@@ -206,6 +206,7 @@ async fn start_job(
         logs,
         // SEP-2663: a task only for a request that listed the extension.
         as_task: task_2025 || caller.wants_tasks,
+        session: caller.session,
         waiter,
     };
     let limits = upstream.config().limits_for(tool);
