@@ -1,0 +1,147 @@
+//! What a person and a frontend see: the jobs page and `/client.js` as served, the JavaScript
+//! client's tests (Node's test runner, against a real bridge too), and the page end to end in
+//! headless Chromium. The Node and browser parts need `node`, `tests/browser/node_modules`
+//! (`npm ci`) and `/usr/bin/chromium`; without them these tests print why and skip, unless
+//! `BRIDGE_TEST_STRICT=1` (CI), where they fail.
+
+use std::{path::Path, time::Duration};
+
+use crate::common::*;
+use tokio::process::Command;
+
+const CHROMIUM: &str = "/usr/bin/chromium";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_page_and_the_client_module_are_served_from_the_binary() {
+    let bridge = start_bridge(|_| {}).await;
+    let client = reqwest::Client::new();
+    for (path, content_type, contains) in [
+        (
+            "/",
+            "text/html",
+            "<title>Jobs — mcp-progress-bridge</title>",
+        ),
+        ("/jobs-page.js", "text/javascript", "from \"/client.js\""),
+        ("/jobs-page.css", "text/css", ".job-bar"),
+        ("/client.js", "text/javascript", "export function watchJob("),
+    ] {
+        let response = client
+            .get(format!("{}{path}", bridge.base))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200, "{path}");
+        let headers = response.headers().clone();
+        assert!(
+            headers["content-type"]
+                .to_str()
+                .unwrap()
+                .starts_with(content_type),
+            "{path}"
+        );
+        assert_eq!(headers["x-content-type-options"], "nosniff");
+        assert!(headers.contains_key("content-security-policy"), "{path}");
+        let body = response.text().await.unwrap();
+        assert!(body.contains(contains), "{path} has {contains:?}");
+        if path == "/client.js" {
+            assert_eq!(headers["access-control-allow-origin"], "*");
+            // The file served is the one in the repository, byte for byte.
+            let file = std::fs::read_to_string(repo_root().join("web/bridge-client.js")).unwrap();
+            assert_eq!(body, file);
+        }
+    }
+    bridge.shutdown(Duration::from_secs(1)).await;
+}
+
+/// `node` and, for the browser test, playwright-core and Chromium: `None` when all are there,
+/// else the reason to skip.
+fn missing(browser: bool) -> Option<String> {
+    if node().is_none() {
+        return Some("node is not installed".into());
+    }
+    if browser {
+        let modules = repo_root().join("tests/browser/node_modules/playwright-core");
+        if !modules.exists() {
+            return Some(format!(
+                "{} is missing (run `npm ci` in tests/browser)",
+                modules.display()
+            ));
+        }
+        if !Path::new(CHROMIUM).exists() {
+            return Some(format!(
+                "{CHROMIUM} is missing (apt-get install chromium chromium-driver)"
+            ));
+        }
+    }
+    None
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn javascript_client_tests_pass_with_nodes_test_runner_against_a_real_bridge() {
+    if let Some(why) = missing(false) {
+        return skip_or_fail("javascript client tests", &why);
+    }
+    let bridge = start_bridge(|_| {}).await;
+    let mut command = Command::new("node");
+    command
+        .current_dir(repo_root())
+        .args(["--test", "tests/js/"])
+        .env("BRIDGE_URL", &bridge.base);
+    let output = run_to_end(command, Duration::from_secs(120)).await;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "node --test failed:\n{stdout}");
+    assert!(stdout.contains("# fail 0"), "{stdout}");
+    assert!(
+        stdout.contains("# skipped 0"),
+        "the real-bridge tests ran: {stdout}"
+    );
+    bridge.shutdown(Duration::from_secs(1)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_jobs_page_in_headless_chromium() {
+    if let Some(why) = missing(true) {
+        return skip_or_fail("browser test", &why);
+    }
+    let (bridge, proxy) = start_bridge_behind_proxy(|_| {}).await;
+    let shots = target_dir().join("browser");
+    let mut command = Command::new("node");
+    command
+        .current_dir(repo_root().join("tests/browser"))
+        .arg("e2e.mjs")
+        .env("BRIDGE_URL", &proxy.base)
+        .env("CONTROL_URL", &proxy.control_url)
+        .env("SCREENSHOT_DIR", &shots)
+        .env("CHROMIUM", CHROMIUM)
+        .env("JOB_SECRET", TEST_JOB_SECRET);
+    let output = run_to_end(command, Duration::from_secs(240)).await;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "browser test failed:\n{stdout}");
+    assert!(stdout.contains(", 0 failed"), "{stdout}");
+    assert!(proxy.drops() >= 1, "the page's connection was cut once");
+    assert!(shots.join("jobs-page-completed.png").exists());
+    println!("screenshots: {}", shots.display());
+    bridge.shutdown(Duration::from_secs(1)).await;
+}
+
+/// A reader that comes back at a position history no longer holds, after the job ended: the
+/// bridge sends `reset` and then the terminal event with a later id, and the page's client
+/// (`watchJob` from `/client.js`, in Chromium) ends the watch instead of reconnecting for ever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reset_past_the_end_of_a_job_ends_the_watch_in_chromium() {
+    if let Some(why) = missing(true) {
+        return skip_or_fail("browser test", &why);
+    }
+    let bridge = start_bridge(|c| c.jobs.history = 3).await;
+    let mut command = Command::new("node");
+    command
+        .current_dir(repo_root().join("tests/browser"))
+        .arg("reset.mjs")
+        .env("BRIDGE_URL", &bridge.base)
+        .env("CHROMIUM", CHROMIUM);
+    let output = run_to_end(command, Duration::from_secs(120)).await;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "browser test failed:\n{stdout}");
+    assert!(!stdout.contains("not ok"), "{stdout}");
+    bridge.shutdown(Duration::from_secs(1)).await;
+}
