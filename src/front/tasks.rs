@@ -27,7 +27,10 @@ use super::{Front, job_tools::store_error};
 use crate::{
     auth::Identity,
     jobs::InputError,
-    model::{InputAnswer, InputQuestion, JobId, JobSnapshot, JobStatus, meta::JOB_META_KEY},
+    model::{
+        InputAnswer, InputQuestion, JobId, JobSnapshot, JobStatus, iso8601, meta::JOB_META_KEY,
+        now_ms,
+    },
     store::CancelAck,
 };
 
@@ -285,42 +288,11 @@ fn object(value: Value) -> JsonObject {
     }
 }
 
-fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
-}
-
-/// Unix epoch milliseconds as ISO 8601 UTC (`2026-07-28T12:00:00.000Z`), the extension's
-/// timestamps. The date is the proleptic Gregorian civil date of the day number (Howard
-/// Hinnant's `civil_from_days`).
-fn iso8601(ms: u64) -> String {
-    let secs = ms / 1000;
-    let days = (secs / 86_400) as i64;
-    let rest = secs % 86_400;
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
-        rest / 3600,
-        rest % 3600 / 60,
-        rest % 60,
-        ms % 1000
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use rmcp::model::ErrorCode;
 
-    use super::{InputError, answer_refused, iso8601};
+    use super::{InputError, answer_refused};
 
     /// A relayed answer nobody confirmed is the bridge's failure (-32603), not bad params; an
     /// answer that is too large stays the caller's (-32602). Both name the key.
@@ -348,12 +320,5 @@ mod tests {
                 refused.message
             );
         }
-    }
-
-    #[test]
-    fn timestamps_are_iso_8601_utc() {
-        assert_eq!(iso8601(0), "1970-01-01T00:00:00.000Z");
-        assert_eq!(iso8601(951_782_400_123), "2000-02-29T00:00:00.123Z");
-        assert_eq!(iso8601(1_785_240_000_000), "2026-07-28T12:00:00.000Z");
     }
 }

@@ -8,6 +8,7 @@
 //! `http`). What only a store needs (how it delivers events, its trait) is in `store`.
 
 mod channel;
+mod clock;
 mod event;
 mod failure;
 mod ids;
@@ -19,6 +20,7 @@ mod status;
 pub mod wire;
 
 pub use channel::{Channel, Seq};
+pub use clock::{iso8601, now_ms};
 pub use event::{EventBody, EventKind, Heartbeat, ProgressUpdate};
 pub use failure::{FailureReason, JobFailure};
 pub use ids::{CorrelationId, InvalidId, JobId};

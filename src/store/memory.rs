@@ -24,11 +24,11 @@ use tokio_stream::wrappers::{BroadcastStream, errors::BroadcastStreamRecvError};
 
 use super::{
     CancelAck, CancelRequest, ChannelSnapshot, LiveItem, Opened, Replay, Store, StoreError,
-    StoredEvent, now_ms, task_index::TaskIndex,
+    StoredEvent, task_index::TaskIndex,
 };
 use crate::model::{
     Channel, CorrelationId, EventBody, EventKind, Heartbeat, JobId, JobSnapshot, NewJob, Principal,
-    Seq,
+    Seq, now_ms,
     wire::{render_heartbeat, render_job_event, to_vec},
 };
 

@@ -29,7 +29,7 @@ pub use redis::{RedisOptions, RedisStore};
 pub use stored_event::StoredEvent;
 
 use crate::model::{
-    Channel, EventBody, Heartbeat, InputAnswer, JobId, JobSnapshot, NewJob, Principal, Seq,
+    Channel, EventBody, Heartbeat, InputAnswer, JobId, JobSnapshot, NewJob, Principal, Seq, now_ms,
 };
 
 /// Why the store could not do what was asked. The message is whole (what happened and what
@@ -280,12 +280,4 @@ pub trait Store: Send + Sync + 'static {
 
     /// Whether the store answers (for `/readyz`).
     async fn ping(&self) -> Result<(), StoreError>;
-}
-
-/// Milliseconds since the Unix epoch, the unit of every timestamp in snapshots and events.
-pub fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
 }

@@ -67,7 +67,7 @@ impl Inner {
         let mut pipe = ::redis::pipe();
         pipe.cmd("SET")
             .arg(self.keys.lease(&self.replica))
-            .arg(crate::store::now_ms())
+            .arg(crate::model::now_ms())
             .arg("PX")
             .arg(self.lease.as_millis() as u64)
             .ignore()

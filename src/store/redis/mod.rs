@@ -51,12 +51,12 @@ use self::{
 };
 use super::{
     AnswerRequest, AnswerVerdict, CancelAck, CancelRequest, ChannelSnapshot, Opened, Relayed,
-    RelayedAnswer, Replay, ReplyTo, Store, StoreError, StoredEvent, now_ms,
+    RelayedAnswer, Replay, ReplyTo, Store, StoreError, StoredEvent,
 };
 use crate::config::redact_url;
 use crate::model::{
     Channel, EventBody, FailureReason, Heartbeat, JobFailure, JobId, JobSnapshot, NewJob,
-    Principal, Seq,
+    Principal, Seq, now_ms,
     wire::{render_heartbeat, render_job_event},
 };
 use crate::shutdown::{Shutdown, Stage};
