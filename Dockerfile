@@ -14,6 +14,7 @@ WORKDIR /src
 COPY Cargo.toml Cargo.lock ./
 COPY src ./src
 COPY web ./web
+COPY packages/client/dist ./packages/client/dist
 # Cargo.toml declares a benchmark and tests; the manifest must find them to build at all.
 COPY tests ./tests
 COPY benches ./benches

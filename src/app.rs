@@ -444,7 +444,7 @@ fn routes(
                 crate::front::translate_2025_tasks,
             ))
             .route_layer(axum::middleware::from_fn_with_state(
-                front,
+                front.core(),
                 crate::front::follow_listened_tasks,
             )),
         api,

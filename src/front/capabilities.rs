@@ -48,3 +48,19 @@ pub fn union(upstreams: &Upstreams) -> ServerCapabilities {
     }
     capabilities
 }
+
+/// Refuse a method no upstream offers, as a server without that capability would.
+pub fn offered(
+    upstreams: &Upstreams,
+    method: &str,
+    offers: impl Fn(&ServerCapabilities) -> bool,
+) -> Result<(), rmcp::ErrorData> {
+    if offers(&union(upstreams)) {
+        return Ok(());
+    }
+    Err(rmcp::ErrorData::new(
+        rmcp::model::ErrorCode::METHOD_NOT_FOUND,
+        format!("Method not found: {method} (no upstream of this bridge offers it)"),
+        None,
+    ))
+}

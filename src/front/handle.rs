@@ -1,12 +1,18 @@
-//! The job handle an async answer carries, and the `_meta` a sync answer carries.
+//! What the agent is answered besides a tool's own result: the job handle an async answer
+//! carries, the `_meta` a sync answer carries, and the bridge's errors as the agent sees them.
 
-use rmcp::model::{CallToolResult, ContentBlock};
+use rmcp::{
+    ErrorData,
+    model::{CallToolResult, ContentBlock},
+};
 use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::{
     auth::{JobTokens, TokenScope},
+    jobs::JobsError,
     model::{JobId, JobStatus, meta::JOB_META_KEY},
+    upstream::RequestError,
 };
 
 /// Builds the URLs a job handle points to, each with the capability token it needs
@@ -113,4 +119,38 @@ pub fn error_result(text: impl Into<String>) -> CallToolResult {
 /// A successful tool result whose structured content is `value`, with the JSON as text.
 pub fn json_result(value: Value) -> CallToolResult {
     CallToolResult::structured(value)
+}
+
+/// The agent gets a clean message; the log gets the detail (the Redis address, the OS error).
+pub fn store_error(e: JobsError) -> ErrorData {
+    tracing::warn!(error = %e, "a job tool could not reach the job store");
+    ErrorData::internal_error(e.public_message(), None)
+}
+
+/// An upstream's failure as the agent sees it: its own JSON-RPC errors unchanged, the bridge's
+/// (not connected, timed out, too large) as errors that say what happened.
+pub fn upstream_error(error: RequestError, method: &str) -> ErrorData {
+    match error {
+        RequestError::Upstream(error) => error,
+        RequestError::Input { .. } => ErrorData::invalid_request(error.to_string(), None),
+        RequestError::TooLarge { .. } => ErrorData::invalid_request(error.to_string(), None),
+        other => {
+            tracing::info!(%method, error = %other, "a routed request failed");
+            ErrorData::internal_error(other.to_string(), None)
+        }
+    }
+}
+
+/// The most of a client's string (a task ID, a `requestState`, an `inputResponses` key) an
+/// error quotes back: the request may hold megabytes of it, the answer need not.
+const SHOWN_CHARS: usize = 64;
+
+/// `text` as an error quotes it: its first [`SHOWN_CHARS`] characters, `…` when cut.
+pub fn shown(text: &str) -> String {
+    let mut chars = text.chars();
+    let head: String = chars.by_ref().take(SHOWN_CHARS).collect();
+    match chars.next() {
+        Some(_) => format!("{head}…"),
+        None => head,
+    }
 }

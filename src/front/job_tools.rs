@@ -16,17 +16,20 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::{
-    Front,
-    catalog::ANSWER_JOB_INPUT,
-    handle::{attach_job_meta, error_result, json_result},
+    core::Core,
+    handle::{error_result, json_result, store_error},
 };
 use crate::{
-    auth::{Identity, may_access},
+    auth::Identity,
     jobs::InputError,
-    jobs::JobsError,
     model::{InputAction, InputAnswer, JobId, JobSnapshot, JobStatus},
     store::CancelAck,
 };
+
+pub const GET_JOB_STATUS: &str = "get_job_status";
+pub const WAIT_FOR_JOB: &str = "wait_for_job";
+pub const CANCEL_JOB: &str = "cancel_job";
+pub const ANSWER_JOB_INPUT: &str = "answer_job_input";
 
 /// `wait_for_job` default and maximum: the answer must come well inside the 60-100 s after
 /// which agent platforms give up on a tool call.
@@ -103,219 +106,164 @@ fn unknown_job(id: JobId) -> CallToolResult {
 /// `Ok(Err(result))` is a tool error for the agent; `Err` a protocol error.
 type ToolAnswer = Result<CallToolResult, ErrorData>;
 
-/// The agent gets a clean message; the log gets the detail (the Redis address, the OS error).
-pub(super) fn store_error(e: JobsError) -> ErrorData {
-    tracing::warn!(error = %e, "a job tool could not reach the job store");
-    ErrorData::internal_error(e.public_message(), None)
+pub(super) async fn get_job_status(
+    core: &Core,
+    args: Option<JsonObject>,
+    identity: &Identity,
+) -> ToolAnswer {
+    let id = match parse_args::<JobArgs>(args).and_then(|a| parse_job_id(&a.job_id)) {
+        Ok(id) => id,
+        Err(result) => return Ok(result),
+    };
+    match core.visible_job(id, identity).await? {
+        Some(snapshot) => Ok(json_result(
+            serde_json::to_value(&snapshot).unwrap_or_default(),
+        )),
+        None => Ok(unknown_job(id)),
+    }
 }
 
-impl Front {
-    /// The job's snapshot if `identity` may see it (`auth::may_access`); `None` for a job that
-    /// does not exist and for another caller's alike.
-    pub(super) async fn visible_job(
-        &self,
-        id: JobId,
-        identity: &Identity,
-    ) -> Result<Option<JobSnapshot>, ErrorData> {
-        let snapshot = self.inner.jobs.snapshot(id).await.map_err(store_error)?;
-        Ok(snapshot.filter(|s| may_access(identity, s)))
+pub(super) async fn wait_for_job(
+    core: &Core,
+    args: Option<JsonObject>,
+    identity: &Identity,
+) -> ToolAnswer {
+    let (id, timeout) = match parse_args::<WaitArgs>(args).and_then(|a| {
+        let id = parse_job_id(&a.job_id)?;
+        let secs = a.timeout_seconds.unwrap_or(WAIT_DEFAULT_SECS);
+        if !(0.0..=WAIT_MAX_SECS).contains(&secs) {
+            return Err(error_result(format!(
+                "timeout_seconds must be between 0 and {WAIT_MAX_SECS}, got {secs}"
+            )));
+        }
+        Ok((id, Duration::from_secs_f64(secs)))
+    }) {
+        Ok(v) => v,
+        Err(result) => return Ok(result),
+    };
+    if core.visible_job(id, identity).await?.is_none() {
+        return Ok(unknown_job(id));
     }
-
-    pub(super) async fn get_job_status(
-        &self,
-        args: Option<JsonObject>,
-        identity: &Identity,
-    ) -> ToolAnswer {
-        let id = match parse_args::<JobArgs>(args).and_then(|a| parse_job_id(&a.job_id)) {
-            Ok(id) => id,
-            Err(result) => return Ok(result),
-        };
-        match self.visible_job(id, identity).await? {
-            Some(snapshot) => Ok(json_result(
-                serde_json::to_value(&snapshot).unwrap_or_default(),
-            )),
-            None => Ok(unknown_job(id)),
-        }
+    let Some(snapshot) = core.jobs.wait(id, timeout).await.map_err(store_error)? else {
+        return Ok(unknown_job(id));
+    };
+    if snapshot.status.is_terminal() {
+        return Ok(core.final_result(&snapshot));
     }
+    Ok(json_result(json!({
+        "job_id": id,
+        "status": snapshot.status,
+        "progress": snapshot.progress,
+        "total": snapshot.total,
+        "message": snapshot.message,
+        "eta_ms": snapshot.eta_ms,
+        "input_requests": snapshot.input_requests,
+        "instructions": if snapshot.status == JobStatus::InputRequired {
+            format!(
+                "The job's tool asks a question (input_requests): ask the user, answer with \
+                 answer_job_input (job_id \"{id}\"), then call wait_for_job again."
+            )
+        } else {
+            format!(
+                "The job is still running ({}). Call wait_for_job again with job_id \"{id}\".",
+                progress_phrase(&snapshot)
+            )
+        },
+    })))
+}
 
-    pub(super) async fn wait_for_job(
-        &self,
-        args: Option<JsonObject>,
-        identity: &Identity,
-    ) -> ToolAnswer {
-        let (id, timeout) = match parse_args::<WaitArgs>(args).and_then(|a| {
-            let id = parse_job_id(&a.job_id)?;
-            let secs = a.timeout_seconds.unwrap_or(WAIT_DEFAULT_SECS);
-            if !(0.0..=WAIT_MAX_SECS).contains(&secs) {
-                return Err(error_result(format!(
-                    "timeout_seconds must be between 0 and {WAIT_MAX_SECS}, got {secs}"
-                )));
-            }
-            Ok((id, Duration::from_secs_f64(secs)))
-        }) {
-            Ok(v) => v,
-            Err(result) => return Ok(result),
-        };
-        if self.visible_job(id, identity).await?.is_none() {
-            return Ok(unknown_job(id));
-        }
-        let Some(snapshot) = self
-            .inner
-            .jobs
-            .wait(id, timeout)
-            .await
-            .map_err(store_error)?
-        else {
-            return Ok(unknown_job(id));
-        };
-        if snapshot.status.is_terminal() {
-            return Ok(self.final_result(&snapshot));
-        }
-        Ok(json_result(json!({
+pub(super) async fn cancel_job(
+    core: &Core,
+    args: Option<JsonObject>,
+    identity: &Identity,
+) -> ToolAnswer {
+    let id = match parse_args::<JobArgs>(args).and_then(|a| parse_job_id(&a.job_id)) {
+        Ok(id) => id,
+        Err(result) => return Ok(result),
+    };
+    if core.visible_job(id, identity).await?.is_none() {
+        return Ok(unknown_job(id));
+    }
+    let jobs = &core.jobs;
+    match jobs
+        .cancel(id, "cancelled by the agent (cancel_job)".into())
+        .await
+        .map_err(store_error)?
+    {
+        CancelAck::Unknown => Ok(unknown_job(id)),
+        CancelAck::AlreadyTerminal(snapshot) => Ok(json_result(json!({
             "job_id": id,
             "status": snapshot.status,
-            "progress": snapshot.progress,
-            "total": snapshot.total,
-            "message": snapshot.message,
-            "eta_ms": snapshot.eta_ms,
-            "input_requests": snapshot.input_requests,
-            "instructions": if snapshot.status == JobStatus::InputRequired {
-                format!(
-                    "The job's tool asks a question (input_requests): ask the user, answer with \
-                     answer_job_input (job_id \"{id}\"), then call wait_for_job again."
-                )
-            } else {
-                format!(
-                    "The job is still running ({}). Call wait_for_job again with job_id \"{id}\".",
-                    progress_phrase(&snapshot)
-                )
-            },
-        })))
-    }
-
-    pub(super) async fn cancel_job(
-        &self,
-        args: Option<JsonObject>,
-        identity: &Identity,
-    ) -> ToolAnswer {
-        let id = match parse_args::<JobArgs>(args).and_then(|a| parse_job_id(&a.job_id)) {
-            Ok(id) => id,
-            Err(result) => return Ok(result),
-        };
-        if self.visible_job(id, identity).await?.is_none() {
-            return Ok(unknown_job(id));
-        }
-        let jobs = &self.inner.jobs;
-        match jobs
-            .cancel(id, "cancelled by the agent (cancel_job)".into())
-            .await
-            .map_err(store_error)?
-        {
-            CancelAck::Unknown => Ok(unknown_job(id)),
-            CancelAck::AlreadyTerminal(snapshot) => Ok(json_result(json!({
-                "job_id": id,
-                "status": snapshot.status,
-                "cancelled": false,
-                "message": format!("the job had already ended ({}); nothing to cancel", snapshot.status.as_str()),
-            }))),
-            CancelAck::Requested(_) => {
-                let snapshot = jobs.wait(id, CANCEL_CONFIRM).await.map_err(store_error)?;
-                let status = snapshot.as_ref().map_or(JobStatus::Cancelled, |s| s.status);
-                let message = match status {
-                    JobStatus::Cancelled => {
-                        "the job is cancelled; the tool server was told to stop".to_string()
-                    }
-                    JobStatus::Running => {
-                        "cancel requested; the job has not stopped yet".to_string()
-                    }
-                    other => format!(
-                        "the job ended {} before the cancel took effect",
-                        other.as_str()
-                    ),
-                };
-                Ok(json_result(json!({
-                    "job_id": id,
-                    "status": status,
-                    "cancelled": status == JobStatus::Cancelled,
-                    "message": message,
-                })))
-            }
-        }
-    }
-
-    /// `answer_job_input`: the job's question answered (the same checks as every answer
-    /// path: the schema, `jobs.max_input_bytes`, first answer wins). Another caller's job is
-    /// unknown.
-    pub(super) async fn answer_job_input(
-        &self,
-        args: Option<JsonObject>,
-        identity: &Identity,
-    ) -> ToolAnswer {
-        let (id, answer) = match parse_args::<AnswerArgs>(args).and_then(|a| {
-            let id = parse_job_id(&a.job_id)?;
-            let answer = InputAnswer {
-                action: a.action,
-                content: a.content.map(serde_json::Value::Object),
-                key: a.key,
-            };
-            Ok((id, answer))
-        }) {
-            Ok(v) => v,
-            Err(result) => return Ok(result),
-        };
-        if self.visible_job(id, identity).await?.is_none() {
-            return Ok(unknown_job(id));
-        }
-        let action = answer.action;
-        match self.inner.jobs.answer(id, answer, ANSWER_JOB_INPUT).await {
-            Ok(()) => Ok(json_result(json!({
-                "job_id": id,
-                "answered": true,
-                "action": action,
-                "message": format!(
-                    "answered ({}); the job goes on: call wait_for_job with job_id \"{id}\" for its result",
-                    action.as_str()
+            "cancelled": false,
+            "message": format!("the job had already ended ({}); nothing to cancel", snapshot.status.as_str()),
+        }))),
+        CancelAck::Requested(_) => {
+            let snapshot = jobs.wait(id, CANCEL_CONFIRM).await.map_err(store_error)?;
+            let status = snapshot.as_ref().map_or(JobStatus::Cancelled, |s| s.status);
+            let message = match status {
+                JobStatus::Cancelled => {
+                    "the job is cancelled; the tool server was told to stop".to_string()
+                }
+                JobStatus::Running => "cancel requested; the job has not stopped yet".to_string(),
+                other => format!(
+                    "the job ended {} before the cancel took effect",
+                    other.as_str()
                 ),
-            }))),
-            Err(InputError::UnknownJob) => Ok(unknown_job(id)),
-            Err(e @ InputError::NothingToAnswer) => Ok(error_result(format!(
-                "{e}: call get_job_status with job_id \"{id}\" to see whether it asks anything"
-            ))),
-            Err(e @ (InputError::Mismatch(_) | InputError::TooLarge { .. })) => {
-                Ok(error_result(format!("{e}; answer again")))
-            }
-            Err(e @ (InputError::Unconfirmed { .. } | InputError::Unreachable(_))) => {
-                Ok(error_result(e.to_string()))
-            }
+            };
+            Ok(json_result(json!({
+                "job_id": id,
+                "status": status,
+                "cancelled": status == JobStatus::Cancelled,
+                "message": message,
+            })))
         }
     }
+}
 
-    /// The result of an ended job, as the direct call would have answered (a JSON-RPC error
-    /// becomes a tool error: a long-poll has no way to fail the original call).
-    pub(super) fn final_result(&self, snapshot: &JobSnapshot) -> CallToolResult {
-        let id = snapshot.job_id;
-        let stored = snapshot
-            .result
-            .clone()
-            .and_then(|r| serde_json::from_value::<CallToolResult>(r).ok());
-        let mut result = match (snapshot.status, stored) {
-            (JobStatus::Completed | JobStatus::Failed, Some(result)) => result,
-            (JobStatus::Cancelled, _) => error_result(format!(
-                "the job was cancelled: {}",
-                snapshot
-                    .error
-                    .as_ref()
-                    .map_or("no reason given", |e| e.message.as_str())
-            )),
-            _ => error_result(
-                snapshot
-                    .error
-                    .as_ref()
-                    .map_or_else(|| "the job failed".to_string(), |e| e.message.clone()),
-            ),
+/// `answer_job_input`: the job's question answered (the same checks as every answer
+/// path: the schema, `jobs.max_input_bytes`, first answer wins). Another caller's job is
+/// unknown.
+pub(super) async fn answer_job_input(
+    core: &Core,
+    args: Option<JsonObject>,
+    identity: &Identity,
+) -> ToolAnswer {
+    let (id, answer) = match parse_args::<AnswerArgs>(args).and_then(|a| {
+        let id = parse_job_id(&a.job_id)?;
+        let answer = InputAnswer {
+            action: a.action,
+            content: a.content.map(serde_json::Value::Object),
+            key: a.key,
         };
-        attach_job_meta(&mut result, &self.inner.links, id);
-        result
+        Ok((id, answer))
+    }) {
+        Ok(v) => v,
+        Err(result) => return Ok(result),
+    };
+    if core.visible_job(id, identity).await?.is_none() {
+        return Ok(unknown_job(id));
+    }
+    let action = answer.action;
+    match core.jobs.answer(id, answer, ANSWER_JOB_INPUT).await {
+        Ok(()) => Ok(json_result(json!({
+            "job_id": id,
+            "answered": true,
+            "action": action,
+            "message": format!(
+                "answered ({}); the job goes on: call wait_for_job with job_id \"{id}\" for its result",
+                action.as_str()
+            ),
+        }))),
+        Err(InputError::UnknownJob) => Ok(unknown_job(id)),
+        Err(e @ InputError::NothingToAnswer) => Ok(error_result(format!(
+            "{e}: call get_job_status with job_id \"{id}\" to see whether it asks anything"
+        ))),
+        Err(e @ (InputError::Mismatch(_) | InputError::TooLarge { .. })) => {
+            Ok(error_result(format!("{e}; answer again")))
+        }
+        Err(e @ (InputError::Unconfirmed { .. } | InputError::Unreachable(_))) => {
+            Ok(error_result(e.to_string()))
+        }
     }
 }
 

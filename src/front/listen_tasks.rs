@@ -46,8 +46,9 @@ use rmcp::{
 use serde_json::Value;
 
 use super::{
-    Front,
+    core::Core,
     sse_events::{Rewrites, rewrite_events, rewrite_message},
+    tasks,
 };
 use crate::{
     auth::{Identity, ToolAccess},
@@ -73,7 +74,7 @@ pub(super) struct ListenTasks(Arc<Vec<JobId>>, Places);
 pub(super) type Places = Arc<Mutex<HashMap<JobId, OwnedSemaphorePermit>>>;
 
 /// The axum layer in front of rmcp's `/mcp` (see the module docs).
-pub async fn follow_tasks(State(front): State<Front>, request: Request, next: Next) -> Response {
+pub async fn follow_tasks(State(core): State<Arc<Core>>, request: Request, next: Next) -> Response {
     if request.method() != Method::POST {
         return next.run(request).await;
     }
@@ -94,7 +95,7 @@ pub async fn follow_tasks(State(front): State<Front>, request: Request, next: Ne
         .get::<Arc<Identity>>()
         .cloned()
         .unwrap_or_else(|| Arc::new(Identity::anonymous(ToolAccess::Only(Vec::new()))));
-    let (acknowledged, places) = front.acknowledge_tasks(requested, &identity).await;
+    let (acknowledged, places) = acknowledge_tasks(&core, requested, &identity).await;
     parts.extensions.insert(ListenTasks(
         Arc::new(acknowledged.clone()),
         Arc::new(Mutex::new(places)),
@@ -172,104 +173,100 @@ pub(super) fn listed(context: &RequestContext<RoleServer>) -> (Arc<Vec<JobId>>, 
         .unwrap_or_default()
 }
 
-impl Front {
-    /// Of `requested`, the first `limits.max_listen_task_ids` (without repeats) that
-    /// `identity` may see, as far as places of `limits.max_followed_tasks` are free: each with
-    /// its place.
-    async fn acknowledge_tasks(
-        &self,
-        mut requested: Vec<String>,
-        identity: &Identity,
-    ) -> (Vec<JobId>, HashMap<JobId, OwnedSemaphorePermit>) {
-        let mut seen = std::collections::HashSet::new();
-        requested.retain(|id| seen.insert(id.clone()));
-        let max = self.inner.max_listen_task_ids;
-        if requested.len() > max {
-            self.inner
-                .metrics
-                .limit_hits
-                .with_label_values(&["max_listen_task_ids"])
-                .inc();
-            requested.truncate(max);
-        }
-        let mut acknowledged = Vec::new();
-        let mut places = HashMap::new();
-        for id in &requested {
-            let Ok(snapshot) = self.task_job(id, identity).await else {
-                continue;
-            };
-            // Each followed task holds a subscription to its job's channel, like an SSE
-            // reader: bounded for the replica, as readers are by `limits.max_subscribers`.
-            let Ok(place) = self.inner.followed_tasks.clone().try_acquire_owned() else {
-                self.inner
-                    .metrics
-                    .limit_hits
-                    .with_label_values(&["max_followed_tasks"])
-                    .inc();
-                tracing::info!(
-                    "subscriptions/listen: limits.max_followed_tasks tasks are followed already; \
-                     the rest of this request's tasks are not acknowledged (their client polls)"
-                );
-                break;
-            };
-            acknowledged.push(snapshot.job_id);
-            places.insert(snapshot.job_id, place);
-        }
-        (acknowledged, places)
+/// Of `requested`, the first `limits.max_listen_task_ids` (without repeats) that
+/// `identity` may see, as far as places of `limits.max_followed_tasks` are free: each with
+/// its place.
+async fn acknowledge_tasks(
+    core: &Core,
+    mut requested: Vec<String>,
+    identity: &Identity,
+) -> (Vec<JobId>, HashMap<JobId, OwnedSemaphorePermit>) {
+    let mut seen = std::collections::HashSet::new();
+    requested.retain(|id| seen.insert(id.clone()));
+    let max = core.max_listen_task_ids;
+    if requested.len() > max {
+        core.metrics
+            .limit_hits
+            .with_label_values(&["max_listen_task_ids"])
+            .inc();
+        requested.truncate(max);
     }
-
-    /// Push every followed task's state now and at each status change, until each has ended
-    /// (the caller stops it sooner by ending the listen request).
-    pub(super) async fn follow(
-        &self,
-        context: &RequestContext<RoleServer>,
-        (tasks, places): &(Arc<Vec<JobId>>, Places),
-    ) {
-        join_all(tasks.iter().map(|id| {
-            // Held while the task is followed: an ended task gives its place back.
-            let place = places.lock().remove(id);
-            self.follow_one(&context.peer, &context.id, *id, place)
-        }))
-        .await;
-    }
-
-    async fn follow_one(
-        &self,
-        peer: &Peer<RoleServer>,
-        subscription: &RequestId,
-        id: JobId,
-        _place: Option<OwnedSemaphorePermit>,
-    ) {
-        let jobs = &self.inner.jobs;
-        let mut sent: Option<TaskStatus> = None;
-        let mut snapshot = match jobs.snapshot(id).await {
-            Ok(Some(snapshot)) => snapshot,
-            _ => return,
+    let mut acknowledged = Vec::new();
+    let mut places = HashMap::new();
+    for id in &requested {
+        let Ok(snapshot) = tasks::task_job(core, id, identity).await else {
+            continue;
         };
-        loop {
-            let task = self.detailed(&snapshot);
-            let status = task.task.status;
-            if sent != Some(status) {
-                let mut notification =
-                    TaskStatusNotification::new(TaskStatusNotificationParams::new(task));
-                let mut meta = NotificationMetaObject::new();
-                meta.set_subscription_id(subscription.clone());
-                notification.extensions.insert(meta);
-                let pushed = peer
-                    .send_notification(ServerNotification::TaskStatusNotification(notification))
-                    .await;
-                if pushed.is_err() {
-                    return;
-                }
-                sent = Some(status);
-            }
-            if snapshot.status.is_terminal() {
+        // Each followed task holds a subscription to its job's channel, like an SSE
+        // reader: bounded for the replica, as readers are by `limits.max_subscribers`.
+        let Ok(place) = core.followed_tasks.clone().try_acquire_owned() else {
+            core.metrics
+                .limit_hits
+                .with_label_values(&["max_followed_tasks"])
+                .inc();
+            tracing::info!(
+                "subscriptions/listen: limits.max_followed_tasks tasks are followed already; \
+                     the rest of this request's tasks are not acknowledged (their client polls)"
+            );
+            break;
+        };
+        acknowledged.push(snapshot.job_id);
+        places.insert(snapshot.job_id, place);
+    }
+    (acknowledged, places)
+}
+
+/// Push every followed task's state now and at each status change, until each has ended
+/// (the caller stops it sooner by ending the listen request).
+pub(super) async fn follow(
+    core: &Core,
+    context: &RequestContext<RoleServer>,
+    (tasks, places): &(Arc<Vec<JobId>>, Places),
+) {
+    join_all(tasks.iter().map(|id| {
+        // Held while the task is followed: an ended task gives its place back.
+        let place = places.lock().remove(id);
+        follow_one(core, &context.peer, &context.id, *id, place)
+    }))
+    .await;
+}
+
+async fn follow_one(
+    core: &Core,
+    peer: &Peer<RoleServer>,
+    subscription: &RequestId,
+    id: JobId,
+    _place: Option<OwnedSemaphorePermit>,
+) {
+    let jobs = &core.jobs;
+    let mut sent: Option<TaskStatus> = None;
+    let mut snapshot = match jobs.snapshot(id).await {
+        Ok(Some(snapshot)) => snapshot,
+        _ => return,
+    };
+    loop {
+        let task = tasks::detailed(core, &snapshot);
+        let status = task.task.status;
+        if sent != Some(status) {
+            let mut notification =
+                TaskStatusNotification::new(TaskStatusNotificationParams::new(task));
+            let mut meta = NotificationMetaObject::new();
+            meta.set_subscription_id(subscription.clone());
+            notification.extensions.insert(meta);
+            let pushed = peer
+                .send_notification(ServerNotification::TaskStatusNotification(notification))
+                .await;
+            if pushed.is_err() {
                 return;
             }
-            snapshot = match jobs.next_change(id, snapshot.status, LOOK).await {
-                Ok(Some(next)) => next,
-                _ => return,
-            };
+            sent = Some(status);
         }
+        if snapshot.status.is_terminal() {
+            return;
+        }
+        snapshot = match jobs.next_change(id, snapshot.status, LOOK).await {
+            Ok(Some(next)) => next,
+            _ => return,
+        };
     }
 }

@@ -1,17 +1,12 @@
 //! The resources and resource templates the agent sees, and which upstream a URI leads to.
 //!
-//! URIs are kept as the upstream gives them while no other upstream lists the same one (most
-//! servers use their own scheme, so this is the usual case and clients see exactly what a direct
-//! connection shows). A URI (or template) that two upstreams list is rewritten for both, to
-//! `mcp-progress-bridge://<upstream>/<the upstream's URI, verbatim>`: reversible (upstream names
-//! contain no `/`), readable, and accepted for any upstream's resource at any time, so a client
-//! can always name the upstream explicitly. Templates come back expanded by the client in the same
-//! form, so reads of their URIs route the same way.
-//!
-//! A bare URI routes to the one upstream that lists it, else to the one whose template matches
-//! it, else to the only upstream that offers resources at all. Anything else, or a URI the
-//! operator hid (`expose.resources`, matched against the concrete URI on reads and the template
-//! text in lists), is "resource not found", the same answer for hidden and unknown.
+//! URIs are kept as the upstream gives them while no other upstream lists the same one (so
+//! clients see what a direct connection shows). A URI (or template) that two upstreams list is
+//! rewritten for both, to `mcp-progress-bridge://<upstream>/<the upstream's URI, verbatim>`:
+//! reversible, and accepted for any upstream's resource at any time. A bare URI routes to the
+//! one upstream that lists it, else to the one whose template matches it, else to the only
+//! upstream that offers resources. Anything else, or a URI the operator hid
+//! (`expose.resources`), is "resource not found", the same answer for hidden and unknown.
 
 use std::collections::HashMap;
 

@@ -1,22 +1,11 @@
-//! A 2025-11-25 task's questions asked of the client waiting on its `tasks/result`.
-//!
-//! At 2025-11-25 a task whose tool needs input is `input_required`, and the client calls
-//! `tasks/result`: the server sends the request (`elicitation/create`) on that response's
-//! stream, with `_meta["io.modelcontextprotocol/related-task"]` naming the task, and the
-//! client's answer goes to the tool (the TypeScript SDK's `callToolStream` does exactly this).
-//!
-//! The bridge's tool call runs on, its question waiting on the job's input desk
-//! (`jobs::input`) for anyone who may answer it: so a `tasks/result` whose client declared
-//! form elicitation gets every question the desk lists for its job, sent from the handler
-//! itself (rmcp then puts it on that request's stream), and takes the client's answer to the
-//! desk like any other answer path (`by: "tasks/result"`): the first answer wins, whether the
-//! client's or a person's on `input_url`; a later one is dropped. A client's answer that does
-//! not fit the question's schema (or `jobs.max_input_bytes`) cannot be sent back to it (its
-//! request is answered), so the question is declined for it, and the job's channel says why in
-//! a log event. A question answered elsewhere or timed out (`jobs.input_timeout_secs`, which
-//! bounds a client that never answers as it bounds a person) is no longer waited for: its
-//! request to the client is cancelled (`notifications/cancelled`). A client that fails the
-//! request (an error, not an answer) leaves the question to the others.
+//! The questions of a task (of the handshake revision with tasks) asked of the client waiting
+//! on its `tasks/result`: sent on that request's stream, with `_meta[related-task]` naming the
+//! task, to a client that declared form elicitation. The question waits on the job's input
+//! desk meanwhile: the first answer wins, whether the client's or a person's; the client's goes
+//! to the desk like any answer (`by: "tasks/result"`). An answer that does not fit is declined
+//! (its request has been answered: it cannot be told), with a note on the job's channel. A
+//! question answered elsewhere or timed out is withdrawn (`notifications/cancelled`); a client
+//! that fails the request leaves the question to the others. docs/design/mcp-asks.md.
 
 use std::{collections::HashMap, time::Duration};
 
@@ -36,7 +25,7 @@ use rmcp::{
 };
 use serde_json::json;
 
-use super::{Front, job_tools::store_error, relay::takes_questions as caller_takes_questions};
+use super::{caller::Caller, core::Core, handle::store_error};
 use crate::{
     jobs::InputError,
     model::{InputAction, InputAnswer, InputQuestion, JobSnapshot},
@@ -44,7 +33,7 @@ use crate::{
 
 /// The answer path named in the job's `input_answered` events.
 const BY: &str = "tasks/result";
-/// `_meta` key naming the task a request belongs to (2025-11-25).
+/// `_meta` key naming the task a request belongs to.
 pub(super) const RELATED_TASK: &str = "io.modelcontextprotocol/related-task";
 /// How long one look at the job waits before it looks again (the job ends by its own
 /// timeout; a question by `jobs.input_timeout_secs`).
@@ -63,131 +52,127 @@ type Reply = Option<(String, Result<ElicitResult, ServiceError>)>;
 /// awaited, `None` once it came (or the request failed), so no question is sent twice.
 type Sent = HashMap<String, Option<Asked>>;
 
-impl Front {
-    /// Wait until the task's job ends (its `snapshot` now), asking the client of this
-    /// `tasks/result` every question the job waits for meanwhile, if it takes questions; then
-    /// the job's final snapshot. The client's cancel of its request ends the wait, not the job.
-    pub(super) async fn wait_asking(
-        &self,
-        task_id: &str,
-        mut snapshot: JobSnapshot,
-        context: &RequestContext<RoleServer>,
-        unknown: impl Fn() -> ErrorData,
-    ) -> Result<JobSnapshot, ErrorData> {
-        let id = snapshot.job_id;
-        let asks = caller_takes_questions(context);
-        let mut sent = Sent::new();
-        let mut replies: FuturesUnordered<BoxFuture<'static, Reply>> = FuturesUnordered::new();
-        while !snapshot.status.is_terminal() {
-            let waiting: Vec<String> = snapshot
-                .input_requests
-                .iter()
-                .map(|q| q.key.clone())
-                .collect();
-            self.stop_asking(context, &mut sent, |key| !waiting.iter().any(|w| w == key))
-                .await;
-            if asks {
-                for question in &snapshot.input_requests {
-                    if sent.contains_key(&question.key) {
-                        continue;
-                    }
-                    let asked = ask(context, task_id, question).await;
-                    let entry = asked.map(|(asked, reply)| {
-                        replies.push(reply);
-                        asked
-                    });
-                    sent.insert(question.key.clone(), entry);
-                }
-            }
-            tokio::select! {
-                changed = self.inner.jobs.questions_change(id, &waiting, LOOK) => {
-                    snapshot = changed.map_err(store_error)?.ok_or_else(&unknown)?;
-                }
-                Some(reply) = replies.next(), if !replies.is_empty() => {
-                    if let Some((key, reply)) = reply {
-                        sent.insert(key.clone(), None);
-                        self.take_reply(snapshot.job_id, key, reply).await;
-                    }
-                }
-                _ = context.ct.cancelled() => {
-                    self.stop_asking(context, &mut sent, |_| true).await;
-                    return Err(ErrorData::internal_error(
-                        "tasks/result cancelled by the client; the task goes on",
-                        None,
-                    ));
-                }
-            }
-        }
-        self.stop_asking(context, &mut sent, |_| true).await;
-        Ok(snapshot)
-    }
-
-    /// Stop waiting for the client's answers to the questions `gone` names (answered
-    /// elsewhere, timed out, or the wait is over), and tell the client.
-    async fn stop_asking(
-        &self,
-        context: &RequestContext<RoleServer>,
-        sent: &mut Sent,
-        gone: impl Fn(&str) -> bool,
-    ) {
-        let stopped: Vec<String> = sent
+/// Wait until the task's job ends (its `snapshot` now), asking the client of this
+/// `tasks/result` every question the job waits for meanwhile, if it takes questions; then
+/// the job's final snapshot. The client's cancel of its request ends the wait, not the job.
+pub(super) async fn wait_asking(
+    core: &Core,
+    task_id: &str,
+    mut snapshot: JobSnapshot,
+    context: &RequestContext<RoleServer>,
+    unknown: impl Fn() -> ErrorData,
+) -> Result<JobSnapshot, ErrorData> {
+    let id = snapshot.job_id;
+    let asks = Caller::of(context).takes.questions;
+    let mut sent = Sent::new();
+    let mut replies: FuturesUnordered<BoxFuture<'static, Reply>> = FuturesUnordered::new();
+    while !snapshot.status.is_terminal() {
+        let waiting: Vec<String> = snapshot
+            .input_requests
             .iter()
-            .filter(|(key, asked)| asked.is_some() && gone(key))
-            .map(|(key, _)| key.clone())
+            .map(|q| q.key.clone())
             .collect();
-        for key in stopped {
-            let Some(Some(asked)) = sent.insert(key, None) else {
-                continue;
-            };
-            asked.abort.abort();
-            let cancel = CancelledNotification::new(CancelledNotificationParam::new(
-                Some(asked.request),
-                Some("the question was answered elsewhere, timed out, or its task ended".into()),
-            ));
-            // A client that has gone misses it; its answer would be dropped anyway.
-            let _ = context.peer.send_notification(cancel.into()).await;
-        }
-        // Keys of questions no longer waiting are never listed again (unique per job).
-        sent.retain(|key, asked| asked.is_some() || !gone(key));
-    }
-
-    /// The client's reply, taken to the job's input desk as any answer is.
-    async fn take_reply(
-        &self,
-        id: crate::model::JobId,
-        key: String,
-        reply: Result<ElicitResult, ServiceError>,
-    ) {
-        let jobs = &self.inner.jobs;
-        let result = match reply {
-            Ok(result) => result,
-            Err(e) => {
-                tracing::info!(job = %id, %key, error = %e,
-                    "the tasks/result client did not answer the question; it waits for others");
-                return;
+        stop_asking(context, &mut sent, |key| !waiting.iter().any(|w| w == key)).await;
+        if asks {
+            for question in &snapshot.input_requests {
+                if sent.contains_key(&question.key) {
+                    continue;
+                }
+                let asked = ask(context, task_id, question).await;
+                let entry = asked.map(|(asked, reply)| {
+                    replies.push(reply);
+                    asked
+                });
+                sent.insert(question.key.clone(), entry);
             }
-        };
-        let action = match result.action {
-            ElicitationAction::Accept => InputAction::Accept,
-            ElicitationAction::Decline => InputAction::Decline,
-            _ => InputAction::Cancel,
-        };
-        let answer = InputAnswer {
-            action,
-            content: result.content,
-            key: Some(key.clone()),
-        };
-        match jobs.answer(id, answer, BY).await {
-            Ok(()) => {}
-            Err(e @ (InputError::Mismatch(_) | InputError::TooLarge { .. })) => {
-                if let Err(e) = jobs.decline_unfit(id, &key, &e, BY).await {
-                    tracing::info!(job = %id, %key, error = %e, "an unfit answer was not declined");
+        }
+        tokio::select! {
+            changed = core.jobs.questions_change(id, &waiting, LOOK) => {
+                snapshot = changed.map_err(store_error)?.ok_or_else(&unknown)?;
+            }
+            Some(reply) = replies.next(), if !replies.is_empty() => {
+                if let Some((key, reply)) = reply {
+                    sent.insert(key.clone(), None);
+                    take_reply(core, snapshot.job_id, key, reply).await;
                 }
             }
-            // Answered first by someone else, timed out, or the job ended: this one is late.
-            Err(e) => {
-                tracing::info!(job = %id, %key, error = %e, "the tasks/result answer was not taken");
+            _ = context.ct.cancelled() => {
+                stop_asking(context, &mut sent, |_| true).await;
+                return Err(ErrorData::internal_error(
+                    "tasks/result cancelled by the client; the task goes on",
+                    None,
+                ));
             }
+        }
+    }
+    stop_asking(context, &mut sent, |_| true).await;
+    Ok(snapshot)
+}
+
+/// Stop waiting for the client's answers to the questions `gone` names (answered
+/// elsewhere, timed out, or the wait is over), and tell the client.
+async fn stop_asking(
+    context: &RequestContext<RoleServer>,
+    sent: &mut Sent,
+    gone: impl Fn(&str) -> bool,
+) {
+    let stopped: Vec<String> = sent
+        .iter()
+        .filter(|(key, asked)| asked.is_some() && gone(key))
+        .map(|(key, _)| key.clone())
+        .collect();
+    for key in stopped {
+        let Some(Some(asked)) = sent.insert(key, None) else {
+            continue;
+        };
+        asked.abort.abort();
+        let cancel = CancelledNotification::new(CancelledNotificationParam::new(
+            Some(asked.request),
+            Some("the question was answered elsewhere, timed out, or its task ended".into()),
+        ));
+        // A client that has gone misses it; its answer would be dropped anyway.
+        let _ = context.peer.send_notification(cancel.into()).await;
+    }
+    // Keys of questions no longer waiting are never listed again (unique per job).
+    sent.retain(|key, asked| asked.is_some() || !gone(key));
+}
+
+/// The client's reply, taken to the job's input desk as any answer is.
+async fn take_reply(
+    core: &Core,
+    id: crate::model::JobId,
+    key: String,
+    reply: Result<ElicitResult, ServiceError>,
+) {
+    let jobs = &core.jobs;
+    let result = match reply {
+        Ok(result) => result,
+        Err(e) => {
+            tracing::info!(job = %id, %key, error = %e,
+                    "the tasks/result client did not answer the question; it waits for others");
+            return;
+        }
+    };
+    let action = match result.action {
+        ElicitationAction::Accept => InputAction::Accept,
+        ElicitationAction::Decline => InputAction::Decline,
+        _ => InputAction::Cancel,
+    };
+    let answer = InputAnswer {
+        action,
+        content: result.content,
+        key: Some(key.clone()),
+    };
+    match jobs.answer(id, answer, BY).await {
+        Ok(()) => {}
+        Err(e @ (InputError::Mismatch(_) | InputError::TooLarge { .. })) => {
+            if let Err(e) = jobs.decline_unfit(id, &key, &e, BY).await {
+                tracing::info!(job = %id, %key, error = %e, "an unfit answer was not declined");
+            }
+        }
+        // Answered first by someone else, timed out, or the job ended: this one is late.
+        Err(e) => {
+            tracing::info!(job = %id, %key, error = %e, "the tasks/result answer was not taken");
         }
     }
 }

@@ -13,7 +13,7 @@
 //! after question) is not told past that bound (`bridge_limit_hits_total{limit=
 //! "max_task_status_notifications"}`), except of its end, which is always sent.
 
-use std::time::Duration;
+use std::{sync::Arc, time::Duration};
 
 use futures::StreamExt;
 use rmcp::{
@@ -22,7 +22,7 @@ use rmcp::{
     service::Peer,
 };
 
-use super::{Front, tasks_2025::task_2025};
+use super::{core::Core, tasks, tasks_2025::task_2025};
 use crate::{
     model::{Channel, EventKind, JobId},
     store::LiveItem,
@@ -34,79 +34,82 @@ const METHOD: &str = "notifications/tasks/status";
 /// up on the session (a client that does not read its stream).
 const SEND_TIMEOUT: Duration = Duration::from_secs(10);
 
-impl Front {
-    /// Tell the session behind `peer` of task `id`'s status changes from now on; `told` is
-    /// the status its creation answer gave.
-    pub(super) fn follow_task_status(&self, id: JobId, peer: Peer<RoleServer>, told: TaskStatus) {
-        let front = self.clone();
-        self.inner
-            .tasks
-            .spawn_until_stopped(async move { front.tell_status_changes(id, peer, told).await });
-    }
+/// Tell the session behind `peer` of task `id`'s status changes from now on; `told` is
+/// the status its creation answer gave.
+pub(super) fn follow_task_status(
+    core: &Arc<Core>,
+    id: JobId,
+    peer: Peer<RoleServer>,
+    told: TaskStatus,
+) {
+    let follower = tell_status_changes(core.clone(), id, peer, told);
+    core.tasks.spawn_until_stopped(follower);
+}
 
-    async fn tell_status_changes(self, id: JobId, peer: Peer<RoleServer>, mut told: TaskStatus) {
-        let store = self.inner.jobs.store().clone();
-        let Ok(Some(opened)) = store.open(&Channel::Job(id), None).await else {
-            return;
-        };
-        let mut live = opened.live;
-        let cap = self.inner.config.max_task_status_notifications;
-        let mut sent = 0usize;
-        let mut capped = false;
-        // Looked once at the start (a change before the subscription), then on each event
-        // that may change the status.
-        let mut look = true;
-        let mut open = true;
-        loop {
-            if look {
-                let Ok(Some(snapshot)) = store.snapshot(id).await else {
-                    return;
-                };
-                let task = self.detailed(&snapshot).task;
-                let ended = snapshot.status.is_terminal();
-                if task.status != told {
-                    if ended || sent < cap {
-                        let notification = ServerNotification::CustomNotification(
-                            CustomNotification::new(METHOD, Some(task_2025(&task))),
-                        );
-                        let delivered = tokio::time::timeout(
-                            SEND_TIMEOUT,
-                            peer.send_notification(notification),
-                        )
-                        .await;
-                        if !matches!(delivered, Ok(Ok(()))) {
-                            tracing::debug!(job = %id, "the session that created the task is gone: no more status notifications");
-                            return;
-                        }
-                        sent += 1;
-                        told = task.status;
-                    } else if !capped {
-                        capped = true;
-                        self.inner
-                            .metrics
-                            .limit_hits
-                            .with_label_values(&["max_task_status_notifications"])
-                            .inc();
+async fn tell_status_changes(
+    core: Arc<Core>,
+    id: JobId,
+    peer: Peer<RoleServer>,
+    mut told: TaskStatus,
+) {
+    let store = core.jobs.store().clone();
+    let Ok(Some(opened)) = store.open(&Channel::Job(id), None).await else {
+        return;
+    };
+    let mut live = opened.live;
+    let cap = core.config.max_task_status_notifications;
+    let mut sent = 0usize;
+    let mut capped = false;
+    // Looked once at the start (a change before the subscription), then on each event
+    // that may change the status.
+    let mut look = true;
+    let mut open = true;
+    loop {
+        if look {
+            let Ok(Some(snapshot)) = store.snapshot(id).await else {
+                return;
+            };
+            let task = tasks::detailed(&core, &snapshot).task;
+            let ended = snapshot.status.is_terminal();
+            if task.status != told {
+                if ended || sent < cap {
+                    let notification = ServerNotification::CustomNotification(
+                        CustomNotification::new(METHOD, Some(task_2025(&task))),
+                    );
+                    let delivered =
+                        tokio::time::timeout(SEND_TIMEOUT, peer.send_notification(notification))
+                            .await;
+                    if !matches!(delivered, Ok(Ok(()))) {
+                        tracing::debug!(job = %id, "the session that created the task is gone: no more status notifications");
+                        return;
                     }
-                }
-                if ended || !open {
-                    return;
+                    sent += 1;
+                    told = task.status;
+                } else if !capped {
+                    capped = true;
+                    core.metrics
+                        .limit_hits
+                        .with_label_values(&["max_task_status_notifications"])
+                        .inc();
                 }
             }
-            look = match live.next().await {
-                Some(LiveItem::Event(event)) => {
-                    matches!(
-                        event.kind,
-                        EventKind::InputRequired | EventKind::InputAnswered
-                    ) || event.kind.is_terminal()
-                }
-                Some(LiveItem::Lagged) => true,
-                // The channel ended (the job did): one last look tells its end.
-                None => {
-                    open = false;
-                    true
-                }
-            };
+            if ended || !open {
+                return;
+            }
         }
+        look = match live.next().await {
+            Some(LiveItem::Event(event)) => {
+                matches!(
+                    event.kind,
+                    EventKind::InputRequired | EventKind::InputAnswered
+                ) || event.kind.is_terminal()
+            }
+            Some(LiveItem::Lagged) => true,
+            // The channel ended (the job did): one last look tells its end.
+            None => {
+                open = false;
+                true
+            }
+        };
     }
 }

@@ -23,7 +23,10 @@ use rmcp::{
 };
 use serde_json::{Value, json};
 
-use super::{Front, job_tools::store_error};
+use super::{
+    core::Core,
+    handle::{shown, store_error},
+};
 use crate::{
     auth::Identity,
     jobs::InputError,
@@ -37,34 +40,15 @@ use crate::{
 /// The reason a job cancelled through `tasks/cancel` gives.
 const CANCEL_REASON: &str = "cancelled by the MCP client (tasks/cancel)";
 
-/// The most of a client's string (a task ID, a `requestState`, an `inputResponses` key) an
-/// error quotes back: the request may hold megabytes of it, the answer need not.
-const SHOWN_CHARS: usize = 64;
-
-/// `text` as an error quotes it: its first [`SHOWN_CHARS`] characters, `…` when cut.
-pub(super) fn shown(text: &str) -> String {
-    let mut chars = text.chars();
-    let head: String = chars.by_ref().take(SHOWN_CHARS).collect();
-    match chars.next() {
-        Some(_) => format!("{head}…"),
-        None => head,
-    }
-}
-
 /// `inputResponses` with more answers than `jobs.max_input_responses` allows: refused whole
 /// (-32602 naming the key) before any of them is read, so a request cannot make the bridge
 /// look up (or, with several replicas, relay) thousands of answers.
-pub(super) fn too_many_responses(
-    front: &Front,
-    responses: &InputResponses,
-) -> Result<(), ErrorData> {
-    let limit = front.inner.config.max_input_responses;
+pub(super) fn too_many_responses(core: &Core, responses: &InputResponses) -> Result<(), ErrorData> {
+    let limit = core.config.max_input_responses;
     if responses.len() <= limit {
         return Ok(());
     }
-    front
-        .inner
-        .metrics
+    core.metrics
         .limit_hits
         .with_label_values(&["max_input_responses"])
         .inc();
@@ -104,152 +88,149 @@ fn unknown_task(task_id: &str) -> ErrorData {
     )
 }
 
-impl Front {
-    /// The answer to a `tools/call` that becomes a task: the seed state of job `id`.
-    pub(super) fn create_task_result(&self, id: JobId) -> CreateTaskResult {
-        let now = now_ms();
-        let task = Task::new(
-            id.to_string(),
-            TaskStatus::Working,
-            iso8601(now),
-            iso8601(now),
-        );
-        let mut meta = rmcp::model::MetaObject::new();
-        meta.insert(JOB_META_KEY.to_string(), self.task_links(id));
-        CreateTaskResult::new(self.with_timing(task, now, None)).with_meta(meta)
-    }
+/// The answer to a `tools/call` that becomes a task: the seed state of job `id`.
+pub(super) fn create_task_result(core: &Core, id: JobId) -> CreateTaskResult {
+    let now = now_ms();
+    let task = Task::new(
+        id.to_string(),
+        TaskStatus::Working,
+        iso8601(now),
+        iso8601(now),
+    );
+    let mut meta = rmcp::model::MetaObject::new();
+    meta.insert(JOB_META_KEY.to_string(), task_links(core, id));
+    CreateTaskResult::new(with_timing(core, task, now, None)).with_meta(meta)
+}
 
-    /// `tasks/get`: the job as a task, with its result or error once it has ended.
-    pub(super) async fn read_task(
-        &self,
-        task_id: &str,
-        identity: &Identity,
-    ) -> Result<DetailedTask, ErrorData> {
-        let snapshot = self.task_job(task_id, identity).await?;
-        Ok(self.detailed(&snapshot))
-    }
+/// `tasks/get`: the job as a task, with its result or error once it has ended.
+pub(super) async fn read_task(
+    core: &Core,
+    task_id: &str,
+    identity: &Identity,
+) -> Result<DetailedTask, ErrorData> {
+    let snapshot = task_job(core, task_id, identity).await?;
+    Ok(detailed(core, &snapshot))
+}
 
-    /// `tasks/cancel`: cancel the job wherever it runs. Acknowledged at once; a task that has
-    /// already ended stays as it ended (cancellation is cooperative in the extension).
-    pub(super) async fn cancel_task_job(
-        &self,
-        task_id: &str,
-        identity: &Identity,
-    ) -> Result<(), ErrorData> {
-        let snapshot = self.task_job(task_id, identity).await?;
-        let ack = self
-            .inner
-            .jobs
-            .cancel(snapshot.job_id, CANCEL_REASON.into())
-            .await
-            .map_err(store_error)?;
-        match ack {
-            CancelAck::Unknown => Err(unknown_task(task_id)),
-            CancelAck::AlreadyTerminal(_) | CancelAck::Requested(_) => Ok(()),
-        }
+/// `tasks/cancel`: cancel the job wherever it runs. Acknowledged at once; a task that has
+/// already ended stays as it ended (cancellation is cooperative in the extension).
+pub(super) async fn cancel_task_job(
+    core: &Core,
+    task_id: &str,
+    identity: &Identity,
+) -> Result<(), ErrorData> {
+    let snapshot = task_job(core, task_id, identity).await?;
+    let ack = core
+        .jobs
+        .cancel(snapshot.job_id, CANCEL_REASON.into())
+        .await
+        .map_err(store_error)?;
+    match ack {
+        CancelAck::Unknown => Err(unknown_task(task_id)),
+        CancelAck::AlreadyTerminal(_) | CancelAck::Requested(_) => Ok(()),
     }
+}
 
-    /// `tasks/update`: each response answers the job's question of that key (an
-    /// `ElicitResult`: `action`, and `content` for accept). Unknown or already answered keys
-    /// are ignored, as the extension says; an answer that does not fit its question's schema
-    /// is refused naming the field.
-    pub(super) async fn update_task_job(
-        &self,
-        task_id: &str,
-        responses: InputResponses,
-        identity: &Identity,
-    ) -> Result<(), ErrorData> {
-        too_many_responses(self, &responses)?;
-        let snapshot = self.task_job(task_id, identity).await?;
-        for (key, response) in responses {
-            let mut answer: InputAnswer = match serde_json::from_value(response) {
-                Ok(answer) => answer,
-                Err(e) => {
-                    return Err(ErrorData::invalid_params(
-                        format!(
-                            "inputResponses[{:?}] is not an elicitation result: {e}",
-                            shown(&key)
-                        ),
-                        None,
-                    ));
-                }
-            };
-            answer.key = Some(key.clone());
-            let by = "tasks/update";
-            match self.inner.jobs.answer(snapshot.job_id, answer, by).await {
-                Ok(()) | Err(InputError::NothingToAnswer | InputError::UnknownJob) => {}
-                Err(e) => return Err(answer_refused(&key, e)),
-            }
-        }
-        Ok(())
-    }
-
-    /// The job behind `task_id`, if `identity` may see it.
-    pub(super) async fn task_job(
-        &self,
-        task_id: &str,
-        identity: &Identity,
-    ) -> Result<JobSnapshot, ErrorData> {
-        let id: JobId = task_id.parse().map_err(|_| unknown_task(task_id))?;
-        self.visible_job(id, identity)
-            .await?
-            .ok_or_else(|| unknown_task(task_id))
-    }
-
-    /// The job in the extension's terms (see the module comment for the mapping).
-    pub(super) fn detailed(&self, snapshot: &JobSnapshot) -> DetailedTask {
-        let mut task = Task::new(
-            snapshot.job_id.to_string(),
-            TaskStatus::Working,
-            iso8601(snapshot.created_at),
-            iso8601(snapshot.updated_at),
-        );
-        let message = match snapshot.status {
-            JobStatus::Running | JobStatus::Completed => snapshot.message.clone(),
-            JobStatus::InputRequired => snapshot.input_requests.first().map(|q| q.message.clone()),
-            JobStatus::Failed | JobStatus::Cancelled => {
-                snapshot.error.as_ref().map(|e| e.message.clone())
+/// `tasks/update`: each response answers the job's question of that key (an
+/// `ElicitResult`: `action`, and `content` for accept). Unknown or already answered keys
+/// are ignored, as the extension says; an answer that does not fit its question's schema
+/// is refused naming the field.
+pub(super) async fn update_task_job(
+    core: &Core,
+    task_id: &str,
+    responses: InputResponses,
+    identity: &Identity,
+) -> Result<(), ErrorData> {
+    too_many_responses(core, &responses)?;
+    let snapshot = task_job(core, task_id, identity).await?;
+    for (key, response) in responses {
+        let mut answer: InputAnswer = match serde_json::from_value(response) {
+            Ok(answer) => answer,
+            Err(e) => {
+                return Err(ErrorData::invalid_params(
+                    format!(
+                        "inputResponses[{:?}] is not an elicitation result: {e}",
+                        shown(&key)
+                    ),
+                    None,
+                ));
             }
         };
-        task.status_message = message;
-        let task = self.with_timing(task, snapshot.created_at, snapshot.finished_at);
-        let payload = match snapshot.status {
-            JobStatus::Running => TaskPayload::Working,
-            JobStatus::InputRequired => TaskPayload::InputRequired {
-                input_requests: input_requests(&snapshot.input_requests),
-            },
-            JobStatus::Cancelled => TaskPayload::Cancelled,
-            JobStatus::Failed if snapshot.rpc_error.is_some() => TaskPayload::Failed {
-                error: object(snapshot.rpc_error.clone().unwrap_or_default()),
-            },
-            JobStatus::Completed | JobStatus::Failed => TaskPayload::Completed {
-                result: result_object(self.final_result(snapshot)),
-            },
-        };
-        DetailedTask::new(task, payload)
+        answer.key = Some(key.clone());
+        let by = "tasks/update";
+        match core.jobs.answer(snapshot.job_id, answer, by).await {
+            Ok(()) | Err(InputError::NothingToAnswer | InputError::UnknownJob) => {}
+            Err(e) => return Err(answer_refused(&key, e)),
+        }
     }
+    Ok(())
+}
 
-    /// `pollIntervalMs` from `jobs.task_poll_interval_ms`; `ttlMs` from creation to when the
-    /// job stops being readable: its end plus `jobs.retention_secs` (while it runs, at least
-    /// what has passed plus the retention; the extension lets the value change).
-    fn with_timing(&self, task: Task, created_at: u64, finished_at: Option<u64>) -> Task {
-        let config = &self.inner.config;
-        let end = finished_at.unwrap_or_else(now_ms).max(created_at);
-        let ttl = end - created_at + config.retention_secs.saturating_mul(1000);
-        task.with_poll_interval_ms(config.task_poll_interval_ms)
-            .with_ttl_ms(ttl)
-    }
+/// The job behind `task_id`, if `identity` may see it.
+pub(super) async fn task_job(
+    core: &Core,
+    task_id: &str,
+    identity: &Identity,
+) -> Result<JobSnapshot, ErrorData> {
+    let id: JobId = task_id.parse().map_err(|_| unknown_task(task_id))?;
+    core.visible_job(id, identity)
+        .await?
+        .ok_or_else(|| unknown_task(task_id))
+}
 
-    /// What a task's `_meta` names: the job and its live channel (the extension has no
-    /// progress; the job's SSE channel does).
-    fn task_links(&self, id: JobId) -> Value {
-        let links = &self.inner.links;
-        json!({
-            "job_id": id,
-            "events_url": links.events_url(id),
-            "input_url": links.input_url(id),
-        })
-    }
+/// The job in the extension's terms (see the module comment for the mapping).
+pub(super) fn detailed(core: &Core, snapshot: &JobSnapshot) -> DetailedTask {
+    let mut task = Task::new(
+        snapshot.job_id.to_string(),
+        TaskStatus::Working,
+        iso8601(snapshot.created_at),
+        iso8601(snapshot.updated_at),
+    );
+    let message = match snapshot.status {
+        JobStatus::Running | JobStatus::Completed => snapshot.message.clone(),
+        JobStatus::InputRequired => snapshot.input_requests.first().map(|q| q.message.clone()),
+        JobStatus::Failed | JobStatus::Cancelled => {
+            snapshot.error.as_ref().map(|e| e.message.clone())
+        }
+    };
+    task.status_message = message;
+    let task = with_timing(core, task, snapshot.created_at, snapshot.finished_at);
+    let payload = match snapshot.status {
+        JobStatus::Running => TaskPayload::Working,
+        JobStatus::InputRequired => TaskPayload::InputRequired {
+            input_requests: input_requests(&snapshot.input_requests),
+        },
+        JobStatus::Cancelled => TaskPayload::Cancelled,
+        JobStatus::Failed if snapshot.rpc_error.is_some() => TaskPayload::Failed {
+            error: object(snapshot.rpc_error.clone().unwrap_or_default()),
+        },
+        JobStatus::Completed | JobStatus::Failed => TaskPayload::Completed {
+            result: result_object(core.final_result(snapshot)),
+        },
+    };
+    DetailedTask::new(task, payload)
+}
+
+/// `pollIntervalMs` from `jobs.task_poll_interval_ms`; `ttlMs` from creation to when the
+/// job stops being readable: its end plus `jobs.retention_secs` (while it runs, at least
+/// what has passed plus the retention; the extension lets the value change).
+fn with_timing(core: &Core, task: Task, created_at: u64, finished_at: Option<u64>) -> Task {
+    let config = &core.config;
+    let end = finished_at.unwrap_or_else(now_ms).max(created_at);
+    let ttl = end - created_at + config.retention_secs.saturating_mul(1000);
+    task.with_poll_interval_ms(config.task_poll_interval_ms)
+        .with_ttl_ms(ttl)
+}
+
+/// What a task's `_meta` names: the job and its live channel (the extension has no
+/// progress; the job's SSE channel does).
+fn task_links(core: &Core, id: JobId) -> Value {
+    let links = &core.links;
+    json!({
+        "job_id": id,
+        "events_url": links.events_url(id),
+        "input_url": links.input_url(id),
+    })
 }
 
 /// The job's waiting questions as the extension's `inputRequests`: each an

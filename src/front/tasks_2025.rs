@@ -32,7 +32,7 @@
 //! `pollInterval` for `ttlMs` and `pollIntervalMs`, no payload: the result comes from
 //! `tasks/result`), bound to the caller the same way: another principal's task is "not found".
 
-use std::time::Duration;
+use std::{sync::Arc, time::Duration};
 
 use axum::{
     body::{Body, Bytes},
@@ -49,9 +49,13 @@ use rmcp::{
 use serde_json::{Value, json};
 
 use super::{
-    Front, caller, catalog,
+    caller::{self, Caller},
+    catalog,
+    core::Core,
     sse_events::{Rewrites, rewrite_events, rewrite_message},
+    task_questions,
     task_questions::RELATED_TASK,
+    task_status, tasks, tool_call,
 };
 use crate::{
     auth::Identity,
@@ -265,265 +269,265 @@ pub(super) fn task_2025(task: &Task) -> Value {
     value
 }
 
-impl Front {
-    /// A request [`translate`] renamed, answered; `None` for any other custom method.
-    pub(super) async fn serve_2025(
-        &self,
-        request: &CustomRequest,
-        context: &RequestContext<RoleServer>,
-    ) -> Option<Result<Value, ErrorData>> {
-        let method = request.method.strip_prefix(PREFIX)?;
-        let marked = context
-            .extensions
-            .get::<http::request::Parts>()
-            .is_some_and(|parts| parts.extensions.get::<Tasks2025>().is_some());
-        if !marked {
-            return None;
-        }
-        let identity = caller::identity(context);
-        let params = request.params.as_ref();
-        Some(match method {
-            "tools/call" => self.call_2025(params, context, &identity).await,
-            "tasks/get" => match task_id_param(params) {
-                Ok(task_id) => self.get_2025(&task_id, &identity).await,
-                Err(e) => Err(e),
-            },
-            "tasks/result" => match task_id_param(params) {
-                Ok(task_id) => self.result_2025(&task_id, context, &identity).await,
-                Err(e) => Err(e),
-            },
-            "tasks/cancel" => match task_id_param(params) {
-                Ok(task_id) => self.cancel_2025(&task_id, &identity).await,
-                Err(e) => Err(e),
-            },
-            "tasks/list" => self.list_2025(params, &identity).await,
-            _ => return None,
-        })
+/// A request [`translate`] renamed, answered; `None` for any other custom method.
+pub(super) async fn serve_2025(
+    core: &Arc<Core>,
+    request: &CustomRequest,
+    context: &RequestContext<RoleServer>,
+) -> Option<Result<Value, ErrorData>> {
+    let method = request.method.strip_prefix(PREFIX)?;
+    let marked = context
+        .extensions
+        .get::<http::request::Parts>()
+        .is_some_and(|parts| parts.extensions.get::<Tasks2025>().is_some());
+    if !marked {
+        return None;
     }
+    let identity = caller::identity(context);
+    let params = request.params.as_ref();
+    Some(match method {
+        "tools/call" => call_2025(core, params, context, &identity).await,
+        "tasks/get" => match task_id_param(params) {
+            Ok(task_id) => get_2025(core, &task_id, &identity).await,
+            Err(e) => Err(e),
+        },
+        "tasks/result" => match task_id_param(params) {
+            Ok(task_id) => result_2025(core, &task_id, context, &identity).await,
+            Err(e) => Err(e),
+        },
+        "tasks/cancel" => match task_id_param(params) {
+            Ok(task_id) => cancel_2025(core, &task_id, &identity).await,
+            Err(e) => Err(e),
+        },
+        "tasks/list" => list_2025(core, params, &identity).await,
+        _ => return None,
+    })
+}
 
-    /// A task-augmented `tools/call`: the job starts as an async call would, and the answer is
-    /// its task. A call that cannot start (unknown tool, quota, upstream down) is a JSON-RPC
-    /// error saying why: a 2025-11-25 client takes nothing but a task here.
-    async fn call_2025(
-        &self,
-        params: Option<&Value>,
-        context: &RequestContext<RoleServer>,
-        identity: &Identity,
-    ) -> Result<Value, ErrorData> {
-        let params = params.cloned().unwrap_or(Value::Null);
-        match params.get("task") {
-            Some(Value::Object(task)) => match task.get("ttl") {
-                None | Some(Value::Null) => {}
-                Some(ttl) if ttl.is_u64() => {}
-                Some(_) => {
-                    return Err(ErrorData::invalid_params(
-                        "params.task.ttl must be a whole number of milliseconds",
-                        None,
-                    ));
-                }
-            },
-            _ => {
+/// A task-augmented `tools/call`: the job starts as an async call would, and the answer is
+/// its task. A call that cannot start (unknown tool, quota, upstream down) is a JSON-RPC
+/// error saying why: a 2025-11-25 client takes nothing but a task here.
+async fn call_2025(
+    core: &Arc<Core>,
+    params: Option<&Value>,
+    context: &RequestContext<RoleServer>,
+    identity: &Identity,
+) -> Result<Value, ErrorData> {
+    let params = params.cloned().unwrap_or(Value::Null);
+    match params.get("task") {
+        Some(Value::Object(task)) => match task.get("ttl") {
+            None | Some(Value::Null) => {}
+            Some(ttl) if ttl.is_u64() => {}
+            Some(_) => {
                 return Err(ErrorData::invalid_params(
-                    "params.task must be an object ({} or {\"ttl\": <ms>})",
+                    "params.task.ttl must be a whole number of milliseconds",
                     None,
                 ));
             }
-        }
-        let request: CallToolRequestParams = serde_json::from_value(params)
-            .map_err(|e| ErrorData::invalid_params(format!("tools/call: {e}"), None))?;
-        let name = request.name.to_string();
-        if catalog::split(&name).is_none() {
-            // The job tools answer at once; they are not listed with taskSupport.
-            return Err(ErrorData::new(
-                rmcp::model::ErrorCode::METHOD_NOT_FOUND,
-                format!("tool {name:?} does not run as a task: call it without params.task"),
+        },
+        _ => {
+            return Err(ErrorData::invalid_params(
+                "params.task must be an object ({} or {\"ttl\": <ms>})",
                 None,
             ));
         }
-        let response = self
-            .call_upstream_as(request, context.clone(), identity, true)
+    }
+    let request: CallToolRequestParams = serde_json::from_value(params)
+        .map_err(|e| ErrorData::invalid_params(format!("tools/call: {e}"), None))?;
+    let name = request.name.to_string();
+    if catalog::split(&name).is_none() {
+        // The job tools answer at once; they are not listed with taskSupport.
+        return Err(ErrorData::new(
+            rmcp::model::ErrorCode::METHOD_NOT_FOUND,
+            format!("tool {name:?} does not run as a task: call it without params.task"),
+            None,
+        ));
+    }
+    let caller = Caller::of(context);
+    let response = tool_call::call_tool(core, request, context.clone(), caller, true).await?;
+    match response {
+        CallToolResponse::Task(created) => {
+            if let Ok(id) = created.task.task_id.parse::<JobId>() {
+                remember_task(core, identity, id).await;
+                task_status::follow_task_status(
+                    core,
+                    id,
+                    context.peer.clone(),
+                    created.task.status,
+                );
+            }
+            let mut answer = json!({ "task": task_2025(&created.task) });
+            if let Some(meta) = created.meta {
+                answer["_meta"] = serde_json::to_value(meta).unwrap_or_default();
+            }
+            Ok(answer)
+        }
+        CallToolResponse::Complete(result) => {
+            let text = result
+                .content
+                .iter()
+                .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+                .collect::<Vec<_>>()
+                .join(" ");
+            let data = result
+                .meta
+                .map(|m| serde_json::to_value(m).unwrap_or_default());
+            Err(ErrorData::internal_error(
+                format!("the call did not start: {text}"),
+                data,
+            ))
+        }
+        _ => Err(ErrorData::internal_error(
+            "the call did not start as a task",
+            None,
+        )),
+    }
+}
+
+/// Remember a task for `tasks/list` (either revision's) in the store's index: with Redis,
+/// every replica lists it. A store that cannot take it now leaves the task unlisted (it
+/// runs, and is readable by `tasks/get`); the log says so.
+pub(super) async fn remember_task(core: &Core, identity: &Identity, id: JobId) {
+    let capacity = core.config.max_listed_tasks;
+    let store = core.jobs.store();
+    match store.list_task(&identity.principal, id, capacity).await {
+        Ok(false) => {}
+        Ok(true) => core
+            .metrics
+            .limit_hits
+            .with_label_values(&["max_listed_tasks"])
+            .inc(),
+        Err(e) => {
+            tracing::warn!(job = %id, error = %e, "a task was not indexed for tasks/list")
+        }
+    }
+}
+
+async fn task_snapshot(
+    core: &Core,
+    task_id: &str,
+    identity: &Identity,
+) -> Result<JobSnapshot, ErrorData> {
+    let id: JobId = task_id.parse().map_err(|_| unknown_task(task_id))?;
+    core.visible_job(id, identity)
+        .await?
+        .ok_or_else(|| unknown_task(task_id))
+}
+
+/// `tasks/get`: the job as a 2025-11-25 task.
+async fn get_2025(core: &Core, task_id: &str, identity: &Identity) -> Result<Value, ErrorData> {
+    let snapshot = task_snapshot(core, task_id, identity).await?;
+    Ok(task_2025(&tasks::detailed(core, &snapshot).task))
+}
+
+/// `tasks/result`: wait until the job has ended (bounded by the job's own timeout; the
+/// client's cancel ends the wait, not the job), asking the client the job's questions
+/// meanwhile if it takes them (`task_questions`), then answer what the call in `sync` mode
+/// answers: its result (a tool error included), or the upstream's JSON-RPC error.
+async fn result_2025(
+    core: &Core,
+    task_id: &str,
+    context: &RequestContext<RoleServer>,
+    identity: &Identity,
+) -> Result<Value, ErrorData> {
+    let snapshot = task_snapshot(core, task_id, identity).await?;
+    let snapshot =
+        task_questions::wait_asking(core, task_id, snapshot, context, || unknown_task(task_id))
             .await?;
-        match response {
-            CallToolResponse::Task(created) => {
-                if let Ok(id) = created.task.task_id.parse::<JobId>() {
-                    self.remember_task(identity, id).await;
-                    self.follow_task_status(id, context.peer.clone(), created.task.status);
-                }
-                let mut answer = json!({ "task": task_2025(&created.task) });
-                if let Some(meta) = created.meta {
-                    answer["_meta"] = serde_json::to_value(meta).unwrap_or_default();
-                }
-                Ok(answer)
-            }
-            CallToolResponse::Complete(result) => {
-                let text = result
-                    .content
-                    .iter()
-                    .filter_map(|c| c.as_text().map(|t| t.text.clone()))
-                    .collect::<Vec<_>>()
-                    .join(" ");
-                let data = result
-                    .meta
-                    .map(|m| serde_json::to_value(m).unwrap_or_default());
-                Err(ErrorData::internal_error(
-                    format!("the call did not start: {text}"),
-                    data,
-                ))
-            }
-            _ => Err(ErrorData::internal_error(
-                "the call did not start as a task",
+    if let Some(error) = snapshot.rpc_error.clone() {
+        let error = serde_json::from_value::<ErrorData>(error).unwrap_or_else(|_| {
+            ErrorData::internal_error("the upstream answered with an error", None)
+        });
+        return Err(error);
+    }
+    let mut result = serde_json::to_value(core.final_result(&snapshot)).unwrap_or_default();
+    if let Some(object) = result.as_object_mut() {
+        let meta = object
+            .entry("_meta")
+            .or_insert_with(|| Value::Object(Default::default()));
+        if let Some(meta) = meta.as_object_mut() {
+            meta.insert(RELATED_TASK.into(), json!({ "taskId": task_id }));
+        }
+        object.remove("resultType");
+    }
+    Ok(result)
+}
+
+/// `tasks/cancel`: cancel the job (the upstream gets `notifications/cancelled`, and
+/// `tasks/cancel` for an upstream task) and answer with the task once it has ended, or
+/// as it is after a few seconds. A task that had already ended is -32602, as 2025-11-25
+/// says.
+async fn cancel_2025(core: &Core, task_id: &str, identity: &Identity) -> Result<Value, ErrorData> {
+    let snapshot = task_snapshot(core, task_id, identity).await?;
+    let jobs = &core.jobs;
+    let ack = jobs
+        .cancel(
+            snapshot.job_id,
+            "cancelled by the MCP client (tasks/cancel)".into(),
+        )
+        .await
+        .map_err(super::handle::store_error)?;
+    let now = match ack {
+        CancelAck::Unknown => return Err(unknown_task(task_id)),
+        CancelAck::AlreadyTerminal(snapshot) => {
+            return Err(ErrorData::invalid_params(
+                format!(
+                    "task {task_id} has already ended ({}): nothing to cancel",
+                    snapshot.status.as_str()
+                ),
                 None,
-            )),
+            ));
         }
-    }
-
-    /// Remember a task for `tasks/list` (either revision's) in the store's index: with Redis,
-    /// every replica lists it. A store that cannot take it now leaves the task unlisted (it
-    /// runs, and is readable by `tasks/get`); the log says so.
-    pub(super) async fn remember_task(&self, identity: &Identity, id: JobId) {
-        let capacity = self.inner.config.max_listed_tasks;
-        let store = self.inner.jobs.store();
-        match store.list_task(&identity.principal, id, capacity).await {
-            Ok(false) => {}
-            Ok(true) => self
-                .inner
-                .metrics
-                .limit_hits
-                .with_label_values(&["max_listed_tasks"])
-                .inc(),
-            Err(e) => {
-                tracing::warn!(job = %id, error = %e, "a task was not indexed for tasks/list")
-            }
-        }
-    }
-
-    async fn task_snapshot(
-        &self,
-        task_id: &str,
-        identity: &Identity,
-    ) -> Result<JobSnapshot, ErrorData> {
-        let id: JobId = task_id.parse().map_err(|_| unknown_task(task_id))?;
-        self.visible_job(id, identity)
-            .await?
-            .ok_or_else(|| unknown_task(task_id))
-    }
-
-    /// `tasks/get`: the job as a 2025-11-25 task.
-    async fn get_2025(&self, task_id: &str, identity: &Identity) -> Result<Value, ErrorData> {
-        let snapshot = self.task_snapshot(task_id, identity).await?;
-        Ok(task_2025(&self.detailed(&snapshot).task))
-    }
-
-    /// `tasks/result`: wait until the job has ended (bounded by the job's own timeout; the
-    /// client's cancel ends the wait, not the job), asking the client the job's questions
-    /// meanwhile if it takes them (`task_questions`), then answer what the call in `sync` mode
-    /// answers: its result (a tool error included), or the upstream's JSON-RPC error.
-    async fn result_2025(
-        &self,
-        task_id: &str,
-        context: &RequestContext<RoleServer>,
-        identity: &Identity,
-    ) -> Result<Value, ErrorData> {
-        let snapshot = self.task_snapshot(task_id, identity).await?;
-        let snapshot = self
-            .wait_asking(task_id, snapshot, context, || unknown_task(task_id))
-            .await?;
-        if let Some(error) = snapshot.rpc_error.clone() {
-            let error = serde_json::from_value::<ErrorData>(error).unwrap_or_else(|_| {
-                ErrorData::internal_error("the upstream answered with an error", None)
-            });
-            return Err(error);
-        }
-        let mut result = serde_json::to_value(self.final_result(&snapshot)).unwrap_or_default();
-        if let Some(object) = result.as_object_mut() {
-            let meta = object
-                .entry("_meta")
-                .or_insert_with(|| Value::Object(Default::default()));
-            if let Some(meta) = meta.as_object_mut() {
-                meta.insert(RELATED_TASK.into(), json!({ "taskId": task_id }));
-            }
-            object.remove("resultType");
-        }
-        Ok(result)
-    }
-
-    /// `tasks/cancel`: cancel the job (the upstream gets `notifications/cancelled`, and
-    /// `tasks/cancel` for an upstream task) and answer with the task once it has ended, or
-    /// as it is after a few seconds. A task that had already ended is -32602, as 2025-11-25
-    /// says.
-    async fn cancel_2025(&self, task_id: &str, identity: &Identity) -> Result<Value, ErrorData> {
-        let snapshot = self.task_snapshot(task_id, identity).await?;
-        let jobs = &self.inner.jobs;
-        let ack = jobs
-            .cancel(
-                snapshot.job_id,
-                "cancelled by the MCP client (tasks/cancel)".into(),
-            )
+        CancelAck::Requested(_) => jobs
+            .wait(snapshot.job_id, CANCEL_CONFIRM)
             .await
-            .map_err(super::job_tools::store_error)?;
-        let now = match ack {
-            CancelAck::Unknown => return Err(unknown_task(task_id)),
-            CancelAck::AlreadyTerminal(snapshot) => {
-                return Err(ErrorData::invalid_params(
-                    format!(
-                        "task {task_id} has already ended ({}): nothing to cancel",
-                        snapshot.status.as_str()
-                    ),
-                    None,
-                ));
-            }
-            CancelAck::Requested(_) => jobs
-                .wait(snapshot.job_id, CANCEL_CONFIRM)
-                .await
-                .map_err(super::job_tools::store_error)?
-                .unwrap_or(snapshot),
-        };
-        Ok(task_2025(&self.detailed(&now).task))
-    }
+            .map_err(super::handle::store_error)?
+            .unwrap_or(snapshot),
+    };
+    Ok(task_2025(&tasks::detailed(core, &now).task))
+}
 
-    /// `tasks/list`: the caller's tasks in the store's index (with Redis, created through any
-    /// replica) and still retained,
-    /// newest first, `jobs.task_list_page_size` at a time; `nextCursor` is the last task ID
-    /// of the page. A cursor that is not one of the caller's listed tasks is -32602.
-    async fn list_2025(
-        &self,
-        params: Option<&Value>,
-        identity: &Identity,
-    ) -> Result<Value, ErrorData> {
-        let bad_cursor = || {
-            ErrorData::invalid_params(
-                "params.cursor is not a cursor this bridge gave you: leave it out for the first page",
-                None,
-            )
-        };
-        let after = match params.and_then(|p| p.get("cursor")) {
-            None | Some(Value::Null) => None,
-            Some(Value::String(cursor)) => Some(cursor.parse::<JobId>().map_err(|_| bad_cursor())?),
-            Some(_) => return Err(bad_cursor()),
-        };
-        let page_size = self.inner.config.task_list_page_size.max(1);
-        let ids = self
-            .inner
-            .jobs
-            .store()
-            .listed_tasks(&identity.principal, after, page_size)
-            .await
-            .map_err(|e| super::job_tools::store_error(e.into()))?
-            .ok_or_else(bad_cursor)?;
-        let mut tasks = Vec::with_capacity(ids.len());
-        for id in &ids {
-            if let Some(snapshot) = self.visible_job(*id, identity).await? {
-                tasks.push(task_2025(&self.detailed(&snapshot).task));
-            }
+/// `tasks/list`: the caller's tasks in the store's index (with Redis, created through any
+/// replica) and still retained,
+/// newest first, `jobs.task_list_page_size` at a time; `nextCursor` is the last task ID
+/// of the page. A cursor that is not one of the caller's listed tasks is -32602.
+async fn list_2025(
+    core: &Core,
+    params: Option<&Value>,
+    identity: &Identity,
+) -> Result<Value, ErrorData> {
+    let bad_cursor = || {
+        ErrorData::invalid_params(
+            "params.cursor is not a cursor this bridge gave you: leave it out for the first page",
+            None,
+        )
+    };
+    let after = match params.and_then(|p| p.get("cursor")) {
+        None | Some(Value::Null) => None,
+        Some(Value::String(cursor)) => Some(cursor.parse::<JobId>().map_err(|_| bad_cursor())?),
+        Some(_) => return Err(bad_cursor()),
+    };
+    let page_size = core.config.task_list_page_size.max(1);
+    let ids = core
+        .jobs
+        .store()
+        .listed_tasks(&identity.principal, after, page_size)
+        .await
+        .map_err(|e| super::handle::store_error(e.into()))?
+        .ok_or_else(bad_cursor)?;
+    let mut tasks = Vec::with_capacity(ids.len());
+    for id in &ids {
+        if let Some(snapshot) = core.visible_job(*id, identity).await? {
+            tasks.push(task_2025(&tasks::detailed(core, &snapshot).task));
         }
-        let mut answer = json!({ "tasks": tasks });
-        if ids.len() == page_size
-            && let Some(last) = ids.last()
-        {
-            answer["nextCursor"] = json!(last.to_string());
-        }
-        Ok(answer)
     }
+    let mut answer = json!({ "tasks": tasks });
+    if ids.len() == page_size
+        && let Some(last) = ids.last()
+    {
+        answer["nextCursor"] = json!(last.to_string());
+    }
+    Ok(answer)
 }
 
 #[cfg(test)]

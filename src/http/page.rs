@@ -28,7 +28,7 @@ const PAGE_CSS: Asset = Asset {
     content_type: "text/css; charset=utf-8",
 };
 const CLIENT_JS: Asset = Asset {
-    body: include_str!("../../web/bridge-client.js"),
+    body: include_str!("../../packages/client/dist/index.js"),
     content_type: "text/javascript; charset=utf-8",
 };
 

@@ -1,25 +1,14 @@
-//! Questions a running job's tool asks, waiting for a person's answer.
+//! The job's input desk: questions a running job's tool asks, waiting for an answer.
 //!
-//! The upstream's `elicitation/create` waits (in rmcp's request handler, a task of its own)
-//! on [`Jobs::ask`]: the question becomes the job's `input_required` event (status
-//! `input_required`, the snapshot lists it), and the first answer that fits its schema, from
-//! any answer path ([`Jobs::answer`]), goes back to the tool once its `input_answered` event is
-//! recorded (after the tool has it, the job may have ended, and the event with it). A
-//! question nobody answers within `jobs.input_timeout_secs` is declined, and the job goes on.
-//! The waiting questions of a job live in this replica, the one that runs its
-//! upstream call. An answer that reaches another replica (several behind a load balancer,
-//! with Redis) is relayed to this one through the store ([`Store::relay_answer`]): it is
-//! checked and taken here, as a local answer is, and the verdict goes back to the answering
-//! replica, which waits for it at most `store.input_relay_timeout_ms` (docs/replicas.md).
-//!
-//!
-//! The same way carries a 2026-07-28 caller's answers to the samples and roots the job's
-//! tool asked it for (`inputResponses` of its retry, keys `sample-N` / `roots-N`): those wait
-//! in the front door of the replica running the call, for that caller only, so a retry that
-//! reaches another replica passes them on ([`Jobs::relay_caller_answer`]), and the owner hands
-//! them to its [`CallerRequests`] desk, which checks and takes them as a retry of its own.
-//!
-//! [`Store::relay_answer`]: crate::store::Store::relay_answer
+//! [`Jobs::ask`] puts a question on the desk (the job's `input_required` event; status
+//! `input_required`) and waits; the first answer that fits its schema, from any answer path
+//! ([`Jobs::answer`]), goes back to the tool once its `input_answered` event is recorded. A
+//! question nobody answers within `jobs.input_timeout_secs` is declined. Questions wait in the
+//! replica that runs the call: an answer reaching another replica is relayed here through the
+//! store, checked and taken as a local one, and the verdict goes back (at most
+//! `store.input_relay_timeout_ms`). The same way carries a round caller's answers to the
+//! samples and roots its job's tool asked ([`Jobs::relay_caller_answer`], [`CallerRequests`]).
+//! docs/design/mcp-asks.md tells where a question comes from and who may answer it.
 
 use std::{collections::HashMap, sync::Arc};
 
@@ -91,9 +80,7 @@ struct Waiting {
 
 /// An answer on its way to the asking tool, with what the job's channel says of it. The asker
 /// records that before the tool has the answer: a tool may end its job as soon as it has it,
-/// and nothing recorded after a job's terminal event is kept. (Recorded by the answer path
-/// after it had handed the answer over, `input_answered` was lost now and then under load,
-/// behind the `completed` of a tool that answered at once.)
+/// and nothing recorded after a job's terminal event is kept.
 struct Given {
     answer: InputAnswer,
     /// The answer path, for `input_answered`.
@@ -253,8 +240,7 @@ impl Jobs {
             "question {key} was declined: the answer from {by} was not taken ({why})"
         ));
         // Here the asker records the note (after `input_answered`) before the tool has its
-        // decline: given first, the tool may end the job before the note is written, and a
-        // note after the end is not stored (seen under load: tasks_2025 failed 1 in 6).
+        // decline: given first, the tool may end the job before the note is written.
         self.answer_noted(id, decline, by, Some(note)).await
     }
 
@@ -354,7 +340,7 @@ impl Jobs {
         }
     }
 
-    /// A 2026-07-28 caller's answer (`value`, under `key`) to a sample or the roots the tool
+    /// A round caller's answer (`value`, under `key`) to a sample or the roots the tool
     /// of `job` asked it for, from a retry that reached this replica while another runs the
     /// job (the caller's right to the job checked already): passed to that replica, which
     /// checks and takes it as it takes an answer from a retry of its own; its verdict

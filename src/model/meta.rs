@@ -1,5 +1,5 @@
 //! The `_meta` keys of the MCP contract: what a caller may set on a `tools/call`, and what the
-//! bridge sets on its answers. `web/bridge-client.js` repeats them for browsers.
+//! bridge sets on its answers. `packages/client/src/index.ts` repeats them for browsers.
 
 /// The `_meta` key under which results name their job (`{job_id, events_url}`).
 pub const JOB_META_KEY: &str = "mcp-progress-bridge/job";

@@ -5,11 +5,11 @@ use std::{sync::Arc, time::Duration};
 use futures::{FutureExt, future::BoxFuture};
 use parking_lot::Mutex;
 use rmcp::{
-    ErrorData, RoleClient, ServiceError,
+    RoleClient, ServiceError,
     model::{
-        CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotification,
-        CancelledNotificationParam, ClientNotification, ClientRequest, CustomRequest, JsonObject,
-        RequestId, RequestMetaObject, ServerResult,
+        CallToolRequest, CallToolRequestParams, CancelledNotification, CancelledNotificationParam,
+        ClientNotification, ClientRequest, CustomRequest, InputRequiredResult, InputResponses,
+        JsonObject, RequestId, RequestMetaObject, ServerResult,
     },
     service::{Peer, PeerRequestOptions},
 };
@@ -17,8 +17,9 @@ use tokio::sync::{oneshot, watch};
 use tracing::{Instrument, Span};
 
 use super::{
-    Upstream, UpstreamError,
-    input_rounds::Rounds,
+    Upstream, UpstreamError, UpstreamLimits,
+    call_outcome::{CallOutcome, tool_result},
+    input_required::{self, Bounds, Round, Stop},
     tap::{CallRoutes, CallSink, RouteMarker},
     task_call::{self, TaskCall},
     task_support::TaskSupport,
@@ -28,20 +29,6 @@ use crate::{config::TransportKind, model::FailureReason, traces};
 /// How long to wait, after a connection dropped mid-call, for the supervisor to learn why
 /// (a child's exit status takes a moment to be reaped).
 const CLOSE_REASON_WAIT: Duration = Duration::from_secs(2);
-
-/// How an upstream call ended.
-#[derive(Debug)]
-pub enum CallOutcome {
-    /// The upstream's result; `is_error: Some(true)` is a tool error, still a result.
-    Result(CallToolResult),
-    /// The upstream answered with a JSON-RPC error.
-    RpcError(ErrorData),
-    /// No answer: the connection dropped, or the answer was not a tool result.
-    Failed {
-        reason: FailureReason,
-        message: String,
-    },
-}
 
 /// A call sent upstream. Split it into the outcome (a future) and the canceller.
 pub struct UpstreamCall {
@@ -54,8 +41,8 @@ pub struct UpstreamCall {
     canceller: CallCanceller,
     /// Set when the upstream runs the tool only as a task: the bridge follows the task.
     task: Option<TaskCall>,
-    /// To send the call again when a 2026-07-28 upstream answers `input_required`.
-    rounds: Rounds,
+    /// To send the call again when the upstream answers `input_required`.
+    resend: Resend,
 }
 
 /// Sends `notifications/cancelled` for one call, to the one upstream that runs it (and
@@ -104,64 +91,28 @@ impl Upstream {
             marker: self.inner.routes.add(sink.clone()),
         };
         let as_task = self.task_support(tool) == Some(TaskSupport::Required);
-        let retry_arguments = arguments.clone();
-        let request = if as_task {
-            let mut request =
-                CustomRequest::new("tools/call", Some(task_call::call_params(tool, arguments)));
-            request.extensions.insert(route.marker);
-            ClientRequest::CustomRequest(request)
-        } else {
-            let mut params = CallToolRequestParams::new(tool.to_string());
-            if let Some(arguments) = arguments {
-                params = params.with_arguments(arguments);
-            }
-            let mut request = CallToolRequest::new(params);
-            request.extensions.insert(route.marker);
-            ClientRequest::CallToolRequest(request)
-        };
+        let resend_arguments = arguments.clone();
+        let request = first_request(tool, arguments, as_task, route.marker);
         let span = call_span(self.name(), tool);
-        let mut options = PeerRequestOptions::no_options();
-        if let Some(trace) = traces::propagation(&span) {
-            let mut meta = RequestMetaObject::new();
-            meta.set_traceparent(trace.traceparent);
-            if let Some(state) = trace.tracestate {
-                meta.set_tracestate(state);
-            }
-            options = options.with_meta(meta);
-        }
         let handle = live
             .peer
-            .send_request_with_option(request, options)
+            .send_request_with_option(request, traced_options(&span))
             .await
             .map_err(|source| UpstreamError::Send {
                 name: self.name().to_string(),
                 source,
             })?;
         let current = Arc::new(Mutex::new(handle.id));
-        let rounds = Rounds {
+        let resend = Resend {
             peer: live.peer.clone(),
             tool: tool.to_string(),
-            arguments: retry_arguments,
+            arguments: resend_arguments,
             sink: sink.clone(),
             limits: self.inner.limits,
             metrics: self.inner.metrics.clone(),
             current: current.clone(),
         };
-        let bounds = self.inner.limits.tasks;
-        // A Streamable HTTP upstream keeps its tasks when a connection ends; a stdio child's
-        // die with it.
-        let resume = (matches!(self.inner.config.transport, TransportKind::Http)
-            && bounds.resume_within_secs > 0)
-            .then(|| Duration::from_secs(bounds.resume_within_secs));
-        let task = as_task.then(|| TaskCall {
-            upstream: self.clone(),
-            sink,
-            task_id: Arc::default(),
-            metrics: self.inner.metrics.clone(),
-            routes: self.inner.routes.clone(),
-            bounds,
-            resume,
-        });
+        let task = as_task.then(|| self.task_call(sink));
         Ok(UpstreamCall {
             upstream: self.name().to_string(),
             span,
@@ -176,8 +127,137 @@ impl Upstream {
                     .map(|t| (t.task_id.clone(), t.metrics.clone(), t.upstream.clone())),
             },
             task,
-            rounds,
+            resend,
         })
+    }
+
+    /// How the bridge follows the call once the upstream runs it as a task.
+    fn task_call(&self, sink: Arc<dyn CallSink>) -> TaskCall {
+        let bounds = self.inner.limits.tasks;
+        // A Streamable HTTP upstream keeps its tasks when a connection ends; a stdio child's
+        // die with it.
+        let resume = (matches!(self.inner.config.transport, TransportKind::Http)
+            && bounds.resume_within_secs > 0)
+            .then(|| Duration::from_secs(bounds.resume_within_secs));
+        TaskCall {
+            upstream: self.clone(),
+            sink,
+            task_id: Arc::default(),
+            metrics: self.inner.metrics.clone(),
+            routes: self.inner.routes.clone(),
+            bounds,
+            resume,
+        }
+    }
+}
+
+/// The first `tools/call` of `tool`, marked with its route (task-augmented when the tool runs
+/// only as a task).
+fn first_request(
+    tool: &str,
+    arguments: Option<JsonObject>,
+    as_task: bool,
+    marker: RouteMarker,
+) -> ClientRequest {
+    if as_task {
+        let mut request =
+            CustomRequest::new("tools/call", Some(task_call::call_params(tool, arguments)));
+        request.extensions.insert(marker);
+        return ClientRequest::CustomRequest(request);
+    }
+    let mut params = CallToolRequestParams::new(tool.to_string());
+    if let Some(arguments) = arguments {
+        params = params.with_arguments(arguments);
+    }
+    let mut request = CallToolRequest::new(params);
+    request.extensions.insert(marker);
+    ClientRequest::CallToolRequest(request)
+}
+
+/// The request's options: with traces on, its `_meta` carries the call's trace context.
+fn traced_options(span: &Span) -> PeerRequestOptions {
+    let options = PeerRequestOptions::no_options();
+    let Some(trace) = traces::propagation(span) else {
+        return options;
+    };
+    let mut meta = RequestMetaObject::new();
+    meta.set_traceparent(trace.traceparent);
+    if let Some(state) = trace.tracestate {
+        meta.set_tracestate(state);
+    }
+    options.with_meta(meta)
+}
+
+/// What a call needs to be sent again, when the upstream answers it `input_required`.
+struct Resend {
+    peer: Peer<RoleClient>,
+    tool: String,
+    arguments: Option<JsonObject>,
+    sink: Arc<dyn CallSink>,
+    limits: UpstreamLimits,
+    metrics: Arc<crate::metrics::Metrics>,
+    /// The request now in flight (the canceller's target).
+    current: Arc<Mutex<RequestId>>,
+}
+
+impl Resend {
+    /// Answer `asked` and send the call again, round after round (`input_required`), until
+    /// the upstream gives a result, an error, or goes past a bound.
+    async fn drive(
+        &self,
+        upstream: &str,
+        asked: InputRequiredResult,
+        closed: watch::Receiver<Option<String>>,
+        route: &RouteGuard,
+    ) -> CallOutcome {
+        let bounds = Bounds {
+            limits: &self.limits,
+            metrics: &self.metrics,
+            upstream,
+            what: "the call",
+        };
+        let again = |responses, state| self.again(upstream, (responses, state), &closed, route);
+        match input_required::drive(bounds, &self.sink, asked, again).await {
+            Ok(outcome) => outcome,
+            Err(Stop::Stopped { reason, message }) => CallOutcome::Failed { reason, message },
+            Err(Stop::Failed(outcome)) => outcome,
+        }
+    }
+
+    /// The call sent again with the answers of a round, and the upstream's next answer.
+    async fn again(
+        &self,
+        upstream: &str,
+        (responses, state): (Option<InputResponses>, Option<String>),
+        closed: &watch::Receiver<Option<String>>,
+        route: &RouteGuard,
+    ) -> Result<Round<CallOutcome>, CallOutcome> {
+        let mut params = CallToolRequestParams::new(self.tool.clone());
+        if let Some(arguments) = self.arguments.clone() {
+            params = params.with_arguments(arguments);
+        }
+        params.input_responses = responses;
+        params.request_state = state;
+        let mut request = CallToolRequest::new(params);
+        request.extensions.insert(route.marker);
+        let request = ClientRequest::CallToolRequest(request);
+        let options = PeerRequestOptions::no_options();
+        let handle = self
+            .peer
+            .send_request_with_option(request, options)
+            .await
+            .map_err(|e| CallOutcome::Failed {
+                reason: FailureReason::UpstreamLost,
+                message: format!(
+                    "upstream {upstream}: the call could not be sent again with the answers to \
+                     its input requests: {e}"
+                ),
+            })?;
+        *self.current.lock() = handle.id.clone();
+        match answer(upstream, handle.rx, closed.clone(), route).await? {
+            ServerResult::InputRequiredResult(next) => Ok(Round::Asked(next)),
+            result => Ok(Round::Done(tool_result(result, upstream))),
+        }
     }
 }
 
@@ -191,7 +271,7 @@ impl UpstreamCall {
             route,
             canceller,
             task,
-            rounds,
+            resend,
         } = self;
         // The outcome is held for the call's whole life, so its size is every running job's
         // memory: the rarer paths after the first answer (input rounds, 3.5 KB; following an
@@ -199,9 +279,9 @@ impl UpstreamCall {
         let outcome = async move {
             let first = answer(&upstream, rx, closed.clone(), &route).await;
             match (first, task) {
-                // A 2026-07-28 upstream asks for input: answer, and call again.
+                // The upstream asks for input (SEP-2322): answer, and call again.
                 (Ok(ServerResult::InputRequiredResult(asked)), None) => {
-                    let outcome = Box::pin(rounds.drive(&upstream, asked, closed, &route)).await;
+                    let outcome = Box::pin(resend.drive(&upstream, asked, closed, &route)).await;
                     drop(route);
                     outcome
                 }
@@ -293,58 +373,6 @@ pub(super) async fn answer(
             reason: FailureReason::UpstreamError,
             message: format!("upstream {upstream}: {error}"),
         }),
-    }
-}
-
-pub(super) fn tool_result(result: ServerResult, upstream: &str) -> CallOutcome {
-    match result {
-        ServerResult::CallToolResult(result) => CallOutcome::Result(result),
-        // A server may answer a tool call with an empty object; that is an empty result.
-        ServerResult::EmptyResult(_) => CallOutcome::Result(CallToolResult::default()),
-        // Only an upstream task's result gets here with it (a plain call's rounds are driven
-        // in `input_rounds`), and a task's result is final.
-        ServerResult::InputRequiredResult(_) => CallOutcome::Failed {
-            reason: FailureReason::Unsupported,
-            message: format!(
-                "upstream {upstream} answered its task's result with input_required, which the \
-                 bridge does not answer there"
-            ),
-        },
-        ServerResult::CreateTaskResult(_) => CallOutcome::Failed {
-            reason: FailureReason::Unsupported,
-            message: format!(
-                "upstream {upstream} answered with a task, which the bridge did not ask for"
-            ),
-        },
-        // `input_required` whose requests rmcp could not read (a method other than
-        // elicitation, sampling and roots, or a malformed one).
-        ServerResult::CustomResult(custom) if custom.0["resultType"] == "input_required" => {
-            CallOutcome::Failed {
-                reason: FailureReason::Unsupported,
-                message: format!(
-                    "upstream {upstream} answered with input_required carrying requests the \
-                     bridge cannot read (it answers elicitation/create, sampling/createMessage \
-                     and roots/list)"
-                ),
-            }
-        }
-        ServerResult::CustomResult(custom) => {
-            match serde_json::from_value::<CallToolResult>(custom.0) {
-                Ok(result) => CallOutcome::Result(result),
-                Err(e) => CallOutcome::Failed {
-                    reason: FailureReason::UpstreamError,
-                    message: format!(
-                        "upstream {upstream} answered with something that is not a tool result: {e}"
-                    ),
-                },
-            }
-        }
-        _ => CallOutcome::Failed {
-            reason: FailureReason::UpstreamError,
-            message: format!(
-                "upstream {upstream} answered with something that is not a tool result"
-            ),
-        },
     }
 }
 

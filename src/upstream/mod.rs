@@ -6,13 +6,13 @@
 //! backoff when the connection ends. Calls go out with a [`CallSink`] that receives the
 //! call's progress and log notifications (see `tap`); this module knows nothing of jobs.
 
-mod asked;
 mod call;
+mod call_outcome;
 mod client;
 mod envelope;
 mod error;
 mod http_client;
-mod input_rounds;
+mod input_required;
 mod line_cap;
 mod offer;
 mod oversize;
@@ -31,9 +31,10 @@ use rmcp::{RoleClient, model::Tool, service::Peer};
 use serde::Serialize;
 use tokio::sync::{Notify, broadcast, watch};
 
-pub use asked::Asking;
-pub use call::{CallCanceller, CallOutcome, UpstreamCall};
+pub use call::{CallCanceller, UpstreamCall};
+pub use call_outcome::CallOutcome;
 pub use error::{SessionError, Unreachable, UpstreamError};
+pub use input_required::Asking;
 pub use offer::ListKind;
 pub use requests::RequestError;
 pub use tap::{CallSink, no_sampling};
@@ -58,7 +59,7 @@ pub struct UpstreamLimits {
     pub max_resource_read_bytes: usize,
     /// Largest message read from an upstream; a larger answer fails its request.
     pub max_result_bytes: usize,
-    /// `input_required` rounds of one call (2026-07-28 upstreams).
+    /// `input_required` rounds of one call (upstreams on the session-less revision).
     pub max_input_rounds: usize,
     /// Input requests in one `input_required` round.
     pub max_input_requests_per_round: usize,

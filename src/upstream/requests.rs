@@ -14,7 +14,7 @@ use rmcp::{
     },
 };
 
-use super::{Upstream, UpstreamError, asked::Asking};
+use super::{Upstream, UpstreamError, input_required::Asking};
 
 /// How long one routed request may take upstream before the caller gets an error.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
@@ -59,7 +59,7 @@ pub enum RequestError {
 impl Upstream {
     /// `resources/read` of `params.uri` (the upstream's own URI). A result larger than
     /// `limits.max_resource_read_bytes` (text and base64 blobs added up) is refused. An
-    /// `input_required` answer goes as `asking` says (see `asked`).
+    /// `input_required` answer goes as `asking` says (see `input_required`).
     pub async fn read_resource(
         &self,
         mut params: ReadResourceRequestParams,
@@ -102,7 +102,7 @@ impl Upstream {
     }
 
     /// `prompts/get` of `params.name` (the upstream's own name). An `input_required` answer
-    /// goes as `asking` says (see `asked`).
+    /// goes as `asking` says (see `input_required`).
     pub async fn get_prompt(
         &self,
         mut params: GetPromptRequestParams,

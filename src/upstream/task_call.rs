@@ -37,7 +37,7 @@ use tokio::sync::watch;
 
 use super::{
     Upstream,
-    call::CallOutcome,
+    call_outcome::{CallOutcome, tool_result},
     tap::{CallRoutes, CallSink},
 };
 use crate::{config::UpstreamTasksConfig, metrics::Metrics, model::FailureReason};
@@ -87,7 +87,7 @@ pub(super) async fn follow(
         &created_json
     };
     let Some(id) = task["taskId"].as_str().map(str::to_string) else {
-        return super::call::tool_result(created, &upstream);
+        return tool_result(created, &upstream);
     };
     let _ = call.task_id.set(id.clone());
     let mut statuses = call.routes.watch_task(&id);

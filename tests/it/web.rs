@@ -7,6 +7,7 @@
 use std::{path::Path, time::Duration};
 
 use crate::common::*;
+use mcp_progress_bridge::config::Secret;
 use tokio::process::Command;
 
 const CHROMIUM: &str = "/usr/bin/chromium";
@@ -46,11 +47,56 @@ async fn the_page_and_the_client_module_are_served_from_the_binary() {
         if path == "/client.js" {
             assert_eq!(headers["access-control-allow-origin"], "*");
             // The file served is the one in the repository, byte for byte.
-            let file = std::fs::read_to_string(repo_root().join("web/bridge-client.js")).unwrap();
+            let file =
+                std::fs::read_to_string(repo_root().join("packages/client/dist/index.js")).unwrap();
             assert_eq!(body, file);
         }
     }
     bridge.shutdown(Duration::from_secs(1)).await;
+}
+
+/// The client package is released with the bridge: its version (package.json, and `VERSION` in
+/// the module the bridge serves) is the crate's.
+#[test]
+fn the_client_package_has_the_bridges_version() {
+    let version = env!("CARGO_PKG_VERSION");
+    let manifest =
+        std::fs::read_to_string(repo_root().join("packages/client/package.json")).unwrap();
+    let manifest: serde_json::Value = serde_json::from_str(&manifest).unwrap();
+    assert_eq!(manifest["version"], version, "packages/client/package.json");
+    for file in [
+        "packages/client/src/index.ts",
+        "packages/client/dist/index.js",
+    ] {
+        let text = std::fs::read_to_string(repo_root().join(file)).unwrap();
+        let line = format!("export const VERSION = \"{version}\";");
+        assert!(text.contains(&line), "{file} says {line}");
+    }
+}
+
+/// What the frontend-kit browser tests need besides [`missing`]: axe-core, and the React
+/// example installed and built (`.ci/run` does both).
+fn missing_kit() -> Option<String> {
+    let root = repo_root();
+    for (path, fix) in [
+        (
+            "tests/browser/node_modules/axe-core",
+            "run `npm ci` in tests/browser",
+        ),
+        (
+            "examples/react/node_modules/@mcp-progress-bridge/client",
+            "run `npm ci` in examples/react",
+        ),
+        (
+            "examples/react/dist-dev/index.html",
+            "run `npm run build:dev` in examples/react",
+        ),
+    ] {
+        if !root.join(path).exists() {
+            return Some(format!("{path} is missing ({fix})"));
+        }
+    }
+    missing(true)
 }
 
 /// `node` and, for the browser test, playwright-core and Chromium: `None` when all are there,
@@ -144,4 +190,67 @@ async fn a_reset_past_the_end_of_a_job_ends_the_watch_in_chromium() {
     assert!(output.status.success(), "browser test failed:\n{stdout}");
     assert!(!stdout.contains("not ok"), "{stdout}");
     bridge.shutdown(Duration::from_secs(1)).await;
+}
+
+/// The frontend kit end to end (tests/browser/kit.mjs): the React example, its
+/// backend-for-frontend holding the MCP token, on another origin than the bridge, which admits
+/// it through `server.cors_origins`: live progress of several jobs, a question answered through
+/// `<JobProgress>`'s form, a cancel; StrictMode opens one stream per job; axe-core finds no
+/// violation; the page never holds a credential.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_react_example_on_another_origin_in_headless_chromium() {
+    if let Some(why) = missing_kit() {
+        return skip_or_fail("frontend kit browser test", &why);
+    }
+    const TOKEN: &str = "react-example-mcp-token-0123456789";
+    let app_port = free_port();
+    let bridge = start_bridge(|c| {
+        c.server.cors_origins = vec![format!("http://127.0.0.1:{app_port}")];
+        c.auth.mcp_tokens = vec![Secret::literal(TOKEN).into()];
+    })
+    .await;
+    let mut command = Command::new("node");
+    command
+        .current_dir(repo_root().join("tests/browser"))
+        .arg("kit.mjs")
+        .env("BRIDGE_URL", &bridge.base)
+        .env("APP_PORT", app_port.to_string())
+        .env("BRIDGE_TOKEN", TOKEN)
+        .env("JOB_SECRET", TEST_JOB_SECRET)
+        .env("SCREENSHOT_DIR", target_dir().join("browser"))
+        .env("CHROMIUM", CHROMIUM);
+    std::fs::create_dir_all(target_dir().join("browser")).unwrap();
+    let output = run_to_end(command, Duration::from_secs(240)).await;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "browser test failed:\n{stdout}");
+    assert!(stdout.contains(" passed, 0 failed"), "{stdout}");
+    bridge.shutdown(Duration::from_secs(1)).await;
+}
+
+/// The client through a rollout (tests/browser/rollout.mjs, which starts and stops the bridges
+/// itself): a memory-store bridge restarted mid-job (the reader reports the job lost), the
+/// reader's replica of two on Redis restarted (it goes on on the other, no gap, no duplicate),
+/// a 503 from the subscriber limit followed by room (the reader waits, then gets in).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_client_rides_through_a_rollout_in_headless_chromium() {
+    if let Some(why) = missing(true) {
+        return skip_or_fail("rollout browser test", &why);
+    }
+    let Some(redis) = test_redis("rollout browser test").await else {
+        return;
+    };
+    let prefix = RedisPrefix::new(&redis, "rollout");
+    let mut command = Command::new("node");
+    command
+        .current_dir(repo_root().join("tests/browser"))
+        .arg("rollout.mjs")
+        .env("BRIDGE_BIN", BIN)
+        .env("JOB_SECRET", TEST_JOB_SECRET)
+        .env("REDIS_URL", &redis)
+        .env("REDIS_PREFIX", prefix.to_string())
+        .env("CHROMIUM", CHROMIUM);
+    let output = run_to_end(command, Duration::from_secs(300)).await;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "browser test failed:\n{stdout}");
+    assert!(stdout.contains(" passed, 0 failed"), "{stdout}");
 }

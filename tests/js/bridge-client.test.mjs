@@ -1,4 +1,4 @@
-// Unit tests of web/bridge-client.js with Node's own test runner: `node --test tests/js/`.
+// Unit tests of the client package (packages/client, built to dist/index.js) with Node's own test runner: `node --test tests/js/`.
 // The EventSource is a fake driven by hand; tests/js/real-bridge.test.mjs runs the same client
 // against a real bridge.
 
@@ -19,7 +19,7 @@ import {
   emptyJob,
   watchCorrelation,
   watchJob,
-} from "../../web/bridge-client.js";
+} from "../../packages/client/dist/index.js";
 import { FakeEventSource } from "./fake-event-source.mjs";
 
 const ID = "0123456789abcdef0123456789abcdef";

@@ -1,4 +1,4 @@
-// Unit tests of the input-request part of web/bridge-client.js (`node --test tests/js/`): a
+// Unit tests of the input-request part of the client package (packages/client, built to dist/index.js) (`node --test tests/js/`): a
 // tool's question reaches onInputRequired (from its event, or from the snapshot of a stream
 // opened later), answer() POSTs to the handle's input_url, refusals carry the status and the
 // field, and form values are typed by the requested schema.
@@ -14,7 +14,7 @@ import {
   inputUrlFor,
   reduceJob,
   watchJob,
-} from "../../web/bridge-client.js";
+} from "../../packages/client/dist/index.js";
 import { FakeEventSource } from "./fake-event-source.mjs";
 
 const ID = "0123456789abcdef0123456789abcdef";

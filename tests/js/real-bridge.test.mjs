@@ -6,7 +6,7 @@
 import assert from "node:assert/strict";
 import { it } from "node:test";
 
-import { McpClient, McpRpcError, parseJobHandle, watchJob } from "../../web/bridge-client.js";
+import { McpClient, McpRpcError, parseJobHandle, watchJob } from "../../packages/client/dist/index.js";
 import { FetchEventSource } from "./fetch-event-source.mjs";
 
 const base = process.env.BRIDGE_URL;
@@ -71,4 +71,41 @@ it("an unknown mode in _meta is refused with a message saying what is allowed", 
     mcp.callTool("demo__echo", { text: "x" }, { meta: { "mcp-progress-bridge/mode": "later" } }),
     (e) => e instanceof McpRpcError && /"async", "sync" or "auto"/.test(e.message),
   );
+});
+
+it("the default reader (fetch) resumes after a cut connection with no step lost or repeated", { skip, timeout: 30_000 }, async () => {
+  const mcp = new McpClient(`${base}/mcp`);
+  const result = await mcp.callTool("demo__slow_count", { to: 6, delay_ms: 150 }, {
+    meta: { "mcp-progress-bridge/mode": "async" },
+  });
+  const handle = parseJobHandle(result);
+  // A fetch whose first stream is cut mid-job, the way a network failure would cut it.
+  const cuts = [];
+  const urls = [];
+  const cutting = (url, init) => {
+    urls.push(url);
+    const controller = new AbortController();
+    init.signal?.addEventListener("abort", () => controller.abort());
+    cuts.push(controller);
+    return fetch(url, { ...init, signal: controller.signal });
+  };
+  const progress = [];
+  const retries = [];
+  const done = await new Promise((resolve, reject) => {
+    watchJob(handle.events_url, {
+      onProgress: (p) => {
+        progress.push(p.progress);
+        if (p.progress === 2 && cuts.length === 1) cuts[0].abort();
+      },
+      onRetry: (info) => retries.push(info),
+      onDone: (end) => resolve(end),
+      onError: reject,
+    }, { fetch: cutting });
+  });
+  assert.deepEqual(progress, [1, 2, 3, 4, 5, 6], "every step exactly once, across the cut");
+  assert.equal(retries.length, 1, `one retry: ${JSON.stringify(retries)}`);
+  assert.equal(retries[0].reason, "network");
+  assert.ok(retries[0].delayMs >= 1000 && retries[0].delayMs <= 2000, "after the stream's retry: 2000, jittered");
+  assert.equal(new URL(urls[1]).searchParams.get("last_event_id"), "2");
+  assert.equal(done.status, "completed");
 });

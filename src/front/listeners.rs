@@ -1,21 +1,14 @@
-//! Who is listening, and for what: the MCP sessions of clients on handshake revisions (up to
-//! 2025-11-25: each has a peer to notify, a log level, and the resource URIs it subscribed to),
-//! and the `subscriptions/listen` requests of 2026-07-28 clients (each has a sink that carries
-//! only what it asked for). One task fans list changes and resource updates out to them.
+//! Who is listening, and for what: the MCP sessions of clients on handshake revisions (each
+//! has a peer to notify, a log level, and the resource URIs it subscribed to), and the
+//! `subscriptions/listen` requests of session-less clients (each a sink that carries only what
+//! it asked for). One task fans list changes and resource updates out to them.
 //!
 //! Upstream connections are shared by all callers, so per-caller state lives here: a caller's
-//! subscription to a URI is one count on the upstream's own subscription (see
-//! `Upstream::subscribe`), released when the caller unsubscribes, its session closes or its
-//! listen request ends. A caller follows at most `limits.max_resource_subscriptions` URIs.
-//!
-//! A session's state is made by whichever comes first: its `notifications/initialized`, or a
-//! request that needs it (`resources/subscribe`, `logging/setLevel`, a waiting `tools/call`).
-//! rmcp handles every message on a task of its own, so a request sent right after the
-//! handshake may run before the notification's handler (and one that reaches another replica
-//! restores the session there with a replayed `initialized` just before it); a client may
-//! also send requests before `initialized`, which rmcp serves. Such a request used to find no
-//! state and fail ("needs an MCP session"), and the handshake's handler, had it run first,
-//! replaced state a request had made.
+//! subscription to a URI is one count on the upstream's own subscription, released when the
+//! caller unsubscribes, its session closes or its listen request ends (at most
+//! `limits.max_resource_subscriptions` URIs each). A session's state is made by whichever
+//! comes first: its `notifications/initialized`, or a request that needs it (rmcp may run a
+//! request before the handshake's notification; see docs/design/mcp-asks.md).
 
 // MCP logging is deprecated (SEP-2577) but clients still set levels; the bridge honours them.
 #![allow(deprecated)]
@@ -74,7 +67,7 @@ struct State {
     listeners: HashMap<u64, Listener>,
 }
 
-pub struct Callers {
+pub struct Listeners {
     state: Mutex<State>,
     next_listener: AtomicU64,
     next_anonymous: AtomicU64,
@@ -87,11 +80,11 @@ pub struct Callers {
 
 /// Ends a listener's registration (and its upstream subscriptions) when its request ends.
 pub struct ListenerGuard {
-    callers: Arc<Callers>,
+    callers: Arc<Listeners>,
     id: u64,
 }
 
-impl Callers {
+impl Listeners {
     pub fn new(
         upstreams: Upstreams,
         max_subscriptions: usize,
@@ -242,7 +235,7 @@ impl Callers {
             .upstream
             .subscribe(&route.uri)
             .await
-            .map_err(|e| super::upstream_error(e, "resources/subscribe"))?;
+            .map_err(|e| super::handle::upstream_error(e, "resources/subscribe"))?;
         let kept = {
             let mut state = self.state();
             match state.sessions.get_mut(session) {
@@ -531,7 +524,7 @@ fn joined<'a>(
 }
 
 /// [`joined`] for a request, which names its session by `Mcp-Session-Id` (empty: it has
-/// none, on 2026-07-28 or outside HTTP).
+/// none, on the session-less revision or outside HTTP).
 fn joined_request<'a>(
     state: &'a mut State,
     session: &str,
@@ -560,8 +553,9 @@ fn take_closed(state: &mut State) -> Vec<Followed> {
 fn no_session(method: &str) -> ErrorData {
     ErrorData::invalid_request(
         format!(
-            "{method} needs an MCP session (the initialize handshake); on protocol 2026-07-28 \
-             use subscriptions/listen, and the logLevel in each request's _meta"
+            "{method} needs an MCP session (the initialize handshake); on protocol {} use \
+             subscriptions/listen, and the logLevel in each request's _meta",
+            super::caller::SESSIONLESS
         ),
         None,
     )

@@ -1,32 +1,12 @@
-//! An upstream's `sampling/createMessage` and `roots/list` answered by a waiting 2026-07-28
-//! caller, in its `input_required` rounds (SEP-2322).
-//!
-//! At 2026-07-28 the bridge cannot send the caller a request in the middle of its call: what
-//! the tool asks goes back in an `input_required` result, and the caller's retry carries the
-//! answers (see `rounds`). A question also waits on the job (a person may answer it); a
-//! sample or the roots cannot (there is no model behind the bridge and the jobs page has no
-//! roots), so they wait here, per job, in this replica, for that caller only: [`JobAsks`]
-//! holds them while the caller is in rounds with the job (waiting on a request, or between an
-//! `input_required` answer and its retry), and the caller's waiting request returns as soon
-//! as one is added. The retry's `inputResponses` answer them by key (`sample-N`, `roots-N`),
-//! checked ([`JobAsks::answer`]): a sample must parse as a `CreateMessageResult` (or be a
-//! JSON-RPC error object, the caller's refusal, passed to the tool as it is), roots as a
-//! `ListRootsResult`, at most `jobs.max_sample_bytes` each.
-//!
-//! Bounds: `jobs.max_pending_inputs` waiting per job (one more is refused at once),
-//! `jobs.input_timeout_secs` each; a caller that stops waiting (the result, the job handle
-//! or task past the auto budget, a cancelled request) refuses what waits. A refused sample is
-//! the usual -32601 ([`no_sampling`]) and refused roots are an empty list, as for a caller
-//! that never declared them.
-//!
-//! Several replicas: the caller's retry may reach a replica other than this one (a load
-//! balancer that does not pin it). That replica has no [`JobAsks`] for the job, so it relays
-//! the answers here through the store, as answers to questions are (`jobs::input`), and
-//! [`CallerAsks`] takes them ([`CallerRequests`]) with the same checks; the verdict goes back
-//! to the retry, whose caller gets the same error as here. Its retry then waits on the job
-//! there, where what the tool asks next cannot reach it: so once a relayed answer leaves
-//! nothing waiting and no request of the caller waits here, the caller counts as gone from
-//! this replica, and the tool's next sample is refused at once rather than after the timeout.
+//! The samples (`sampling/createMessage`) and roots (`roots/list`) a job's tool asks its waiting
+//! caller in rounds for (SEP-2322). They cannot wait on the job (no person has a model or
+//! roots): they wait here, per job, in the replica running the call, for that caller only,
+//! while it is in rounds with the job ([`JobRoundRequests`]); its retry's `inputResponses`
+//! answer them by key (`sample-N`, `roots-N`), checked before they are taken. A retry that
+//! reaches another replica relays its answers here through the store ([`RoundRequests`] is
+//! this replica's desk for them). Bounds: `jobs.max_pending_inputs` waiting per job,
+//! `jobs.input_timeout_secs` each, `jobs.max_sample_bytes` per answer; a caller that stops
+//! waiting refuses what waits (a sample -32601, roots empty). docs/design/mcp-asks.md.
 
 use std::{
     collections::{BTreeMap, HashMap},
@@ -48,26 +28,13 @@ use rmcp::{
     },
 };
 
-use super::tasks::shown;
+use super::{caller::Takes, handle::shown};
 use crate::{
     config::JobsConfig, jobs::CallerRequests, metrics::Metrics, model::JobId, store::AnswerVerdict,
     upstream::no_sampling,
 };
 
-/// What the waiting caller declared it takes (its request's client capabilities).
-#[derive(Clone, Copy, Debug, Default)]
-pub(super) struct Takes {
-    pub sampling: bool,
-    pub roots: bool,
-}
-
-impl Takes {
-    pub fn any(self) -> bool {
-        self.sampling || self.roots
-    }
-}
-
-/// The bounds of [`JobAsks`], from `[jobs]`.
+/// The bounds of [`JobRoundRequests`], from `[jobs]`.
 #[derive(Clone, Copy)]
 struct Bounds {
     timeout: Duration,
@@ -75,18 +42,23 @@ struct Bounds {
     max_bytes: usize,
 }
 
-/// The jobs of this replica whose 2026-07-28 caller takes samples or roots. Weak: an entry
-/// lives as long as its job's upstream call holds its [`JobAsks`].
+/// The jobs of this replica whose caller in rounds takes samples or roots. Weak: an entry
+/// lives as long as its job's upstream call holds its [`JobRoundRequests`].
 #[derive(Default)]
-pub(super) struct CallerAsks {
-    jobs: Mutex<HashMap<JobId, Weak<JobAsks>>>,
+pub(super) struct RoundRequests {
+    jobs: Mutex<HashMap<JobId, Weak<JobRoundRequests>>>,
 }
 
-impl CallerAsks {
+impl RoundRequests {
     /// The asks of job `id`, made now: its call's sink holds them.
-    pub fn open(&self, id: JobId, config: &JobsConfig, metrics: Arc<Metrics>) -> Arc<JobAsks> {
+    pub fn open(
+        &self,
+        id: JobId,
+        config: &JobsConfig,
+        metrics: Arc<Metrics>,
+    ) -> Arc<JobRoundRequests> {
         let (changed, _) = watch::channel(0);
-        let asks = Arc::new(JobAsks {
+        let asks = Arc::new(JobRoundRequests {
             state: Mutex::new(State::default()),
             changed,
             bounds: Bounds {
@@ -103,14 +75,14 @@ impl CallerAsks {
     }
 
     /// The asks of job `id`, if its call is still running here and takes any.
-    pub fn get(&self, id: JobId) -> Option<Arc<JobAsks>> {
+    pub fn get(&self, id: JobId) -> Option<Arc<JobRoundRequests>> {
         self.jobs.lock().get(&id).and_then(Weak::upgrade)
     }
 }
 
 /// Answers relayed by another replica, from the caller's retry that reached it (the caller's
 /// right to the job checked there).
-impl CallerRequests for CallerAsks {
+impl CallerRequests for RoundRequests {
     fn answer(&self, job: JobId, key: &str, value: Value) -> AnswerVerdict {
         let Some(asks) = self.get(job) else {
             return AnswerVerdict::NothingToAnswer;
@@ -170,8 +142,8 @@ impl State {
     }
 }
 
-/// The samples and roots one job's tool asks its 2026-07-28 caller for.
-pub(super) struct JobAsks {
+/// The samples and roots one job's tool asks its caller in rounds for.
+pub(super) struct JobRoundRequests {
     state: Mutex<State>,
     /// Bumped when a request is added: wakes the caller's waiting request.
     changed: watch::Sender<u64>,
@@ -243,13 +215,13 @@ impl From<AskError> for ErrorData {
     }
 }
 
-/// Whether `key` is one [`JobAsks`] hands out (so an answer to it is never taken for an
+/// Whether `key` is one [`JobRoundRequests`] hands out (so an answer to it is never taken for an
 /// answer to a question).
 pub(super) fn is_ask_key(key: &str) -> bool {
     key.starts_with("sample-") || key.starts_with("roots-")
 }
 
-impl JobAsks {
+impl JobRoundRequests {
     /// A request of the caller waits on the job from now (until the guard drops, or is kept
     /// for the retry of an `input_required` answer); `takes` is what that request declared.
     pub fn join(self: &Arc<Self>, takes: Takes) -> Attached {
@@ -467,14 +439,14 @@ fn refusal(value: &Value) -> Option<ErrorData> {
     serde_json::from_value(value.clone()).ok()
 }
 
-/// A caller's request waiting on the job (see [`JobAsks::join`]).
+/// A caller's request waiting on the job (see [`JobRoundRequests::join`]).
 pub(super) struct Attached {
-    asks: Arc<JobAsks>,
+    asks: Arc<JobRoundRequests>,
     kept: bool,
 }
 
 impl Attached {
-    pub fn asks(&self) -> &Arc<JobAsks> {
+    pub fn asks(&self) -> &Arc<JobRoundRequests> {
         &self.asks
     }
 
@@ -497,6 +469,26 @@ impl Drop for Attached {
     }
 }
 
+/// What waits for the caller in rounds, once anything does (never, without a seat).
+pub(super) async fn asked_of(seat: &Option<Attached>) -> InputRequests {
+    match seat {
+        Some(attached) => attached.asks().asked().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// What waits for the caller now, for the `input_required` round it is answered with: it
+/// stays in rounds until its retry.
+pub(super) fn kept_requests(seat: &mut Option<Attached>) -> InputRequests {
+    match seat {
+        Some(attached) => {
+            attached.keep();
+            attached.asks().requests()
+        }
+        None => InputRequests::new(),
+    }
+}
+
 #[cfg(test)]
 #[allow(deprecated)]
 mod tests {
@@ -504,12 +496,12 @@ mod tests {
     use rmcp::model::SamplingMessage;
     use serde_json::json;
 
-    fn asks(timeout_secs: u64) -> Arc<JobAsks> {
+    fn asks(timeout_secs: u64) -> Arc<JobRoundRequests> {
         let config = JobsConfig {
             input_timeout_secs: timeout_secs,
             ..JobsConfig::default()
         };
-        CallerAsks::default().open(JobId::random(), &config, Arc::new(Metrics::new()))
+        RoundRequests::default().open(JobId::random(), &config, Arc::new(Metrics::new()))
     }
 
     fn params() -> CreateMessageRequestParams {
@@ -517,6 +509,7 @@ mod tests {
     }
 
     const ALL: Takes = Takes {
+        questions: false,
         sampling: true,
         roots: true,
     };
@@ -558,6 +551,7 @@ mod tests {
         let asks = asks(30);
         assert!(asks.sample(params()).await.is_err());
         let attached = asks.join(Takes {
+            questions: false,
             sampling: false,
             roots: true,
         });
@@ -599,7 +593,7 @@ mod tests {
     /// caller has left this replica: the tool's next sample is refused at once.
     #[tokio::test]
     async fn relayed_answers_are_checked_and_end_the_callers_rounds_here() {
-        let desk = CallerAsks::default();
+        let desk = RoundRequests::default();
         let id = JobId::random();
         let config = JobsConfig {
             input_timeout_secs: 30,
@@ -659,7 +653,8 @@ mod tests {
             max_sample_bytes: 1024,
             ..JobsConfig::default()
         };
-        let asks = CallerAsks::default().open(JobId::random(), &config, Arc::new(Metrics::new()));
+        let asks =
+            RoundRequests::default().open(JobId::random(), &config, Arc::new(Metrics::new()));
         let _attached = asks.join(ALL);
         let tool = tokio::spawn({
             let asks = asks.clone();

@@ -1,0 +1,359 @@
+//! [`Front`], the MCP server the agent talks to: rmcp's `ServerHandler`, a thin dispatch to
+//! the handler of each method (a function of its own file, over the shared [`Core`]).
+//!
+//! One `Front` serves every MCP session (rmcp's Streamable HTTP service asks a factory for a
+//! handler per session; the factory hands out clones of the same cheap handle).
+
+use std::sync::Arc;
+
+use tracing::Instrument;
+
+// MCP logging and resources/subscribe are deprecated but served to the clients that use them.
+#[allow(deprecated)]
+use rmcp::model::{SetLevelRequestParams, SubscribeRequestParams, UnsubscribeRequestParams};
+use rmcp::{
+    ErrorData, RoleServer, ServerHandler,
+    model::{
+        CallToolRequestParams, CallToolResponse, CancelTaskParams, CompleteRequestParams,
+        CompleteResult, CustomRequest, CustomResult, GetPromptRequestParams, GetPromptResponse,
+        GetTaskParams, GetTaskResult, Implementation, ListPromptsResult,
+        ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+        ReadResourceRequestParams, ReadResourceResponse, ResultType, ServerConfig,
+        SubscriptionFilter, UpdateTaskParams,
+    },
+    service::{NotificationContext, RequestContext, SubscriptionContext},
+};
+
+use super::{
+    caller::{self, Caller},
+    capabilities, catalog,
+    core::Core,
+    handle::Links,
+    job_tools::{self, ANSWER_JOB_INPUT, CANCEL_JOB, GET_JOB_STATUS, WAIT_FOR_JOB},
+    listen_tasks,
+    listeners::Listeners,
+    quota::JobQuota,
+    round_requests::RoundRequests,
+    span, tasks, tasks_2025, tool_call, upstream_requests,
+};
+use crate::{
+    config::JobsConfig, jobs::Jobs, metrics::Metrics, shutdown::Tasks, upstream::Upstreams,
+};
+
+/// What the agent is told about this server at initialize.
+const INSTRUCTIONS: &str = "Tools named <server>__<tool> run on the tool servers behind this \
+bridge. A long call may answer with a job handle (job_id, events_url) instead of its result: \
+call wait_for_job with that job_id to get the result, get_job_status to look without waiting, \
+cancel_job to stop it, and answer_job_input to answer a question the job's tool asks \
+(status input_required).";
+
+#[derive(Clone)]
+pub struct Front {
+    core: Arc<Core>,
+}
+
+impl Front {
+    /// `max_resource_subscriptions`: resource URIs one session or listen request may follow;
+    /// `max_listen_task_ids`: task IDs one listen request may follow; `max_followed_tasks`:
+    /// tasks all listen requests follow at once. List changes and resource updates are fanned
+    /// out to the callers by a task on `tasks` (the HTTP stage: it stops with the sessions).
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        upstreams: Upstreams,
+        jobs: Jobs,
+        config: JobsConfig,
+        links: Links,
+        correlation_header: String,
+        quota: JobQuota,
+        (max_resource_subscriptions, max_listen_task_ids, max_followed_tasks): (
+            usize,
+            usize,
+            usize,
+        ),
+        metrics: Arc<Metrics>,
+        tasks: &Tasks,
+    ) -> Self {
+        let listeners = Listeners::new(
+            upstreams.clone(),
+            max_resource_subscriptions,
+            metrics.clone(),
+            tasks.clone(),
+        );
+        tasks.spawn_until_stopped(listeners.clone().run());
+        // Answers other replicas relay from the callers' retries come to these.
+        let round_requests = Arc::new(RoundRequests::default());
+        jobs.serve_caller_requests(round_requests.clone());
+        let core = Core {
+            listeners,
+            upstreams,
+            jobs,
+            config,
+            links,
+            correlation_header,
+            quota,
+            max_listen_task_ids,
+            followed_tasks: Arc::new(tokio::sync::Semaphore::new(max_followed_tasks)),
+            round_requests,
+            metrics,
+            tasks: tasks.clone(),
+        };
+        Self {
+            core: Arc::new(core),
+        }
+    }
+
+    /// What every handler shares: the state of the `/mcp` layers in front of rmcp.
+    pub fn core(&self) -> Arc<Core> {
+        self.core.clone()
+    }
+
+    /// An MCP session ended (`DELETE`, idle, shutdown): its state goes. Told before rmcp
+    /// cancels the session's requests, so that a sync call cut off this way leaves its job
+    /// running (see `call_answer`).
+    pub fn session_ended(&self, session: &str) {
+        self.core.listeners.end_session(session);
+    }
+}
+
+impl ServerHandler for Front {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(capabilities::union(&self.core.upstreams))
+            .with_server_info(Implementation::new(
+                "mcp-progress-bridge",
+                env!("CARGO_PKG_VERSION"),
+            ))
+            .with_instructions(INSTRUCTIONS)
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        let session = context
+            .extensions
+            .get::<http::request::Parts>()
+            .and_then(caller::session_id);
+        self.core.listeners.add_session(session, context.peer).await;
+    }
+
+    /// The tools of this request's caller: the upstream tools its policies allow (all,
+    /// without policies), and the job tools. Per request, not per session: a session's later
+    /// requests may carry another token, and `tools/list_changed` makes every session ask
+    /// again.
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let identity = caller::identity(&context);
+        Ok(ListToolsResult::with_all_items(catalog::list(
+            &self.core.upstreams,
+            self.core.config.mode,
+            &identity,
+        )))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let core = &self.core;
+        let span = span::request_span("tools/call", &context);
+        let caller = Caller::of(&context);
+        let identity = caller.identity.clone();
+        let mut response: CallToolResponse = async {
+            Ok::<_, ErrorData>(match request.name.as_ref() {
+                GET_JOB_STATUS => job_tools::get_job_status(core, request.arguments, &identity)
+                    .await?
+                    .into(),
+                WAIT_FOR_JOB => job_tools::wait_for_job(core, request.arguments, &identity)
+                    .await?
+                    .into(),
+                CANCEL_JOB => job_tools::cancel_job(core, request.arguments, &identity)
+                    .await?
+                    .into(),
+                ANSWER_JOB_INPUT => job_tools::answer_job_input(core, request.arguments, &identity)
+                    .await?
+                    .into(),
+                _ => tool_call::call_tool(core, request, context, caller, false).await?,
+            })
+        }
+        .instrument(span)
+        .await?;
+        // An upstream on an older revision sends no `resultType`; the session-less revision's
+        // clients require it. rmcp strips it again for clients on older revisions.
+        match &mut response {
+            CallToolResponse::Complete(result) => {
+                result.result_type.get_or_insert(ResultType::COMPLETE);
+            }
+            // A task of either revision is the caller's for `tasks/list`.
+            CallToolResponse::Task(created) => {
+                if let Ok(id) = created.task.task_id.parse() {
+                    tasks_2025::remember_task(core, &identity, id).await;
+                }
+            }
+            _ => {}
+        }
+        Ok(response)
+    }
+
+    /// SEP-2663 `tasks/get` (rmcp refuses it to a request that did not list the extension).
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, ErrorData> {
+        let identity = caller::identity(&context);
+        let task = tasks::read_task(&self.core, &request.task_id, &identity).await?;
+        Ok(GetTaskResult::new(task))
+    }
+
+    /// SEP-2663 `tasks/update`: answers to the questions the tool asked.
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let identity = caller::identity(&context);
+        let responses = request.input_responses;
+        tasks::update_task_job(&self.core, &request.task_id, responses, &identity).await
+    }
+
+    /// SEP-2663 `tasks/cancel`: the job is cancelled, the upstream told to stop.
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let identity = caller::identity(&context);
+        tasks::cancel_task_job(&self.core, &request.task_id, &identity).await
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        upstream_requests::list_resources(&self.core)
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        upstream_requests::list_resource_templates(&self.core)
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        upstream_requests::read_resource(&self.core, request, &context).await
+    }
+
+    #[allow(deprecated)]
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        upstream_requests::subscribe(&self.core, &request.uri, &context).await
+    }
+
+    #[allow(deprecated)]
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        upstream_requests::unsubscribe(&self.core, &request.uri, &context).await
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        upstream_requests::list_prompts(&self.core)
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        upstream_requests::get_prompt(&self.core, request, &context).await
+    }
+
+    async fn complete(
+        &self,
+        request: CompleteRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, ErrorData> {
+        upstream_requests::complete(&self.core, request).await
+    }
+
+    #[allow(deprecated)]
+    async fn set_level(
+        &self,
+        request: SetLevelRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        upstream_requests::set_level(&self.core, request.level, &context)
+    }
+
+    /// `subscriptions/listen`: every list's `list_changed` the bridge advertises, and updates
+    /// of the resources asked for that lead to an upstream with subscriptions (at most
+    /// `max_resource_subscriptions`).
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        let mut accepted = SubscriptionFilter::builder()
+            .tools_list_changed()
+            .prompts_list_changed()
+            .resources_list_changed()
+            .build();
+        if let Some(uris) = &requested.resource_subscriptions {
+            let followable = self.core.listeners.followable(uris);
+            if !followable.is_empty() {
+                accepted.resource_subscriptions = Some(followable);
+            }
+        }
+        Some(accepted)
+    }
+
+    /// A method the bridge does not know: -32601 naming it, as JSON-RPC words it (rmcp's
+    /// default names only the method). The name is the client's: at most 100 characters.
+    async fn on_custom_request(
+        &self,
+        request: CustomRequest,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CustomResult, ErrorData> {
+        // The task requests renamed on the way in (see `tasks_2025`).
+        if let Some(answer) = tasks_2025::serve_2025(&self.core, &request, &context).await {
+            return answer.map(CustomResult::new);
+        }
+        let method: String = request.method.chars().take(100).collect();
+        Err(ErrorData::new(
+            rmcp::model::ErrorCode::METHOD_NOT_FOUND,
+            format!("Method not found: {method}"),
+            None,
+        ))
+    }
+
+    /// Lists and resources through `listeners`; the tasks listed in the filter's `taskIds`
+    /// (read and acknowledged on the wire, `listen_tasks`) followed here, until the request
+    /// ends.
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
+        let listeners = &self.core.listeners;
+        let _registered = listeners.add_listener(context.sink().clone()).await;
+        let request = context.request_context();
+        let tasks = listen_tasks::listed(request);
+        tokio::select! {
+            _ = context.cancelled() => {}
+            _ = listen_tasks::follow(&self.core, request, &tasks) => context.cancelled().await,
+        }
+        Ok(())
+    }
+}
