@@ -128,6 +128,8 @@ pub fn cors(server: &ServerConfig) -> Option<CorsLayer> {
                 header::CONTENT_TYPE,
                 HeaderName::from_static("last-event-id"),
             ])
+            // A page on another origin may read how long a refusal asks it to wait.
+            .expose_headers([header::RETRY_AFTER])
             .max_age(PREFLIGHT_MAX_AGE),
     )
 }

@@ -7,7 +7,8 @@
 use std::{path::Path, time::Duration};
 
 use crate::common::*;
-use mcp_progress_bridge::config::Secret;
+use mcp_progress_bridge::config::{CallMode, Secret};
+use serde_json::json;
 use tokio::process::Command;
 
 const CHROMIUM: &str = "/usr/bin/chromium";
@@ -253,4 +254,51 @@ async fn the_client_rides_through_a_rollout_in_headless_chromium() {
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(output.status.success(), "browser test failed:\n{stdout}");
     assert!(stdout.contains(" passed, 0 failed"), "{stdout}");
+}
+
+/// A page on another origin can read a refusal's `Retry-After` (CORS exposes it), so the client
+/// waits there as long as the bridge asks: here the 503 of a subscriber limit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refusal_to_another_origin_exposes_retry_after() {
+    const APP: &str = "http://app.example";
+    let bridge = start_bridge(|c| {
+        c.server.cors_origins = vec![APP.into()];
+        c.limits.max_subscribers_per_channel = 1;
+        c.upstreams = vec![with_tool_mode(
+            demo_stdio_upstream("demo"),
+            "slow_count",
+            CallMode::Async,
+        )];
+    })
+    .await;
+    let client = connect(&bridge).await;
+    let job = running_job(
+        &client,
+        "demo__slow_count",
+        json!({"to": 100, "delay_ms": 100}),
+    )
+    .await;
+    let http = reqwest::Client::new();
+    let first = http.get(&job.events_url).send().await.unwrap();
+    assert_eq!(first.status(), 200, "the first reader takes the only place");
+    let refused = http
+        .get(&job.events_url)
+        .header("origin", APP)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 503);
+    let headers = refused.headers();
+    assert_eq!(headers["access-control-allow-origin"], APP);
+    assert!(headers.contains_key("retry-after"));
+    let exposed = headers
+        .get("access-control-expose-headers")
+        .map(|v| v.to_str().unwrap().to_ascii_lowercase())
+        .unwrap_or_default();
+    assert!(
+        exposed.contains("retry-after"),
+        "Access-Control-Expose-Headers: {exposed:?}"
+    );
+    drop(first);
+    bridge.shutdown(Duration::from_secs(1)).await;
 }
