@@ -61,7 +61,7 @@ impl McpToken {
     }
 }
 
-/// The schema the configuration reference is checked against (tests/config_reference.rs): a
+/// The schema the configuration reference is checked against (tests/it/config_reference.rs): a
 /// token is a leaf key there, written either way.
 impl schemars::JsonSchema for McpToken {
     fn schema_name() -> std::borrow::Cow<'static, str> {

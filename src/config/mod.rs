@@ -478,7 +478,7 @@ pub const PUBLIC_URL_ENV: &str = "BRIDGE_PUBLIC_URL";
 pub const REDIS_URL_ENV: &str = "BRIDGE_REDIS_URL";
 
 /// Every environment variable that sets a config key, with the key it sets. The configuration
-/// reference (docs/configuration.md) lists each in its key's row; tests/config_reference.rs
+/// reference (docs/configuration.md) lists each in its key's row; tests/it/config_reference.rs
 /// checks the two agree. Add a variable here when you add one to [`Overrides::from_env`].
 pub const ENV_OVERRIDES: [(&str, &str); 4] = [
     (LISTEN_ENV, "server.listen"),

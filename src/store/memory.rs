@@ -470,7 +470,7 @@ impl Store for MemoryStore {
 mod tests {
     //! What only the memory store has. The behaviours both stores share (numbering, the
     //! terminal rule, history, live delivery, cancels, correlations) are one suite run against
-    //! each: `tests/store_conformance.rs`.
+    //! each: `tests/it/store_conformance.rs`.
 
     use super::*;
 

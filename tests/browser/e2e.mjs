@@ -1,5 +1,5 @@
 // End-to-end test of the jobs page in headless Chromium (Debian's /usr/bin/chromium, driven by
-// playwright-core; no browser is downloaded). Run by tests/web.rs, which starts a bridge with the
+// playwright-core; no browser is downloaded). Run by tests/it/web.rs, which starts a bridge with the
 // demo tools behind a TCP proxy that can cut every connection, and sets:
 //   BRIDGE_URL      the page's base URL (through the proxy)
 //   CONTROL_URL     POST {CONTROL_URL}/drop cuts every open connection (optional: the resume

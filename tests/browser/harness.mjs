@@ -129,7 +129,7 @@ export function startProcess(command, args, { env = {}, banner, name, cwd } = {}
  */
 export async function startBridge(config, name = "bridge") {
   const bin = process.env.BRIDGE_BIN;
-  assert(bin, "BRIDGE_BIN is not set (tests/web.rs sets it)");
+  assert(bin, "BRIDGE_BIN is not set (tests/it/web.rs sets it)");
   const dir = mkdtempSync(path.join(tmpdir(), "kit-bridge-"));
   const file = path.join(dir, `${name}.toml`);
   writeFileSync(file, config);

@@ -1,7 +1,7 @@
 // The frontend kit in headless Chromium: the React example (examples/react, its development
 // build, so StrictMode mounts every component twice) served by its backend-for-frontend on one
 // origin, against a real bridge on another origin that lists the app's in server.cors_origins.
-// Run by tests/web.rs, which starts the bridge (with an MCP token and a job secret) and sets:
+// Run by tests/it/web.rs, which starts the bridge (with an MCP token and a job secret) and sets:
 //   BRIDGE_URL    the bridge (its origin differs from the app's: another port)
 //   APP_PORT      the port the backend listens on (the bridge's cors_origins names it)
 //   BRIDGE_TOKEN  the bridge's MCP token, given to the backend only

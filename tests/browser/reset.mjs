@@ -1,7 +1,7 @@
 // A reader that comes back after history has lost its gap, on a job that has ended, in headless
 // Chromium with the bridge's own client (`/client.js`): it gets `reset`, then the terminal
 // event with a later id, and `watchJob` calls onDone and stops (no reconnecting for ever).
-// Run by tests/web.rs against a bridge whose `[jobs] history` is 3; sets BRIDGE_URL, CHROMIUM.
+// Run by tests/it/web.rs against a bridge whose `[jobs] history` is 3; sets BRIDGE_URL, CHROMIUM.
 
 import { chromium } from "playwright-core";
 

@@ -7,7 +7,7 @@
 //   3. A 503 from the subscriber limit (max_subscribers_per_channel = 1, the place held by
 //      another reader): the reader waits the Retry-After, then gets in and sees every event.
 // This script starts the bridges itself (they are stopped and started mid-test). Run by
-// tests/web.rs, which sets:
+// tests/it/web.rs, which sets:
 //   BRIDGE_BIN    the bridge binary
 //   JOB_SECRET    an auth.job_secret for every bridge here
 //   REDIS_URL, REDIS_PREFIX   the test Redis and a key prefix of this run's own (step 2)

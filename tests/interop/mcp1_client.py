@@ -1,5 +1,5 @@
 """The official MCP Python SDK 1.x (`ClientSession`) against a server: what it sees, as JSON, in
-the shape surface_client.py prints (so tests/interop_surface.rs compares both alike), and the
+the shape surface_client.py prints (so tests/it/interop_surface.rs compares both alike), and the
 output-schema scenario, which 1.x checks itself (it refuses a result without structured content
 for a tool that has an output schema).
 

@@ -1,4 +1,4 @@
-// What the TypeScript SDK scenario scripts of tests/tasks_2025.rs share (ts_tasks_client.mjs,
+// What the TypeScript SDK scenario scripts of tests/it/tasks_2025.rs share (ts_tasks_client.mjs,
 // ts_tasks_questions.mjs): their checks, and running a tool as a 2025-11-25 task to its end.
 
 /// Print "ok: message", or "FAIL: message" and exit 1.

@@ -1,7 +1,7 @@
 """What an MCP client sees of a server, as JSON, with the official Python SDK: capabilities,
 tools, resources (and what reading each gives), resource templates, prompts (and what getting
 each gives), and completions. The Rust tests run it once against an upstream directly and once
-through the bridge, and compare the two item by item (tests/interop_surface.rs).
+through the bridge, and compare the two item by item (tests/it/interop_surface.rs).
 
 Usage: surface_client.py TARGET MODE [--read-limit N]
   TARGET  http://…/mcp, or "stdio:" followed by a JSON array [command, arg, …]

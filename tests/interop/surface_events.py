@@ -1,6 +1,6 @@
 """Scenarios through the bridge with the official Python SDK (2.x) that need more than a listing:
 notifications, log levels, output schemas, large answers. Each prints "ok: …" lines and ends
-with "all checks passed", or exits non-zero with "FAIL: …" (tests/interop_surface.rs runs them).
+with "all checks passed", or exits non-zero with "FAIL: …" (tests/it/interop_surface.rs runs them).
 
 Usage: surface_events.py SCENARIO URL MODE [ARGS…]
   MODE: legacy, legacy:REVISION or 2026-07-28, as in surface_client.py

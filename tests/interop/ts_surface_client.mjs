@@ -1,6 +1,6 @@
 // What an MCP client sees of a server, as JSON, with the official TypeScript SDK client
 // (npm @modelcontextprotocol/sdk): the same shape as surface_client.py, so
-// tests/interop_surface.rs compares a direct connection with one through the bridge alike.
+// tests/it/interop_surface.rs compares a direct connection with one through the bridge alike.
 //
 // Usage: node ts_surface_client.mjs surface TARGET
 //        node ts_surface_client.mjs schema URL TOOL ARGS_JSON

@@ -1,5 +1,5 @@
 // MCP 2025-11-25 tasks through the bridge, with the official TypeScript SDK 1.x client
-// (npm @modelcontextprotocol/sdk, `client.experimental.tasks`), driven by tests/tasks_2025.rs.
+// (npm @modelcontextprotocol/sdk, `client.experimental.tasks`), driven by tests/it/tasks_2025.rs.
 //
 // Usage: node ts_tasks_client.mjs URL TOKEN_A TOKEN_B PAGE_SIZE MAX_TTL_MS
 // The bridge behind URL serves the demo tools as `demo` and server-everything as `everything`,

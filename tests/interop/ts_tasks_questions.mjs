@@ -1,6 +1,6 @@
 // A 2025-11-25 task's question asked of the client on its tasks/result, and the task's
 // notifications/tasks/status, with the official TypeScript SDK 1.x client
-// (`client.experimental.tasks`), driven by tests/tasks_2025.rs.
+// (`client.experimental.tasks`), driven by tests/it/tasks_2025.rs.
 //
 // Usage: node ts_tasks_questions.mjs URL TOKEN INPUT_TIMEOUT_MS MAX_STATUS_NOTIFICATIONS
 // (TOKEN empty: no Authorization header, for a bridge without MCP tokens)

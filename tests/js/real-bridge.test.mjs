@@ -1,6 +1,6 @@
 // bridge-client.js against a real running bridge (BRIDGE_URL, e.g. http://127.0.0.1:8080):
 // tools/call through /mcp, the handle out of the result, the job's event stream followed to
-// the end across a dropped connection. Run by tests/web.rs, which starts the bridge; skipped
+// the end across a dropped connection. Run by tests/it/web.rs, which starts the bridge; skipped
 // when BRIDGE_URL is not set.
 
 import assert from "node:assert/strict";
@@ -10,7 +10,7 @@ import { McpClient, McpRpcError, parseJobHandle, watchJob } from "../../packages
 import { FetchEventSource } from "./fetch-event-source.mjs";
 
 const base = process.env.BRIDGE_URL;
-const skip = base ? false : "BRIDGE_URL is not set (tests/web.rs sets it after starting a bridge)";
+const skip = base ? false : "BRIDGE_URL is not set (tests/it/web.rs sets it after starting a bridge)";
 
 it("calls a slow tool through /mcp and follows its job to the end across a dropped connection", { skip, timeout: 30_000 }, async () => {
   const mcp = new McpClient(`${base}/mcp`, { clientInfo: { name: "real-bridge.test", version: "1" } });

@@ -21,7 +21,7 @@ mod proc;
 /// The bridge as a child process, the one way the tests run it too. (Shared source: the items
 /// only the tests use are unused here.)
 #[allow(dead_code)]
-#[path = "../../../tests/common/process.rs"]
+#[path = "../../../tests/it/common/process.rs"]
 mod process;
 mod redis;
 mod report;

@@ -1,7 +1,7 @@
 //! The bridge under test as a separate process (so its memory is its own), with the limits
 //! raised past what the scenarios need, and what the benchmark reads of it (memory, CPU, open
 //! files, metrics); the other processes a scenario runs. Starting and stopping the bridge is
-//! the tests' own way (`tests/common/process.rs`, the `process` module here).
+//! the tests' own way (`tests/it/common/process.rs`, the `process` module here).
 
 use std::{path::Path, process::Stdio, time::Duration};
 

@@ -506,7 +506,7 @@ mod tests {
 
     const WAIT: Duration = Duration::from_secs(20);
 
-    /// The Redis the tests share (as in `tests/common`), or `None` (the test is skipped, or
+    /// The Redis the tests share (as in `tests/it/common`), or `None` (the test is skipped, or
     /// fails under `BRIDGE_TEST_STRICT=1`) when none answers.
     async fn test_redis() -> Option<::redis::Client> {
         let url = std::env::var("BRIDGE_TEST_REDIS_URL")

@@ -1,0 +1,186 @@
+//! A bad config stops the bridge at start with exit code 2 and one line naming the file and
+//! the key; the shipped default config is valid.
+
+use std::{path::Path, process::Command};
+
+const BIN: &str = env!("CARGO_BIN_EXE_mcp-progress-bridge");
+
+/// Run the bridge on `toml` and return (exit code, stderr).
+fn run_with(toml: &str) -> (i32, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bridge.toml");
+    std::fs::write(&path, toml).unwrap();
+    run_path(&path)
+}
+
+fn run_path(path: &Path) -> (i32, String) {
+    let output = Command::new(BIN)
+        .arg("--config")
+        .arg(path)
+        .arg("--listen")
+        .arg("127.0.0.1:0")
+        .env_remove("BRIDGE_LISTEN")
+        .output()
+        .unwrap();
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn bad_configs_exit_2_naming_the_file_and_key() {
+    let cases: &[(&str, &str, &str)] = &[
+        (
+            "unknown key",
+            "[server]\nlisten = \"127.0.0.1:0\"\nlisen = 1\n",
+            "lisen",
+        ),
+        ("wrong type", "[jobs]\nhistory = \"many\"\n", "jobs.history"),
+        ("bad mode", "[jobs]\nmode = \"later\"\n", "jobs.mode"),
+        (
+            "duplicate upstream",
+            "[[upstreams]]\nname = \"a\"\ntransport = \"stdio\"\ncommand = \"x\"\n\
+             [[upstreams]]\nname = \"a\"\ntransport = \"stdio\"\ncommand = \"y\"\n",
+            "upstreams[1].name",
+        ),
+        (
+            "bad expose glob",
+            "[[upstreams]]\nname = \"e\"\ntransport = \"stdio\"\ncommand = \"x\"\n\
+             expose = { tools = [\"*\", \"![bad\"] }\n",
+            "upstreams[0].expose.tools",
+        ),
+        (
+            "bad surface limit",
+            "[limits]\nmax_resource_subscriptions = 0\n",
+            "limits.max_resource_subscriptions",
+        ),
+        (
+            "bad url",
+            "[[upstreams]]\nname = \"r\"\ntransport = \"http\"\nurl = \"not a url\"\n",
+            "upstreams[0].url",
+        ),
+        (
+            "empty command",
+            "[[upstreams]]\nname = \"s\"\ntransport = \"stdio\"\ncommand = \"  \"\n",
+            "upstreams[0].command",
+        ),
+        (
+            "bad name",
+            "[[upstreams]]\nname = \"a__b\"\ntransport = \"stdio\"\ncommand = \"x\"\n",
+            "upstreams[0].name",
+        ),
+        (
+            "bad public url",
+            "[server]\npublic_url = \"ftp://x\"\n",
+            "server.public_url",
+        ),
+        (
+            "bad tool mode",
+            "[[upstreams]]\nname = \"s\"\ntransport = \"stdio\"\ncommand = \"x\"\ntools = { t = { mode = \"x\" } }\n",
+            "upstreams[0].tools",
+        ),
+        ("syntax", "[server\n", "bridge.toml"),
+        ("no jobs allowed", "[jobs]\nmax_jobs = 0\n", "jobs.max_jobs"),
+        (
+            "zero timeout",
+            "[[upstreams]]\nname = \"s\"\ntransport = \"stdio\"\ncommand = \"x\"\ntimeout_secs = 0\n",
+            "upstreams[0].timeout_secs",
+        ),
+        (
+            "zero idle timeout on a tool",
+            "[[upstreams]]\nname = \"s\"\ntransport = \"stdio\"\ncommand = \"x\"\ntools = { t = { idle_timeout_secs = 0 } }\n",
+            "upstreams[0].tools.t.idle_timeout_secs",
+        ),
+        (
+            "bad backend",
+            "[store]\nbackend = \"mongo\"\n",
+            "store.backend",
+        ),
+        (
+            "redis url of another scheme",
+            "[store]\nbackend = \"redis\"\nredis_url = \"http://x:6379\"\n",
+            "store.redis_url",
+        ),
+        (
+            "zero lease",
+            "[store]\nlease_secs = 0\n",
+            "store.lease_secs",
+        ),
+        (
+            "bad key prefix",
+            "[store]\nkey_prefix = \"a b\"\n",
+            "store.key_prefix",
+        ),
+        ("unknown store key", "[store]\nredis = 1\n", "redis"),
+        (
+            "missing ca_file",
+            "[[upstreams]]\nname = \"t\"\ntransport = \"http\"\nurl = \"https://x/mcp\"\nca_file = \"/nonexistent/ca.pem\"\n",
+            "upstreams[0].ca_file",
+        ),
+        (
+            "ca_file that is no PEM",
+            "[[upstreams]]\nname = \"t\"\ntransport = \"http\"\nurl = \"https://x/mcp\"\nca_file = \"/proc/version\"\n",
+            "upstreams[0].ca_file",
+        ),
+        (
+            "ca_file for an http url",
+            "[[upstreams]]\nname = \"t\"\ntransport = \"http\"\nurl = \"http://x/mcp\"\nca_file = \"/proc/version\"\n",
+            "upstreams[0].ca_file",
+        ),
+    ];
+    for (what, toml, key) in cases {
+        let (code, stderr) = run_with(toml);
+        assert_eq!(code, 2, "{what}: exit code, stderr: {stderr}");
+        let line = stderr
+            .lines()
+            .find(|l| l.contains("config error"))
+            .unwrap_or_else(|| panic!("{what}: {stderr}"));
+        assert!(
+            line.contains("bridge.toml"),
+            "{what}: names the file: {line}"
+        );
+        assert!(line.contains(key), "{what}: names {key}: {line}");
+    }
+}
+
+#[test]
+fn a_missing_file_exits_2() {
+    let (code, stderr) = run_path(Path::new("/nonexistent/bridge.toml"));
+    assert_eq!(code, 2);
+    assert!(stderr.contains("/nonexistent/bridge.toml"), "{stderr}");
+}
+
+#[test]
+fn a_bad_environment_override_exits_2() {
+    let output = Command::new(BIN)
+        .args([
+            "--config",
+            concat!(env!("CARGO_MANIFEST_DIR"), "/config/bridge.toml"),
+        ])
+        .env("BRIDGE_LISTEN", "nowhere")
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("BRIDGE_LISTEN"));
+}
+
+#[test]
+fn the_shipped_configs_are_valid() {
+    use mcp_progress_bridge::config::{Config, Overrides};
+    // The secrets the example configs read from the environment, given to a process of the
+    // test's own: set here, they would race with the other tests reading the environment.
+    let secrets = [
+        ("BRIDGE_AGENT_TOKEN", "example-agent-token-0123456789abcdef"),
+        ("BRIDGE_JOB_SECRET", "example-job-secret-0123456789abcdef"),
+    ];
+    if !crate::common::in_own_process(module_path!(), "the_shipped_configs_are_valid", &secrets) {
+        return;
+    }
+    for entry in std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/config")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "toml") {
+            Config::load(Some(&path), &Overrides::default()).unwrap_or_else(|e| panic!("{e}"));
+        }
+    }
+}

@@ -1,0 +1,224 @@
+//! The bridge in front of a real third-party MCP server: the reference
+//! `@modelcontextprotocol/server-everything` (TypeScript SDK) from npm, over stdio and over
+//! Streamable HTTP. `.ci/run` installs it into tests/interop/node_modules.
+
+use std::{path::PathBuf, time::Duration};
+
+use crate::common::*;
+use mcp_progress_bridge::config::{CallMode, UpstreamConfig};
+use serde_json::json;
+
+fn everything_entry() -> Option<PathBuf> {
+    let entry = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/interop/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    let node = std::process::Command::new("node")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    (node && entry.exists()).then_some(entry)
+}
+
+fn everything_stdio(entry: &std::path::Path) -> UpstreamConfig {
+    UpstreamConfig::stdio(
+        "everything",
+        "node",
+        &[&entry.display().to_string(), "stdio"],
+    )
+}
+
+const LONG_RUNNING: &str = "everything__trigger-long-running-operation";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_everything_over_stdio_reports_progress_through_the_bridge() {
+    let Some(entry) = everything_entry() else {
+        prerequisite(
+            false,
+            "node and tests/interop/node_modules (npm ci --prefix tests/interop)",
+        );
+        return;
+    };
+    let bridge = start_bridge(|c| {
+        c.jobs.mode = CallMode::Async;
+        c.upstreams = vec![everything_stdio(&entry)];
+    })
+    .await;
+    let client = connect(&bridge).await;
+    let tools = within("list tools", client.list_all_tools()).await.unwrap();
+    assert!(
+        tools.iter().any(|t| t.name == LONG_RUNNING),
+        "{:?}",
+        tools.iter().map(|t| &t.name).collect::<Vec<_>>()
+    );
+
+    let handle = running_job(&client, LONG_RUNNING, json!({"duration": 1, "steps": 5})).await;
+    let events = read_job_events(&handle.events_url).await;
+    assert_eq!(progress_values(&events), vec![1.0, 2.0, 3.0, 4.0, 5.0]);
+    let done = events.last().unwrap();
+    assert_eq!(done.event, "completed");
+    assert!(
+        done.data["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("Long running operation completed")
+    );
+
+    let waited = call(&client, "wait_for_job", json!({"job_id": handle.job_id})).await;
+    assert!(first_text(&waited).contains("Steps: 5"));
+    bridge.shutdown(Duration::from_secs(2)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_everything_over_streamable_http_works_in_sync_mode() {
+    let Some(entry) = everything_entry() else {
+        prerequisite(
+            false,
+            "node and tests/interop/node_modules (npm ci --prefix tests/interop)",
+        );
+        return;
+    };
+    let mut command = tokio::process::Command::new("node");
+    command.arg(&entry).arg("streamableHttp").env("PORT", "0");
+    let (mut server, url) = http_child(command, "server-everything").await;
+    let bridge = start_bridge(|c| {
+        c.jobs.mode = CallMode::Sync;
+        c.upstreams = vec![http_upstream("everything", &url)];
+    })
+    .await;
+    let client = connect(&bridge).await;
+    let echo = call(&client, "everything__echo", json!({"message": "hello"})).await;
+    assert!(first_text(&echo).contains("hello"), "{}", first_text(&echo));
+    let result = call(&client, LONG_RUNNING, json!({"duration": 0.5, "steps": 3})).await;
+    assert!(first_text(&result).contains("Steps: 3"));
+    let seen = caller_progress(&client, 3).await;
+    assert_eq!(
+        seen,
+        vec![1.0, 2.0, 3.0],
+        "progress relayed on the caller's own token"
+    );
+    // A tool the upstream runs only as a task works here too (its tools/list came on SSE).
+    let report = call(&client, RESEARCH, json!({"topic": "over http"})).await;
+    assert!(
+        first_text(&report).contains("# Research Report: over http"),
+        "{report:?}"
+    );
+    bridge.shutdown(Duration::from_secs(2)).await;
+    let _ = server.kill().await;
+}
+
+const RESEARCH: &str = "everything__simulate-research-query";
+
+/// The value of one series in the Prometheus text, 0 when absent.
+fn series(metrics: &str, name_and_labels: &str) -> f64 {
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(name_and_labels)?.trim().parse().ok())
+        .unwrap_or(0.0)
+}
+
+/// Issue 14 item 2: server-everything's `simulate-research-query` declares
+/// `execution.taskSupport: "required"` and refuses a plain `tools/call` ("requires task
+/// augmentation"). Through the bridge it works for a client that knows nothing of tasks: the
+/// bridge runs it as an upstream task, each stage (`statusMessage`) is a progress step on the
+/// job's SSE channel, and cancelling the job cancels the upstream task (`tasks/cancel`, which
+/// server-everything answers with an error for a task that is unknown or already over).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_that_requires_a_task_upstream_works_through_the_bridge() {
+    let Some(entry) = everything_entry() else {
+        prerequisite(
+            false,
+            "node and tests/interop/node_modules (npm ci --prefix tests/interop)",
+        );
+        return;
+    };
+    let bridge = start_bridge(|c| {
+        c.jobs.mode = CallMode::Async;
+        c.upstreams = vec![everything_stdio(&entry)];
+    })
+    .await;
+    let client = connect(&bridge).await;
+    let tools = within("list tools", client.list_all_tools()).await.unwrap();
+    assert!(tools.iter().any(|t| t.name == RESEARCH));
+
+    let handle = running_job(&client, RESEARCH, json!({"topic": "tasks"})).await;
+    let events = read_job_events(&handle.events_url).await;
+    let stages: Vec<&str> = events
+        .iter()
+        .filter(|e| e.event == "progress")
+        .filter_map(|e| e.data["message"].as_str())
+        .collect();
+    assert_eq!(
+        stages,
+        [
+            "Gathering sources...",
+            "Analyzing content...",
+            "Synthesizing findings...",
+            "Generating report..."
+        ],
+        "{events:#?}"
+    );
+    assert_eq!(progress_values(&events), vec![1.0, 2.0, 3.0, 4.0]);
+    let done = events.last().unwrap();
+    assert_eq!(done.event, "completed", "{events:#?}");
+    let text = done.data["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains("# Research Report: tasks"), "{text}");
+
+    // Cancelled after its first stage: the job ends cancelled and the upstream task is
+    // cancelled with it.
+    let handle = running_job(&client, RESEARCH, json!({"topic": "cancel me"})).await;
+    read_sse(&handle.events_url, None, |e| e.event == "progress").await;
+    assert_eq!(post_json(&handle.cancel_url).await.0, 202);
+    let events = read_job_events(&handle.events_url).await;
+    assert_eq!(events.last().unwrap().event, "cancelled");
+    let cancelled = eventually("the upstream task cancelled", || async {
+        let metrics = metrics_text(&bridge.base).await;
+        let ok = series(
+            &metrics,
+            r#"bridge_upstream_task_requests_total{method="tasks/cancel",outcome="ok"}"#,
+        );
+        (ok >= 1.0).then_some(metrics)
+    })
+    .await;
+    assert_eq!(
+        series(
+            &cancelled,
+            r#"bridge_upstream_task_requests_total{method="tasks/cancel",outcome="error"}"#
+        ),
+        0.0
+    );
+
+    // An ambiguous query: the upstream task goes `input_required` and asks (through the
+    // `tasks/result` stream) which interpretation is meant; the question reaches the job's
+    // channel and a person's answer at its input URL reaches the upstream task.
+    let handle = running_job(
+        &client,
+        RESEARCH,
+        json!({"topic": "python", "ambiguous": true}),
+    )
+    .await;
+    let events = read_sse(&handle.events_url, None, |e| e.event == "input_required").await;
+    let asked = events.last().unwrap();
+    assert!(
+        asked.data["message"]
+            .as_str()
+            .unwrap()
+            .contains("multiple interpretations"),
+        "{asked:?}"
+    );
+    let input_url = handle.raw["input_url"].as_str().unwrap();
+    let answered = within(
+        "POST the answer",
+        reqwest::Client::new()
+            .post(input_url)
+            .json(&json!({"action": "accept", "content": {"interpretation": "snake"}}))
+            .send(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(answered.status(), 200, "{:?}", answered.text().await);
+    let events = read_job_events(&handle.events_url).await;
+    let done = events.last().unwrap();
+    assert_eq!(done.event, "completed", "{events:#?}");
+    let text = done.data["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains("# Research Report: python (snake)"), "{text}");
+    bridge.shutdown(Duration::from_secs(2)).await;
+}

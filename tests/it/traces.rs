@@ -1,0 +1,455 @@
+//! Traces over OpenTelemetry: the bridge as a process, exporting to a real OTLP/HTTP receiver
+//! started here (POST /v1/traces, protobuf bodies decoded with the OTLP types), with the demo
+//! tool `echo_meta` showing what reached the tool server.
+//!
+//! One trace follows a tool call: the caller's `traceparent` (HTTP header, or `_meta`) is
+//! continued by the `mcp_request` span, whose child is the `job`, whose children are the
+//! `upstream_call` (whose context the tool server gets in `_meta.traceparent`) and the
+//! `terminal_event`. The batch processor is told to wait a minute between exports, so what
+//! arrives was sent by the flush at shutdown. Without the variables (or with traces turned
+//! off) nothing is sent and the tool server gets no trace context.
+
+use std::{
+    collections::HashMap,
+    path::Path,
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use crate::common::*;
+use axum::{Router, body::Bytes, extract::State, routing::post};
+use opentelemetry_proto::tonic::{
+    collector::trace::v1::ExportTraceServiceRequest, common::v1::any_value,
+};
+use prost::Message;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+/// The caller's trace (header case) and the span it calls from.
+const HEADER_TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
+const HEADER_PARENT: &str = "00f067aa0ba902b7";
+/// The caller's trace when it travels in `_meta` instead.
+const META_TRACE: &str = "0af7651916cd43dd8448eb211c80319c";
+const META_PARENT: &str = "b7ad6b7169203331";
+
+/// One span as the receiver got it.
+#[derive(Debug, Clone)]
+struct Received {
+    name: String,
+    trace_id: String,
+    span_id: String,
+    parent_span_id: String,
+    attributes: HashMap<String, String>,
+    service_name: Option<String>,
+}
+
+/// An OTLP/HTTP receiver on a loopback port; stops when dropped.
+struct Receiver {
+    endpoint: String,
+    spans: Arc<Mutex<Vec<Received>>>,
+    requests: Arc<Mutex<usize>>,
+    stop: CancellationToken,
+}
+
+impl Drop for Receiver {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+#[derive(Clone)]
+struct Sink {
+    spans: Arc<Mutex<Vec<Received>>>,
+    requests: Arc<Mutex<usize>>,
+}
+
+impl Receiver {
+    async fn start() -> Self {
+        let sink = Sink {
+            spans: Arc::default(),
+            requests: Arc::default(),
+        };
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind the receiver");
+        let addr = listener.local_addr().expect("receiver address");
+        let router = Router::new()
+            .route("/v1/traces", post(receive))
+            .with_state(sink.clone());
+        let stop = CancellationToken::new();
+        let stopped = stop.clone();
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, router)
+                .with_graceful_shutdown(stopped.cancelled_owned())
+                .await;
+        });
+        Self {
+            endpoint: format!("http://{addr}"),
+            spans: sink.spans,
+            requests: sink.requests,
+            stop,
+        }
+    }
+
+    fn spans(&self) -> Vec<Received> {
+        self.spans.lock().unwrap().clone()
+    }
+
+    fn requests(&self) -> usize {
+        *self.requests.lock().unwrap()
+    }
+}
+
+/// `POST /v1/traces`: decode the protobuf body (a body that does not decode fails the test
+/// through a 400 the exporter logs, and through the spans missing).
+async fn receive(State(sink): State<Sink>, body: Bytes) -> (http::StatusCode, Vec<u8>) {
+    *sink.requests.lock().unwrap() += 1;
+    let Ok(request) = ExportTraceServiceRequest::decode(body) else {
+        return (http::StatusCode::BAD_REQUEST, Vec::new());
+    };
+    let mut spans = sink.spans.lock().unwrap();
+    for resource_spans in request.resource_spans {
+        let service_name = resource_spans.resource.and_then(|r| {
+            r.attributes
+                .into_iter()
+                .find(|a| a.key == "service.name")
+                .and_then(|a| text(a.value?.value?))
+        });
+        for scope in resource_spans.scope_spans {
+            for span in scope.spans {
+                spans.push(Received {
+                    name: span.name,
+                    trace_id: hex(&span.trace_id),
+                    span_id: hex(&span.span_id),
+                    parent_span_id: hex(&span.parent_span_id),
+                    attributes: span
+                        .attributes
+                        .into_iter()
+                        .filter_map(|a| Some((a.key, text(a.value?.value?)?)))
+                        .collect(),
+                    service_name: service_name.clone(),
+                });
+            }
+        }
+    }
+    // An empty ExportTraceServiceResponse: full success.
+    (http::StatusCode::OK, Vec::new())
+}
+
+fn text(value: any_value::Value) -> Option<String> {
+    match value {
+        any_value::Value::StringValue(s) => Some(s),
+        any_value::Value::IntValue(i) => Some(i.to_string()),
+        any_value::Value::BoolValue(b) => Some(b.to_string()),
+        _ => None,
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The bridge as a process with the demo tools, and `env`.
+async fn bridge_with(env: &[(&str, &str)]) -> BridgeProcess {
+    spawn_bridge(&demo_upstream_toml("{}"), env).await
+}
+
+/// A raw MCP session on the bridge, initialized.
+async fn session(bridge: &BridgeProcess) -> RawMcp {
+    let mut mcp = RawMcp::new(&bridge.mcp_url(), None);
+    let answer = mcp.initialize().await;
+    assert_eq!(answer.status, 200, "initialize: {}", answer.body);
+    mcp
+}
+
+/// `tools/call demo__echo_meta` with `meta` as the request's `_meta` and `headers`: the
+/// `_meta` the tool server got.
+async fn echo_meta(mcp: &RawMcp, id: u64, meta: Value, headers: &[(&str, &str)]) -> Value {
+    echo(mcp, id, meta, headers).await["meta"].clone()
+}
+
+/// What `echo_meta` answered: `{"meta": …, "traceparent_header": …}`.
+async fn echo(mcp: &RawMcp, id: u64, meta: Value, headers: &[(&str, &str)]) -> Value {
+    let body = json!({
+        "jsonrpc": "2.0",
+        "id": id,
+        "method": "tools/call",
+        "params": {"name": "demo__echo_meta", "arguments": {}, "_meta": meta},
+    });
+    let answer = mcp.post(body.to_string(), headers).await;
+    let message = answer
+        .message
+        .unwrap_or_else(|| panic!("no answer to tools/call: {}", answer.body));
+    let result = &message["result"];
+    assert_ne!(result["isError"], json!(true), "the call failed: {message}");
+    result["structuredContent"].clone()
+}
+
+/// `00-<trace>-<span>-<flags>` split.
+fn parts(traceparent: &str) -> (String, String) {
+    let fields: Vec<&str> = traceparent.split('-').collect();
+    assert_eq!(fields.len(), 4, "a W3C traceparent: {traceparent}");
+    (fields[1].to_string(), fields[2].to_string())
+}
+
+/// The one span named `name` in `trace`.
+fn one<'a>(spans: &'a [Received], trace: &str, name: &str) -> &'a Received {
+    let found: Vec<&Received> = spans
+        .iter()
+        .filter(|s| s.trace_id == trace && s.name == name)
+        .collect();
+    assert_eq!(
+        found.len(),
+        1,
+        "one {name} span in trace {trace}; all spans: {spans:#?}"
+    );
+    found[0]
+}
+
+/// Check the spans of one call in `trace`, called from `caller_span`, and the traceparent the
+/// tool server got.
+fn check_call(spans: &[Received], trace: &str, caller_span: &str, reached_tool: &Value) {
+    let request = one(spans, trace, "mcp_request");
+    let job = one(spans, trace, "job");
+    let upstream = one(spans, trace, "upstream_call");
+    let terminal = one(spans, trace, "terminal_event");
+    assert_eq!(request.parent_span_id, caller_span, "continues the caller");
+    assert_eq!(job.parent_span_id, request.span_id, "job under the request");
+    assert_eq!(
+        upstream.parent_span_id, job.span_id,
+        "upstream call under the job"
+    );
+    assert_eq!(
+        terminal.parent_span_id, job.span_id,
+        "terminal event under the job"
+    );
+    assert_eq!(
+        request.attributes.get("mcp_method").map(String::as_str),
+        Some("tools/call")
+    );
+    assert_eq!(
+        job.attributes.get("tool").map(String::as_str),
+        Some("demo__echo_meta")
+    );
+    assert_eq!(
+        job.attributes.get("upstream").map(String::as_str),
+        Some("demo")
+    );
+    assert!(job.attributes.contains_key("job_id"), "{job:?}");
+    assert_eq!(
+        upstream.attributes.get("upstream_tool").map(String::as_str),
+        Some("echo_meta")
+    );
+    assert_eq!(
+        terminal.attributes.get("status").map(String::as_str),
+        Some("completed")
+    );
+    let traceparent = reached_tool["traceparent"]
+        .as_str()
+        .unwrap_or_else(|| panic!("the tool server got no traceparent: {reached_tool}"));
+    assert_eq!(
+        parts(traceparent),
+        (trace.to_string(), upstream.span_id.clone()),
+        "the tool server's parent is the upstream call"
+    );
+    assert!(
+        reached_tool.get("progressToken").is_some(),
+        "rmcp's progress token is there beside it: {reached_tool}"
+    );
+    for span in [request, job, upstream, terminal] {
+        assert_eq!(span.service_name.as_deref(), Some("mcp-progress-bridge"));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_call_is_one_trace_from_the_caller_to_the_tool_server() {
+    let receiver = Receiver::start().await;
+    let bridge = bridge_with(&[
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", &receiver.endpoint),
+        // Only the flush at shutdown sends: what arrives proves it.
+        ("OTEL_BSP_SCHEDULE_DELAY", "60000"),
+    ])
+    .await;
+    let mcp = session(&bridge).await;
+
+    // The caller's context in the HTTP header, with a tracestate to pass on.
+    let header = format!("00-{HEADER_TRACE}-{HEADER_PARENT}-01");
+    let by_header = echo_meta(
+        &mcp,
+        2,
+        json!({}),
+        &[("traceparent", &header), ("tracestate", "caller=1")],
+    )
+    .await;
+    assert_eq!(by_header["tracestate"], json!("caller=1"), "{by_header}");
+    // The caller's context in `_meta`, which wins over a header.
+    let in_meta = format!("00-{META_TRACE}-{META_PARENT}-01");
+    let other = format!("00-{HEADER_TRACE}-{HEADER_PARENT}-01");
+    let by_meta = echo_meta(
+        &mcp,
+        3,
+        json!({"traceparent": in_meta}),
+        &[("traceparent", &other)],
+    )
+    .await;
+    // No context at all: a new trace, still passed on.
+    let fresh = echo_meta(&mcp, 4, json!({}), &[]).await;
+
+    assert!(
+        receiver.spans().is_empty(),
+        "nothing exported before the flush"
+    );
+    let status = bridge.stop().await.expect("the bridge stops on SIGTERM");
+    assert!(status.success(), "{status:?}");
+
+    let spans = receiver.spans();
+    check_call(&spans, HEADER_TRACE, HEADER_PARENT, &by_header);
+    check_call(&spans, META_TRACE, META_PARENT, &by_meta);
+    let (fresh_trace, _) = parts(fresh["traceparent"].as_str().expect("a traceparent"));
+    assert_ne!(fresh_trace, HEADER_TRACE);
+    assert_ne!(fresh_trace, META_TRACE);
+    let root = one(&spans, &fresh_trace, "mcp_request");
+    assert_eq!(
+        root.parent_span_id, "",
+        "a call without a context starts a trace"
+    );
+    check_call(&spans, &fresh_trace, "", &fresh);
+    // Only the bridge's own spans: no other crate's, none for the job tools' requests.
+    let names: std::collections::BTreeSet<&str> = spans.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(
+        names,
+        ["job", "mcp_request", "terminal_event", "upstream_call"].into(),
+        "{spans:#?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http_upstream_gets_the_trace_context_as_a_header_too() {
+    let receiver = Receiver::start().await;
+    let demo = start_http_demo().await;
+    let config = format!(
+        "[[upstreams]]\nname = \"demo\"\ntransport = \"http\"\nurl = \"{}\"\n",
+        demo.url
+    );
+    let bridge = spawn_bridge(
+        &config,
+        &[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", &receiver.endpoint),
+            ("OTEL_BSP_SCHEDULE_DELAY", "60000"),
+        ],
+    )
+    .await;
+    let mcp = session(&bridge).await;
+    let header = format!("00-{HEADER_TRACE}-{HEADER_PARENT}-01");
+    let echoed = echo(&mcp, 2, json!({}), &[("traceparent", &header)]).await;
+    bridge.stop().await.expect("the bridge stops");
+    let spans = receiver.spans();
+    check_call(&spans, HEADER_TRACE, HEADER_PARENT, &echoed["meta"]);
+    assert_eq!(
+        echoed["traceparent_header"], echoed["meta"]["traceparent"],
+        "the header says what `_meta` says: {echoed}"
+    );
+    demo.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_collector_that_never_answers_delays_a_stop_by_the_flush_bound_at_most() {
+    // Accepts every connection and request, answers none.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let endpoint = format!("http://{}", listener.local_addr().unwrap());
+    let silent = Router::new().route("/v1/traces", post(std::future::pending::<()>));
+    let server = tokio::spawn(async move { axum::serve(listener, silent).await });
+    // In a directory of the test's own: the log outlives the process.
+    let dir = tempfile::tempdir().unwrap();
+    let config = format!("{SERVER_ON_PORT_0}\n{}", demo_upstream_toml("{}"));
+    let env = [
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()),
+        ("OTEL_EXPORTER_OTLP_TIMEOUT", "60000"),
+        ("OTEL_BSP_SCHEDULE_DELAY", "60000"),
+        ("RUST_LOG", "info,rmcp=warn"),
+    ];
+    let bridge = BridgeProcess::start(Path::new(BIN), Some(dir.path()), "silent", &config, &env)
+        .await
+        .unwrap_or_else(|e| panic!("the bridge did not start: {e}"));
+    let mcp = session(&bridge).await;
+    echo_meta(&mcp, 2, json!({}), &[]).await;
+    let log = dir.path().join("silent.log");
+    let started = std::time::Instant::now();
+    let status = bridge.stop().await.expect("the bridge stops by itself");
+    let took = started.elapsed();
+    assert!(status.success(), "{status:?}");
+    // The flush bound (5 s) and the rest of a shutdown, well under the 60 s export timeout.
+    assert!(took < Duration::from_secs(15), "the stop took {took:?}");
+    let log = std::fs::read_to_string(log).unwrap_or_default();
+    assert!(
+        log.contains("the last traces could not be exported"),
+        "{log}"
+    );
+    server.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_the_variables_there_are_no_traces_and_no_trace_context() {
+    let receiver = Receiver::start().await;
+    let header = format!("00-{HEADER_TRACE}-{HEADER_PARENT}-01");
+    // No endpoint: no exporter. An endpoint with traces turned off (both standard ways): none
+    // either, and the receiver would see anything sent.
+    let cases: [&[(&str, &str)]; 3] = [
+        &[],
+        &[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", &receiver.endpoint),
+            ("OTEL_TRACES_EXPORTER", "none"),
+        ],
+        &[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", &receiver.endpoint),
+            ("OTEL_SDK_DISABLED", "true"),
+        ],
+    ];
+    for env in cases {
+        let bridge = bridge_with(env).await;
+        let mcp = session(&bridge).await;
+        let reached = echo_meta(&mcp, 2, json!({}), &[("traceparent", &header)]).await;
+        assert!(
+            reached.get("traceparent").is_none(),
+            "{env:?}: no trace context is made or passed on: {reached}"
+        );
+        assert!(reached.get("progressToken").is_some(), "{reached}");
+        let log = bridge.log();
+        assert!(!log.contains("exporting traces"), "{env:?}: {log}");
+        bridge.stop().await.expect("the bridge stops");
+    }
+    assert_eq!(receiver.requests(), 0, "nothing was exported");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_otlp_setting_the_bridge_cannot_honour_stops_it_at_start() {
+    let config = format!("{SERVER_ON_PORT_0}\n{}", demo_upstream_toml("{}"));
+    for (env, says) in [
+        (
+            [
+                ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4317"),
+                ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"),
+            ],
+            "OTEL_EXPORTER_OTLP_PROTOCOL=\"grpc\"",
+        ),
+        (
+            [
+                ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4318"),
+                ("OTEL_TRACES_EXPORTER", "zipkin"),
+            ],
+            "OTEL_TRACES_EXPORTER=\"zipkin\"",
+        ),
+    ] {
+        let started =
+            BridgeProcess::start(std::path::Path::new(BIN), None, "otel", &config, &env).await;
+        let Err(error) = started else {
+            panic!("{env:?}: the bridge started");
+        };
+        let error = error.to_string();
+        assert!(
+            error.starts_with("the bridge refused its config"),
+            "{env:?}: want a config error (exit 2), got {error}"
+        );
+        assert!(error.contains(says), "{error}");
+    }
+}
