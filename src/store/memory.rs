@@ -1,16 +1,13 @@
 //! The embedded store: jobs, histories and live fan-out in this process's memory.
 //!
-//! Each channel (a job, or a correlation) is one [`Log`] behind a plain (`parking_lot`) mutex. The lock
-//! is held only for the few steps of an append or an open (assign the number, fold the
-//! snapshot, push to history, hand the event to the broadcast ring) and never across an
-//! `.await`, so a plain mutex is cheaper than an async one and keeps the steps atomic: a
-//! reader that opens a channel sees a snapshot, history and live tail with no gap and no
-//! duplicate between them.
+//! Each channel (a job, or a correlation) is one [`Log`] behind a plain (`parking_lot`) mutex,
+//! held only for the few steps of an append or an open and never across an `.await`: cheaper
+//! than an async mutex, and a reader that opens a channel sees snapshot, history and live tail
+//! with no gap and no duplicate between them.
 //!
-//! Live delivery is a `tokio::sync::broadcast` ring per channel, created when the first reader
-//! arrives and dropped when the last one has gone. A slow reader never slows the writer or the
-//! other readers: when it falls more than the ring's capacity behind, it is told it lagged and
-//! catches up from history (or gets a `reset` when history no longer reaches back).
+//! Live delivery is a `tokio::sync::broadcast` ring per channel, created with the first reader
+//! and dropped with the last. A reader more than the ring's capacity behind is told it lagged
+//! and catches up from history (or gets a `reset`): it never slows the writer or other readers.
 
 use std::{collections::VecDeque, sync::Arc};
 

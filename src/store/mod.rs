@@ -6,13 +6,9 @@
 //! three at once, so a reader that opens a channel gets a consistent cut: a snapshot at some
 //! sequence number, the history after it, and every live event after that.
 //!
-//! Only storage is here. The job vocabulary the store keeps (IDs, snapshots, event bodies,
-//! failure reasons) is [`crate::model`]'s, shared with every layer. The types below are the
-//! store's own because they describe how a store hands things out, and only a store makes
-//! them: [`StoredEvent`] (an event numbered and rendered once at append time), what opening a
-//! channel returns ([`Opened`], [`ChannelSnapshot`], [`LiveItem`], [`Replay`]), and the cancel
-//! and answer routing between replicas ([`CancelRequest`], [`CancelAck`], [`AnswerRequest`],
-//! [`AnswerVerdict`], [`Relayed`]).
+//! Only storage is here; the job vocabulary is [`crate::model`]'s. The types below say how a
+//! store hands things out ([`StoredEvent`], [`Opened`], [`LiveItem`], [`Replay`]) and routes
+//! cancels and answers between replicas ([`CancelRequest`], [`AnswerRequest`], [`Relayed`]).
 
 pub mod memory;
 pub mod redis;

@@ -1,18 +1,12 @@
 //! Live fan-out inside one replica: every SSE subscriber of a channel shares one Redis
 //! subscription on the replica's single pub/sub connection.
 //!
-//! A channel's first local reader makes the replica `SUBSCRIBE` (and waits for Redis to
-//! confirm, so the history it reads next cannot miss an event); later readers of the same
-//! channel only join a local broadcast ring. Each message is parsed once, on the connection's
-//! read path, and handed to the ring as one `Arc<StoredEvent>` whose frame every reader
-//! writes as is. A reader that falls behind the ring is told it lagged and re-reads history,
-//! so a slow reader never slows anyone else and memory stays bounded.
-//!
-//! All `SUBSCRIBE`/`UNSUBSCRIBE` commands are sent by one task, in the order it decides them,
-//! so an unsubscribe for an idle channel can never overtake the subscribe of a new reader.
-//! Whenever the pub/sub connection comes up (the first time too, even if that happened before
-//! the task was first polled), that task subscribes the control channel and every channel
-//! again and tells every reader it lagged: each one then reads what it missed from history.
+//! A channel's first local reader makes the replica `SUBSCRIBE` (confirmed before it reads
+//! history, so it cannot miss an event); later readers join a local broadcast ring. Each
+//! message is parsed once into an `Arc<StoredEvent>`; a reader that falls behind is told it
+//! lagged and re-reads history. One task sends every `SUBSCRIBE`/`UNSUBSCRIBE`, in the order it
+//! decides them; whenever the pub/sub connection comes up it subscribes the control channel and
+//! every channel again and tells every reader it lagged.
 
 use std::{
     sync::{

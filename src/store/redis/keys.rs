@@ -1,18 +1,11 @@
 //! Every Redis key and pub/sub channel name the bridge uses, in one place.
 //!
-//! The scheme is `<key_prefix>:v2:<kind>:{<id>}`. All start with the configured `key_prefix`,
-//! so bridges (and tests) sharing one Redis never see each other's jobs; pub/sub channels are
-//! not scoped by database number in Redis, which is one more reason the prefix is on them too.
-//!
-//! Why this shape. IDs come from outside: a correlation ID may contain `:` (so in the first
-//! scheme, `<prefix>:corr:<id>:events`, correlation `T:events` had correlation `T`'s history
-//! stream for its hash, and the second of them to arrive failed with `WRONGTYPE`). Here the
-//! kind is a fixed word *before* the ID and the ID is last, between braces that no ID may
-//! contain (job IDs are hex; correlation IDs are letters, digits and `. _ : -`; replica names
-//! are `replica-<hex>`): two keys are equal only if kind and ID both are. The braces
-//! are also a Redis Cluster hash tag, so the keys of one job (or one correlation) share a slot.
-//! `v2` names the scheme: a bridge reading keys of another scheme finds nothing, instead of
-//! misreading them (replicas of both schemes on one Redis do not share jobs).
+//! The scheme is `<key_prefix>:v2:<kind>:{<id>}`. The prefix keeps bridges (and tests) sharing
+//! one Redis apart, pub/sub channels included. The kind is a fixed word before the ID and the
+//! ID is last, between braces that no ID may contain, so two keys are equal only if kind and ID
+//! both are. The braces are a Redis Cluster hash tag (one job's keys share a slot); `v2` names
+//! the scheme, so a bridge of another scheme finds nothing instead of misreading it.
+//! Why this shape: docs/design/store.md.
 
 use sha2::{Digest, Sha256};
 

@@ -1,25 +1,15 @@
 //! One named, supervised connection to Redis.
 //!
-//! A replica holds exactly two of these, whatever the number of SSE subscribers: `cmd` for
-//! every command of every task (the crate's multiplexed connection pipelines concurrent
-//! requests on one socket) and `sub` for pub/sub (RESP3 pushes). Keeping pub/sub apart means
-//! a large history read never sits in front of live events on the socket.
+//! A replica holds exactly two, whatever the number of SSE subscribers: `cmd` for every
+//! command (pipelined on one socket) and `sub` for pub/sub (RESP3 pushes), so a large history
+//! read never sits in front of live events. Not the crate's `ConnectionManager`: the bridge
+//! needs a hook after each reconnect and must fail fast while Redis is away.
 //!
-//! Why not the crate's `ConnectionManager`: it has no hook after a reconnect, and the bridge
-//! needs one (name the connection with `CLIENT SETNAME`, subscribe again, tell readers to
-//! catch up, flush buffered events), and its commands wait through its whole retry loop while
-//! Redis is away, where the bridge must fail fast. So this module keeps the state itself: when
-//! the link is down every command fails at once with the reason, and one task reconnects with
-//! exponential backoff and jitter.
-//!
-//! A command that gets no answer within the command timeout fails, but does not by itself
-//! take the link down: Redis may be busy (a long script, a large read ahead of it on the
-//! socket) or this process starved of CPU, and dropping the connection then would fail every
-//! other command in flight and make every reader of every job catch up at once. Instead the
-//! supervising task sends a `PING` on the same connection, which queues behind whatever is
-//! in flight, with a longer bound ([`PROBE_FACTOR`] times the command timeout): answered, the
-//! link stays; not answered, the link is lost and is made again. A connection that really
-//! closes says so at once (the crate's disconnection notice, an I/O error).
+//! While the link is down every command fails at once with the reason, and one task
+//! reconnects with backoff and jitter. A command timeout alone does not take the link down:
+//! the supervisor sends a `PING` bounded by [`PROBE_FACTOR`] times the command timeout, and
+//! only an unanswered probe (or a real disconnection) makes the link again.
+//! Why: docs/design/store.md.
 
 use std::{
     sync::{

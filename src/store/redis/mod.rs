@@ -1,24 +1,14 @@
 //! The shared store: jobs, histories and live fan-out in Redis, so several bridge replicas
 //! behind a load balancer serve every job, whichever replica runs its upstream call.
 //!
-//! Per job, Redis holds a hash (the snapshot, plus `_cancel` when a cancel was asked for), a
-//! stream (the capped history, entry IDs `<seq>-0`) and a pub/sub channel (live frames), named
-//! so that no ID can reach another's keys ([`keys`]). One Lua script per operation keeps each
-//! step atomic (creation checks every key before it writes one, so a failed create leaves
-//! nothing); appending assigns the sequence number in Redis, so numbering, history and
-//! `Last-Event-ID` replay are the same on every replica. Every key has a TTL: `retention_secs`
-//! after a job ends, and while it runs one its owner renews.
-//!
-//! Connections: exactly two per replica, whatever the number of subscribers (see [`link`]);
-//! live events reach all local subscribers of a channel through one subscription (see
-//! [`hub`]). Ownership: the replica that runs a job holds a lease ([`maintenance`]); when a
-//! lease expires, another replica ends that owner's running jobs `failed` (`owner_lost`).
-//! Cancel requests travel on the owner's control channel, and so do answers to a job's
-//! question that reached another replica: the owner checks and takes them as it would a local
-//! answer and sends the verdict back on the sender's control channel, which waits for it at
-//! most `store.input_relay_timeout_ms` (see `relay_answer`). Redis unreachable: calls that need
-//! it fail at once with the reason; events of running jobs are held and written when it
-//! returns ([`outbox`]).
+//! Per job: a hash (the snapshot), a stream (the capped history, entry IDs `<seq>-0`) and a
+//! pub/sub channel (live frames), named in [`keys`]. One Lua script per operation keeps each
+//! step atomic, and Redis assigns the sequence numbers, so replay is the same on every
+//! replica. Every key has a TTL. Two connections per replica ([`link`]); one subscription per
+//! channel for all local readers ([`hub`]); a lease per owner ([`maintenance`]), whose expiry
+//! ends the owner's running jobs `failed` (`owner_lost`); cancels and answers relayed on
+//! control channels (`relay_answer`); events held while Redis is away ([`outbox`]).
+//! The details and their reasons: docs/design/store.md.
 
 mod codec;
 mod hub;

@@ -1,17 +1,12 @@
 //! The jobs this replica runs, and the events it holds for them while Redis is away.
 //!
-//! The owner is the only writer of its running jobs (another replica writes one only to end
-//! it after the owner's lease expired). So the owner keeps a copy of each snapshot: it folds
-//! an event into the copy with the same code as the memory store, and sends Redis only the
-//! fields that changed; and it knows which sequence number Redis will assign, which makes a
-//! retried write idempotent (the append script skips an event it already has).
-//!
-//! Redis unreachable: events are held here in order, at most `outage_buffer` per job, and
-//! written in order when it returns. Past the bound a progress event merges into the newest
-//! held progress (the latest value wins, as with coalescing) and a log line is dropped, its
-//! snapshot changes kept. The terminal event is always held. While a job has held events,
-//! new ones queue behind them, so order never changes. If the job was ended elsewhere
-//! meanwhile (owner lost), the held events are discarded and the upstream call is cancelled.
+//! The owner is the only writer of its running jobs, so it keeps a copy of each snapshot (and
+//! sends Redis only the fields that changed) and knows which sequence number Redis will assign
+//! (a retried write is idempotent). Redis unreachable: events are held in order, at most
+//! `outage_buffer` per job, and written in order when it returns; past the bound a progress
+//! merges into the newest held one and a log line is dropped; the terminal event is always
+//! held. If the job was ended elsewhere meanwhile (owner lost), the held events are discarded
+//! and the upstream call is cancelled.
 
 use std::{collections::VecDeque, sync::Arc};
 

@@ -1,16 +1,11 @@
 //! MCP session records for the front door, kept in Redis so that any replica can serve a
 //! client's next request.
 //!
-//! rmcp's Streamable HTTP server keeps sessions in the memory of the replica that answered
-//! `initialize`. With a session store, it records the client's `initialize` parameters there,
-//! and a replica that gets a request for a session it does not know restores it from the
-//! record instead of answering 404 (which would make the client initialize again). The record
-//! is the only thing that needs sharing: the bridge's own per-session state (log level,
-//! subscriptions) is rebuilt by the restore, and who may use the session is in its id (see
-//! `http::sessions`).
-//!
-//! This sits in the Redis engine because it shares the engine's connection (no extra Redis
-//! connection per replica) and key prefix; it knows nothing of jobs.
+//! rmcp keeps sessions in the memory of the replica that answered `initialize`; with this
+//! store it records the client's `initialize` parameters, and a replica that meets an unknown
+//! session restores it from the record instead of answering 404. The bridge's own per-session
+//! state is rebuilt by the restore; who may use the session is in its id (`http::sessions`).
+//! It shares the engine's connection and key prefix, and knows nothing of jobs.
 
 use std::{sync::Arc, time::Duration};
 
