@@ -1,33 +1,15 @@
-//! Capability tokens for job and correlation URLs.
-//!
-//! A browser's `EventSource` cannot send headers, so the URL itself must carry the right to
-//! read: `?token=` with
+//! Capability tokens for job and correlation URLs (a browser's `EventSource` cannot send
+//! headers, so the URL itself carries the right to read: `?token=`):
 //!
 //! ```text
-//! token   = "<expires>." + base64url_nopad( HMAC-SHA256( key = auth.job_secret[0],
-//!                                                        message = "v2:<scope>:<expires>:<id>" ) )
+//! token = "<expires>." + base64url_nopad(HMAC-SHA256(key = auth.job_secret[i],
+//!                                                    message = "v2:<scope>:<expires>:<id>"))
 //! ```
 //!
-//! where `<expires>` is the Unix time (seconds, decimal, no sign or leading zeros) from which
-//! the token no longer opens anything, `<scope>` is `job` (read one job: snapshot and events),
-//! `job-cancel` (cancel it), `job-input` (answer its questions) or `correlation` (read one
-//! correlation stream) (and `mcp-session`, the tag in an MCP session's id: `http::sessions`),
-//! and `<id>` the job ID (32 lowercase hex digits) or the correlation ID
-//! as sent in the header. The key is the secret's UTF-8 bytes.
-//!
-//! Why this shape:
-//! - The expiry is in the token and inside the MAC: editing it breaks the MAC, and nothing has
-//!   to be stored (any replica with the same secret verifies any token; an application backend
-//!   that knows the secret mints correlation tokens itself).
-//! - `v2:` keeps the message apart from the first format's (`<scope>:<id>`, no expiry): a
-//!   correlation ID may hold `:` and digits, so without it an old token for the ID
-//!   `1999999999:turn` would be a new one for `turn` that expires in 2033.
-//! - `<scope>` and `<expires>` hold no `:`, so the message splits one way only, whatever the ID.
-//! - An expired token is refused exactly as a wrong one is (`verify` says `false`, the route
-//!   answers 404): nobody learns that a token was ever good.
-//! - Several keys: tokens are minted with the first, and any of them verifies, so a secret can
-//!   be rotated (new one first, old one second) without breaking the URLs already handed out;
-//!   once the old one is removed, its tokens stop working.
+//! `<expires>`: Unix seconds; `<scope>`: `job`, `job-cancel`, `job-input`, `correlation` (or
+//! `mcp-session`, `http::sessions`); `<id>`: the job or correlation ID. Minted with the first
+//! key, verified with any (rotation). An expired token is refused exactly as a wrong one is.
+//! Why this shape: docs/design/auth.md.
 
 use std::{
     sync::Arc,

@@ -1,18 +1,12 @@
 //! One issuer's signing keys (JWKS), fetched, cached, and fetched again when needed.
 //!
-//! - A token whose `kid` is cached is verified from the cache, without asking the issuer:
-//!   while the issuer is unreachable, the keys already fetched go on verifying.
-//! - An unknown `kid` (the issuer rotated its keys) makes the bridge fetch the keys again, but
-//!   at most once per `auth.jwt.jwks_refresh_min_secs`: a flood of tokens with made-up key IDs
-//!   costs the issuer one request per interval, not one per token. Requests that arrive while
-//!   a fetch is under way wait for it (one fetch, not one per request).
+//! - A cached `kid` is verified from the cache: an unreachable issuer does not stop it.
+//! - An unknown `kid` fetches the keys again, at most once per
+//!   `auth.jwt.jwks_refresh_min_secs`; requests arriving meanwhile wait for that one fetch.
 //! - Keys older than `auth.jwt.jwks_max_age_secs` are fetched again by the next request that
-//!   needs one, so a key the issuer withdrew stops working; if that fetch fails, the cache
-//!   stays.
-//! - Every fetch is bounded: time (`jwks_timeout_ms`), size (`jwks_max_bytes`, for the
-//!   discovery document too) and keys kept (`jwks_max_keys`). Only signature keys of an
-//!   asymmetric kind are kept: a symmetric (`oct`) key in a JWKS is ignored, since anyone who
-//!   can read the JWKS would know it.
+//!   needs one (a withdrawn key stops working); a failed fetch keeps the cache.
+//! - Every fetch is bounded (`jwks_timeout_ms`, `jwks_max_bytes`, `jwks_max_keys`); only
+//!   asymmetric signature keys are kept (an `oct` key in a public JWKS is ignored).
 
 use std::{
     collections::HashMap,

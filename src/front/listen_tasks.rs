@@ -1,26 +1,14 @@
 //! Task status pushed over `subscriptions/listen` at 2026-07-28 (Tasks extension, SEP-2663): a
 //! client lists task IDs in the listen filter's `taskIds`; the server acknowledges those it
-//! will follow, and sends `notifications/tasks`, each carrying the whole task (what `tasks/get`
-//! would answer at that moment), when a followed task's status changes.
+//! will follow, and sends `notifications/tasks` (the whole task, as `tasks/get` would answer)
+//! when a followed task's status changes.
 //!
-//! rmcp 3.11 cannot carry it by itself: its `SubscriptionFilter` has no `taskIds` (the field is
-//! dropped when the request is parsed, so neither the acknowledgment nor the handler sees it),
-//! and its `SubscriptionSink` refuses `notifications/tasks`. So, as `tasks_2025` does for the
-//! older tasks, [`follow_tasks`] works on the wire just in front of rmcp, for a
-//! `subscriptions/listen` request only:
-//!
-//! - it reads `params.notifications.taskIds` from the request, keeps the first
-//!   `limits.max_listen_task_ids` (a longer list counts a limit hit), and of those the tasks
-//!   the caller may see (the same check as `tasks/get`: another principal's task, an unknown
-//!   or malformed ID, is not acknowledged and nothing says whether it exists);
-//! - it hands the acknowledged IDs to the handler in the request's extensions
-//!   ([`ListenTasks`]), and adds them as `taskIds` to the acknowledgment rmcp writes first on
-//!   the response stream.
-//!
-//! `Front::listen` then follows each task (`follow`) for as long as the listen request lasts:
-//! its current state at once, then at every status change, through the request's own peer (the
-//! same stream the acknowledgment went to), with the subscription ID in `_meta` as rmcp's sink
-//! does. A task that ends is followed no more. Nothing is kept beyond the request.
+//! rmcp 3.11 drops `taskIds` and refuses `notifications/tasks`, so [`follow_tasks`] works on
+//! the wire in front of rmcp: it keeps the first `limits.max_listen_task_ids` IDs the caller
+//! may see (others are not acknowledged, and nothing says whether they exist), hands them to
+//! the handler ([`ListenTasks`]) and adds them to rmcp's acknowledgment. `Front::listen` then
+//! follows each task for as long as the listen request lasts, through the request's own peer.
+//! Nothing is kept beyond the request. Details: docs/design/tasks.md.
 
 use std::{collections::HashMap, sync::Arc};
 

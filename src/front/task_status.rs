@@ -1,17 +1,12 @@
 //! `notifications/tasks/status` for 2025-11-25 tasks: the session that created a task is told
-//! when its status changes (`working` → `input_required` → `working` … → `completed`,
-//! `failed` or `cancelled`), so a client need not poll `tasks/get` to hear it. The revision
-//! makes the notification optional; clients that do not listen for it ignore it.
+//! when its status changes, so a client need not poll `tasks/get` (the notification is
+//! optional in that revision; clients that do not listen ignore it).
 //!
-//! One follower per task, started when the task is created, reads the job's live channel and
-//! ends with the job (a task is created running in this replica, so there are at most
-//! `jobs.max_jobs` followers), when the session is gone (a notification that cannot be sent:
-//! the rest are dropped, never queued), or at shutdown. It keeps no queue of its own: it
-//! compares the job's current status with the last one it sent, so a burst of changes while a
-//! notification is on its way becomes one notification of where the task is now. A task whose
-//! status flips more than `jobs.max_task_status_notifications` times (a tool asking question
-//! after question) is not told past that bound (`bridge_limit_hits_total{limit=
-//! "max_task_status_notifications"}`), except of its end, which is always sent.
+//! One follower per task (at most `jobs.max_jobs`) reads the job's live channel and ends with
+//! the job, with the session (a notification that cannot be sent ends it: nothing is queued),
+//! or at shutdown. It compares the job's status with the last one it sent, so a burst of
+//! changes becomes one notification. Past `jobs.max_task_status_notifications` changes only
+//! the end is sent (`bridge_limit_hits_total{limit="max_task_status_notifications"}`).
 
 use std::{sync::Arc, time::Duration};
 

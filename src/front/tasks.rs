@@ -1,17 +1,13 @@
 //! The MCP Tasks extension (SEP-2663, `io.modelcontextprotocol/tasks`) over the bridge's jobs.
 //!
-//! A task is a job: its task ID is the job ID (unguessable, and shown only to the principal
-//! that started it, `auth::may_access`), `tasks/get` is the job's snapshot in the extension's
-//! terms, `tasks/cancel` is the job's cancel (the upstream gets `notifications/cancelled`).
-//! Nothing is kept per task beyond the job: a task lives as long as its job is retained, on
-//! any replica that shares the store.
+//! A task is a job: its task ID is the job ID (shown only to the principal that started it,
+//! `auth::may_access`), `tasks/get` is the job's snapshot in the extension's terms,
+//! `tasks/cancel` is the job's cancel. Nothing is kept per task beyond the job.
 //!
-//! Statuses map so that a task's result is exactly what the call would have answered: a job
-//! that ended with a result (also a tool error, `isError: true`, and the bridge's own failures,
-//! which a sync call reports as tool errors) is `completed` with that result; one whose
-//! upstream answered with a JSON-RPC error is `failed` with that error; a cancelled job is
-//! `cancelled`. The extension carries no progress: the job's SSE channel (its `events_url`
-//! is in the task's `_meta`) does.
+//! A task's result is exactly what the call would have answered: a result (a tool error and
+//! the bridge's own failures included) is `completed`; an upstream JSON-RPC error is `failed`
+//! with that error; a cancelled job is `cancelled`. Progress is on the job's SSE channel (its
+//! `events_url` is in the task's `_meta`).
 
 use rmcp::{
     ErrorData,

@@ -1,36 +1,15 @@
 //! The MCP 2025-11-25 tasks (the experimental core feature that the Tasks extension replaced)
-//! at the front door, for clients that negotiate that revision: the TypeScript SDK 1.x
-//! (`client.experimental.tasks`), the Python SDK 2.x.
+//! at the front door, for clients that negotiate that revision (TypeScript SDK 1.x, Python 2.x).
 //!
-//! What such a client needs, and how the bridge gives it:
+//! The bridge offers `capabilities.tasks` and `execution: {taskSupport: "optional"}` on every
+//! upstream tool (every call is a job); a task-augmented `tools/call` answers `{task: {…}}`
+//! whose `taskId` is the job ID; `tasks/get`, `tasks/result`, `tasks/list`, `tasks/cancel`
+//! read the job, bound to the caller (another principal's task is "not found").
 //!
-//! - `capabilities.tasks` (`list`, `cancel`, `requests.tools.call`) in the `initialize` result,
-//!   and `execution: {taskSupport: "optional"}` on every upstream tool in `tools/list`: the
-//!   bridge can run any upstream call as a task (every call is a job), and runs it plainly as
-//!   well, so `optional` is the truthful value, also for a tool whose upstream declares
-//!   `required` (the bridge then runs the upstream side as a task itself, `upstream::task_call`).
-//!   The job tools answer at once and are not offered as tasks.
-//! - a task-augmented `tools/call` (`params.task`) answered with the 2025-11-25
-//!   `CreateTaskResult` (`{task: {…}}`) whose `taskId` is the job ID; `tasks/get`, `tasks/result`
-//!   (waits until the job has ended, asking the client the job's questions meanwhile:
-//!   `task_questions`, then answers what a sync call answers), `tasks/list` (the caller's own
-//!   tasks, from the store's index: with Redis, of every replica; a page at a time),
-//!   `tasks/cancel`; `notifications/tasks/status` to the creating session (`task_status`).
-//!
-//! rmcp 3.11 knows none of this: its `ServerCapabilities` and `Tool` have no field for it, its
-//! `CallToolRequestParams` drops `params.task`, and it parses `tasks/get` and `tasks/cancel` as
-//! the extension's (refused with -32021 to a client that did not list the extension). So
-//! [`translate`], a layer just in front of rmcp, does it on the wire, for requests of a session
-//! at 2025-11-25 only (`Mcp-Session-Id` and `MCP-Protocol-Version: 2025-11-25`; the session-less
-//! 2026-07-28 revision is untouched): it adds the capability and the tools' `execution` to the
-//! answers, and renames the task requests to methods of the bridge's own ([`PREFIX`]), marked
-//! with [`Tasks2025`] in the request's extensions, which rmcp hands to
-//! `ServerHandler::on_custom_request` as they are. A client that sends those names itself has
-//! no mark: they are unknown methods to it.
-//!
-//! The task states are the extension's mapping (`tasks.rs`) in the 2025-11-25 shape (`ttl` and
-//! `pollInterval` for `ttlMs` and `pollIntervalMs`, no payload: the result comes from
-//! `tasks/result`), bound to the caller the same way: another principal's task is "not found".
+//! rmcp 3.11 knows none of this, so [`translate`], a layer just in front of rmcp, rewrites the
+//! wire for sessions at 2025-11-25 only: it adds the capability and `execution` to answers,
+//! and renames the task requests to the bridge's own methods ([`PREFIX`], marked [`Tasks2025`]).
+//! Details: docs/design/tasks.md.
 
 use std::{sync::Arc, time::Duration};
 

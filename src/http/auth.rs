@@ -1,22 +1,15 @@
 //! Who may use which endpoint, checked before any handler runs.
 //!
-//! - `/mcp`: a credential (a named static token of `auth.mcp_tokens`, or a JWT of one of
-//!   `auth.issuers`), else 401 with `WWW-Authenticate` (its `error_description` says why, and
-//!   `resource_metadata` where to get a token, when issuers are configured) and the
-//!   `bridge_auth_rejections_total{reason}` metric; then the caller's request rate (429). The
-//!   verified [`Identity`] travels on in the request's extensions (job ownership, tool
-//!   policies, per-principal limits); the `Authorization` header does not.
-//! - Job and correlation URLs: the capability token of that one job or correlation
-//!   (`?token=`), which opens it whoever started it; or a credential, which opens only the
-//!   caller's own jobs (`auth::may_access`; an admin's, all). A missing or wrong token, and
-//!   another caller's job, answer exactly like an unknown job (404), so nobody can probe which
-//!   IDs exist. A correlation stream opened with a credential shows the caller's own jobs
-//!   only (see `sse`). Event streams then take a subscriber place (503 with `Retry-After`).
-//! - Operational endpoints (`/upstreams`, `/metrics`): a static token or an admin, unless they
-//!   are served on the separate admin listener. With `/mcp` open there is no credential to
-//!   ask for, and they answer loopback clients only (the peer address `http::serve` records).
-//! - `/.well-known/oauth-protected-resource[/mcp]`: the Protected Resource Metadata (RFC 9728),
-//!   open to all, when issuers are configured.
+//! - `/mcp`: a credential (a static token of `auth.mcp_tokens` or a JWT of `auth.issuers`),
+//!   else 401 with `WWW-Authenticate`; then the caller's request rate (429). The verified
+//!   [`Identity`] travels on in the request's extensions; the `Authorization` header does not.
+//! - Job and correlation URLs: that one's capability token (`?token=`), or a credential that
+//!   opens only the caller's own jobs (`auth::may_access`). A missing or wrong token and
+//!   another caller's job answer exactly like an unknown job (404).
+//! - `/upstreams`, `/metrics`: a static token or an admin, unless on the admin listener; with
+//!   `/mcp` open, loopback clients only.
+//! - `/.well-known/oauth-protected-resource[/mcp]` (RFC 9728): open, when issuers are set.
+//! Details: docs/design/auth.md.
 
 use std::{
     collections::HashMap,

@@ -1,30 +1,15 @@
 //! MCP sessions as the HTTP side sees them, around rmcp's session handling: who may use a
 //! session, how many there may be, and telling the front door when one ends.
 //!
-//! - **Bound to a principal.** A session's `Mcp-Session-Id` is `<nonce>.<tag>`: 32 random hex
-//!   digits, and a capability token (`auth::job_tokens`, scope `mcp-session`, no expiry) for
-//!   `<nonce>:<principal>`, the principal that sent `initialize`: an HMAC under
-//!   `auth.job_secret`, so a rotated-out secret also ends the sessions it signed. A request that
-//!   names a session with another principal's credential gets 404, as for an unknown session
-//!   (counted in `bridge_requests_refused_total{reason="auth"}`): it learns nothing, not even
-//!   that the session exists. Derived, not stored, so it holds the same on every replica that
-//!   shares the secret, and with the Redis session records nothing more is kept. The id is
-//!   minted in [`BridgeSessions::create_session`], which rmcp calls while serving the
-//!   `initialize` POST, inside [`gate`]: the principal reaches it through a task-local.
-//! - **Bounded.** At `limits.max_sessions` sessions in this replica, an `initialize` gets 503
-//!   (`bridge_requests_refused_total{reason="session_limit"}`) while every open session keeps
-//!   working. An `initialize` larger than `limits.max_initialize_bytes` gets 413: a session
-//!   keeps its client's `initialize` parameters (rmcp's peer info) for its whole life.
-//! - **Freed.** A session ends on `DELETE`, after `server.session_idle_secs` without a
-//!   message either way (rmcp's own idle timer, `SessionConfig::keep_alive`), or at shutdown.
-//!   rmcp then drops it from its map; [`SessionEnded`] tells the front door, which forgets its
-//!   state for the session (log level, resource subscriptions) at once. It is told *before*
-//!   rmcp cancels the session's requests in flight, so a sync call cut off by its session's
-//!   end leaves its job running (a job is not a session: its URLs keep working).
-//! - `DELETE /mcp` of a live session answers 200 (rmcp answers 202, which the MCP SDK clients
-//!   log as "Session termination failed: 202": they expect 200 or 204, and the reference SDK
-//!   servers answer 200); of a session that is closed, expired or never existed, 404, like
-//!   any other request naming an unknown session.
+//! - **Bound to a principal.** `Mcp-Session-Id` is `<nonce>.<tag>`, the tag a capability token
+//!   (scope `mcp-session`) for `<nonce>:<principal>` minted in [`BridgeSessions::create_session`]
+//!   under [`gate`]; another principal's credential gets 404, as for an unknown session.
+//! - **Bounded.** At `limits.max_sessions`, an `initialize` gets 503; one larger than
+//!   `limits.max_initialize_bytes` gets 413.
+//! - **Freed.** On `DELETE` (200; 404 for an unknown session), after `server.session_idle_secs`
+//!   idle, or at shutdown; [`SessionEnded`] tells the front door *before* rmcp cancels the
+//!   session's requests, so a sync call cut off leaves its job running.
+//! Details and reasons: docs/design/auth.md.
 
 use std::{
     future::Future,

@@ -1,21 +1,14 @@
 //! A call to a tool whose upstream runs it only as a task (`execution.taskSupport:
-//! "required"`, MCP 2025-11-25): the bridge sends the task-augmented `tools/call`, polls the
-//! upstream's `tasks/get` at the interval the upstream suggests, and fetches the result with
-//! `tasks/result` once the task is `completed`. Each new `statusMessage` becomes a progress
-//! step of the job (the only news a task gives while it runs), so the job's SSE channel shows
-//! the task's stages. The upstream's `notifications/tasks/status` (the TypeScript SDK sends one
-//! per change) are taken in as they come, so a stage shorter than the poll interval is not
-//! missed; polling remains for upstreams that send none. Cancelling the job sends `tasks/cancel` for the task (see
-//! [`CallCanceller::cancel`](super::CallCanceller::cancel)).
+//! "required"`, MCP 2025-11-25): send the task-augmented `tools/call`, poll `tasks/get` at
+//! the interval the upstream suggests (and take its `notifications/tasks/status` as they
+//! come), and fetch `tasks/result` once `completed`. Each new `statusMessage` becomes a
+//! progress step of the job; cancelling the job sends `tasks/cancel`.
 //!
-//! A call that outlives its connection: on a Streamable HTTP upstream the task belongs to the
-//! server, not to the connection, so when the connection ends (or a request finds it gone) the
-//! call waits for the supervisor's next connection (at most
-//! `upstream_tasks.resume_within_secs`) and goes on polling the same task ID there. A stdio
-//! child that exits takes its tasks with it: that call fails `upstream_lost`, as before.
-//!
-//! The requests go out as rmcp `CustomRequest`s and their answers are read as JSON: rmcp 3.11
-//! models the 2026-07-28 task shapes (`resultType: "task"`, no `tasks/result`), not these.
+//! On a Streamable HTTP upstream the task outlives its connection: the call waits for the
+//! supervisor's next connection (at most `upstream_tasks.resume_within_secs`) and goes on
+//! polling there. A stdio child that exits takes its tasks with it (`upstream_lost`).
+//! The requests are rmcp `CustomRequest`s read as JSON: rmcp 3.11 models only the 2026-07-28
+//! task shapes.
 
 use std::{
     sync::{Arc, OnceLock},
