@@ -1,25 +1,15 @@
 //! One owner for every background task of the bridge, and the order in which they stop.
 //!
-//! A task is never spawned bare: it goes through the [`Tasks`] handle of its [`Stage`], which
-//! tracks it (one `TaskTracker` per stage) and gives it the stage's token to stop on.
-//! [`Shutdown::stop`] ends one stage: it fires the token, waits until every task of the stage
-//! has ended, and past a bound drops the ones still running at their next poll. The app stops
-//! the stages one after the other ([`Stage::ALL`]), so that each stage's tasks can still use
-//! what the later ones run (a job's last event still reaches the store; the store gives up its
-//! lease before its connections close). As mini-redis pairs its purge task with a drop guard,
-//! a [`ShutdownGuard`] fires every token when the running bridge is dropped without an orderly
-//! shutdown: no task outlives its owner.
+//! A task is never spawned bare: it goes through the [`Tasks`] handle of its [`Stage`] (one
+//! `TaskTracker` per stage, and the stage's token to stop on). [`Shutdown::stop`] ends one
+//! stage: it fires the token, waits for the stage's tasks, and past a bound drops those still
+//! running. The app stops the stages in order ([`Stage::ALL`]), so each stage's tasks can
+//! still use what the later ones run. A [`ShutdownGuard`] fires every token when the bridge
+//! is dropped without an orderly shutdown: no task outlives its owner.
 //!
-//! HTTP connections are the bridge's own tasks: its accept loop serves each on a task it spawns
-//! with [`Tasks::spawn_tracked`] (see `http::serve`), and hyper spawns none. Tasks that
-//! dependencies spawn for us are not in the trackers, but each ends with something that is:
-//! - rmcp runs each MCP session and some requests on tasks of its own; they stop on a child of
-//!   the HTTP stage's token, which rmcp is given. rmcp does not let us await them.
-//! - rmcp's client runs each upstream connection's service loop on its own task; the upstream
-//!   supervisor (tracked) awaits it (`RunningService::waiting`).
-//! - the redis crate drives each connection on its own task, which ends when the last handle
-//!   to the connection is dropped. The connection's push handler lives exactly as long as that
-//!   task, so it carries a [`Tasks::hold`] token: the stage waits for the socket to close.
+//! HTTP connections are tracked tasks ([`Tasks::spawn_tracked`]). Tasks that rmcp and the
+//! redis crate spawn are not tracked, but each ends with one that is (a redis connection's
+//! push handler carries a [`Tasks::hold`] token): docs/design/shutdown.md.
 
 use std::{future::Future, time::Duration};
 

@@ -1,18 +1,11 @@
-//! Allow/deny lists of glob patterns: which of an upstream's tools, resources and prompts the
-//! bridge exposes (`[[upstreams]] expose`), and the one matcher every such list in the config
-//! uses (per-token policies included), so the syntax is the same wherever an operator meets it.
+//! Allow/deny lists of glob patterns (`[[upstreams]] expose`, per-token policies): the one
+//! matcher every such list in the config uses, so the syntax is the same everywhere.
 //!
-//! Syntax (documented in docs/configuration.md):
-//! - a pattern is a glob over the whole name: `*` any run of characters (`/` included, so one
-//!   `*` covers a URI path), `?` one character, `[abc]` / `[!abc]` a class, `{a,b}` either;
-//!   `\` escapes the next character;
-//! - a pattern starting with `!` denies what it matches; a deny always wins over an allow;
-//! - a name is allowed when it matches an allow pattern and no deny pattern; a list made only
-//!   of denies allows everything else (`["!delete_*"]` = `["*", "!delete_*"]`);
-//! - `[]` allows nothing; a list left out allows everything.
-//!
-//! Matching is case-sensitive, like MCP names and URIs. The `globset` crate compiles each list
-//! to one automaton, so a check costs the same however many patterns there are.
+//! Syntax (docs/configuration.md): a glob over the whole name (`*` any run, `/` included;
+//! `?` one character; `[abc]`, `[!abc]`; `{a,b}`; `\` escapes). A pattern starting with `!`
+//! denies, and a deny always wins. A name is allowed when it matches an allow and no deny; a
+//! list of denies only allows everything else; `[]` allows nothing; no list allows everything.
+//! Case-sensitive, like MCP names and URIs. `globset` compiles each list to one automaton.
 
 use std::fmt;
 

@@ -1,20 +1,15 @@
 //! A first look at what is POSTed to `/mcp`, before rmcp parses it, so that every malformed
-//! message gets a JSON-RPC error that says what is wrong (rmcp answers most of them with a
-//! plain-text 415, and a `tools/call` whose arguments are not an object with "method not
-//! found"). It rejects only what rmcp would reject too; everything else passes unchanged.
+//! message gets a JSON-RPC error that says what is wrong. It rejects only what rmcp would
+//! reject too; everything else passes unchanged.
 //!
-//! - body larger than `limits.max_request_bytes` → 413
-//! - body not complete within `server.body_read_timeout_secs` of the head → 408, then the
-//!   connection closes
-//! - not JSON, invalid UTF-8, nested deeper than serde_json's 128 levels → 400, -32700
-//! - a batch (array), not an object, no `"jsonrpc": "2.0"`, an `id` that is neither a string
-//!   nor an integer of 64 signed bits (rmcp's `i64`: one between 2⁶³ and 2⁶⁴−1 would get its
-//!   plain-text 415), a `method` that is not a string → 400, -32600
-//! - `tools/call` whose `params.name` is not a string or whose `params.arguments` is not an
-//!   object → 400, -32602 (with the request's id)
-//!
-//! Arguments that are an object but do not match the tool's input schema are passed to the
-//! upstream, whose error the agent then gets: the upstream owns its schema.
+//! - body over `limits.max_request_bytes` → 413; not complete within
+//!   `server.body_read_timeout_secs` → 408, and the connection closes
+//! - not JSON, invalid UTF-8, nested deeper than 128 levels → 400, -32700
+//! - a batch, not an object, no `"jsonrpc": "2.0"`, an `id` neither a string nor an `i64`, a
+//!   `method` not a string → 400, -32600
+//! - `tools/call` whose `params.name` is not a string or `params.arguments` not an object →
+//!   400, -32602. Arguments that do not match the tool's schema go upstream: it owns its schema.
+//! Why: docs/design/http-serve.md.
 
 use axum::{
     Json,

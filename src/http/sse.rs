@@ -2,29 +2,13 @@
 //! reset), then the live tail, keep-alive comments while idle, and the end after the terminal
 //! event.
 //!
-//! The stream is built from what the store's `open` returns: a cut at sequence number `head`
-//! and a live subscription taken at the same moment. The reader's position (`last`) only moves
-//! forward by one: a live event at or before it is a duplicate and skipped; one after a gap
-//! (or a lag notice, or a heartbeat whose `id:` is ahead) sends the reader back to history,
-//! and when history no longer reaches back, to a `reset` carrying the current snapshot.
-//!
-//! Two safety nets, both cheap: when history cannot be read (the store is reconnecting), the
-//! stream stays open and the catch-up is retried with backoff, since the events are safe in
-//! history; and a stream that has been idle for a keep-alive interval looks at history once
-//! before the keep-alive comment. A live event that never arrived (the last one of a job, above
-//! all, which no later event would reveal) is then delivered late instead of never.
-//!
-//! A correlation stream opened with a caller's credential shows that caller's jobs only
-//! ([`JobFilter`]): the correlation ID is the caller's own, and another caller's jobs with the
-//! same ID are passed over (their events, heartbeats, and entries in `status`/`reset`). The
-//! reader's position moves past a passed-over event like past a sent one, so resuming works
-//! the same; the `id:`s it sees then have gaps.
-//!
-//! What a reader holds unread is bounded in bytes (`limits.max_sse_buffer_bytes`, counted in
-//! the connection's [`Outflow`]): past the bound, history is not queued but read again once
-//! the queue has gone out (`behind`), so a fresh reader of a job with a long history, or one
-//! catching up, holds about the bound, not the history; a reader that holds the bound and
-//! takes nothing is dropped by its connection (see [`Outflow`]).
+//! Built from the store's `open` (a cut at `head` and a live subscription taken together). The
+//! reader's position only moves forward by one: a duplicate is skipped; a gap, a lag or a
+//! heartbeat ahead sends it back to history, or to a `reset` when history no longer reaches.
+//! History that cannot be read is retried with backoff; an idle stream looks at history once
+//! per keep-alive. A correlation stream opened with a credential shows the caller's jobs only
+//! ([`JobFilter`]). Unread bytes are bounded by `limits.max_sse_buffer_bytes` ([`Outflow`]).
+//! Details and reasons: docs/design/sse.md.
 
 use std::{
     collections::{HashMap, VecDeque},

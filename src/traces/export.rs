@@ -1,17 +1,11 @@
-//! The exporter: OTLP over HTTP with protobuf bodies, configured by the standard variables.
+//! The exporter: OTLP over HTTP with protobuf bodies, configured by the standard variables
+//! (most read by `opentelemetry-otlp` and the SDK themselves). This file decides whether there
+//! is an exporter at all, and refuses what the bridge does not do (gRPC, another exporter)
+//! instead of sending protobuf to a port that expects something else.
 //!
-//! The `opentelemetry-otlp` crate reads most of them itself (`OTEL_EXPORTER_OTLP_*ENDPOINT`,
-//! `*_HEADERS`, `*_TIMEOUT`, `*_COMPRESSION`), the SDK reads `OTEL_SERVICE_NAME`,
-//! `OTEL_RESOURCE_ATTRIBUTES`, `OTEL_TRACES_SAMPLER(_ARG)` and `OTEL_BSP_*`. This file decides
-//! whether there is an exporter at all, and refuses what the bridge does not do (gRPC,
-//! another exporter) instead of sending protobuf to a port that expects something else.
-//!
-//! Why a client of our own ([`RuntimeHttp`]): the SDK's batch processor runs on a thread of its
-//! own and waits on each export there (`futures_executor::block_on`), so the exporter needs a
-//! client that works outside the Tokio runtime. The crate's choices are reqwest's blocking
-//! client (a second HTTP stack, with a runtime of its own) or its async client, which needs
-//! the runtime it is not on. This one hands each request to the bridge's runtime and waits for
-//! the answer: the reqwest 0.12 client the bridge already has (with its TLS), no new stack.
+//! [`RuntimeHttp`] is its HTTP client: the SDK's batch processor blocks on each export on a
+//! thread of its own, so the client hands each request to the bridge's runtime and waits, on
+//! the reqwest client the bridge already has (no second HTTP stack). Why: docs/design/traces.md.
 
 use std::{env, time::Duration};
 

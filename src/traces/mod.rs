@@ -1,21 +1,14 @@
 //! Traces over OpenTelemetry (OTLP/HTTP, protobuf), when the standard `OTEL_*` variables ask
 //! for them; nothing at all otherwise.
 //!
-//! One trace follows a tool call: the MCP request (`mcp_request`, continuing the caller's W3C
-//! `traceparent` from the HTTP header or the request's `_meta`), the job it starts (`job`), the
-//! call sent upstream (`upstream_call`, whose context goes on to the tool server in the
-//! request's `_meta.traceparent`), and the writing of the job's terminal event
-//! (`terminal_event`). These are the bridge's own `tracing` spans: the `tracing-opentelemetry`
-//! layer turns them into OpenTelemetry spans, and only them (no other crate's spans, and no
-//! log events: a log line may quote what a client sent).
-//!
-//! Off by default at no cost: without `OTEL_EXPORTER_OTLP_ENDPOINT` or
-//! `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`, [`Traces::from_env`] builds no exporter and no layer,
-//! and [`enabled`] is false, so the request path reads no trace header and writes no `_meta`.
-//!
-//! A leaf beside `shutdown`: it knows spans and W3C trace context, nothing of the bridge's
-//! stages (the modules that own the spans call [`continue_from`], [`propagation`] and
-//! [`failed`]).
+//! One trace follows a tool call: `mcp_request` (continuing the caller's W3C `traceparent`,
+//! from the HTTP header or `_meta`), `job`, `upstream_call` (its context sent on in
+//! `_meta.traceparent`) and `terminal_event`. Only these spans of the bridge's own are
+//! exported: no other crate's spans, no log events (a log line may quote what a client sent).
+//! Off by default at no cost: without an OTLP endpoint variable [`Traces::from_env`] builds
+//! nothing and [`enabled`] is false, so the request path reads and writes no trace context.
+//! A leaf beside `shutdown`: the modules that own the spans call [`continue_from`],
+//! [`propagation`] and [`failed`].
 
 mod context;
 mod export;

@@ -1,23 +1,14 @@
 //! The client of a Streamable HTTP upstream: rmcp's reqwest client, with answers over
 //! `limits.max_result_bytes` replaced by errors (see `oversize`).
 //!
-//! rmcp already bounds what it reads (a JSON body, an SSE event), but an answer over its bound
-//! ends as a transport error that names no request (a JSON body) or as "stream closed" (an SSE
-//! event): the job would fail for a reason that is not the real one. This wrapper knows the
-//! request each POST carries, so it turns those into the error [`Oversize::answer`] makes, and
-//! it checks each SSE event's data against the limit to the byte (rmcp's event bound also
-//! counts the SSE framing, so it is set a little above the limit).
-//!
-//! Its TLS: rustls on ring (see [`crate::tls`]), the system's roots plus the upstream's
-//! `ca_file`.
-//!
-//! A `tools/list` request it sends itself rather than through rmcp's client: a server that
-//! answers with a plain JSON body (not an SSE stream) would reach this wrapper already parsed by
-//! rmcp, whose `Tool` drops `execution.taskSupport`; read here first, the raw body is sniffed for
-//! the declarations (`task_support.rs`) before it is parsed the same way.
-//!
-//! It also sends a request's W3C trace context (`_meta.traceparent`, `tracestate`) as HTTP
-//! headers, for the tracing of an HTTP server that reads only those.
+//! - An answer over the bound becomes the error [`Oversize::answer`] makes for its request
+//!   (rmcp alone would end it as a transport error or "stream closed"); each SSE event's data
+//!   is checked against the limit to the byte.
+//! - TLS: rustls on ring ([`crate::tls`]), the system's roots plus the upstream's `ca_file`.
+//! - `tools/list` is sent here, not through rmcp's client, so the raw body is sniffed for
+//!   `execution.taskSupport` (`task_support.rs`), which rmcp's `Tool` drops.
+//! - A request's W3C trace context (`_meta.traceparent`, `tracestate`) also goes as headers.
+//! Details: docs/design/upstream.md.
 
 use std::{collections::HashMap, sync::Arc};
 
