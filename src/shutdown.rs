@@ -210,6 +210,7 @@ impl Shutdown {
     pub fn count(&self) -> TaskCount {
         TaskCount {
             trackers: self.stages.iter().map(|t| t.tracker.clone()).collect(),
+            aborts: self.stages.iter().map(|t| t.abort.clone()).collect(),
         }
     }
 }
@@ -227,6 +228,7 @@ impl Drop for ShutdownGuard {
 #[derive(Clone)]
 pub struct TaskCount {
     trackers: Vec<TaskTracker>,
+    aborts: Vec<CancellationToken>,
 }
 
 impl TaskCount {
@@ -238,6 +240,11 @@ impl TaskCount {
     /// Whether every stage has been stopped.
     pub fn all_stopped(&self) -> bool {
         self.trackers.iter().all(TaskTracker::is_closed)
+    }
+
+    /// Whether a stage overran its bound and had its tasks dropped (cut mid-way).
+    pub fn any_dropped(&self) -> bool {
+        self.aborts.iter().any(CancellationToken::is_cancelled)
     }
 }
 
@@ -306,8 +313,10 @@ mod tests {
             let _tx = tx;
             std::future::pending::<()>().await
         });
+        assert!(!shutdown.count().any_dropped());
         shutdown.stop(Stage::Http, Duration::from_millis(50)).await;
         assert_eq!(shutdown.count().running(), 0);
+        assert!(shutdown.count().any_dropped());
         assert!(rx.recv().await.is_none(), "the task's future was dropped");
     }
 

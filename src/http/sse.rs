@@ -95,7 +95,7 @@ pub async fn respond(
     }
     let filter = only.map(JobFilter::new);
     // Served by the bridge's loop, the stream ends when its connection is told to close (a
-    // flag, read without a lock on each poll); otherwise on the shutdown token.
+    // flag that wakes it, see `Outflow::close`); otherwise on the shutdown token.
     let shutdown = match &held.outflow {
         Some(_) => None,
         None => Some(Box::pin(state.shutdown.clone().cancelled_owned())),
@@ -561,7 +561,7 @@ impl Tail {
         token: &'a mut Option<Pin<Box<WaitForCancellationFutureOwned>>>,
     ) -> impl std::future::Future<Output = ()> + 'a {
         std::future::poll_fn(move |cx| {
-            if outflow.closing() {
+            if outflow.poll_closing(cx).is_ready() {
                 return std::task::Poll::Ready(());
             }
             match token {

@@ -131,6 +131,7 @@ fn shut_down_and_count(rt: &Runtimes, bridge: TestBridge) {
         "tasks of the bridge left after shutdown"
     );
     assert!(tasks.all_stopped(), "every stage was stopped");
+    assert!(!tasks.any_dropped(), "every stage stopped within its bound");
     // A dependency's task (a connection's, a session's) ends with what it serves, but may
     // still be finishing its last poll on another worker thread: give it that moment.
     rt.bridge.block_on(eventually_within(
@@ -138,6 +139,44 @@ fn shut_down_and_count(rt: &Runtimes, bridge: TestBridge) {
         "no task left on the bridge's runtime after shutdown",
         || async { rt.bridge.metrics().num_alive_tasks() == 0 },
     ));
+}
+
+/// A stream that no terminal event ends (a correlation's) ends at shutdown with a proper end
+/// of its body, within the HTTP stage's bound: told to close while it waits for its next event,
+/// it is woken, rather than cut mid-body when the stage overruns.
+#[test]
+fn a_stream_open_at_shutdown_ends_with_a_whole_body() {
+    let rt = runtimes();
+    let bridge = rt.bridge.block_on(start_bridge(|c| {
+        c.jobs.mode = mcp_progress_bridge::config::CallMode::Async;
+        // No keep-alive comes to wake the stream before the stage's bound.
+        c.server.keep_alive_secs = 300;
+    }));
+    let url = bridge.correlation_events_url("turn-at-shutdown");
+    let base = bridge.base.clone();
+    let reader = rt.client.spawn(async move {
+        // Reads until the stream ends; a connection cut mid-body fails the read.
+        read_sse(&url, None, |_| false).await
+    });
+    rt.client
+        .block_on(eventually("the reader subscribes", || async {
+            metrics_text(&base)
+                .await
+                .lines()
+                .any(|l| l.starts_with("bridge_sse_subscribers 1"))
+        }));
+    let tasks = bridge.running().tasks();
+    rt.bridge
+        .block_on(bridge.shutdown(Duration::from_millis(200)));
+    assert!(
+        !tasks.any_dropped(),
+        "the HTTP stage ended its streams within its bound"
+    );
+    let events = rt
+        .client
+        .block_on(within("the reader's stream", reader))
+        .unwrap();
+    assert!(events.is_empty(), "{events:?}");
 }
 
 #[test]

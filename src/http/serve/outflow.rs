@@ -33,6 +33,7 @@ use std::{
 };
 
 use bytes::Bytes;
+use futures::task::AtomicWaker;
 use parking_lot::Mutex;
 use prometheus::IntCounter;
 use tokio::{
@@ -65,6 +66,8 @@ pub struct Outflow {
     /// The connection has been told to close gracefully (shutdown): its stream ends after
     /// the frames it has queued. Set by the connection's task, which then polls the stream.
     closing: AtomicBool,
+    /// The stream waiting for `closing` (see [`Outflow::poll_closing`]).
+    closing_waker: AtomicWaker,
     /// The stream's place at a shared writer (`server.sse_writers`), set by the connection's
     /// task when it writes the stream itself (see `writers`).
     seat: OnceLock<Seat>,
@@ -91,7 +94,21 @@ impl Outflow {
     /// The connection is closing gracefully: a stream on it ends at its next poll, once its
     /// queued frames are out.
     pub fn close(&self) {
-        self.closing.store(true, Ordering::Relaxed);
+        self.closing.store(true, Ordering::Release);
+        self.closing_waker.wake();
+    }
+
+    /// Ready once the connection is closing. The stream is woken by [`Outflow::close`]: it may
+    /// be parked, or waiting for its next event, and no one else polls it then.
+    pub fn poll_closing(&self, cx: &mut Context<'_>) -> Poll<()> {
+        if self.closing.load(Ordering::Acquire) {
+            return Poll::Ready(());
+        }
+        self.closing_waker.register(cx.waker());
+        if self.closing.load(Ordering::Acquire) {
+            return Poll::Ready(());
+        }
+        Poll::Pending
     }
 
     /// The stream's place at a shared writer, if it has one.
