@@ -21,7 +21,6 @@ pub mod app;
 pub mod auth;
 pub mod cli;
 pub mod config;
-pub mod demo;
 pub mod front;
 pub mod http;
 pub mod jobs;

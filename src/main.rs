@@ -10,7 +10,6 @@ use mcp_progress_bridge::{
     auth::JobTokens,
     cli,
     config::{Config, Overrides, public_url_mismatch},
-    demo,
     http::access_log,
     model::{CorrelationId, JobId},
     traces::Traces,
@@ -173,7 +172,7 @@ async fn main() -> ExitCode {
         }
         Command::DemoTools { asking } => {
             refuse_serve_options(&outer, "demo-tools", true);
-            match demo::serve_stdio(asking).await {
+            match demo_tools::serve_stdio(asking).await {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => fail(&anyhow::Error::from(e)),
             }

@@ -64,8 +64,6 @@ const LAYERS: &[(&str, &[&str])] = &[
         ],
     ),
     ("app", &["*"]),
-    // Leaving src/ for a crate of its own (issue 24).
-    ("demo", &[]),
 ];
 
 /// The files that may name a protocol revision: the revision adapters and the negotiation.
@@ -77,7 +75,6 @@ const PENDING_EDGES: &[&str] = &["front -> store", "http -> store"];
 /// Folders whose files may still form cycles among themselves.
 const PENDING_TANGLES: &[&str] = &[
     "config/",
-    "demo/",
     "front/",
     "http/",
     "jobs/",
@@ -91,10 +88,6 @@ const PENDING_REVISION_FILES: &[&str] = &[
     "config/limits.rs",
     "config/mod.rs",
     "config/upstream_tasks.rs",
-    "demo/asking.rs",
-    "demo/mod.rs",
-    "demo/rounds.rs",
-    "demo/tools.rs",
     "front/caller.rs",
     "front/listen_tasks.rs",
     "front/task_status.rs",

@@ -13,7 +13,7 @@
 use std::{collections::BTreeSet, process::Stdio};
 
 use crate::common::{BIN, HttpDemo, WAIT, eventually, start_http_demo};
-use mcp_progress_bridge::demo::CancellationRecord;
+use demo_tools::CancellationRecord;
 use rmcp::{
     ClientHandler, Peer, RoleClient, ServiceExt,
     model::{

@@ -272,7 +272,7 @@ pub async fn start_http_demo_at(addr: &str) -> HttpDemo {
 pub fn start_http_demo_on(listener: tokio::net::TcpListener) -> HttpDemo {
     let ct = CancellationToken::new();
     let addr = listener.local_addr().expect("local address");
-    let router = mcp_progress_bridge::demo::http_router(ct.clone());
+    let router = demo_tools::http_router(ct.clone());
     let stop = ct.clone();
     tokio::spawn(async move {
         let _ = axum::serve(listener, router)

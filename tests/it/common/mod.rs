@@ -31,7 +31,7 @@ mod job;
 mod listen;
 mod mcp;
 mod prereq;
-// Shared with the benchmark (src/bin/bench): what only the benchmark uses is unused here.
+// Shared with the benchmark (crates/bench): what only the benchmark uses is unused here.
 #[allow(dead_code)]
 mod process;
 mod proxy;

@@ -1,7 +1,7 @@
 //! The bridge as a child process: the built binary on a config file, its stderr in a log file,
 //! ready when it has printed its address and `/readyz` answers 200, stopped with SIGTERM (or
 //! killed). The one way to run it as a child, shared by the integration tests (through
-//! `tests/it/common`) and the benchmark (`src/bin/bench`, through a `#[path]` module): so this
+//! `tests/it/common`) and the benchmark (`crates/bench`, through a `#[path]` module): so this
 //! file knows no test convention and uses only the crate's normal dependencies.
 
 use std::{

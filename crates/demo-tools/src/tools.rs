@@ -5,7 +5,7 @@
 //! that ignores cancellation, one that never answers, one that kills its own
 //! process, one that answers with a JSON-RPC error, one that shows the `_meta`
 //! it got. One more, `bench_progress`, exists for the benchmark harness
-//! (`src/bin/bench`): it stamps each progress message with its send time.
+//! (`crates/bench`): it stamps each progress message with its send time.
 //! Every tool that waits also watches the call's cancellation token
 //! (`RequestContext::ct`, fired by the client's `notifications/cancelled`, and
 //! by rmcp when the connection or session ends).

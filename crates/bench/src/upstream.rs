@@ -76,7 +76,7 @@ pub async fn main() -> ExitCode {
     let listener = listener.tap_io(|tcp| {
         let _ = tcp.set_nodelay(true);
     });
-    let router = mcp_progress_bridge::demo::http_router(CancellationToken::new())
+    let router = demo_tools::http_router(CancellationToken::new())
         .route("/readyz", get(|| async { "ready" }));
     println!("demo-http listening on http://{addr}");
     match axum::serve(listener, router).await {

@@ -138,7 +138,7 @@ impl Demo {
             let _ = tcp.set_nodelay(true);
         });
         let ct = CancellationToken::new();
-        let router = mcp_progress_bridge::demo::http_router(ct.clone());
+        let router = demo_tools::http_router(ct.clone());
         let stop = ct.clone();
         tokio::spawn(async move {
             let _ = axum::serve(listener, router)
@@ -359,6 +359,8 @@ fn bridge_binary(args: &Args) -> Result<PathBuf, String> {
             .args([
                 "build",
                 "--quiet",
+                "--package",
+                "mcp-progress-bridge",
                 "--bin",
                 "mcp-progress-bridge",
                 "--profile",
