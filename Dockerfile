@@ -18,9 +18,6 @@ COPY src ./src
 COPY crates ./crates
 COPY web ./web
 COPY packages/client/dist ./packages/client/dist
-# The bridge's tests, and the benchmark's module shared with them (`#[path]`): the manifests
-# declare them and cargo must find them to build at all.
-COPY tests ./tests
 # Stripped: symbols are a quarter of the binary (26 MB to 19 MB) and no use in production.
 RUN cargo build --release --locked --bin mcp-progress-bridge \
     && strip target/release/mcp-progress-bridge

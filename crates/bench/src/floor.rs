@@ -2,18 +2,13 @@
 //! (`bench floor-sse --upstream URL`, so its memory and CPU are its own, as the bridge's are),
 //! fed the same progress events as the bridge and read by the same readers in the same run.
 //!
-//! It calls `bench_progress` on the same upstream with an rmcp client, as the bridge does, and
-//! sends every progress notification to every open stream: each frame is rendered once (the
-//! bridge's own event JSON and SSE frame, the HTTP/1.1 chunk header around it), shared as
-//! `Bytes` through a `tokio::sync::broadcast` channel, and written with one `write_all` by one
-//! task per connection. No HTTP library, no routing, auth, limits, history or keep-alives:
-//! what fan-out costs on this machine before a server does anything else. A reader that falls
-//! more than the channel's capacity behind is dropped (the harness's readers never do).
-//!
-//! Routes (request line only; every answer but the stream closes the connection):
-//! `GET /readyz`; `GET /start?count=N&interval_us=I&delay_ms=D` starts the job and answers at
-//! once; `GET /events` streams: `status` first, then the job's events, the stream ending after
-//! `completed`.
+//! It calls `bench_progress` on the upstream with an rmcp client, as the bridge does, renders
+//! each frame once (the bridge's own event JSON and SSE frame in an HTTP/1.1 chunk), shares it
+//! as `Bytes` through a `broadcast` channel and writes it with one `write_all` per connection:
+//! no HTTP library, routing, auth, limits, history or keep-alives (BENCHMARKS.md, "Method"). A
+//! reader more than the channel's capacity behind is dropped. Routes (every answer but the
+//! stream closes the connection): `GET /readyz`; `GET /start?count=N&interval_us=I&delay_ms=D`
+//! starts the job; `GET /events` streams `status`, the job's events, and ends after `completed`.
 
 use std::{
     net::SocketAddr,

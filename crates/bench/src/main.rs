@@ -2,11 +2,11 @@
 //! smoke run, `-- --markdown BENCHMARKS.md` to rewrite that file).
 //!
 //! It starts everything on loopback — the demo tool server (over Streamable HTTP in this
-//! process or as a process of its own, or as a stdio child), the bridge (the built binary, as its own process, so its memory
-//! is its own), the peer gateways — runs each scenario, stops everything and prints one table.
-//! Latencies are timed with the send time `bench_progress` writes into each progress message
-//! (Unix µs, one machine, one clock). A scenario that errors or loses an event fails the run;
-//! speed is judged only in the table, never by the exit code.
+//! process or as a process of its own, or as a stdio child), the bridge (the built binary, as
+//! its own process, so its memory is its own), the peer gateways — runs each scenario, stops
+//! everything and prints one table. Latencies are timed with the send time `bench_progress`
+//! writes into each progress message (Unix µs, one machine, one clock). A scenario that errors
+//! or loses an event fails the run; speed is judged only in the table, never by the exit code.
 
 mod crowd;
 mod fanout;

@@ -1,22 +1,13 @@
-//! Soak: a mixed load for `--soak-secs` (quick mode: 30 s), the bridge's resident memory and
-//! open file descriptors read at the start, in the middle and at the end. Flat is the goal;
-//! the figures are reported, not judged. The run fails only if a call errors or a reader
-//! loses an event.
-//!
-//! The load, all at once until the time is up, on one bridge with the demo tools as a stdio
-//! child (async mode):
-//! - MCP sessions opened, used for one call and closed (rmcp deletes the session);
-//! - progress jobs (20 events, 20 ms apart), each with two readers that follow it to the end
-//!   and one that leaves after the first event;
-//! - large results (`echo` of 3 MiB), each with a reader that must get all of it and one that
-//!   never reads, held a few seconds, then dropped;
-//! - slowloris clients: request headers sent one byte every half second, never finished
-//!   (reconnecting when the bridge closes them; the closes are counted).
-//!
-//! Finished jobs are kept for `jobs.retention_secs` (an hour by default), so with the default a
-//! short soak can only grow. The soak bridge keeps them `RETENTION_SECS`, so that the load reaches
-//! a steady state in a few seconds, and the last sample ("settled") is taken once everything the
-//! load made has expired: what is left then is what the bridge did not give back.
+//! Soak: a mixed load for `--soak-secs` (quick mode: 30 s) on one bridge with the demo tools as
+//! a stdio child (async mode); its resident memory and open file descriptors are read at the
+//! start, in the middle, at the end and once all the load made has expired ("settled"). Flat is
+//! the goal: the figures are reported, not judged; the run fails only if a call errors or a
+//! reader loses an event. The load, all at once until the time is up: MCP sessions opened, used
+//! for one call and closed; progress jobs (20 events, 20 ms apart), two readers following each to
+//! the end and one leaving after the first event; `echo` results of 3 MiB, one reader getting all
+//! of each and one never reading; slowloris clients (headers one byte every half second, never
+//! finished, reconnecting when closed). The bridge keeps finished jobs `RETENTION_SECS` (the
+//! default hour would let a short soak only grow), so the load reaches a steady state in seconds.
 
 use std::{
     net::SocketAddr,
