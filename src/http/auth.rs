@@ -1,4 +1,4 @@
-//! Who may use which endpoint, checked before any handler runs.
+//! Who may use which endpoint, checked before any handler runs (docs/design/auth.md).
 //!
 //! - `/mcp`: a credential (a static token of `auth.mcp_tokens` or a JWT of `auth.issuers`),
 //!   else 401 with `WWW-Authenticate`; then the caller's request rate (429). The verified
@@ -9,7 +9,6 @@
 //! - `/upstreams`, `/metrics`: a static token or an admin, unless on the admin listener; with
 //!   `/mcp` open, loopback clients only.
 //! - `/.well-known/oauth-protected-resource[/mcp]` (RFC 9728): open, when issuers are set.
-//! Details: docs/design/auth.md.
 
 use std::{
     collections::HashMap,

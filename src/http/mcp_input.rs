@@ -1,6 +1,6 @@
 //! A first look at what is POSTed to `/mcp`, before rmcp parses it, so that every malformed
 //! message gets a JSON-RPC error that says what is wrong. It rejects only what rmcp would
-//! reject too; everything else passes unchanged.
+//! reject too; everything else passes unchanged (docs/design/http-serve.md).
 //!
 //! - body over `limits.max_request_bytes` → 413; not complete within
 //!   `server.body_read_timeout_secs` → 408, and the connection closes
@@ -9,7 +9,6 @@
 //!   `method` not a string → 400, -32600
 //! - `tools/call` whose `params.name` is not a string or `params.arguments` not an object →
 //!   400, -32602. Arguments that do not match the tool's schema go upstream: it owns its schema.
-//! Why: docs/design/http-serve.md.
 
 use axum::{
     Json,

@@ -1,5 +1,6 @@
 //! MCP sessions as the HTTP side sees them, around rmcp's session handling: who may use a
-//! session, how many there may be, and telling the front door when one ends.
+//! session, how many there may be, and telling the front door when one ends
+//! (docs/design/auth.md).
 //!
 //! - **Bound to a principal.** `Mcp-Session-Id` is `<nonce>.<tag>`, the tag a capability token
 //!   (scope `mcp-session`) for `<nonce>:<principal>` minted in [`BridgeSessions::create_session`]
@@ -9,7 +10,6 @@
 //! - **Freed.** On `DELETE` (200; 404 for an unknown session), after `server.session_idle_secs`
 //!   idle, or at shutdown; [`SessionEnded`] tells the front door *before* rmcp cancels the
 //!   session's requests, so a sync call cut off leaves its job running.
-//! Details and reasons: docs/design/auth.md.
 
 use std::{
     future::Future,

@@ -1,5 +1,5 @@
 //! The client of a Streamable HTTP upstream: rmcp's reqwest client, with answers over
-//! `limits.max_result_bytes` replaced by errors (see `oversize`).
+//! `limits.max_result_bytes` replaced by errors (see `oversize`; docs/design/upstream.md).
 //!
 //! - An answer over the bound becomes the error [`Oversize::answer`] makes for its request
 //!   (rmcp alone would end it as a transport error or "stream closed"); each SSE event's data
@@ -8,7 +8,6 @@
 //! - `tools/list` is sent here, not through rmcp's client, so the raw body is sniffed for
 //!   `execution.taskSupport` (`task_support.rs`), which rmcp's `Tool` drops.
 //! - A request's W3C trace context (`_meta.traceparent`, `tracestate`) also goes as headers.
-//! Details: docs/design/upstream.md.
 
 use std::{collections::HashMap, sync::Arc};
 
