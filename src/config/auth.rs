@@ -14,6 +14,7 @@ use serde::{Deserialize, Deserializer};
 use super::{
     ConfigError, ServerConfig,
     access::{Callers, PolicyConfig},
+    bounds::{self, Bound},
     issuers::{IssuerConfig, JwtLimits},
 };
 
@@ -421,6 +422,24 @@ fn validate_secrets(
     auth: &mut AuthConfig,
     err: impl Fn(&str, String) -> ConfigError,
 ) -> Result<(), ConfigError> {
+    validate_mcp_tokens(auth, &err)?;
+    validate_job_secret(auth, &err)?;
+    let ttl = auth.job_token_ttl_secs;
+    let message = format!(
+        "is {ttl}; use 1 to {MAX_JOB_TOKEN_TTL_SECS} seconds (ten years); the default, a day, \
+         suits most deployments"
+    );
+    let range = 1..=MAX_JOB_TOKEN_TTL_SECS;
+    let bounds = [Bound::says("job_token_ttl_secs", ttl, range, message)];
+    bounds::check("auth", bounds).map_err(|(key, message)| err(&key, message))
+}
+
+/// `auth.mcp_tokens` (with [`TOKEN_ENV`]'s added): named uniquely, resolved, long enough,
+/// sendable in an `Authorization` header.
+fn validate_mcp_tokens(
+    auth: &mut AuthConfig,
+    err: &impl Fn(&str, String) -> ConfigError,
+) -> Result<(), ConfigError> {
     if std::env::var_os(TOKEN_ENV).is_some_and(|v| !v.is_empty()) {
         auth.mcp_tokens
             .push(Secret::from(format!("env:{TOKEN_ENV}")).into());
@@ -467,6 +486,14 @@ fn validate_secrets(
             ));
         }
     }
+    Ok(())
+}
+
+/// `auth.job_secret`: a non-empty list of resolved secrets, each long enough.
+fn validate_job_secret(
+    auth: &mut AuthConfig,
+    err: &impl Fn(&str, String) -> ConfigError,
+) -> Result<(), ConfigError> {
     if auth.job_secret.as_ref().is_some_and(JobSecrets::is_empty) {
         return Err(err(
             "auth.job_secret",
@@ -499,16 +526,6 @@ fn validate_secrets(
                 ),
             ));
         }
-    }
-    if !(1..=MAX_JOB_TOKEN_TTL_SECS).contains(&auth.job_token_ttl_secs) {
-        return Err(err(
-            "auth.job_token_ttl_secs",
-            format!(
-                "is {}; use 1 to {MAX_JOB_TOKEN_TTL_SECS} seconds (ten years); the default, a \
-                 day, suits most deployments",
-                auth.job_token_ttl_secs
-            ),
-        ));
     }
     Ok(())
 }

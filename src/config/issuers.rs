@@ -4,7 +4,10 @@
 
 use serde::Deserialize;
 
-use super::ConfigError;
+use super::{
+    ConfigError,
+    bounds::{self, Bound, MIB},
+};
 
 /// JWS algorithms an issuer may be allowed: asymmetric ones only. `none` and HMAC (`HS256`…)
 /// are refused: an HMAC "key" taken from a public JWKS would let anyone who reads the JWKS
@@ -127,101 +130,73 @@ pub(super) fn validate(
                 format!("{:?} is listed twice; merge the two entries", issuer.issuer),
             ));
         }
-        check_key_url(&issuer.issuer).map_err(|m| err(&key("issuer"), m))?;
-        if issuer.issuer.contains(' ') {
-            return Err(err(&key("issuer"), "an issuer has no spaces".into()));
-        }
-        if let Some(url) = &issuer.jwks_url {
-            check_key_url(url).map_err(|m| err(&key("jwks_url"), m))?;
-        }
-        if issuer.audiences.is_empty() || issuer.audiences.iter().any(String::is_empty) {
-            return Err(err(
-                &key("audiences"),
-                "list the `aud` values this bridge accepts (for example its resource URL, or an \
-                 Entra ID app ID URI and client ID); a token for another audience must not work \
-                 here"
-                    .into(),
-            ));
-        }
-        if issuer.algorithms.is_empty() {
-            return Err(err(
-                &key("algorithms"),
-                format!("name at least one of {JWT_ALGORITHMS:?}"),
-            ));
-        }
-        for alg in &issuer.algorithms {
-            if !JWT_ALGORITHMS.contains(&alg.as_str()) {
-                let why = if alg.starts_with("HS") || alg.eq_ignore_ascii_case("none") {
-                    " (symmetric and unsigned tokens are refused: anyone who can read the key \
-                     set could make one)"
-                } else {
-                    ""
-                };
-                return Err(err(
-                    &key("algorithms"),
-                    format!("{alg:?} is not accepted{why}; use some of {JWT_ALGORITHMS:?}"),
-                ));
-            }
-        }
-        if issuer.subject_claim.is_empty() {
-            return Err(err(
-                &key("subject_claim"),
-                "name the claim that identifies the caller: \"sub\" or \"oid\"".into(),
-            ));
-        }
-        if issuer.leeway_secs > 600 {
-            return Err(err(
-                &key("leeway_secs"),
-                format!(
-                    "{} seconds of clock skew would keep expired tokens working; use at most 600",
-                    issuer.leeway_secs
-                ),
-            ));
-        }
+        check_issuer(issuer).map_err(|(field, m)| err(&key(field), m))?;
     }
-    let checks: [(&str, u64, u64, u64); 6] = [
-        (
-            "auth.jwt.max_token_bytes",
-            limits.max_token_bytes as u64,
-            1024,
-            1024 * 1024,
-        ),
-        (
-            "auth.jwt.jwks_max_bytes",
-            limits.jwks_max_bytes as u64,
-            1024,
-            16 * 1024 * 1024,
-        ),
-        (
-            "auth.jwt.jwks_max_keys",
-            limits.jwks_max_keys as u64,
-            1,
-            10_000,
-        ),
-        (
-            "auth.jwt.jwks_timeout_ms",
-            limits.jwks_timeout_ms,
-            100,
-            120_000,
-        ),
-        (
-            "auth.jwt.jwks_refresh_min_secs",
-            limits.jwks_refresh_min_secs,
-            0,
-            86_400,
-        ),
-        (
-            "auth.jwt.jwks_max_age_secs",
-            limits.jwks_max_age_secs,
-            1,
-            7 * 86_400,
-        ),
+    #[rustfmt::skip]
+    let bounds = [
+        Bound::new("max_token_bytes", limits.max_token_bytes, 1024..=MIB),
+        Bound::new("jwks_max_bytes", limits.jwks_max_bytes, 1024..=16 * MIB),
+        Bound::new("jwks_max_keys", limits.jwks_max_keys, 1..=10_000),
+        Bound::new("jwks_timeout_ms", limits.jwks_timeout_ms, 100..=120_000),
+        Bound::new("jwks_refresh_min_secs", limits.jwks_refresh_min_secs, 0..=86_400),
+        Bound::new("jwks_max_age_secs", limits.jwks_max_age_secs, 1..=7 * 86_400),
     ];
-    for (key, value, min, max) in checks {
-        if !(min..=max).contains(&value) {
-            return Err(err(
-                key,
-                format!("must be between {min} and {max}, got {value}"),
+    bounds::check("auth.jwt", bounds).map_err(|(key, message)| err(&key, message))
+}
+
+/// One `[[auth.issuers]]` entry, as `(field, message)`: key URLs, audiences, algorithms, the
+/// subject claim and the clock leeway.
+fn check_issuer(issuer: &IssuerConfig) -> Result<(), (&'static str, String)> {
+    check_key_url(&issuer.issuer).map_err(|m| ("issuer", m))?;
+    if issuer.issuer.contains(' ') {
+        return Err(("issuer", "an issuer has no spaces".into()));
+    }
+    if let Some(url) = &issuer.jwks_url {
+        check_key_url(url).map_err(|m| ("jwks_url", m))?;
+    }
+    if issuer.audiences.is_empty() || issuer.audiences.iter().any(String::is_empty) {
+        return Err((
+            "audiences",
+            "list the `aud` values this bridge accepts (for example its resource URL, or an \
+             Entra ID app ID URI and client ID); a token for another audience must not work \
+             here"
+                .into(),
+        ));
+    }
+    check_algorithms(&issuer.algorithms).map_err(|m| ("algorithms", m))?;
+    if issuer.subject_claim.is_empty() {
+        return Err((
+            "subject_claim",
+            "name the claim that identifies the caller: \"sub\" or \"oid\"".into(),
+        ));
+    }
+    if issuer.leeway_secs > 600 {
+        return Err((
+            "leeway_secs",
+            format!(
+                "{} seconds of clock skew would keep expired tokens working; use at most 600",
+                issuer.leeway_secs
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// At least one algorithm, each an asymmetric one of [`JWT_ALGORITHMS`].
+fn check_algorithms(algorithms: &[String]) -> Result<(), String> {
+    if algorithms.is_empty() {
+        return Err(format!("name at least one of {JWT_ALGORITHMS:?}"));
+    }
+    for alg in algorithms {
+        if !JWT_ALGORITHMS.contains(&alg.as_str()) {
+            let why = if alg.starts_with("HS") || alg.eq_ignore_ascii_case("none") {
+                " (symmetric and unsigned tokens are refused: anyone who can read the key \
+                 set could make one)"
+            } else {
+                ""
+            };
+            return Err(format!(
+                "{alg:?} is not accepted{why}; use some of {JWT_ALGORITHMS:?}"
             ));
         }
     }

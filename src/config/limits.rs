@@ -3,7 +3,10 @@
 
 use serde::Deserialize;
 
-use super::ConfigError;
+use super::{
+    ConfigError,
+    bounds::{self, Bound, GIB, KIB, MIB},
+};
 
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
@@ -114,135 +117,29 @@ pub(super) fn validate(
     limits: &LimitsConfig,
     err: impl Fn(&str, String) -> ConfigError,
 ) -> Result<(), ConfigError> {
-    let checks: [(&str, u64, u64, u64); 20] = [
-        (
-            "limits.max_followed_tasks",
-            limits.max_followed_tasks as u64,
-            1,
-            10_000_000,
-        ),
-        (
-            "limits.max_listen_task_ids",
-            limits.max_listen_task_ids as u64,
-            1,
-            4096,
-        ),
-        (
-            "limits.max_request_bytes",
-            limits.max_request_bytes as u64,
-            1024,
-            256 * 1024 * 1024,
-        ),
-        (
-            "limits.max_jobs_per_token",
-            limits.max_jobs_per_token as u64,
-            1,
-            1_000_000,
-        ),
-        (
-            "limits.calls_per_minute",
-            u64::from(limits.calls_per_minute),
-            1,
-            10_000_000,
-        ),
-        (
-            "limits.max_subscribers_per_channel",
-            limits.max_subscribers_per_channel as u64,
-            1,
-            1_000_000,
-        ),
-        (
-            "limits.max_subscribers",
-            limits.max_subscribers as u64,
-            1,
-            10_000_000,
-        ),
-        (
-            "limits.max_upstream_list_items",
-            limits.max_upstream_list_items as u64,
-            1,
-            1_000_000,
-        ),
-        (
-            "limits.max_resource_read_bytes",
-            limits.max_resource_read_bytes as u64,
-            1024,
-            1024 * 1024 * 1024,
-        ),
-        (
-            "limits.max_resource_subscriptions",
-            limits.max_resource_subscriptions as u64,
-            1,
-            1_000_000,
-        ),
-        (
-            "limits.max_connections",
-            limits.max_connections as u64,
-            1,
-            10_000_000,
-        ),
-        (
-            "limits.max_connections_per_address",
-            limits.max_connections_per_address as u64,
-            1,
-            10_000_000,
-        ),
-        (
-            "limits.reserved_fds",
-            limits.reserved_fds as u64,
-            16,
-            1_000_000,
-        ),
-        (
-            "limits.max_result_bytes",
-            limits.max_result_bytes as u64,
-            MIN_RESULT_BYTES,
-            MAX_RESULT_BYTES,
-        ),
-        (
-            "limits.max_sse_buffer_bytes",
-            limits.max_sse_buffer_bytes as u64,
-            64 * 1024,
-            1024 * 1024 * 1024,
-        ),
-        (
-            "limits.max_sessions",
-            limits.max_sessions as u64,
-            1,
-            10_000_000,
-        ),
-        (
-            "limits.max_initialize_bytes",
-            limits.max_initialize_bytes as u64,
-            1024,
-            4 * 1024 * 1024,
-        ),
-        (
-            "limits.max_input_rounds",
-            limits.max_input_rounds as u64,
-            1,
-            1000,
-        ),
-        (
-            "limits.max_input_requests_per_round",
-            limits.max_input_requests_per_round as u64,
-            1,
-            1000,
-        ),
-        (
-            "limits.max_request_state_bytes",
-            limits.max_request_state_bytes as u64,
-            16,
-            16 * 1024 * 1024,
-        ),
+    let l = limits;
+    #[rustfmt::skip]
+    let bounds = [
+        Bound::new("max_followed_tasks", l.max_followed_tasks, 1..=10_000_000),
+        Bound::new("max_listen_task_ids", l.max_listen_task_ids, 1..=4096),
+        Bound::new("max_request_bytes", l.max_request_bytes, 1024..=256 * MIB),
+        Bound::new("max_jobs_per_token", l.max_jobs_per_token, 1..=1_000_000),
+        Bound::new("calls_per_minute", l.calls_per_minute, 1..=10_000_000),
+        Bound::new("max_subscribers_per_channel", l.max_subscribers_per_channel, 1..=1_000_000),
+        Bound::new("max_subscribers", l.max_subscribers, 1..=10_000_000),
+        Bound::new("max_upstream_list_items", l.max_upstream_list_items, 1..=1_000_000),
+        Bound::new("max_resource_read_bytes", l.max_resource_read_bytes, 1024..=GIB),
+        Bound::new("max_resource_subscriptions", l.max_resource_subscriptions, 1..=1_000_000),
+        Bound::new("max_connections", l.max_connections, 1..=10_000_000),
+        Bound::new("max_connections_per_address", l.max_connections_per_address, 1..=10_000_000),
+        Bound::new("reserved_fds", l.reserved_fds, 16..=1_000_000),
+        Bound::new("max_result_bytes", l.max_result_bytes, MIN_RESULT_BYTES..=MAX_RESULT_BYTES),
+        Bound::new("max_sse_buffer_bytes", l.max_sse_buffer_bytes, 64 * KIB..=GIB),
+        Bound::new("max_sessions", l.max_sessions, 1..=10_000_000),
+        Bound::new("max_initialize_bytes", l.max_initialize_bytes, 1024..=4 * MIB),
+        Bound::new("max_input_rounds", l.max_input_rounds, 1..=1000),
+        Bound::new("max_input_requests_per_round", l.max_input_requests_per_round, 1..=1000),
+        Bound::new("max_request_state_bytes", l.max_request_state_bytes, 16..=16 * MIB),
     ];
-    for (key, value, min, max) in checks {
-        if !(min..=max).contains(&value) {
-            return Err(err(
-                key,
-                format!("must be between {min} and {max}, got {value}"),
-            ));
-        }
-    }
-    Ok(())
+    bounds::check("limits", bounds).map_err(|(key, message)| err(&key, message))
 }

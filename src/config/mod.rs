@@ -5,6 +5,7 @@
 mod access;
 mod advice;
 mod auth;
+mod bounds;
 mod glob;
 mod issuers;
 mod limits;

@@ -6,7 +6,10 @@
 
 use serde::Deserialize;
 
-use super::ConfigError;
+use super::{
+    ConfigError,
+    bounds::{self, Bound, MIB},
+};
 
 #[derive(Debug, Clone, Copy, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
@@ -57,49 +60,19 @@ pub(super) fn validate(
     tasks: &UpstreamTasksConfig,
     err: impl Fn(&str, String) -> ConfigError,
 ) -> Result<(), ConfigError> {
-    let checks: [(&str, u64, u64, u64); 8] = [
-        (
-            "upstream_tasks.resume_within_secs",
-            tasks.resume_within_secs,
-            0,
-            86_400,
-        ),
-        ("upstream_tasks.min_poll_ms", tasks.min_poll_ms, 10, 600_000),
-        ("upstream_tasks.max_poll_ms", tasks.max_poll_ms, 10, 600_000),
-        (
-            "upstream_tasks.default_poll_ms",
-            tasks.default_poll_ms,
-            10,
-            600_000,
-        ),
-        ("upstream_tasks.max_polls", tasks.max_polls, 1, 100_000_000),
-        (
-            "upstream_tasks.max_queued_statuses",
-            tasks.max_queued_statuses as u64,
-            1,
-            10_000,
-        ),
-        (
-            "upstream_tasks.max_status_message_bytes",
-            tasks.max_status_message_bytes as u64,
-            16,
-            1024 * 1024,
-        ),
-        (
-            "upstream_tasks.max_declaration_bytes",
-            tasks.max_declaration_bytes as u64,
-            1024,
-            256 * 1024 * 1024,
-        ),
+    let t = tasks;
+    #[rustfmt::skip]
+    let bounds = [
+        Bound::new("resume_within_secs", t.resume_within_secs, 0..=86_400),
+        Bound::new("min_poll_ms", t.min_poll_ms, 10..=600_000),
+        Bound::new("max_poll_ms", t.max_poll_ms, 10..=600_000),
+        Bound::new("default_poll_ms", t.default_poll_ms, 10..=600_000),
+        Bound::new("max_polls", t.max_polls, 1..=100_000_000),
+        Bound::new("max_queued_statuses", t.max_queued_statuses, 1..=10_000),
+        Bound::new("max_status_message_bytes", t.max_status_message_bytes, 16..=MIB),
+        Bound::new("max_declaration_bytes", t.max_declaration_bytes, 1024..=256 * MIB),
     ];
-    for (key, value, min, max) in checks {
-        if !(min..=max).contains(&value) {
-            return Err(err(
-                key,
-                format!("must be between {min} and {max}, got {value}"),
-            ));
-        }
-    }
+    bounds::check("upstream_tasks", bounds).map_err(|(key, message)| err(&key, message))?;
     if tasks.min_poll_ms > tasks.max_poll_ms {
         return Err(err(
             "upstream_tasks.min_poll_ms",

@@ -4,7 +4,9 @@ use std::{collections::HashSet, fmt, path::Path};
 
 use super::{
     Config, JobsConfig, ServerConfig, StoreBackend, StoreConfig, TransportKind, UpstreamConfig,
-    auth, limits, upstream_tasks,
+    auth,
+    bounds::{self, Bound},
+    limits, upstream_tasks,
 };
 
 /// A config problem: which file, which key, what is wrong and (in the message) what to do.
@@ -143,39 +145,19 @@ fn validate_server(
         ));
     }
     server.correlation_header = header;
-    if server.keep_alive_secs == 0 || server.keep_alive_secs > 300 {
-        return Err(err(
-            "server.keep_alive_secs",
-            "must be between 1 and 300 (proxies cut idle streams after about 60 s)".into(),
-        ));
-    }
-    if server.session_idle_secs == 0 || server.session_idle_secs > 7 * 24 * 3600 {
-        return Err(err(
-            "server.session_idle_secs",
-            "must be between 1 and 604800 (a week)".into(),
-        ));
-    }
-    if server.sse_writers.is_some_and(|n| n > 64) {
-        return Err(err(
-            "server.sse_writers",
-            "must be between 0 and 64 (a few tasks are enough; 0 turns shared writers off)".into(),
-        ));
-    }
-    for (key, secs) in [
-        (
-            "server.header_read_timeout_secs",
-            server.header_read_timeout_secs,
-        ),
-        (
-            "server.body_read_timeout_secs",
-            server.body_read_timeout_secs,
-        ),
-    ] {
-        if !(1..=3600).contains(&secs) {
-            return Err(err(key, format!("must be between 1 and 3600, got {secs}")));
-        }
-    }
-    Ok(())
+    let s = server;
+    #[rustfmt::skip]
+    let bounds = [
+        Bound::says("keep_alive_secs", s.keep_alive_secs, 1..=300,
+            "must be between 1 and 300 (proxies cut idle streams after about 60 s)"),
+        Bound::says("session_idle_secs", s.session_idle_secs, 1..=7 * 24 * 3600,
+            "must be between 1 and 604800 (a week)"),
+        Bound::says("sse_writers", s.sse_writers.unwrap_or(0), 0..=64,
+            "must be between 0 and 64 (a few tasks are enough; 0 turns shared writers off)"),
+        Bound::new("header_read_timeout_secs", s.header_read_timeout_secs, 1..=3600),
+        Bound::new("body_read_timeout_secs", s.body_read_timeout_secs, 1..=3600),
+    ];
+    bounds::check("server", bounds).map_err(|(key, message)| err(&key, message))
 }
 
 /// `[jobs]`: each bound with the reason it has.
@@ -183,118 +165,60 @@ fn validate_jobs(
     jobs: &JobsConfig,
     err: impl Fn(&str, String) -> ConfigError,
 ) -> Result<(), ConfigError> {
-    if jobs.history == 0 || jobs.history > 1_000_000 {
-        return Err(err("jobs.history", "must be between 1 and 1000000".into()));
-    }
-    if jobs.retention_secs == 0 {
-        return Err(err(
-            "jobs.retention_secs",
-            "must be at least 1, or finished jobs could not be read at all".into(),
-        ));
-    }
-    if jobs.sync_budget_ms > 50_000 {
-        return Err(err(
-            "jobs.sync_budget_ms",
-            "must be at most 50000: agent platforms cut tool calls off after 60-100 s".into(),
-        ));
-    }
-    if jobs.min_progress_interval_ms > 60_000 {
-        return Err(err(
-            "jobs.min_progress_interval_ms",
-            "must be at most 60000".into(),
-        ));
-    }
-    if jobs.heartbeat_secs > 3600 {
-        return Err(err(
-            "jobs.heartbeat_secs",
-            "must be at most 3600 (0 turns heartbeats off)".into(),
-        ));
-    }
-    if jobs.max_jobs == 0 {
-        return Err(err(
-            "jobs.max_jobs",
-            "must be at least 1, or no call could run".into(),
-        ));
-    }
-    if jobs.shutdown_grace_secs > 3600 {
-        return Err(err(
-            "jobs.shutdown_grace_secs",
-            "must be at most 3600".into(),
-        ));
-    }
+    let j = jobs;
+    #[rustfmt::skip]
+    let bounds = [
+        Bound::says("history", j.history, 1..=1_000_000, "must be between 1 and 1000000"),
+        Bound::says("retention_secs", j.retention_secs, 1..=u64::MAX,
+            "must be at least 1, or finished jobs could not be read at all"),
+        Bound::says("sync_budget_ms", j.sync_budget_ms, 0..=50_000,
+            "must be at most 50000: agent platforms cut tool calls off after 60-100 s"),
+        Bound::says("min_progress_interval_ms", j.min_progress_interval_ms, 0..=60_000,
+            "must be at most 60000"),
+        Bound::says("heartbeat_secs", j.heartbeat_secs, 0..=3600,
+            "must be at most 3600 (0 turns heartbeats off)"),
+        Bound::says("max_jobs", j.max_jobs, 1..=u64::MAX,
+            "must be at least 1, or no call could run"),
+        Bound::says("shutdown_grace_secs", j.shutdown_grace_secs, 0..=3600,
+            "must be at most 3600"),
+    ];
+    bounds::check("jobs", bounds).map_err(|(key, message)| err(&key, message))?;
     validate_tasks(jobs, err)
 }
 
-/// `[jobs]` keys of tasks (MCP Tasks extension).
+/// `[jobs]` keys of tasks and of questions to callers. `max_input_responses` is checked after
+/// `max_pending_inputs`, whose double is its floor.
 fn validate_tasks(
     jobs: &JobsConfig,
     err: impl Fn(&str, String) -> ConfigError,
 ) -> Result<(), ConfigError> {
-    if !(100..=60_000).contains(&jobs.task_poll_interval_ms) {
-        return Err(err(
-            "jobs.task_poll_interval_ms",
-            "must be between 100 and 60000: clients poll tasks/get this often".into(),
-        ));
-    }
-    if !(1..=86_400).contains(&jobs.input_timeout_secs) {
-        return Err(err(
-            "jobs.input_timeout_secs",
-            "must be between 1 and 86400: a question nobody answers is declined after it".into(),
-        ));
-    }
-    if !(64..=16_777_216).contains(&jobs.max_input_bytes) {
-        return Err(err(
-            "jobs.max_input_bytes",
-            "must be between 64 and 16777216".into(),
-        ));
-    }
-    if !(1..=1000).contains(&jobs.max_pending_inputs) {
-        return Err(err(
-            "jobs.max_pending_inputs",
-            "must be between 1 and 1000".into(),
-        ));
-    }
-    let fewest = 2 * jobs.max_pending_inputs;
-    if !(fewest..=10_000).contains(&jobs.max_input_responses) {
-        return Err(err(
-            "jobs.max_input_responses",
-            format!(
-                "must be between {fewest} (twice jobs.max_pending_inputs: a round of questions \
-                 and samples must fit) and 10000"
-            ),
-        ));
-    }
-    if !(1024..=16_777_216).contains(&jobs.max_question_bytes) {
-        return Err(err(
-            "jobs.max_question_bytes",
-            "must be between 1024 and 16777216".into(),
-        ));
-    }
-    if !(1024..=16_777_216).contains(&jobs.max_sample_bytes) {
-        return Err(err(
-            "jobs.max_sample_bytes",
-            "must be between 1024 and 16777216".into(),
-        ));
-    }
-    if !(1..=1_000_000).contains(&jobs.max_listed_tasks) {
-        return Err(err(
-            "jobs.max_listed_tasks",
-            "must be between 1 and 1000000".into(),
-        ));
-    }
-    if jobs.max_task_status_notifications > 1_000_000 {
-        return Err(err(
-            "jobs.max_task_status_notifications",
-            "must be between 0 and 1000000".into(),
-        ));
-    }
-    if !(1..=1000).contains(&jobs.task_list_page_size) {
-        return Err(err(
-            "jobs.task_list_page_size",
-            "must be between 1 and 1000".into(),
-        ));
-    }
-    Ok(())
+    let j = jobs;
+    let fewest = j.max_pending_inputs.saturating_mul(2);
+    #[rustfmt::skip]
+    let bounds = [
+        Bound::says("task_poll_interval_ms", j.task_poll_interval_ms, 100..=60_000,
+            "must be between 100 and 60000: clients poll tasks/get this often"),
+        Bound::says("input_timeout_secs", j.input_timeout_secs, 1..=86_400,
+            "must be between 1 and 86400: a question nobody answers is declined after it"),
+        Bound::says("max_input_bytes", j.max_input_bytes, 64..=16_777_216,
+            "must be between 64 and 16777216"),
+        Bound::says("max_pending_inputs", j.max_pending_inputs, 1..=1000,
+            "must be between 1 and 1000"),
+        Bound::says("max_input_responses", j.max_input_responses, fewest as u64..=10_000,
+            format!("must be between {fewest} (twice jobs.max_pending_inputs: a round of \
+                     questions and samples must fit) and 10000")),
+        Bound::says("max_question_bytes", j.max_question_bytes, 1024..=16_777_216,
+            "must be between 1024 and 16777216"),
+        Bound::says("max_sample_bytes", j.max_sample_bytes, 1024..=16_777_216,
+            "must be between 1024 and 16777216"),
+        Bound::says("max_listed_tasks", j.max_listed_tasks, 1..=1_000_000,
+            "must be between 1 and 1000000"),
+        Bound::says("max_task_status_notifications", j.max_task_status_notifications,
+            0..=1_000_000, "must be between 0 and 1000000"),
+        Bound::says("task_list_page_size", j.task_list_page_size, 1..=1000,
+            "must be between 1 and 1000"),
+    ];
+    bounds::check("jobs", bounds).map_err(|(key, message)| err(&key, message))
 }
 
 /// `[[upstreams]]`: unique valid names, a transport with the fields it needs (and none of the
