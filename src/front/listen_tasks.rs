@@ -16,7 +16,6 @@ use parking_lot::Mutex;
 use tokio::sync::OwnedSemaphorePermit;
 
 use axum::{
-    body::Body,
     extract::{Request, State},
     http::{Method, header},
     middleware::Next,
@@ -40,7 +39,7 @@ use super::{
 };
 use crate::{
     auth::{Identity, ToolAccess},
-    model::JobId,
+    model::{JobId, McpMessage},
 };
 
 /// The method this module looks at.
@@ -66,18 +65,14 @@ pub async fn follow_tasks(State(core): State<Arc<Core>>, request: Request, next:
     if request.method() != Method::POST {
         return next.run(request).await;
     }
-    let (mut parts, body) = request.into_parts();
-    let Ok(bytes) = axum::body::to_bytes(body, usize::MAX).await else {
-        // The message check read the body already; rmcp refuses an empty one.
-        return next.run(Request::from_parts(parts, Body::empty())).await;
-    };
-    let requested =
-        memchr::memmem::find(&bytes, LISTEN.as_bytes()).and_then(|_| requested_task_ids(&bytes));
+    let requested = request
+        .extensions()
+        .get::<McpMessage>()
+        .and_then(requested_task_ids);
     let Some(requested) = requested else {
-        return next
-            .run(Request::from_parts(parts, Body::from(bytes)))
-            .await;
+        return next.run(request).await;
     };
+    let (mut parts, body) = request.into_parts();
     let identity = parts
         .extensions
         .get::<Arc<Identity>>()
@@ -88,21 +83,19 @@ pub async fn follow_tasks(State(core): State<Arc<Core>>, request: Request, next:
         Arc::new(acknowledged.clone()),
         Arc::new(Mutex::new(places)),
     ));
-    let response = next
-        .run(Request::from_parts(parts, Body::from(bytes)))
-        .await;
+    let response = next.run(Request::from_parts(parts, body)).await;
     with_acknowledged(response, acknowledged)
 }
 
 /// The `taskIds` of a `subscriptions/listen` request, if it is one and lists any (strings
 /// only; anything else in the list is ignored).
-fn requested_task_ids(bytes: &[u8]) -> Option<Vec<String>> {
-    let message: Value = serde_json::from_slice(bytes).ok()?;
-    if message.get("method").and_then(Value::as_str) != Some(LISTEN) {
+fn requested_task_ids(message: &McpMessage) -> Option<Vec<String>> {
+    if message.method() != Some(LISTEN) {
         return None;
     }
     let ids = message
-        .pointer("/params/notifications/taskIds")?
+        .params()?
+        .pointer("/notifications/taskIds")?
         .as_array()?;
     Some(
         ids.iter()

@@ -38,7 +38,7 @@ use super::{
 };
 use crate::{
     auth::Identity,
-    model::{JobId, JobSnapshot},
+    model::{JobId, JobSnapshot, McpMessage},
     store::CancelAck,
 };
 
@@ -88,53 +88,37 @@ pub async fn translate(request: Request, next: Next) -> Response {
         return next.run(request).await;
     }
     let at_2025 = session_at_2025(&request);
-    let (mut parts, body) = request.into_parts();
-    let Ok(bytes) = axum::body::to_bytes(body, usize::MAX).await else {
-        // The message check read the body already; this cannot fail, but if it did, rmcp
-        // gets an empty body and refuses it.
-        return next.run(Request::from_parts(parts, Body::empty())).await;
+    // The message as the message check parsed it (`http::mcp_input`): not parsed again here.
+    let Some(message) = request.extensions().get::<McpMessage>().cloned() else {
+        return next.run(request).await;
     };
-    let interesting = if at_2025 {
-        true
-    } else {
-        // Outside a 2025-11-25 session only `initialize` matters.
-        memchr::memmem::find(&bytes, b"\"initialize\"").is_some()
-    };
-    let mut message: Option<Value> = None;
-    if interesting {
-        message = serde_json::from_slice(&bytes).ok();
-    }
-    let method = message
-        .as_ref()
-        .and_then(|m| m.get("method"))
-        .and_then(Value::as_str)
-        .map(str::to_string);
-    let answer = match method.as_deref() {
+    let method = message.method();
+    let answer = match method {
         Some("initialize") => Some(Answer::Initialize),
         Some("tools/list") if at_2025 => Some(Answer::ToolsList),
         _ => None,
     };
-    let renamed = match (method.as_deref(), message.as_mut()) {
-        (Some("tools/call"), Some(message)) if at_2025 => {
-            let augmented = message["params"]
-                .get("task")
+    let renamed = match method {
+        Some("tools/call") if at_2025 => {
+            let augmented = message
+                .params()
+                .and_then(|params| params.get("task"))
                 .is_some_and(|task| !task.is_null());
-            augmented.then(|| rename(message, "tools/call"))
+            augmented.then(|| rename(&message, "tools/call"))
         }
-        (Some(m), Some(message)) if at_2025 && TASK_METHODS.contains(&m) => {
-            Some(rename(message, m))
-        }
+        Some(m) if at_2025 && TASK_METHODS.contains(&m) => Some(rename(&message, m)),
         _ => None,
     };
-    let body = match renamed {
+    let request = match renamed {
         Some(renamed) => {
+            let (mut parts, _) = request.into_parts();
             parts.extensions.insert(Tasks2025);
             parts.headers.remove(header::CONTENT_LENGTH);
-            Body::from(renamed)
+            Request::from_parts(parts, Body::from(renamed))
         }
-        None => Body::from(bytes),
+        None => request,
     };
-    let response = next.run(Request::from_parts(parts, body)).await;
+    let response = next.run(request).await;
     match answer {
         Some(answer) => rewrite_response(response, answer).await,
         None => response,
@@ -142,9 +126,10 @@ pub async fn translate(request: Request, next: Next) -> Response {
 }
 
 /// The message under the bridge's own name for `method`, serialized.
-fn rename(message: &mut Value, method: &str) -> Bytes {
+fn rename(message: &McpMessage, method: &str) -> Bytes {
+    let mut message = message.to_value();
     message["method"] = Value::String(format!("{PREFIX}{method}"));
-    Bytes::from(serde_json::to_vec(message).unwrap_or_default())
+    Bytes::from(serde_json::to_vec(&message).unwrap_or_default())
 }
 
 /// Apply `answer` to the JSON-RPC response in `response` (a JSON body, or an SSE stream whose

@@ -20,7 +20,7 @@ use axum::{
 use futures::StreamExt;
 use tokio_util::task::TaskTracker;
 
-use super::mcp_input::McpMethod;
+use crate::model::McpMessage;
 
 /// The `tools/call` answers under way.
 #[derive(Clone, Default)]
@@ -57,8 +57,8 @@ pub async fn hold_until_written(
 ) -> Response {
     let tool_call = request
         .extensions()
-        .get::<McpMethod>()
-        .is_some_and(McpMethod::is_tool_call);
+        .get::<McpMessage>()
+        .is_some_and(McpMessage::is_tool_call);
     if !tool_call {
         return next.run(request).await;
     }

@@ -20,7 +20,10 @@ use axum::{
 };
 use serde_json::{Value, json};
 
-use crate::metrics::{Refusal, RefusedRequests};
+use crate::{
+    metrics::{Refusal, RefusedRequests},
+    model::McpMessage,
+};
 
 const PARSE_ERROR: i64 = -32700;
 const INVALID_REQUEST: i64 = -32600;
@@ -67,30 +70,13 @@ pub async fn check_mcp_post(
     };
     let mut parts = parts;
     match checked(&bytes) {
-        Ok(Some(method)) => {
-            parts.extensions.insert(McpMethod(method));
+        Ok(message) => {
+            parts.extensions.insert(message);
         }
-        Ok(None) => {}
         Err(rejection) => return rejection.into_response(),
     }
     next.run(Request::from_parts(parts, Body::from(bytes)))
         .await
-}
-
-/// The method of a message POSTed to `/mcp` that passed the check, for the layers under this
-/// one (in the request's extensions).
-#[derive(Debug, Clone)]
-pub struct McpMethod(String);
-
-impl McpMethod {
-    pub fn is_tool_call(&self) -> bool {
-        self.0 == "tools/call"
-    }
-
-    /// `initialize`: on the handshake revisions, it opens a session.
-    pub fn is_initialize(&self) -> bool {
-        self.0 == "initialize"
-    }
 }
 
 fn error(status: StatusCode, id: Value, code: i64, message: String) -> Response {
@@ -118,8 +104,8 @@ pub fn check(bytes: &[u8]) -> Result<(), Rejection> {
     checked(bytes).map(drop)
 }
 
-/// [`check`], and the message's method (none for a response).
-fn checked(bytes: &[u8]) -> Result<Option<String>, Rejection> {
+/// [`check`], and the message, for the layers under this one.
+fn checked(bytes: &[u8]) -> Result<McpMessage, Rejection> {
     let message = json_rpc_object(bytes)?;
     let id = message.get("id").cloned().unwrap_or(Value::Null);
     if message.contains_key("id") && !(id.is_string() || id.is_i64()) {
@@ -133,7 +119,7 @@ fn checked(bytes: &[u8]) -> Result<Option<String>, Rejection> {
     let method = match message.get("method") {
         None => {
             if message.contains_key("result") || message.contains_key("error") {
-                return Ok(None);
+                return Ok(McpMessage::new(message));
             }
             return Err(rejected(
                 INVALID_REQUEST,
@@ -143,16 +129,15 @@ fn checked(bytes: &[u8]) -> Result<Option<String>, Rejection> {
         Some(Value::String(method)) => method.as_str(),
         Some(_) => return Err(rejected(INVALID_REQUEST, "the method must be a string")),
     };
-    if method == "tools/call"
-        && let Some(problem) = tool_call_problem(message.get("params"))
-    {
+    let tool_call = method == "tools/call";
+    if tool_call && let Some(problem) = tool_call_problem(message.get("params")) {
         return Err(Rejection {
             id,
             code: INVALID_PARAMS,
             message: problem.into(),
         });
     }
-    Ok(Some(method.to_string()))
+    Ok(McpMessage::new(message))
 }
 
 /// A rejection before the message's own id is known (or valid).

@@ -46,11 +46,10 @@ use rmcp::{
 };
 use serde_json::json;
 
-use super::mcp_input::McpMethod;
 use crate::{
     auth::{Identity, JobTokens, TokenScope},
     metrics::{Refusal, RefusedRequests},
-    model::Principal,
+    model::{McpMessage, Principal},
 };
 
 /// The `Mcp-Session-Id` header.
@@ -373,8 +372,8 @@ pub async fn gate(State(gate): State<SessionGate>, request: Request, next: Next)
     let opens_session = request.method() == Method::POST
         && request
             .extensions()
-            .get::<McpMethod>()
-            .is_some_and(McpMethod::is_initialize);
+            .get::<McpMessage>()
+            .is_some_and(McpMessage::is_initialize);
     if !opens_session {
         return next.run(request).await;
     }
