@@ -108,8 +108,7 @@ pub struct Metrics {
 }
 
 impl Metrics {
-    // Long, and left so: a table, one registration per metric with its name and help text,
-    // read down the page like the list of fields above.
+    // Long because: a registration table, one metric per entry (name, help, labels).
     pub fn new() -> Self {
         let registry = Registry::new();
         let counter = |name: &str, help: &str, labels: &[&str]| {

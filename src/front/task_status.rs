@@ -13,7 +13,7 @@ use std::{sync::Arc, time::Duration};
 use futures::StreamExt;
 use rmcp::{
     RoleServer,
-    model::{CustomNotification, ServerNotification, TaskStatus},
+    model::{CustomNotification, ServerNotification, Task, TaskStatus},
     service::Peer,
 };
 
@@ -68,14 +68,7 @@ async fn tell_status_changes(
             let ended = snapshot.status.is_terminal();
             if task.status != told {
                 if ended || sent < cap {
-                    let notification = ServerNotification::CustomNotification(
-                        CustomNotification::new(METHOD, Some(task_2025(&task))),
-                    );
-                    let delivered =
-                        tokio::time::timeout(SEND_TIMEOUT, peer.send_notification(notification))
-                            .await;
-                    if !matches!(delivered, Ok(Ok(()))) {
-                        tracing::debug!(job = %id, "the session that created the task is gone: no more status notifications");
+                    if !notify(&peer, id, &task).await {
                         return;
                     }
                     sent += 1;
@@ -92,19 +85,36 @@ async fn tell_status_changes(
                 return;
             }
         }
-        look = match live.next().await {
-            Some(LiveItem::Event(event)) => {
-                matches!(
-                    event.kind,
-                    EventKind::InputRequired | EventKind::InputAnswered
-                ) || event.kind.is_terminal()
-            }
-            Some(LiveItem::Lagged) => true,
-            // The channel ended (the job did): one last look tells its end.
-            None => {
-                open = false;
-                true
-            }
-        };
+        let item = live.next().await;
+        open = item.is_some();
+        look = may_change_status(item.as_ref());
+    }
+}
+
+/// Send the task as it is now to the session that created it; `false` when it is gone.
+async fn notify(peer: &Peer<RoleServer>, id: JobId, task: &Task) -> bool {
+    let notification = ServerNotification::CustomNotification(CustomNotification::new(
+        METHOD,
+        Some(task_2025(task)),
+    ));
+    let delivered = tokio::time::timeout(SEND_TIMEOUT, peer.send_notification(notification)).await;
+    if !matches!(delivered, Ok(Ok(()))) {
+        tracing::debug!(job = %id, "the session that created the task is gone: no more status notifications");
+        return false;
+    }
+    true
+}
+
+/// Whether this item of the job's live channel may have changed the task's status. `None`,
+/// the channel ended (the job did): one last look tells its end.
+fn may_change_status(item: Option<&LiveItem>) -> bool {
+    match item {
+        Some(LiveItem::Event(event)) => {
+            matches!(
+                event.kind,
+                EventKind::InputRequired | EventKind::InputAnswered
+            ) || event.kind.is_terminal()
+        }
+        Some(LiveItem::Lagged) | None => true,
     }
 }

@@ -240,16 +240,9 @@ impl BoundedHttp {
         if status.as_u16() == 404 && had_session {
             return Err(StreamableHttpError::SessionExpired);
         }
-        let session = response
-            .headers()
-            .get(SESSION_HEADER)
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_string);
-        let content_type = response
-            .headers()
-            .get(http::header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .map(|v| v.to_ascii_lowercase());
+        let session = header(&response, SESSION_HEADER).map(str::to_string);
+        let content_type =
+            header(&response, http::header::CONTENT_TYPE.as_str()).map(str::to_ascii_lowercase);
         let media = content_type
             .as_deref()
             .map(|ct| ct.split(';').next().unwrap_or_default().trim().to_string());
@@ -263,33 +256,43 @@ impl BoundedHttp {
                 .boxed();
                 Ok(StreamableHttpPostResponse::Sse(events, session))
             }
-            Some("application/json") => {
-                let limit = self.oversize.limit();
-                let mut body = Vec::new();
-                let mut chunks = response.bytes_stream();
-                while let Some(chunk) = chunks.next().await {
-                    let chunk = chunk.map_err(StreamableHttpError::Client)?;
-                    if body.len() + chunk.len() > limit {
-                        return Err(StreamableHttpError::ResponseBodyTooLarge { max_size: limit });
-                    }
-                    body.extend_from_slice(&chunk);
-                }
-                if status.is_success() {
-                    self.task_support.sniff(&body);
-                }
-                match serde_json::from_slice::<ServerJsonRpcMessage>(&body) {
-                    Ok(parsed) => Ok(StreamableHttpPostResponse::Json(parsed, session)),
-                    Err(e) => Err(StreamableHttpError::UnexpectedServerResponse(
-                        format!("HTTP {status}: not a JSON-RPC message: {e}").into(),
-                    )),
-                }
-            }
+            Some("application/json") => self.read_json(response, session).await,
             _ if !status.is_success() => Err(StreamableHttpError::UnexpectedServerResponse(
                 format!("HTTP {status}").into(),
             )),
             _ => Err(StreamableHttpError::UnexpectedContentType(content_type)),
         }
     }
+
+    /// A JSON answer to `tools/list`: read up to the limit, sniffed for
+    /// `execution.taskSupport` if it is a success, then parsed as rmcp would.
+    async fn read_json(&self, response: reqwest::Response, session: Option<String>) -> Posted {
+        let status = response.status();
+        let limit = self.oversize.limit();
+        let mut body = Vec::new();
+        let mut chunks = response.bytes_stream();
+        while let Some(chunk) = chunks.next().await {
+            let chunk = chunk.map_err(StreamableHttpError::Client)?;
+            if body.len() + chunk.len() > limit {
+                return Err(StreamableHttpError::ResponseBodyTooLarge { max_size: limit });
+            }
+            body.extend_from_slice(&chunk);
+        }
+        if status.is_success() {
+            self.task_support.sniff(&body);
+        }
+        match serde_json::from_slice::<ServerJsonRpcMessage>(&body) {
+            Ok(parsed) => Ok(StreamableHttpPostResponse::Json(parsed, session)),
+            Err(e) => Err(StreamableHttpError::UnexpectedServerResponse(
+                format!("HTTP {status}: not a JSON-RPC message: {e}").into(),
+            )),
+        }
+    }
+}
+
+/// A response header's value, if it is text.
+fn header<'a>(response: &'a reqwest::Response, name: &str) -> Option<&'a str> {
+    response.headers().get(name).and_then(|v| v.to_str().ok())
 }
 
 /// The session header of Streamable HTTP.

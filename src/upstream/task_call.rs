@@ -73,12 +73,7 @@ pub(super) async fn follow(
     call: TaskCall,
     mut closed: watch::Receiver<Option<String>>,
 ) -> CallOutcome {
-    let created_json = serde_json::to_value(&created).unwrap_or_default();
-    let task = if created_json["task"].is_object() {
-        &created_json["task"]
-    } else {
-        &created_json
-    };
+    let task = created_task(&created);
     let Some(id) = task["taskId"].as_str().map(str::to_string) else {
         return tool_result(created, &upstream);
     };
@@ -86,7 +81,7 @@ pub(super) async fn follow(
     let mut statuses = call.routes.watch_task(&id);
     let _unwatch = Unwatch(&call.routes, &id);
     let mut state = TaskState::new(call.bounds, call.metrics.clone());
-    state.update(task, &call.sink);
+    state.update(&task, &call.sink);
     let mut polls: u64 = 0;
     let mut lost: Option<Instant> = None;
     let mut watching = true;
@@ -102,47 +97,17 @@ pub(super) async fn follow(
             () = tokio::time::sleep(state.poll) => {}
             gone = closed.wait_for(Option::is_some), if watching => {
                 let why = gone.ok().and_then(|r| r.clone()).unwrap_or_default();
-                if call.resume.is_none() {
-                    return CallOutcome::Failed {
-                        reason: FailureReason::UpstreamLost,
-                        message: format!("upstream {upstream} went away while its task {id} ran: {why}"),
-                    };
+                if let Err(lost) = connection_ended(&upstream, &call, &id, &why) {
+                    return lost;
                 }
-                // The upstream keeps the task: poll it on the next connection.
-                tracing::info!(upstream = %upstream, task = %id, reason = %why,
-                    "connection ended while an upstream task ran; resuming it on the next one");
                 watching = false;
             }
         }
         if polls >= call.bounds.max_polls {
-            call.metrics
-                .limit_hits
-                .with_label_values(&[MAX_POLLS])
-                .inc();
-            if let Some(peer) = call.upstream.live_peer() {
-                cancel(&peer, &call.metrics, &id).await;
-            }
-            return CallOutcome::Failed {
-                reason: FailureReason::Timeout,
-                message: format!(
-                    "upstream {upstream}'s task {id} was still {} after {polls} polls \
-                     ({MAX_POLLS}); the bridge cancelled it{}",
-                    state.status,
-                    state.suffix()
-                ),
-            };
+            return out_of_polls(&upstream, &call, &id, polls, &state).await;
         }
         polls += 1;
-        match resumed(
-            &upstream,
-            &call,
-            "tasks/get",
-            &id,
-            Some(REQUEST_TIMEOUT),
-            &mut lost,
-        )
-        .await
-        {
+        match poll(&upstream, &call, &id, &mut lost).await {
             Ok(Some(answer)) => state.update(&answer, &call.sink),
             // Not connected (yet): wait a poll interval, then try again.
             Ok(None) => continue,
@@ -158,8 +123,85 @@ pub(super) async fn follow(
             return result(&upstream, &call, &id, None, &mut lost).await;
         }
     }
+    ended(&upstream, &call, &id, &state, &mut lost).await
+}
+
+/// One `tasks/get`: the task as it is now; `None` while no connection is up.
+async fn poll(
+    upstream: &str,
+    call: &TaskCall,
+    id: &str,
+    lost: &mut Option<Instant>,
+) -> Result<Option<Value>, CallOutcome> {
+    resumed(upstream, call, "tasks/get", id, Some(REQUEST_TIMEOUT), lost).await
+}
+
+/// The task object of the first answer (a `CreateTaskResult`, `{task: {…}}`), or the answer
+/// itself when it has none.
+fn created_task(created: &ServerResult) -> Value {
+    let mut answer = serde_json::to_value(created).unwrap_or_default();
+    if answer["task"].is_object() {
+        answer["task"].take()
+    } else {
+        answer
+    }
+}
+
+/// The connection the task ran on ended (`why`): a stdio upstream took its tasks with it (the
+/// call fails); a Streamable HTTP one keeps them, to be polled on its next connection.
+fn connection_ended(
+    upstream: &str,
+    call: &TaskCall,
+    id: &str,
+    why: &str,
+) -> Result<(), CallOutcome> {
+    if call.resume.is_none() {
+        return Err(CallOutcome::Failed {
+            reason: FailureReason::UpstreamLost,
+            message: format!("upstream {upstream} went away while its task {id} ran: {why}"),
+        });
+    }
+    tracing::info!(upstream = %upstream, task = %id, reason = %why,
+        "connection ended while an upstream task ran; resuming it on the next one");
+    Ok(())
+}
+
+/// `upstream_tasks.max_polls` reached: cancel the task upstream and fail the call.
+async fn out_of_polls(
+    upstream: &str,
+    call: &TaskCall,
+    id: &str,
+    polls: u64,
+    state: &TaskState,
+) -> CallOutcome {
+    call.metrics
+        .limit_hits
+        .with_label_values(&[MAX_POLLS])
+        .inc();
+    if let Some(peer) = call.upstream.live_peer() {
+        cancel(&peer, &call.metrics, id).await;
+    }
+    CallOutcome::Failed {
+        reason: FailureReason::Timeout,
+        message: format!(
+            "upstream {upstream}'s task {id} was still {} after {polls} polls \
+             ({MAX_POLLS}); the bridge cancelled it{}",
+            state.status,
+            state.suffix()
+        ),
+    }
+}
+
+/// The call's outcome once the task reached a terminal status: its result if `completed`.
+async fn ended(
+    upstream: &str,
+    call: &TaskCall,
+    id: &str,
+    state: &TaskState,
+    lost: &mut Option<Instant>,
+) -> CallOutcome {
     match state.status.as_str() {
-        "completed" => result(&upstream, &call, &id, Some(REQUEST_TIMEOUT), &mut lost).await,
+        "completed" => result(upstream, call, id, Some(REQUEST_TIMEOUT), lost).await,
         "cancelled" => CallOutcome::Failed {
             reason: FailureReason::Cancelled,
             message: format!(
