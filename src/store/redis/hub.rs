@@ -371,8 +371,8 @@ pub(super) struct HubTask {
 impl HubTask {
     /// `link` is the pub/sub connection; `cmd` the command connection, which readers need to
     /// catch up after a reconnect.
-    // One `select!` loop, kept whole: several arms end the task on `stop` from inside their
-    // own waits, which a helper would have to report back as a value to return on.
+    // The reconnect arm stays inline: it ends the task on `stop` from inside its own waits,
+    // which a helper would have to report back as a value to return on.
     pub(super) async fn run(
         mut self,
         hub: Arc<Hub>,
@@ -417,21 +417,27 @@ impl HubTask {
                 }
                 request = self.inbox.recv() => {
                     let Some(first) = request else { return };
-                    let mut batch = vec![first];
-                    while batch.len() < BATCH {
-                        match self.inbox.try_recv() {
-                            Ok(more) => batch.push(more),
-                            Err(_) => break,
-                        }
-                    }
-                    let channels: Vec<&str> = batch.iter().map(|r| r.channel.as_str()).collect();
-                    let result = send(&link, "SUBSCRIBE", &channels).await;
-                    for request in batch {
-                        let _ = request.done.send(result.clone());
-                    }
+                    self.subscribe(first, &link).await;
                 }
                 _ = janitor.tick() => unsubscribe_idle(&hub, &link).await,
             }
+        }
+    }
+
+    /// `SUBSCRIBE` the channels of `first` and of the requests queued behind it (at most
+    /// [`BATCH`]) in one command, and tell each request how it went.
+    async fn subscribe(&mut self, first: SubscribeRequest, link: &Link) {
+        let mut batch = vec![first];
+        while batch.len() < BATCH {
+            match self.inbox.try_recv() {
+                Ok(more) => batch.push(more),
+                Err(_) => break,
+            }
+        }
+        let channels: Vec<&str> = batch.iter().map(|r| r.channel.as_str()).collect();
+        let result = send(link, "SUBSCRIBE", &channels).await;
+        for request in batch {
+            let _ = request.done.send(result.clone());
         }
     }
 }

@@ -441,28 +441,7 @@ impl Inner {
     /// Snapshot (or the correlation's head and jobs), and history from `after + 1`, in one
     /// atomic read. `None` when the channel is unknown.
     async fn read(&self, channel: &Channel, after: Seq) -> Result<Option<Read>, StoreError> {
-        let keys = &self.keys;
-        let value: Value = match channel {
-            Channel::Job(id) => {
-                let mut call = self.scripts.open_job.prepare_invoke();
-                call.key(keys.job(*id))
-                    .key(keys.job_events(*id))
-                    .arg(after + 1);
-                self.cmd
-                    .run(|mut conn| async move { call.invoke_async(&mut conn).await })
-                    .await?
-            }
-            Channel::Correlation(c) => {
-                let mut call = self.scripts.open_correlation.prepare_invoke();
-                call.key(keys.corr(c))
-                    .key(keys.corr_events(c))
-                    .key(keys.corr_jobs(c))
-                    .arg(after + 1);
-                self.cmd
-                    .run(|mut conn| async move { call.invoke_async(&mut conn).await })
-                    .await?
-            }
-        };
+        let value = self.run_open_script(channel, after).await?;
         let Value::Array(parts) = value else {
             return Ok(None);
         };
@@ -501,6 +480,34 @@ impl Inner {
             events: if after >= head { Vec::new() } else { events },
             covered,
         }))
+    }
+
+    /// The channel's open script: its snapshot (a job's) or head and jobs (a correlation's),
+    /// its oldest kept event and the events after `after`, as Redis returns them.
+    async fn run_open_script(&self, channel: &Channel, after: Seq) -> Result<Value, StoreError> {
+        let keys = &self.keys;
+        let value: Value = match channel {
+            Channel::Job(id) => {
+                let mut call = self.scripts.open_job.prepare_invoke();
+                call.key(keys.job(*id))
+                    .key(keys.job_events(*id))
+                    .arg(after + 1);
+                self.cmd
+                    .run(|mut conn| async move { call.invoke_async(&mut conn).await })
+                    .await?
+            }
+            Channel::Correlation(c) => {
+                let mut call = self.scripts.open_correlation.prepare_invoke();
+                call.key(keys.corr(c))
+                    .key(keys.corr_events(c))
+                    .key(keys.corr_jobs(c))
+                    .arg(after + 1);
+                self.cmd
+                    .run(|mut conn| async move { call.invoke_async(&mut conn).await })
+                    .await?
+            }
+        };
+        Ok(value)
     }
 }
 
