@@ -22,8 +22,7 @@ use super::{
 use crate::{
     auth::Identity,
     jobs::InputError,
-    model::{InputAction, InputAnswer, JobId, JobSnapshot, JobStatus},
-    store::CancelAck,
+    model::{CancelAck, InputAction, InputAnswer, JobId, JobSnapshot, JobStatus},
 };
 
 pub const GET_JOB_STATUS: &str = "get_job_status";

@@ -30,7 +30,10 @@ use rmcp::{
 
 use super::{caller::Takes, handle::shown};
 use crate::{
-    config::JobsConfig, jobs::CallerRequests, metrics::Metrics, model::JobId, store::AnswerVerdict,
+    config::JobsConfig,
+    jobs::CallerRequests,
+    metrics::Metrics,
+    model::{AnswerVerdict, JobId},
     upstream::no_sampling,
 };
 

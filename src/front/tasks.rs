@@ -27,10 +27,9 @@ use crate::{
     auth::Identity,
     jobs::InputError,
     model::{
-        InputAnswer, InputQuestion, JobId, JobSnapshot, JobStatus, iso8601, meta::JOB_META_KEY,
-        now_ms,
+        CancelAck, InputAnswer, InputQuestion, JobId, JobSnapshot, JobStatus, iso8601,
+        meta::JOB_META_KEY, now_ms,
     },
-    store::CancelAck,
 };
 
 /// The reason a job cancelled through `tasks/cancel` gives.

@@ -38,8 +38,7 @@ use super::{
 };
 use crate::{
     auth::Identity,
-    model::{JobId, JobSnapshot, McpMessage},
-    store::CancelAck,
+    model::{CancelAck, JobId, JobSnapshot, McpMessage},
 };
 
 /// The revision whose tasks this module speaks.

@@ -33,8 +33,8 @@ pub use error::ApiError;
 
 use crate::{
     metrics::Metrics,
-    model::{Channel, CorrelationId, InputAnswer, JobId, Seq},
-    store::{CancelAck, Store},
+    model::{CancelAck, Channel, CorrelationId, InputAnswer, JobId, Seq},
+    store::Store,
 };
 use futures::future::BoxFuture;
 

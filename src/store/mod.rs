@@ -24,6 +24,7 @@ pub use memory::MemoryStore;
 pub use redis::{RedisOptions, RedisStore};
 pub use stored_event::StoredEvent;
 
+pub use crate::model::{AnswerVerdict, CancelAck};
 use crate::model::{
     Channel, EventBody, Heartbeat, InputAnswer, JobId, JobSnapshot, NewJob, Principal, Seq, now_ms,
 };
@@ -103,15 +104,6 @@ pub struct CancelRequest {
     pub reason: String,
 }
 
-#[derive(Debug, Clone)]
-pub enum CancelAck {
-    /// The request was routed to the job's owner; the snapshot is from before the cancel.
-    Requested(Box<JobSnapshot>),
-    /// The job had already ended; nothing was sent.
-    AlreadyTerminal(Box<JobSnapshot>),
-    Unknown,
-}
-
 /// An answer for a job this replica runs, passed on by the replica it reached (what it answers
 /// waits only here, in the job's runner).
 #[derive(Debug, Clone)]
@@ -153,31 +145,6 @@ impl ReplyTo {
     pub fn expired(&self) -> bool {
         now_ms() > self.expires_ms
     }
-}
-
-/// What the job's replica did with a relayed answer: the same outcomes as a local answer.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-#[serde(tag = "verdict", rename_all = "snake_case")]
-pub enum AnswerVerdict {
-    /// The tool has it.
-    Taken,
-    UnknownJob,
-    NothingToAnswer,
-    Mismatch {
-        field: String,
-        problem: String,
-    },
-    TooLarge {
-        size: usize,
-        limit: usize,
-    },
-    /// An answer to a caller request that is not the result that request wants (`expected`,
-    /// the answer to `method`), nor a JSON-RPC error object; `error` says where it differs.
-    Unfit {
-        expected: String,
-        method: String,
-        error: String,
-    },
 }
 
 /// How relaying an answer to the job's replica ended, for the answering replica.
