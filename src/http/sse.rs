@@ -118,6 +118,11 @@ pub async fn respond(
         (shutdown, held.place),
     )
     .await;
+    Ok(event_stream(tail))
+}
+
+/// The response whose body is `tail`'s frames, with the headers of an event stream.
+fn event_stream(tail: Tail) -> Response {
     let stream = futures::stream::unfold(tail, |mut tail| async move {
         let frame = tail.next_frame().await?;
         Some((Ok::<Bytes, Infallible>(frame), tail))
@@ -135,7 +140,7 @@ pub async fn respond(
     headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
     // The bridge's loop may write it on the socket itself (see `serve::direct`).
     response.extensions_mut().insert(DirectStream);
-    Ok(response)
+    response
 }
 
 /// Counts open streams in the `bridge_sse_subscribers` gauge for as long as it lives.
@@ -297,26 +302,19 @@ impl Drop for Tail {
 }
 
 impl Tail {
-    async fn start(
+    /// A stream at `head` of `channel`, nothing queued yet.
+    fn new(
         state: &ApiState,
         channel: Channel,
-        after: Option<Seq>,
-        opened: Opened,
+        head: Seq,
+        live: LiveStream,
         (filter, outflow): (Option<JobFilter>, Arc<Outflow>),
         (shutdown, place): (
             Option<Pin<Box<WaitForCancellationFutureOwned>>>,
             Option<SubscriberPermit>,
         ),
     ) -> Self {
-        let Opened {
-            head,
-            snapshot,
-            backlog,
-            covered,
-            ended,
-            live,
-        } = opened;
-        let mut tail = Tail {
+        Tail {
             store: state.store.clone(),
             channel,
             last: head,
@@ -339,7 +337,38 @@ impl Tail {
             rest: false,
             ahead: 0,
             _guard: SubscriberGuard::new(state.metrics.clone()),
-        };
+        }
+    }
+
+    /// The stream's start for a reader at `after` (none: a fresh reader): the retry hint, then
+    /// the snapshot and the history it can still replay, or a `reset`.
+    async fn start(
+        state: &ApiState,
+        channel: Channel,
+        after: Option<Seq>,
+        opened: Opened,
+        (filter, outflow): (Option<JobFilter>, Arc<Outflow>),
+        (shutdown, place): (
+            Option<Pin<Box<WaitForCancellationFutureOwned>>>,
+            Option<SubscriberPermit>,
+        ),
+    ) -> Self {
+        let Opened {
+            head,
+            snapshot,
+            backlog,
+            covered,
+            ended,
+            live,
+        } = opened;
+        let mut tail = Tail::new(
+            state,
+            channel,
+            head,
+            live,
+            (filter, outflow),
+            (shutdown, place),
+        );
         tail.push(Bytes::from_static(RETRY_FRAME));
         let snapshot = tail.visible(snapshot);
         match after {
@@ -410,24 +439,8 @@ impl Tail {
                 self.catch_up().await;
                 continue;
             }
-            if !self.parked && self.may_park() {
-                // What the live subscription holds already is this stream's to send; read
-                // without leaving a waker behind, so events do not wake it while parked.
-                let ready = {
-                    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
-                    self.live.poll_next_unpin(&mut cx)
-                };
-                if let std::task::Poll::Ready(item) = ready {
-                    self.on_live(item).await;
-                    continue;
-                }
-                // The writer saw an event that has not come here live (on Redis, history can
-                // be ahead of pub/sub): read history rather than park and be handed back.
-                if std::mem::take(&mut self.ahead) > self.last {
-                    self.catch_up().await;
-                    continue;
-                }
-                self.parked = self.outflow.park(&self.channel, self.last, &self.store);
+            if !self.parked && self.may_park() && self.take_ready_or_park().await {
+                continue;
             }
             let retry_at = self.retry_at;
             let parked = self.parked;
@@ -445,34 +458,7 @@ impl Tail {
                     continue;
                 }
                 _ = &mut self.idle => {
-                    // The writer wrote since: no keep-alive is due, and the socket stays
-                    // with it (taken back, a busy job's stream would find its own
-                    // subscription lagged and read history at every interval).
-                    if parked && let Some(at) = self.outflow.parked_wrote_at() {
-                        self.idle_deadline = self.idle_deadline.max(at + self.keep_alive);
-                        if Instant::now() < self.idle_deadline {
-                            let deadline = self.idle_deadline;
-                            self.idle.as_mut().reset(deadline);
-                            continue;
-                        }
-                    }
-                    // A keep-alive may be due: the stream takes its socket back to see.
-                    self.unpark();
-                    let now = Instant::now();
-                    if now >= self.idle_deadline {
-                        self.idle.as_mut().reset(now + self.keep_alive);
-                        // Idle: make sure no event went missing on its way here (see the
-                        // module doc); while a retry is pending, that retry does it.
-                        if self.retry_at.is_none() {
-                            self.catch_up().await;
-                        }
-                        if self.queue.is_empty() && !self.done && !self.rest {
-                            self.push(Bytes::from_static(KEEP_ALIVE_FRAME));
-                        }
-                    } else {
-                        let deadline = self.idle_deadline;
-                        self.idle.as_mut().reset(deadline);
-                    }
+                    self.on_idle(parked).await;
                     continue;
                 }
                 () = Self::stopping(&self.outflow, &mut self.shutdown) => {
@@ -482,6 +468,60 @@ impl Tail {
                 }
             };
             self.on_live(item).await;
+        }
+    }
+
+    /// Before parking: what the live subscription holds already is this stream's to send
+    /// (read without leaving a waker behind, so events do not wake it while parked), and an
+    /// event the writer saw that has not come here live is read from history (on Redis,
+    /// history can be ahead of pub/sub) rather than park and be handed back. Else park.
+    /// `true`: something was taken, and the stream did not park.
+    async fn take_ready_or_park(&mut self) -> bool {
+        let ready = {
+            let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+            self.live.poll_next_unpin(&mut cx)
+        };
+        if let std::task::Poll::Ready(item) = ready {
+            self.on_live(item).await;
+            return true;
+        }
+        if std::mem::take(&mut self.ahead) > self.last {
+            self.catch_up().await;
+            return true;
+        }
+        self.parked = self.outflow.park(&self.channel, self.last, &self.store);
+        false
+    }
+
+    /// The idle timer fired (`parked`: while a shared writer held the socket).
+    async fn on_idle(&mut self, parked: bool) {
+        // The writer wrote since: no keep-alive is due, and the socket stays with it (taken
+        // back, a busy job's stream would find its own subscription lagged and read history at
+        // every interval).
+        if parked && let Some(at) = self.outflow.parked_wrote_at() {
+            self.idle_deadline = self.idle_deadline.max(at + self.keep_alive);
+            if Instant::now() < self.idle_deadline {
+                let deadline = self.idle_deadline;
+                self.idle.as_mut().reset(deadline);
+                return;
+            }
+        }
+        // A keep-alive may be due: the stream takes its socket back to see.
+        self.unpark();
+        let now = Instant::now();
+        if now >= self.idle_deadline {
+            self.idle.as_mut().reset(now + self.keep_alive);
+            // Idle: make sure no event went missing on its way here (see the module doc);
+            // while a retry is pending, that retry does it.
+            if self.retry_at.is_none() {
+                self.catch_up().await;
+            }
+            if self.queue.is_empty() && !self.done && !self.rest {
+                self.push(Bytes::from_static(KEEP_ALIVE_FRAME));
+            }
+        } else {
+            let deadline = self.idle_deadline;
+            self.idle.as_mut().reset(deadline);
         }
     }
 
