@@ -121,7 +121,6 @@ struct Waiting {
 /// Wait for a sync (or auto) job, forwarding its progress on the caller's own request with the
 /// caller's token, and answer with its result; an auto job that outlasts its budget is
 /// answered with its handle instead and goes on running.
-// Long because: one select over every way the wait ends, each arm a line or two.
 async fn answer_when_done(
     core: &Core,
     mut waiting: Waiting,
@@ -148,13 +147,7 @@ async fn answer_when_done(
                 None => waiting.answering.logs = None,
             },
             finished = waiting.handle.finished() => {
-                // Progress queued before the end still belongs before the answer.
-                while let Some(update) = waiting.progress.as_mut().and_then(|rx| rx.try_recv().ok()) {
-                    forward_progress(context, &waiting.caller_token, update).await;
-                }
-                while let Some(log) = waiting.answering.logs.as_mut().and_then(|rx| rx.try_recv().ok()) {
-                    forward_log(context, log).await;
-                }
+                forward_queued(context, &mut waiting).await;
                 return answer(&finished, &core.links, id).map(Into::into);
             }
             _ = context.ct.cancelled() => {
@@ -183,6 +176,21 @@ async fn answer_when_done(
                 return Ok(not_done_yet(core, id, name, *as_task));
             }
         }
+    }
+}
+
+/// Progress and log lines queued before the job's end: they still belong before the answer.
+async fn forward_queued(context: &RequestContext<RoleServer>, waiting: &mut Waiting) {
+    while let Some(update) = waiting.progress.as_mut().and_then(|rx| rx.try_recv().ok()) {
+        forward_progress(context, &waiting.caller_token, update).await;
+    }
+    while let Some(log) = waiting
+        .answering
+        .logs
+        .as_mut()
+        .and_then(|rx| rx.try_recv().ok())
+    {
+        forward_log(context, log).await;
     }
 }
 

@@ -277,24 +277,7 @@ async fn call_2025(
     identity: &Identity,
 ) -> Result<Value, ErrorData> {
     let params = params.cloned().unwrap_or(Value::Null);
-    match params.get("task") {
-        Some(Value::Object(task)) => match task.get("ttl") {
-            None | Some(Value::Null) => {}
-            Some(ttl) if ttl.is_u64() => {}
-            Some(_) => {
-                return Err(ErrorData::invalid_params(
-                    "params.task.ttl must be a whole number of milliseconds",
-                    None,
-                ));
-            }
-        },
-        _ => {
-            return Err(ErrorData::invalid_params(
-                "params.task must be an object ({} or {\"ttl\": <ms>})",
-                None,
-            ));
-        }
-    }
+    check_task_param(&params)?;
     let request: CallToolRequestParams = serde_json::from_value(params)
         .map_err(|e| ErrorData::invalid_params(format!("tools/call: {e}"), None))?;
     let name = request.name.to_string();
@@ -345,6 +328,29 @@ async fn call_2025(
             None,
         )),
     }
+}
+
+/// `params.task`: an object, whose `ttl` (if any) is a whole number of milliseconds.
+fn check_task_param(params: &Value) -> Result<(), ErrorData> {
+    match params.get("task") {
+        Some(Value::Object(task)) => match task.get("ttl") {
+            None | Some(Value::Null) => {}
+            Some(ttl) if ttl.is_u64() => {}
+            Some(_) => {
+                return Err(ErrorData::invalid_params(
+                    "params.task.ttl must be a whole number of milliseconds",
+                    None,
+                ));
+            }
+        },
+        _ => {
+            return Err(ErrorData::invalid_params(
+                "params.task must be an object ({} or {\"ttl\": <ms>})",
+                None,
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Remember a task for `tasks/list` (either revision's) in the store's index: with Redis,

@@ -353,21 +353,7 @@ pub async fn gate(State(gate): State<SessionGate>, request: Request, next: Next)
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
     if let Some(id) = id {
-        if !gate.sessions.local.belongs(&id, &principal) {
-            gate.refused.count(Refusal::Auth);
-            return unknown_session();
-        }
-        if request.method() != Method::DELETE {
-            return next.run(request).await;
-        }
-        if !gate.sessions.exists(&id).await {
-            return unknown_session();
-        }
-        let response = next.run(request).await;
-        if response.status() == StatusCode::ACCEPTED {
-            return StatusCode::OK.into_response();
-        }
-        return response;
+        return to_session(&gate, &id, &principal, request, next).await;
     }
     let opens_session = request.method() == Method::POST
         && request
@@ -406,6 +392,32 @@ pub async fn gate(State(gate): State<SessionGate>, request: Request, next: Next)
         return response;
     };
     OPENING.scope(principal, next.run(request)).await
+}
+
+/// A request that names session `id`: only its own principal's passes (another's is told the
+/// session is unknown), and a `DELETE` of a live session answers 200.
+async fn to_session(
+    gate: &SessionGate,
+    id: &str,
+    principal: &Principal,
+    request: Request,
+    next: Next,
+) -> Response {
+    if !gate.sessions.local.belongs(id, principal) {
+        gate.refused.count(Refusal::Auth);
+        return unknown_session();
+    }
+    if request.method() != Method::DELETE {
+        return next.run(request).await;
+    }
+    if !gate.sessions.exists(id).await {
+        return unknown_session();
+    }
+    let response = next.run(request).await;
+    if response.status() == StatusCode::ACCEPTED {
+        return StatusCode::OK.into_response();
+    }
+    response
 }
 
 /// A refused `initialize`, as a JSON-RPC error.
