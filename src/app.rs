@@ -422,7 +422,8 @@ fn routes(
         })
     };
     let api = http::router(ApiState {
-        store: core.store.clone(),
+        broker: core.store.clone(),
+        bus: core.store.clone(),
         metrics: core.metrics.clone(),
         readiness: readiness(),
         keep_alive: Duration::from_secs(config.server.keep_alive_secs),

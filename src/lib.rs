@@ -21,6 +21,7 @@ pub mod app;
 pub mod auth;
 pub mod cli;
 pub mod config;
+pub mod events;
 pub mod front;
 pub mod http;
 pub mod jobs;

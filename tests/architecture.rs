@@ -33,10 +33,10 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("auth", &["config", "model", "metrics"]),
     ("traces", &["shutdown"]),
     ("cli", &["auth", "config", "model", "tls"]),
-    ("store", &["model", "config", "shutdown", "wait", "metrics"]),
+    ("events", &["model"]),
     (
-        "events",
-        &["store", "model", "config", "shutdown", "wait", "metrics"],
+        "store",
+        &["events", "model", "config", "shutdown", "wait", "metrics"],
     ),
     (
         "upstream",
@@ -47,7 +47,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     (
         "jobs",
         &[
-            "store", "model", "config", "metrics", "shutdown", "wait", "traces",
+            "store", "events", "model", "config", "metrics", "shutdown", "wait", "traces",
         ],
     ),
     (
@@ -71,7 +71,7 @@ const REVISION_FILES: &[&str] = &[];
 
 /// Known breaches of the rules above, while the restructuring of issue 24 lands: each entry
 /// goes when its breach does (the tests fail on an entry that no longer matches anything).
-const PENDING_EDGES: &[&str] = &["http -> store"];
+const PENDING_EDGES: &[&str] = &[];
 /// Folders whose files may still form cycles among themselves.
 const PENDING_TANGLES: &[&str] = &[
     "config/",

@@ -339,7 +339,7 @@ async fn job_access(
     if scope != TokenScope::Correlation
         && let Ok(job) = id.parse::<JobId>()
     {
-        let snapshot = state.store.snapshot(job).await.ok().flatten()?;
+        let snapshot = state.broker.snapshot(job).await.ok().flatten()?;
         if !may_access(&identity, &snapshot) {
             guard.refused.count(Refusal::Auth);
             return None;

@@ -8,7 +8,7 @@ use axum::{
 };
 use serde_json::json;
 
-use crate::store::StoreError;
+use crate::events::StoreError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {

@@ -32,9 +32,9 @@ use serde_json::{Value, json};
 pub use error::ApiError;
 
 use crate::{
+    events::{Broker, Bus},
     metrics::Metrics,
     model::{CancelAck, Channel, CorrelationId, InputAnswer, JobId, Seq},
-    store::Store,
 };
 use futures::future::BoxFuture;
 
@@ -72,7 +72,10 @@ pub trait Readiness: Send + Sync + 'static {
 
 #[derive(Clone)]
 pub struct ApiState {
-    pub store: Arc<dyn Store>,
+    /// Where job channels are read.
+    pub broker: Arc<dyn Broker>,
+    /// Where a cancel goes to reach the job's replica.
+    pub bus: Arc<dyn Bus>,
     pub metrics: Arc<Metrics>,
     pub readiness: Arc<dyn Readiness>,
     /// Interval of keep-alive comments on idle SSE streams.
@@ -176,7 +179,7 @@ async fn job_snapshot(
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
     let id = job_id(&id)?;
-    let snapshot = state.store.snapshot(id).await?.ok_or(ApiError::NotFound)?;
+    let snapshot = state.broker.snapshot(id).await?.ok_or(ApiError::NotFound)?;
     Ok(Json(snapshot).into_response())
 }
 
@@ -227,7 +230,7 @@ async fn job_cancel(
 ) -> Result<Response, ApiError> {
     let id = job_id(&id)?;
     let reason = "cancelled through POST /jobs/{id}/cancel".to_string();
-    match state.store.request_cancel(id, reason).await? {
+    match state.bus.request_cancel(id, reason).await? {
         CancelAck::Requested(snapshot) => {
             Ok((StatusCode::ACCEPTED, Json(snapshot)).into_response())
         }
@@ -281,7 +284,7 @@ async fn healthz() -> Json<Value> {
 }
 
 async fn readyz(State(state): State<ApiState>) -> Response {
-    let store = match state.store.ping().await {
+    let store = match state.broker.ping().await {
         Ok(()) => json!({ "ready": true }),
         // The error may name internals (addresses, credentials in URLs): it goes to the log.
         Err(e) => {

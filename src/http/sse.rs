@@ -35,9 +35,9 @@ use super::{
 };
 use crate::{
     auth::{Identity, may_access},
+    events::{Broker, ChannelSnapshot, LiveItem, LiveStream, Opened, StoreError, StoredEvent},
     metrics::Metrics,
     model::{Channel, EventKind, JobId, JobSnapshot, Seq},
-    store::{ChannelSnapshot, LiveItem, LiveStream, Opened, Store, StoreError, StoredEvent},
     wait::{Backoff, Pauses, sleep_until},
 };
 
@@ -81,7 +81,7 @@ pub async fn respond(
     // subscriber sees every step it can), then the live tail.
     let fresh = after.is_none();
     let opened = state
-        .store
+        .broker
         .open(&channel, after.or(Some(0)))
         .await?
         .ok_or(ApiError::NotFound)?;
@@ -160,7 +160,7 @@ impl Drop for SubscriberGuard {
 }
 
 struct Tail {
-    store: Arc<dyn Store>,
+    store: Arc<dyn Broker>,
     channel: Channel,
     /// The sequence number of the last event this reader has been sent.
     last: Seq,
@@ -255,7 +255,7 @@ impl JobFilter {
     /// Whether this reader may see `event`, by its job (every correlation event names one
     /// first in its data). A job whose snapshot cannot be read (expired, or the store is
     /// reconnecting) is not shown.
-    async fn admits(&mut self, store: &dyn Store, event: &StoredEvent) -> bool {
+    async fn admits(&mut self, store: &dyn Broker, event: &StoredEvent) -> bool {
         let Some(job) = event_job(&event.data) else {
             return false;
         };
@@ -315,7 +315,7 @@ impl Tail {
         ),
     ) -> Self {
         Tail {
-            store: state.store.clone(),
+            store: state.broker.clone(),
             channel,
             last: head,
             live,

@@ -20,8 +20,8 @@ use tokio::sync::broadcast;
 use tokio_stream::wrappers::{BroadcastStream, errors::BroadcastStreamRecvError};
 
 use super::{
-    CancelAck, CancelRequest, ChannelSnapshot, LiveItem, Opened, Replay, Store, StoreError,
-    StoredEvent, task_index::TaskIndex,
+    Broker, Bus, CancelAck, CancelRequest, ChannelSnapshot, LiveItem, Opened, Replay, Store,
+    StoreError, StoredEvent, task_index::TaskIndex,
 };
 use crate::model::{
     Channel, CorrelationId, EventBody, EventKind, Heartbeat, JobId, JobSnapshot, NewJob, Principal,
@@ -236,7 +236,7 @@ impl MemoryStore {
 }
 
 #[async_trait]
-impl Store for MemoryStore {
+impl Broker for MemoryStore {
     async fn create_job(&self, job: NewJob) -> Result<JobSnapshot, StoreError> {
         let snapshot = JobSnapshot::new(&job, now_ms());
         match self.inner.jobs.entry(job.id) {
@@ -384,46 +384,6 @@ impl Store for MemoryStore {
         })
     }
 
-    async fn request_cancel(&self, job: JobId, reason: String) -> Result<CancelAck, StoreError> {
-        let Some(snapshot) = self.snapshot(job).await? else {
-            return Ok(CancelAck::Unknown);
-        };
-        if snapshot.status.is_terminal() {
-            return Ok(CancelAck::AlreadyTerminal(Box::new(snapshot)));
-        }
-        // No receiver means no job runner in this process, which cannot happen while the
-        // bridge runs; the job's owner-loss handling covers a runner that is gone.
-        let _ = self.inner.cancels.send(CancelRequest {
-            job_id: job,
-            reason,
-        });
-        Ok(CancelAck::Requested(Box::new(snapshot)))
-    }
-
-    fn cancel_requests(&self) -> BoxStream<'static, CancelRequest> {
-        BroadcastStream::new(self.inner.cancels.subscribe())
-            .filter_map(|r| async move { r.ok() })
-            .boxed()
-    }
-
-    async fn list_task(
-        &self,
-        principal: &Principal,
-        job: JobId,
-        cap: usize,
-    ) -> Result<bool, StoreError> {
-        Ok(self.inner.tasks.add(principal, job, cap))
-    }
-
-    async fn listed_tasks(
-        &self,
-        principal: &Principal,
-        after: Option<JobId>,
-        limit: usize,
-    ) -> Result<Option<Vec<JobId>>, StoreError> {
-        Ok(self.inner.tasks.page(principal, after, limit))
-    }
-
     async fn expire(&self) -> Result<usize, StoreError> {
         let now = now_ms();
         let retention = self.inner.retention_ms;
@@ -460,6 +420,52 @@ impl Store for MemoryStore {
 
     async fn ping(&self) -> Result<(), StoreError> {
         Ok(())
+    }
+}
+
+#[async_trait]
+impl Bus for MemoryStore {
+    async fn request_cancel(&self, job: JobId, reason: String) -> Result<CancelAck, StoreError> {
+        let Some(snapshot) = self.snapshot(job).await? else {
+            return Ok(CancelAck::Unknown);
+        };
+        if snapshot.status.is_terminal() {
+            return Ok(CancelAck::AlreadyTerminal(Box::new(snapshot)));
+        }
+        // No receiver means no job runner in this process, which cannot happen while the
+        // bridge runs; the job's owner-loss handling covers a runner that is gone.
+        let _ = self.inner.cancels.send(CancelRequest {
+            job_id: job,
+            reason,
+        });
+        Ok(CancelAck::Requested(Box::new(snapshot)))
+    }
+
+    fn cancel_requests(&self) -> BoxStream<'static, CancelRequest> {
+        BroadcastStream::new(self.inner.cancels.subscribe())
+            .filter_map(|r| async move { r.ok() })
+            .boxed()
+    }
+}
+
+#[async_trait]
+impl Store for MemoryStore {
+    async fn list_task(
+        &self,
+        principal: &Principal,
+        job: JobId,
+        cap: usize,
+    ) -> Result<bool, StoreError> {
+        Ok(self.inner.tasks.add(principal, job, cap))
+    }
+
+    async fn listed_tasks(
+        &self,
+        principal: &Principal,
+        after: Option<JobId>,
+        limit: usize,
+    ) -> Result<Option<Vec<JobId>>, StoreError> {
+        Ok(self.inner.tasks.page(principal, after, limit))
     }
 }
 

@@ -268,7 +268,8 @@ fn api() -> (axum::Router, JobId, String) {
         let token = tokens.job(id);
         let metrics = Arc::new(Metrics::new());
         let router = http::router(ApiState {
-            store,
+            broker: store.clone(),
+            bus: store,
             guard: Guard::new(&config, tokens, &metrics).unwrap(),
             metrics,
             readiness: Arc::new(AlwaysReady),

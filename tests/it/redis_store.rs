@@ -11,7 +11,7 @@ use mcp_progress_bridge::{
     model::{
         Channel, EventBody, EventKind, InputAction, InputAnswer, JobId, NewJob, ProgressUpdate,
     },
-    store::{AnswerVerdict, CancelAck, ChannelSnapshot, Relayed, RelayedAnswer, Store},
+    store::{AnswerVerdict, Broker, Bus, CancelAck, ChannelSnapshot, Relayed, RelayedAnswer},
 };
 
 fn new_job(owner: &str) -> NewJob {

@@ -17,7 +17,7 @@ use mcp_progress_bridge::{
     http::{self, ApiState, Readiness, auth::Guard},
     metrics::Metrics,
     model::{EventBody, Heartbeat, JobId, NewJob, ProgressUpdate},
-    store::Store,
+    store::Broker,
 };
 use serde_json::Value;
 use tokio::sync::Notify;
@@ -45,7 +45,8 @@ async fn serve_until(
     config.auth.job_secret = Some(Secret::literal(TEST_JOB_SECRET).into());
     let metrics = Arc::new(Metrics::new());
     let router = http::router(ApiState {
-        store,
+        broker: store.clone(),
+        bus: store,
         guard: Guard::new(&config, job_tokens(), &metrics).unwrap(),
         metrics,
         readiness: Arc::new(AlwaysReady),

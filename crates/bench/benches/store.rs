@@ -6,7 +6,7 @@ use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use futures::StreamExt;
 use mcp_progress_bridge::{
     model::{Channel, EventBody, EventKind, JobId, NewJob, ProgressUpdate, wire::render_job_event},
-    store::{MemoryStore, Store, StoredEvent},
+    store::{Broker, MemoryStore, StoredEvent},
 };
 
 fn progress(p: f64) -> EventBody {

@@ -70,9 +70,9 @@ use tokio_stream::StreamMap;
 
 use super::outflow::Outflow;
 use crate::{
+    events::{Broker, LiveItem, Opened, StoreError, StoredEvent},
     model::{Channel, Seq},
     shutdown::Tasks,
-    store::{LiveItem, Opened, Store, StoreError, StoredEvent},
 };
 
 /// Most writer tasks (`server.sse_writers`).
@@ -241,7 +241,7 @@ impl Outflow {
     /// Hand the socket to its writer, the reader at `last` on job channel `channel`; `false`
     /// when there is no writer (or it is gone, or the connection still has a frame's end to
     /// write, or the writer's subscription failed a moment ago): the stream writes on.
-    pub fn park(self: &Arc<Self>, channel: &Channel, last: Seq, store: &Arc<dyn Store>) -> bool {
+    pub fn park(self: &Arc<Self>, channel: &Channel, last: Seq, store: &Arc<dyn Broker>) -> bool {
         let Some(seat) = self.seat() else {
             return false;
         };
@@ -342,7 +342,7 @@ struct Park {
     epoch: u64,
     last: Seq,
     channel: Channel,
-    store: Arc<dyn Store>,
+    store: Arc<dyn Broker>,
 }
 
 /// A parked stream as a writer holds it: its connection, and which parking it is.
@@ -672,8 +672,9 @@ fn chunked(frame: &[u8]) -> Bytes {
 mod tests {
     use super::*;
     use crate::{
+        events::ChannelSnapshot,
         model::{EventKind, JobId},
-        store::{ChannelSnapshot, memory::MemoryStore},
+        store::memory::MemoryStore,
     };
 
     fn counts() -> HandBacks {
@@ -703,8 +704,8 @@ mod tests {
 
     /// A store, a job's channel, and a writer that already follows the job from its start
     /// (its group in place at event 0, nobody parked yet).
-    fn following_a_new_job() -> (Arc<dyn Store>, Channel, Writer) {
-        let store: Arc<dyn Store> = Arc::new(MemoryStore::new(100, 60));
+    fn following_a_new_job() -> (Arc<dyn Broker>, Channel, Writer) {
+        let store: Arc<dyn Broker> = Arc::new(MemoryStore::new(100, 60));
         let channel = Channel::Job(JobId::random());
         let mut writer = Writer::new(counts());
         writer.groups.insert(
@@ -747,7 +748,7 @@ mod tests {
     async fn a_reader_behind_where_the_writer_opened_is_handed_back() {
         let (ahead, mut parks, _a) = seated().await;
         let (behind, mut behind_parks, _b) = seated().await;
-        let store: Arc<dyn Store> = Arc::new(MemoryStore::new(100, 60));
+        let store: Arc<dyn Broker> = Arc::new(MemoryStore::new(100, 60));
         let channel = Channel::Job(JobId::random());
         let mut writer = Writer::new(counts());
         assert!(ahead.park(&channel, 5, &store));
@@ -773,7 +774,7 @@ mod tests {
     #[tokio::test]
     async fn a_failed_opening_holds_its_readers_off() {
         let (outflow, mut parks, _reader) = seated().await;
-        let store: Arc<dyn Store> = Arc::new(MemoryStore::new(100, 60));
+        let store: Arc<dyn Broker> = Arc::new(MemoryStore::new(100, 60));
         let channel = Channel::Job(JobId::random());
         let mut writer = Writer::new(counts());
         assert!(outflow.park(&channel, 0, &store));

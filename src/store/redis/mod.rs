@@ -40,8 +40,8 @@ use self::{
     shared::SharedHistory,
 };
 use super::{
-    AnswerRequest, AnswerVerdict, CancelAck, CancelRequest, ChannelSnapshot, Opened, Relayed,
-    RelayedAnswer, Replay, ReplyTo, Store, StoreError, StoredEvent,
+    AnswerRequest, AnswerVerdict, Broker, Bus, CancelAck, CancelRequest, ChannelSnapshot, Opened,
+    Relayed, RelayedAnswer, Replay, ReplyTo, Store, StoreError, StoredEvent,
 };
 use crate::config::redact_url;
 use crate::model::{
@@ -581,7 +581,7 @@ async fn wall_clock_past(expires_ms: u64, cap: Duration, now_ms: impl Fn() -> u6
     let _capped = tokio::time::timeout(cap, past).await;
 }
 #[async_trait]
-impl Store for RedisStore {
+impl Broker for RedisStore {
     async fn create_job(&self, job: NewJob) -> Result<JobSnapshot, StoreError> {
         let inner = &self.inner;
         let keys = &inner.keys;
@@ -729,6 +729,27 @@ impl Store for RedisStore {
         })
     }
 
+    async fn expire(&self) -> Result<usize, StoreError> {
+        Ok(0)
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        let inner = &self.inner;
+        for link in [&inner.cmd, &inner.sub] {
+            if !link.is_up() {
+                return Err(link.down_error().into());
+            }
+        }
+        inner
+            .cmd
+            .run(|mut conn| async move { ::redis::cmd("PING").exec_async(&mut conn).await })
+            .await?;
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl Bus for RedisStore {
     async fn request_cancel(&self, job: JobId, reason: String) -> Result<CancelAck, StoreError> {
         let inner = &self.inner;
         let message = serde_json::to_string(&ControlMessage {
@@ -825,7 +846,10 @@ impl Store for RedisStore {
             .await?;
         Ok(())
     }
+}
 
+#[async_trait]
+impl Store for RedisStore {
     /// Redis expires finished jobs itself: the terminal event sets a TTL of `retention_secs`
     /// on the job's keys.
     async fn list_task(
@@ -865,24 +889,6 @@ impl Store for RedisStore {
             .await?;
         // A member that is no job ID was not written by the bridge: skipped.
         Ok(page.map(|ids| ids.iter().filter_map(|id| id.parse().ok()).collect()))
-    }
-
-    async fn expire(&self) -> Result<usize, StoreError> {
-        Ok(0)
-    }
-
-    async fn ping(&self) -> Result<(), StoreError> {
-        let inner = &self.inner;
-        for link in [&inner.cmd, &inner.sub] {
-            if !link.is_up() {
-                return Err(link.down_error().into());
-            }
-        }
-        inner
-            .cmd
-            .run(|mut conn| async move { ::redis::cmd("PING").exec_async(&mut conn).await })
-            .await?;
-        Ok(())
     }
 }
 

@@ -16,7 +16,10 @@ use async_trait::async_trait;
 use futures::{StreamExt, stream::BoxStream};
 use mcp_progress_bridge::{
     model::{Channel, EventBody, EventKind, Heartbeat, JobId, JobSnapshot, NewJob, Principal, Seq},
-    store::{CancelAck, CancelRequest, LiveItem, MemoryStore, Opened, Replay, Store, StoreError},
+    store::{
+        Broker, Bus, CancelAck, CancelRequest, LiveItem, MemoryStore, Opened, Replay, Store,
+        StoreError,
+    },
 };
 
 /// The memory store, with faults on demand.
@@ -69,7 +72,7 @@ impl FaultyStore {
 }
 
 #[async_trait]
-impl Store for FaultyStore {
+impl Broker for FaultyStore {
     async fn create_job(&self, job: NewJob) -> Result<JobSnapshot, StoreError> {
         self.inner.create_job(job).await
     }
@@ -123,6 +126,17 @@ impl Store for FaultyStore {
         self.inner.replay(channel, after).await
     }
 
+    async fn expire(&self) -> Result<usize, StoreError> {
+        self.inner.expire().await
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl Bus for FaultyStore {
     async fn request_cancel(&self, job: JobId, reason: String) -> Result<CancelAck, StoreError> {
         self.inner.request_cancel(job, reason).await
     }
@@ -130,7 +144,10 @@ impl Store for FaultyStore {
     fn cancel_requests(&self) -> BoxStream<'static, CancelRequest> {
         self.inner.cancel_requests()
     }
+}
 
+#[async_trait]
+impl Store for FaultyStore {
     async fn list_task(
         &self,
         principal: &Principal,
@@ -147,13 +164,5 @@ impl Store for FaultyStore {
         limit: usize,
     ) -> Result<Option<Vec<JobId>>, StoreError> {
         self.inner.listed_tasks(principal, after, limit).await
-    }
-
-    async fn expire(&self) -> Result<usize, StoreError> {
-        self.inner.expire().await
-    }
-
-    async fn ping(&self) -> Result<(), StoreError> {
-        Ok(())
     }
 }

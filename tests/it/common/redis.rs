@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use mcp_progress_bridge::{
     shutdown::{Shutdown, ShutdownGuard},
-    store::{RedisOptions, RedisStore, Store},
+    store::{Broker, RedisOptions, RedisStore},
 };
 
 use super::{listen::child_port, prereq::skip, wait::eventually};
