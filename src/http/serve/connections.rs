@@ -2,20 +2,12 @@
 //! reachable by the accept loop, which tells them to close (gracefully at shutdown, at once when
 //! the shutdown overran its bound or when an idle one makes room).
 //!
-//! Admission ([`Connections::admit`]): past `per_address` open connections from one address the
-//! new one is refused. At `total`, the connection that has been idle longest (no request in
-//! progress: waiting for its first request head, or between keep-alive requests, a slowloris
-//! head included) is closed to make room; only when every open connection is in a request (an
-//! SSE stream, a call being answered) is the new one refused. So sockets that hold a place and
-//! send nothing cannot lock out `/healthz` or a caller: each newcomer pushes the oldest of them
-//! out. One race is accepted: a connection whose request head completes just as it is chosen
-//! is closed with that request unanswered (the client sees the connection close, as when a
-//! keep-alive connection times out).
-//!
-//! Each connection waits on a [`Signal`] of its own rather than on a token shared by all: a
-//! shared `CancellationToken` is a shared mutex, taken by every connection task at every wake-up
-//! (once per SSE event per reader). A signal has one waiter, its connection's task, and takes
-//! no lock at all: an atomic order and an `AtomicWaker`.
+//! Admission ([`Connections::admit`]): past `per_address` from one address a new connection is
+//! refused. At `total`, the connection idle longest (no request in progress) is closed to make
+//! room; only when every one is in a request is the newcomer refused, so sockets that send
+//! nothing cannot lock out `/healthz` or a caller. Each connection waits on a [`Signal`] of
+//! its own (one waiter, no lock), not on a shared token, which would be a mutex taken by every
+//! connection at every wake-up. Details: docs/design/http-serve.md.
 
 use std::{
     collections::{BTreeSet, HashMap},

@@ -1,26 +1,14 @@
-//! SSE responses written on the socket by the bridge itself, after routing.
+//! SSE responses written on the socket by the bridge itself, after routing, so an open
+//! stream does not keep hyper's ~16 KiB of buffers for the connection's whole life.
 //!
-//! hyper holds about 16 KiB per connection for the connection's whole life (an 8 KiB read
-//! buffer, kept while a response streams, and an 8 KiB header write buffer), and an SSE
-//! stream is a connection's whole life: most of what an idle reader cost (issue 16). So the
-//! loop reads a connection's first request head itself ([`read_head`], a small buffer freed
-//! once the head is parsed) and, when it is a plain `GET` of an event stream
-//! (`/jobs/{id}/events`, `/correlations/{cid}/events`), routes it through the same router as
-//! any request (the access log, the guards, CORS, the limits all run, the subscriber place is
-//! taken) and, if the answer is a stream (marked [`DirectStream`] by the SSE handler), writes
-//! the response head and the frames on the socket itself ([`Pump`]): chunked for HTTP/1.1,
-//! delimited by the close for HTTP/1.0, `connection: close` either way; the connection closes
-//! after the stream. Everything else goes to hyper as before, the bytes already read replayed
-//! in front of the socket ([`Rewind`]): another request, a head this module will not take
-//! (larger than [`MAX_HEAD`], a body, anything httparse does not parse strictly), and an
-//! answer that is not a stream (401, 404, 429, 503), which hyper writes as the answer to the
-//! first request it reads (the router does not run twice).
-//!
-//! The bounds stay those of every connection: the head must be complete within
-//! `server.header_read_timeout_secs` of the connection's opening (counted as a header timeout
-//! when it is not); the stream's frames go through the metered socket, so the reader byte
-//! bound and the stalled-reader drop apply, and the keep-alive comments are the stream's own.
-//! A reader that closes its side is noticed while the stream is idle, as hyper noticed it.
+//! The loop reads a connection's first request head itself ([`read_head`]); a plain `GET` of
+//! an event stream goes through the same router as any request (logs, guards, limits), and a
+//! response marked [`DirectStream`] is written by [`Pump`] (chunked for HTTP/1.1, delimited
+//! by the close for HTTP/1.0, `connection: close`). Anything else (another request, a head
+//! over [`MAX_HEAD`] or not strictly parsed, an answer that is not a stream) goes to hyper
+//! with the bytes already read replayed ([`Rewind`]); the router does not run twice. The
+//! bounds stay those of every connection: the head timeout, the metered socket (byte bound,
+//! stalled-reader drop), the stream's own keep-alives. Details: docs/design/http-serve.md.
 
 use std::{
     future::poll_fn,

@@ -1,32 +1,15 @@
 //! The HTTP server: the bridge's own accept loop, each connection served by hyper's HTTP/1
-//! connection, on the main listener and on the admin listener.
+//! connection, on the main listener and on the admin listener (not `axum::serve`, whose
+//! HTTP/2 sniff cost memory for a connection's whole life: docs/design/http-serve.md).
 //!
-//! Why not `axum::serve`: it serves through hyper-util's auto builder, which first reads 24
-//! bytes to tell HTTP/2 from HTTP/1. The bridge speaks HTTP/1 only (axum's `http2` feature is
-//! off, no route upgrades), and the sniff cost memory: hyper's first read then held an
-//! incomplete head, grew its read buffer from 8 to 16 KiB, and kept it for the connection's
-//! life, an open SSE stream included (issue 16's profile). Owning the loop also puts every
-//! connection under the bridge's bounds:
-//! - hyper's `header_read_timeout` (`server.header_read_timeout_secs`): a request head must be
-//!   complete this long after the connection opened or its previous response ended. hyper runs
-//!   one timer for both, so it is also how long a keep-alive connection may sit idle.
-//! - a body deadline (`server.body_read_timeout_secs`, [`body`]);
-//! - caps on open connections, in total and per client address ([`connections`]), the total
-//!   lowered to keep file descriptors free for upstreams, Redis and the rest ([`connection_cap`]).
-//!   A refused connection is answered `503` with `Retry-After` and a JSON body, then closed.
-//!
-//! A job's event stream written on the socket here may be handed, while it is caught up, to
-//! one of a few shared writer tasks (`server.sse_writers`, [`writers`]) that write each new
-//! event to every caught-up reader instead of waking one task per reader.
-//!
-//! Every request gets the peer's address as axum's `ConnectInfo<SocketAddr>` (the admin routes
-//! use it), and every connection `TCP_NODELAY`.
-//!
-//! Shutdown: the loop runs on the HTTP stage's tasks. When the stage stops, it stops accepting,
-//! tells each connection to close gracefully (hyper finishes the response in progress: an SSE
-//! stream ends after its queued frames, on its connection's [`Outflow::close`]), and waits
-//! until they have. If the stage overruns its bound, the loop is dropped, and dropping it
-//! closes every connection at once.
+//! Every connection is under the bridge's bounds: `server.header_read_timeout_secs` (also
+//! how long a keep-alive connection may idle), a body deadline ([`body`]), and caps on open
+//! connections in total and per address ([`connections`], [`connection_cap`]; a refused one
+//! gets 503 with `Retry-After`). A caught-up job stream may be written by a shared writer
+//! ([`writers`]). Every request gets the peer's `ConnectInfo<SocketAddr>`; every socket
+//! `TCP_NODELAY`. Shutdown: the loop runs on the HTTP stage; it stops accepting, tells each
+//! connection to close gracefully (an SSE stream ends on [`Outflow::close`]) and waits; past
+//! the stage's bound, dropping the loop closes every connection at once.
 
 mod body;
 mod connections;

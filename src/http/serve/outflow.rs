@@ -1,23 +1,13 @@
 //! What a connection's response stream holds for a reader that does not read, in bytes, and
 //! the watch that drops that reader when it holds too much (`limits.max_sse_buffer_bytes`).
 //!
-//! An SSE stream is pulled: hyper asks it for the next frame only when its write buffer has
-//! room, and that buffer only drains as fast as the socket takes bytes. A reader that never
-//! reads therefore stops the stream where it is; what it holds is what the stream made before
-//! that: the frames queued in the stream (its start, or a catch-up from history) and the
-//! frames hyper took but has not written. The stream counts those bytes here ([`held`]):
-//! added when a frame is queued, taken off when hyper takes a small frame (hyper holds at
-//! most 16 buffers and about 400 KiB before it stops asking) or when hyper drops a large one
-//! (written, or the connection gone). The stream stops queuing history past the bound and
-//! reads the rest later, once the reader has taken what it was given, so one reader holds
-//! about the bound at most, plus one frame (a frame larger than the bound goes alone).
-//!
-//! A stopped stream is not polled, so it cannot notice that its reader left it standing: the
-//! connection's own task does ([`Outflow::stalled`]). Once a stream is [armed](Outflow::arm),
-//! the connection looks every `every` (the keep-alive interval) and closes when the stream
-//! holds the bound or more and the socket has taken no byte since the last look. The reader
-//! reconnects with its `Last-Event-ID` and is caught up from history, or gets a `reset`, as
-//! any reader that fell behind. A slow reader that reads keeps its stream: bytes move.
+//! An SSE stream is pulled: a reader that never reads stops it where it is, holding the
+//! frames queued in the stream and those hyper took but has not written. The stream counts
+//! those bytes here ([`held`]) and stops queuing history past the bound, so one reader holds
+//! about the bound at most, plus one frame. A stopped stream cannot notice it was left
+//! standing, so the connection's own task does ([`Outflow::stalled`]): once
+//! [armed](Outflow::arm), it looks every keep-alive interval and closes when the stream holds
+//! the bound and the socket took no byte since the last look. Details: docs/design/http-serve.md.
 //!
 //! [`held`]: Outflow::held
 

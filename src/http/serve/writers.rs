@@ -1,49 +1,15 @@
 //! Shared writer tasks for job event streams (`server.sse_writers`): a few tasks that write
 //! each new event to every caught-up socket of its job, instead of one task per reader woken
-//! for every event (issue 16: the wake-ups, and the broadcast channel's lock each re-registered
-//! waker takes, were about 1.3–1.6 µs of the bridge's ~10 µs per delivery).
+//! for every event.
 //!
-//! A stream (`http::sse::Tail`) hands its socket to a writer ([`Outflow::park`]) only when it
-//! is caught up: nothing queued, nothing held back, no retry pending, no per-reader filter (a
-//! job channel, never a correlation), and nothing left in its own live subscription. From then
-//! on its own task sleeps; the writer holds the stream's position and writes an event only
-//! when it is the next one for that reader (`seq == last + 1`; a heartbeat only when it is not
-//! ahead), with one non-blocking write. Anything else hands the socket back to the stream's
-//! task, which carries on exactly as before from the position the writer reached:
-//! - the socket would block (`full`), or took part of a frame (`partial`: the rest goes out
-//!   first, written by the connection's own task before anything the stream makes next);
-//! - the event is not the next one for this reader, the writer's subscription lagged or ended,
-//!   or history could not be opened (`behind`): the stream reads its own subscription (which
-//!   holds every event the writer saw) and history as it always did;
-//! - a write failed (`error`), the job ended (its terminal event written: the stream ends), or
-//!   the stream takes its socket back itself (a keep-alive is due, the connection closes).
-//!
-//! A writer that hands a reader back tells its stream the newest event it saw that the reader
-//! was not sent (`ahead`): if the stream's own subscription does not bring it, history does,
-//! so the stream does not park again only to be handed back once more. When the writer cannot
-//! open the job (the store failed, or history no longer reaches back), its readers write their
-//! own events for [`HOLD_OFF`] before they may park again: a failing store is not asked again
-//! at once, round after round.
-//!
-//! A writer's pass over a job's readers gives its worker thread back to the runtime whenever
-//! the task's cooperative budget is spent (tokio's, 128 units; each socket written takes one).
-//! One event to 5,000 readers is tens of milliseconds of writes; in a single poll it held up
-//! everything else queued on that thread, and the runtime's I/O with it: with both writers in
-//! their passes nothing read the upstream, whose next event then waited for the passes to end
-//! (issue 16, BENCHMARKS.md). Nothing else the writer does runs between the parts of a pass,
-//! so a pass is still one event to every reader of the group, in order.
-//!
-//! So a reader gets each event once and in order whoever writes it; the byte bound, the
-//! stalled-reader drop, `Last-Event-ID` resume and `reset` stay the stream's, since a reader
-//! that does not keep up is handed back at its first full socket.
-//!
-//! Each writer holds one live subscription per job with parked readers, opened at the first
-//! one (`Store::open` after that reader's position, whose backlog closes the gap to the
-//! subscription), and kept until the job ends, the subscription lags or ends, or a sweep finds
-//! no reader parked on it. A writer holds an entry per parking; a stream takes its socket back
-//! at every keep-alive on an idle job and parks again, and readers come and go, so entries of
-//! parkings that are over are pruned when a group has doubled since its last prune, and swept
-//! every [`SWEEP`].
+//! A stream hands its socket to a writer ([`Outflow::park`]) only when caught up (nothing
+//! queued or held back, no retry pending, no filter, nothing left in its own subscription).
+//! The writer writes an event only when it is that reader's next one, with one non-blocking
+//! write; anything else (a full or partial write, a gap, a lag, an error, the job's end, a
+//! keep-alive due) hands the socket back to the stream's task, which goes on from there. So a
+//! reader gets each event once and in order whoever writes it; the byte bound, the stalled
+//! reader drop, resume and `reset` stay the stream's. A pass yields when the task's
+//! cooperative budget is spent. Details and the measurements: docs/design/http-serve.md.
 
 use std::{
     collections::HashMap,
