@@ -3,19 +3,12 @@
 //! drop progress and cut long tool calls off.
 //!
 //! Data flows one way: [`front`] (the MCP server the agent calls) → [`jobs`] (lifecycle) →
-//! [`store`] (snapshots, history, fan-out) → [`http`] (REST and SSE). [`upstream`] holds the
-//! connections to the real tool servers; [`app`] wires it all together. [`cli`] holds the
-//! client-side commands (`watch`, `call`) that follow jobs from a terminal.
-//!
-//! [`model`] is the vocabulary they all share (job IDs, statuses, events, snapshots, failure
-//! reasons, `_meta` keys, the wire form of events): a leaf that imports nothing of the bridge.
-//! [`config`] is the one typed configuration, imported by the others. [`shutdown`] owns every
-//! background task and stops them in order (a leaf too); [`wait`] is the one way to back off
-//! before a retry and to sleep until a deadline (a leaf); [`traces`] exports the spans of tool
-//! calls over OpenTelemetry when the `OTEL_*` variables ask for it (it references only
-//! [`shutdown`]); [`tls`] sets up TLS for the clients to upstreams (a leaf). No modules import
-//! each other,
-//! directly or around a loop: `tests/architecture.rs` checks both.
+//! [`store`] (snapshots, history, fan-out, behind the [`events`] traits) → [`http`] (REST and
+//! SSE). [`upstream`] holds the connections to the real tool servers; [`app`] wires it all
+//! together; [`cli`] holds the client commands (`watch`, `call`). Beneath them: [`model`] (the
+//! shared vocabulary, a leaf), [`config`], [`auth`], [`metrics`], [`shutdown`], [`wait`],
+//! [`traces`], [`tls`]. `tests/architecture.rs` keeps the layering and forbids cycles;
+//! docs/design/README.md draws it.
 
 pub mod app;
 pub mod auth;
