@@ -7,6 +7,7 @@
 mod broker;
 mod bus;
 mod error;
+pub mod sse_frame;
 mod stored_event;
 
 pub use broker::{Broker, ChannelSnapshot, LiveItem, LiveStream, Opened, Replay};

@@ -6,7 +6,8 @@
 
 use bytes::Bytes;
 
-use crate::model::{EventKind, Seq, wire::sse_frame};
+use super::sse_frame;
+use crate::model::{EventKind, Seq};
 
 /// An event as stored and sent. `frame` is the complete SSE frame (`id:`, `event:`, `data:`),
 /// rendered once when the event is appended; every subscriber writes the same bytes, so a
@@ -30,7 +31,7 @@ impl StoredEvent {
 
     /// Render the SSE frame for an event at `seq` of its channel, around its JSON `data`.
     pub fn render(seq: Seq, kind: EventKind, data: Bytes, ephemeral: bool) -> Self {
-        let frame = sse_frame(seq, kind.as_str(), &data);
+        let frame = sse_frame::frame(seq, kind.as_str(), &data);
         Self {
             seq,
             kind,
@@ -39,12 +40,27 @@ impl StoredEvent {
             ephemeral,
         }
     }
+
+    /// Read back a frame made by [`StoredEvent::render`] (or by the Redis store's scripts, in
+    /// the same format). The frame is kept as is; `data` is a slice of it.
+    pub fn from_frame(frame: Bytes) -> Option<Self> {
+        let (seq, kind, data) = sse_frame::parse(&frame)?;
+        let kind = EventKind::named(kind)?;
+        Some(Self {
+            seq,
+            kind,
+            data: frame.slice(data),
+            frame,
+            ephemeral: kind == EventKind::Heartbeat,
+        })
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::model::{EventBody, JobId, ProgressUpdate, wire::render_job_event};
+    use bytes::Bytes;
 
     #[test]
     fn the_frame_is_rendered_once_around_the_data() {
@@ -64,5 +80,25 @@ mod tests {
         assert!(frame.ends_with("}\n\n"));
         assert_eq!(frame.matches('\n').count(), 4);
         assert_eq!(ev.data, data);
+    }
+
+    #[test]
+    fn frames_parse_back_into_the_event_the_memory_store_would_have_made() {
+        let job = JobId::random();
+        let data = render_job_event(job, 12, 1, &EventBody::Cancelled { reason: "x".into() });
+        let made = StoredEvent::render(12, EventKind::Cancelled, data.clone(), false);
+        let parsed = StoredEvent::from_frame(made.frame.clone()).unwrap();
+        assert_eq!(
+            (parsed.seq, parsed.kind, &parsed.data, parsed.ephemeral),
+            (12, EventKind::Cancelled, &data, false)
+        );
+        assert!(
+            StoredEvent::from_frame(Bytes::from_static(b"id: x\nevent: log\ndata: {}\n\n"))
+                .is_none()
+        );
+        assert!(
+            StoredEvent::from_frame(Bytes::from_static(b"id: 1\nevent: nope\ndata: {}\n\n"))
+                .is_none()
+        );
     }
 }

@@ -35,15 +35,14 @@ use super::{
 };
 use crate::{
     auth::{Identity, may_access},
-    events::{Broker, ChannelSnapshot, LiveItem, LiveStream, Opened, StoreError, StoredEvent},
+    events::{
+        Broker, ChannelSnapshot, LiveItem, LiveStream, Opened, StoreError, StoredEvent, sse_frame,
+    },
     metrics::Metrics,
     model::{Channel, EventKind, JobId, JobSnapshot, Seq},
     wait::{Backoff, Pauses, sleep_until},
 };
 
-/// Sent first: how long a browser's EventSource waits before it reconnects.
-const RETRY_FRAME: &[u8] = b"retry: 2000\n\n";
-const KEEP_ALIVE_FRAME: &[u8] = b": keep-alive\n\n";
 /// Pauses before reading history again after the store could not answer: short at first (a
 /// Redis failover takes a moment), at most 5 s (the reader waits no longer than that past the
 /// store's return). Jittered: all the readers of a job fail together and must not all come
@@ -369,7 +368,7 @@ impl Tail {
             (filter, outflow),
             (shutdown, place),
         );
-        tail.push(Bytes::from_static(RETRY_FRAME));
+        tail.push(Bytes::from_static(sse_frame::RETRY));
         let snapshot = tail.visible(snapshot);
         match after {
             None => {
@@ -517,7 +516,7 @@ impl Tail {
                 self.catch_up().await;
             }
             if self.queue.is_empty() && !self.done && !self.rest {
-                self.push(Bytes::from_static(KEEP_ALIVE_FRAME));
+                self.push(Bytes::from_static(sse_frame::KEEP_ALIVE));
             }
         } else {
             let deadline = self.idle_deadline;
@@ -733,10 +732,7 @@ impl Tail {
 /// lines, the snapshot JSON (shared, see [`SnapshotData`]), the end. For a correlation, the
 /// JSON `{"jobs":[…]}` around each visible job's shared snapshot.
 fn snapshot_frame(kind: EventKind, head: Seq, snapshot: &ChannelSnapshot) -> Vec<Bytes> {
-    let mut chunks = vec![Bytes::from(format!(
-        "id: {head}\nevent: {}\ndata: ",
-        kind.as_str()
-    ))];
+    let mut chunks = vec![sse_frame::head(head, kind.as_str())];
     match snapshot {
         ChannelSnapshot::Job(job) => chunks.push(SNAPSHOTS.data(job)),
         ChannelSnapshot::Correlation(jobs) => {
@@ -750,7 +746,7 @@ fn snapshot_frame(kind: EventKind, head: Seq, snapshot: &ChannelSnapshot) -> Vec
             chunks.push(Bytes::from_static(b"]}"));
         }
     }
-    chunks.push(Bytes::from_static(b"\n\n"));
+    chunks.push(Bytes::from_static(sse_frame::END));
     chunks
 }
 
@@ -802,7 +798,7 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    use crate::model::{NewJob, wire::sse_frame};
+    use crate::model::NewJob;
 
     fn snapshot() -> JobSnapshot {
         JobSnapshot::new(
@@ -833,7 +829,7 @@ mod tests {
         let b = snapshot_frame(EventKind::Reset, 0, &channel);
         assert_eq!(a[1].as_ptr(), b[1].as_ptr(), "shared, not copied");
         let data = serde_json::to_vec(&job).unwrap();
-        assert_eq!(joined(&a), sse_frame(0, "status", &data).to_vec());
+        assert_eq!(joined(&a), sse_frame::frame(0, "status", &data).to_vec());
         let mut next = job.clone();
         next.seq = 1;
         let c = snapshot_frame(EventKind::Status, 1, &ChannelSnapshot::Job(Box::new(next)));

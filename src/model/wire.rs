@@ -1,11 +1,5 @@
-//! Events as they go out: each event's JSON `data` (the contract's event schema) and the SSE
-//! frame around it.
-//!
-//! These live in the model, not in `http`, because the store renders each event's frame once,
-//! when the event is appended, and every subscriber then writes the same bytes (a fan-out to
-//! thousands of readers costs a reference count each, not a copy). So both the store, which
-//! renders, and `http`, which frames the snapshots it sends itself, need the one definition of
-//! the format, and neither may import the other for it.
+//! Events as they go out: each event's JSON `data` (the contract's event schema), rendered
+//! once when the event is appended; the SSE frame around it is `crate::events::sse_frame`'s.
 
 use bytes::Bytes;
 use serde::Serialize;
@@ -14,20 +8,6 @@ use serde_json::Value;
 use super::{
     EventBody, FailureReason, Heartbeat, InputQuestion, JobId, JobStatus, ProgressUpdate, Seq,
 };
-
-/// `id: N\nevent: KIND\ndata: JSON\n\n`. Compact JSON never contains a raw newline, so one
-/// `data:` line is always enough.
-pub fn sse_frame(seq: Seq, kind: &str, data: &[u8]) -> Bytes {
-    let mut frame = Vec::with_capacity(data.len() + kind.len() + 40);
-    frame.extend_from_slice(b"id: ");
-    frame.extend_from_slice(seq.to_string().as_bytes());
-    frame.extend_from_slice(b"\nevent: ");
-    frame.extend_from_slice(kind.as_bytes());
-    frame.extend_from_slice(b"\ndata: ");
-    frame.extend_from_slice(data);
-    frame.extend_from_slice(b"\n\n");
-    Bytes::from(frame)
-}
 
 /// The JSON `data` of a stored job event: `job_id`, `seq`, `ts` and the body's own fields.
 pub fn render_job_event(job_id: JobId, seq: Seq, ts: u64, body: &EventBody) -> Bytes {
@@ -175,14 +155,6 @@ mod tests {
         assert!(v["total"].is_null());
         assert_eq!(v["message"], "three");
         assert_eq!(v["ts"], 1000);
-        let frame = sse_frame(7, "progress", &data);
-        let frame = std::str::from_utf8(&frame).unwrap();
-        assert!(
-            frame.starts_with("id: 7\nevent: progress\ndata: {"),
-            "{frame}"
-        );
-        assert!(frame.ends_with("}\n\n"));
-        assert_eq!(frame.matches('\n').count(), 4);
     }
 
     /// The exact bytes of the terminal events' data, as they were while `status` and `reason`

@@ -18,9 +18,9 @@ use std::{
 };
 
 use bytes::Bytes;
-use mcp_progress_bridge::model::{
-    EventBody, JobId, ProgressUpdate,
-    wire::{render_job_event, sse_frame},
+use mcp_progress_bridge::{
+    events::sse_frame,
+    model::{EventBody, JobId, ProgressUpdate, wire::render_job_event},
 };
 use rmcp::{
     ClientHandler, RoleClient, model::ProgressNotificationParam, service::NotificationContext,
@@ -88,7 +88,7 @@ impl Feed {
             EventBody::Progress(_) => ("progress", false),
             _ => ("completed", true),
         };
-        let chunk = chunk(&sse_frame(state.0, kind, &data));
+        let chunk = chunk(&sse_frame::frame(state.0, kind, &data));
         let _ = inner.tx.send(Delivery { chunk, terminal });
         if !terminal {
             state.1 += 1;

@@ -4,10 +4,7 @@
 use bytes::Bytes;
 use serde_json::{Map, Value};
 
-use crate::{
-    model::{EventKind, JobId, JobSnapshot, Seq},
-    store::StoredEvent,
-};
+use crate::model::{JobId, JobSnapshot, Seq};
 
 /// The snapshot as hash fields: each value is the field's JSON text. `seq` is kept as a plain
 /// integer (it is the `HINCRBY` counter), which is also its JSON text.
@@ -111,31 +108,6 @@ impl SplitData {
     }
 }
 
-/// Read back a frame the scripts wrote: `id: N\nevent: KIND\ndata: JSON\n\n`. The frame is
-/// kept as is (the bytes every subscriber writes); `data` is a slice of it.
-pub(super) fn parse_frame(frame: Bytes) -> Option<StoredEvent> {
-    let rest = frame.strip_prefix(b"id: ")?;
-    let nl = rest.iter().position(|&b| b == b'\n')?;
-    let seq: Seq = std::str::from_utf8(&rest[..nl]).ok()?.parse().ok()?;
-    let rest = rest[nl + 1..].strip_prefix(b"event: ")?;
-    let nl = rest.iter().position(|&b| b == b'\n')?;
-    let kind = EventKind::named(&rest[..nl])?;
-    let rest = rest[nl + 1..].strip_prefix(b"data: ")?;
-    let data_start = frame.len() - rest.len();
-    let data_end = frame.len().checked_sub(2)?;
-    if data_end < data_start || !frame.ends_with(b"\n\n") {
-        return None;
-    }
-    let data = frame.slice(data_start..data_end);
-    Some(StoredEvent {
-        seq,
-        kind,
-        data,
-        frame,
-        ephemeral: kind == EventKind::Heartbeat,
-    })
-}
-
 /// The sequence number of a stream entry ID `<seq>-0`.
 pub(super) fn entry_seq(id: &str) -> Option<Seq> {
     id.split_once('-').and_then(|(seq, _)| seq.parse().ok())
@@ -167,20 +139,6 @@ mod tests {
         let split = SplitData::new(job, render_heartbeat(job, 0, 9, &beat));
         let joined = [&split.before[..], b"8", &split.after[..]].concat();
         assert_eq!(joined, render_heartbeat(job, 8, 9, &beat));
-    }
-
-    #[test]
-    fn frames_parse_back_into_the_event_the_memory_store_would_have_made() {
-        let job = JobId::random();
-        let data = render_job_event(job, 12, 1, &EventBody::Cancelled { reason: "x".into() });
-        let made = StoredEvent::render(12, EventKind::Cancelled, data.clone(), false);
-        let parsed = parse_frame(made.frame.clone()).unwrap();
-        assert_eq!(
-            (parsed.seq, parsed.kind, &parsed.data, parsed.ephemeral),
-            (12, EventKind::Cancelled, &data, false)
-        );
-        assert!(parse_frame(Bytes::from_static(b"id: x\nevent: log\ndata: {}\n\n")).is_none());
-        assert!(parse_frame(Bytes::from_static(b"id: 1\nevent: nope\ndata: {}\n\n")).is_none());
     }
 
     #[test]

@@ -25,11 +25,9 @@ use tokio::sync::{OnceCell, broadcast, mpsc, oneshot, watch};
 use tokio_stream::wrappers::{BroadcastStream, errors::BroadcastStreamRecvError};
 use tokio_util::sync::CancellationToken;
 
-use super::{
-    codec::parse_frame,
-    link::{Link, LinkError},
-};
+use super::link::{Link, LinkError};
 use crate::{
+    events::StoredEvent,
     model::{InputAnswer, JobId},
     store::{
         AnswerRequest, AnswerVerdict, CancelRequest, LiveItem, LiveStream, RelayedAnswer, ReplyTo,
@@ -275,7 +273,7 @@ impl Hub {
         let Some(topic) = self.topics.get(channel) else {
             return;
         };
-        match parse_frame(payload) {
+        match StoredEvent::from_frame(payload) {
             Some(event) => {
                 let _ = topic.live.send(LiveItem::Event(Arc::new(event)));
             }

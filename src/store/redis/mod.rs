@@ -31,7 +31,7 @@ use tokio::sync::Notify;
 use tokio_stream::wrappers::BroadcastStream;
 
 use self::{
-    codec::{SplitData, all_fields, changed_fields, entry_seq, parse_frame, snapshot_fields},
+    codec::{SplitData, all_fields, changed_fields, entry_seq, snapshot_fields},
     hub::{AnswerMessage, ControlMessage, Hub, VerdictMessage},
     keys::Keys,
     link::{Link, LinkError},
@@ -562,7 +562,7 @@ fn entries(value: Value, share: impl Fn(StoredEvent) -> Arc<StoredEvent>) -> Vec
             let id: String = ::redis::from_redis_value(pair.pop()?).ok()?;
             let seq = entry_seq(&id)?;
             let (_, frame) = pairs(fields).pop()?;
-            let event = parse_frame(Bytes::from(frame))?;
+            let event = StoredEvent::from_frame(Bytes::from(frame))?;
             (event.seq == seq).then(|| share(event))
         })
         .collect()
