@@ -527,9 +527,8 @@ mod tests {
     }
 
     /// The hub task may first run after the pub/sub connection is up (a spawned task is
-    /// polled late on a busy machine). It must still subscribe the control channel: before
-    /// the fix it waited for a *next* connect, so every cancel request sent to this replica
-    /// was lost.
+    /// polled late on a busy machine). It must still subscribe the control channel, not wait
+    /// for a *next* connect: else no cancel request sent to this replica would arrive.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_hub_task_that_starts_after_the_connection_is_up_still_subscribes_the_control_channel()
      {
