@@ -88,7 +88,6 @@ const PENDING_TANGLES: &[&str] = &[
     "http/",
     "jobs/",
     "store/",
-    "traces/",
     "upstream/",
 ];
 /// Files that still name a revision.
@@ -636,6 +635,9 @@ impl<'ast> Visit<'ast> for References {
             syn::visit::visit_impl_item_fn(self, item);
         }
     }
+
+    /// `pub(super)`, `pub(in crate::x)`: who may see an item, not a use of that module.
+    fn visit_visibility(&mut self, _: &'ast syn::Visibility) {}
 
     fn visit_path(&mut self, path: &'ast syn::Path) {
         let segments: Vec<String> = path.segments.iter().map(|s| s.ident.to_string()).collect();

@@ -1,7 +1,10 @@
 //! W3C Trace Context in and out: the caller's `traceparent` continued by a span, a span's
 //! context handed on to the tool server. Each function does nothing when traces are off.
 
-use std::collections::HashMap;
+use std::{
+    collections::HashMap,
+    sync::atomic::{AtomicBool, Ordering},
+};
 
 use opentelemetry::{
     propagation::{Extractor, Injector, TextMapPropagator},
@@ -11,7 +14,14 @@ use opentelemetry_sdk::propagation::TraceContextPropagator;
 use tracing::Span;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
-use super::enabled;
+/// Whether spans are exported (set once, when the layer is installed). Read on the request
+/// path so that with traces off it costs one relaxed load.
+pub(super) static ENABLED: AtomicBool = AtomicBool::new(false);
+
+/// Whether this process exports traces.
+pub fn enabled() -> bool {
+    ENABLED.load(Ordering::Relaxed)
+}
 
 const TRACEPARENT: &str = "traceparent";
 const TRACESTATE: &str = "tracestate";

@@ -13,24 +13,17 @@
 mod context;
 mod export;
 
-use std::{
-    sync::atomic::{AtomicBool, Ordering},
-    time::Duration,
-};
+use std::{sync::atomic::Ordering, time::Duration};
 
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_sdk::trace::SdkTracerProvider;
 use tracing::Subscriber;
 use tracing_subscriber::{Layer, filter::filter_fn, registry::LookupSpan};
 
-pub use context::{TraceParent, continue_from, failed, propagation, span};
+pub use context::{TraceParent, continue_from, enabled, failed, propagation, span};
 pub use export::TracesError;
 
 use crate::shutdown::Tasks;
-
-/// Whether spans are exported (set once, when the layer is installed). Read on the request
-/// path so that with traces off it costs one relaxed load.
-static ENABLED: AtomicBool = AtomicBool::new(false);
 
 /// How long the last export at shutdown may take. The stage that flushes waits a little more
 /// (see `app`'s shutdown order).
@@ -38,11 +31,6 @@ pub const FLUSH_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The instrumentation scope named in every exported span.
 const SCOPE: &str = env!("CARGO_PKG_NAME");
-
-/// Whether this process exports traces.
-pub fn enabled() -> bool {
-    ENABLED.load(Ordering::Relaxed)
-}
 
 /// The trace pipeline: an OTLP/HTTP exporter behind a batch processor (its own thread, which
 /// sends each batch through the bridge's HTTP client on the runtime, see `export`).
@@ -68,7 +56,7 @@ impl Traces {
     where
         S: Subscriber + for<'a> LookupSpan<'a>,
     {
-        ENABLED.store(true, Ordering::Relaxed);
+        context::ENABLED.store(true, Ordering::Relaxed);
         tracing_opentelemetry::layer()
             .with_tracer(self.provider.tracer(SCOPE))
             // What an operator needs is the span's own fields; each of these would add
