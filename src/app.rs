@@ -437,16 +437,12 @@ fn routes(
         upstreams: readiness(),
     });
     http::surface::assemble(
-        // Next to rmcp: the MCP 2025-11-25 task fields and requests (`front::tasks_2025`).
-        // And the 2026-07-28 listen filter's `taskIds` (`front::listen_tasks`).
+        // Next to rmcp: what it does not speak, adapted on the wire (`front::wire`).
         Router::new()
             .nest_service("/mcp", mcp)
-            .route_layer(axum::middleware::from_fn(
-                crate::front::translate_2025_tasks,
-            ))
             .route_layer(axum::middleware::from_fn_with_state(
                 front.core(),
-                crate::front::follow_listened_tasks,
+                crate::front::adapt_the_wire,
             )),
         api,
         admin,

@@ -15,12 +15,7 @@ use std::{collections::HashMap, sync::Arc};
 use parking_lot::Mutex;
 use tokio::sync::OwnedSemaphorePermit;
 
-use axum::{
-    extract::{Request, State},
-    http::{Method, header},
-    middleware::Next,
-    response::Response,
-};
+use axum::{extract::Request, http::header, middleware::Next, response::Response};
 use futures::future::join_all;
 use rmcp::{
     RoleServer,
@@ -43,7 +38,7 @@ use crate::{
 };
 
 /// The method this module looks at.
-const LISTEN: &str = "subscriptions/listen";
+pub(super) const LISTEN: &str = "subscriptions/listen";
 /// The notification whose `notifications` it completes.
 const ACKNOWLEDGED: &str = "notifications/subscriptions/acknowledged";
 /// The longest single wait for a followed task's next change before looking again.
@@ -60,11 +55,9 @@ pub(super) struct ListenTasks(Arc<Vec<JobId>>, Places);
 /// The places of a listen request's acknowledged tasks, by task.
 pub(super) type Places = Arc<Mutex<HashMap<JobId, OwnedSemaphorePermit>>>;
 
-/// The axum layer in front of rmcp's `/mcp` (see the module docs).
-pub async fn follow_tasks(State(core): State<Arc<Core>>, request: Request, next: Next) -> Response {
-    if request.method() != Method::POST {
-        return next.run(request).await;
-    }
+/// A `subscriptions/listen` request on its way to rmcp (see the module docs; `front::wire`
+/// hands it here).
+pub(super) async fn follow_tasks(core: Arc<Core>, request: Request, next: Next) -> Response {
     let requested = request
         .extensions()
         .get::<McpMessage>()

@@ -26,12 +26,12 @@ mod tasks;
 mod tasks_2025;
 mod tool_call;
 mod upstream_requests;
+mod wire;
 
 pub use catalog::SEPARATOR;
 pub use handle::Links;
 pub use job_tools::{ANSWER_JOB_INPUT, CANCEL_JOB, GET_JOB_STATUS, WAIT_FOR_JOB};
-pub use listen_tasks::follow_tasks as follow_listened_tasks;
 pub use quota::JobQuota;
 pub use resources::URI_PREFIX;
 pub use server::Front;
-pub use tasks_2025::translate as translate_2025_tasks;
+pub use wire::adapt as adapt_the_wire;

@@ -16,7 +16,7 @@ use std::{sync::Arc, time::Duration};
 use axum::{
     body::{Body, Bytes},
     extract::Request,
-    http::{Method, header},
+    http::header,
     middleware::Next,
     response::Response,
 };
@@ -80,12 +80,16 @@ enum Answer {
     ToolsList,
 }
 
-/// The layer: see the module comment. Runs after the message check (`http::mcp_input`), so
-/// the body is one JSON-RPC message of at most `limits.max_request_bytes`.
-pub async fn translate(request: Request, next: Next) -> Response {
-    if request.method() != Method::POST {
-        return next.run(request).await;
-    }
+/// Whether [`translate`] has anything to do with this message: an `initialize` (its answer
+/// may get the capability), or any message of a session at 2025-11-25.
+pub(super) fn concerns(request: &Request, message: &McpMessage) -> bool {
+    message.is_initialize() || session_at_2025(request)
+}
+
+/// The request on its way to rmcp and its answer back: see the module comment. Runs after the
+/// message check (`http::mcp_input`), so the body is one JSON-RPC message of at most
+/// `limits.max_request_bytes` (`front::wire` hands it here).
+pub(super) async fn translate(request: Request, next: Next) -> Response {
     let at_2025 = session_at_2025(&request);
     // The message as the message check parsed it (`http::mcp_input`): not parsed again here.
     let Some(message) = request.extensions().get::<McpMessage>().cloned() else {
