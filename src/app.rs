@@ -327,19 +327,9 @@ fn redis_options(config: &Config) -> RedisOptions {
     }
 }
 
-/// The MCP front door as an HTTP service: one [`Front`] for every session, whose sessions end
-/// when the HTTP side stops.
-fn mcp_service(
-    config: &Config,
-    core: &Core,
-    job_tokens: JobTokens,
-    shared_sessions: Option<McpSessions>,
-    http: &Tasks,
-) -> (
-    (StreamableHttpService<Front, BridgeSessions>, Front),
-    SessionLookup,
-) {
-    let front = Front::new(
+/// The one [`Front`] every MCP session is served by.
+fn front_door(config: &Config, core: &Core, job_tokens: &JobTokens, http: &Tasks) -> Front {
+    Front::new(
         core.upstreams.clone(),
         core.jobs.clone(),
         config.jobs.clone(),
@@ -353,7 +343,22 @@ fn mcp_service(
         ),
         core.metrics.clone(),
         http,
-    );
+    )
+}
+
+/// The MCP front door as an HTTP service: one [`Front`] for every session, whose sessions end
+/// when the HTTP side stops.
+fn mcp_service(
+    config: &Config,
+    core: &Core,
+    job_tokens: JobTokens,
+    shared_sessions: Option<McpSessions>,
+    http: &Tasks,
+) -> (
+    (StreamableHttpService<Front, BridgeSessions>, Front),
+    SessionLookup,
+) {
+    let front = front_door(config, core, &job_tokens, http);
     let mut mcp_config = http::origins::mcp_transport(
         StreamableHttpServerConfig::default()
             .with_cancellation_token(http.stopping().child_token())

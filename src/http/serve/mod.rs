@@ -301,6 +301,8 @@ impl Listener {
     }
 
     /// Serve a connection with hyper until it closes, or until it is told to.
+    // Long because: one select loop over what can happen to the connection (its end, a stall,
+    // a close order, the first head's deadline); its arms share the loop's state.
     async fn serve_hyper(
         &self,
         io: Rewind,
@@ -428,6 +430,8 @@ impl<'a> Orders<'a> {
 /// close (gracefully: the stream ends after its queued frames). With shared writers, the
 /// stream may hand the socket to one while it is caught up ([`writers`]); the end of a frame
 /// a writer could not write whole is written here before anything the stream makes next.
+// Long because: one loop that alternates writing and polling the stream, with the same exits
+// (stall, close order, reader gone) in both selects; split, the state would travel in a struct.
 async fn pump(
     tcp: Metered,
     response: hyper::Response<axum::body::Body>,

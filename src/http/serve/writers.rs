@@ -535,6 +535,9 @@ impl Group {
 
     /// Write `event` to every parked reader for whom it is next; hand back the others that
     /// cannot take it. Yields to the runtime when the task's budget is spent (module doc).
+    // Long because: the fan-out's per-reader step (a closure sharing the event's one chunked
+    // copy and the counts) and the pass over the readers are one hot path; each reader's state
+    // is locked once per event.
     async fn deliver(&mut self, event: &StoredEvent, counts: &HandBacks) {
         if !event.ephemeral {
             self.at = self.at.max(Some(event.seq));
