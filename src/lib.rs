@@ -20,6 +20,7 @@ pub mod http;
 pub mod jobs;
 pub mod metrics;
 pub mod model;
+pub mod rmcp_ext;
 pub mod shutdown;
 pub mod store;
 pub mod tls;

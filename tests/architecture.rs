@@ -35,6 +35,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("traces", &["shutdown"]),
     ("cli", &["auth", "config", "model", "tls"]),
     ("events", &["model"]),
+    ("rmcp_ext", &["metrics"]),
     (
         "store",
         &["events", "model", "config", "shutdown", "wait", "metrics"],
@@ -42,7 +43,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     (
         "upstream",
         &[
-            "config", "model", "metrics", "tls", "shutdown", "wait", "traces",
+            "config", "model", "metrics", "tls", "shutdown", "wait", "traces", "rmcp_ext",
         ],
     ),
     (
@@ -55,7 +56,7 @@ const LAYERS: &[(&str, &[&str])] = &[
         "front",
         &[
             "jobs", "events", "upstream", "auth", "config", "model", "metrics", "shutdown", "wait",
-            "traces",
+            "traces", "rmcp_ext",
         ],
     ),
     (

@@ -27,14 +27,11 @@ use rmcp::{
 };
 use serde_json::Value;
 
-use super::{
-    core::Core,
-    sse_events::{Rewrites, rewrite_events, rewrite_message},
-    tasks,
-};
+use super::{core::Core, tasks};
 use crate::{
     auth::{Identity, ToolAccess},
     model::{JobId, McpMessage},
+    rmcp_ext::sse_events::{Rewrites, rewrite_events, rewrite_message},
 };
 
 /// The method this module looks at.

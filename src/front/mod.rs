@@ -19,7 +19,6 @@ mod quota;
 mod resources;
 mod round_requests;
 mod server;
-mod sse_events;
 mod task_questions;
 mod task_status;
 mod tasks;

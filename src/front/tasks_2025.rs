@@ -31,7 +31,6 @@ use super::{
     caller::{self, Caller},
     catalog,
     core::Core,
-    sse_events::{Rewrites, rewrite_events, rewrite_message},
     task_questions,
     task_questions::RELATED_TASK,
     task_status, tasks, tool_call,
@@ -39,6 +38,7 @@ use super::{
 use crate::{
     auth::Identity,
     model::{CancelAck, JobId, JobSnapshot, McpMessage},
+    rmcp_ext::sse_events::{Rewrites, rewrite_events, rewrite_message},
 };
 
 /// The revision whose tasks this module speaks.

@@ -22,9 +22,10 @@ use super::{
     input_required::{self, Bounds, Round, Stop},
     tap::{CallRoutes, CallSink, RouteMarker},
     task_call::{self, TaskCall},
-    task_support::TaskSupport,
 };
-use crate::{config::TransportKind, model::FailureReason, traces};
+use crate::{
+    config::TransportKind, model::FailureReason, rmcp_ext::task_support::TaskSupport, traces,
+};
 
 /// How long to wait, after a connection dropped mid-call, for the supervisor to learn why
 /// (a child's exit status takes a moment to be reaped).

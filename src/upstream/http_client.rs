@@ -6,7 +6,7 @@
 //!   is checked against the limit to the byte.
 //! - TLS: rustls on ring ([`crate::tls`]), the system's roots plus the upstream's `ca_file`.
 //! - `tools/list` is sent here, not through rmcp's client, so the raw body is sniffed for
-//!   `execution.taskSupport` (`task_support.rs`), which rmcp's `Tool` drops.
+//!   `execution.taskSupport` (`rmcp_ext/task_support.rs`), which rmcp's `Tool` drops.
 //! - A request's W3C trace context (`_meta.traceparent`, `tracestate`) also goes as headers.
 
 use std::{collections::HashMap, sync::Arc};
@@ -27,7 +27,8 @@ use rmcp::{
 use rustls::pki_types::CertificateDer;
 use sse_stream::Sse;
 
-use super::{envelope::Envelope, oversize::Oversize, task_support::TaskSupportMap};
+use super::oversize::Oversize;
+use crate::rmcp_ext::{envelope::Envelope, task_support::TaskSupportMap};
 
 /// Room for an SSE event's framing (`event:`, `id:`, `data: ` and line ends) above the limit.
 const SSE_FRAMING: usize = 64 * 1024;
@@ -44,7 +45,7 @@ pub(super) struct BoundedHttp {
     inner: reqwest::Client,
     oversize: Oversize,
     /// Where `tools/list` answers (SSE events and JSON bodies) leave their tools' task support
-    /// (`task_support.rs`).
+    /// (`rmcp_ext/task_support.rs`).
     task_support: TaskSupportMap,
 }
 

@@ -16,7 +16,8 @@ use std::{
 
 use tokio::io::{AsyncRead, ReadBuf};
 
-use super::{envelope::Envelope, oversize::Oversize, task_support::TaskSupportMap};
+use super::oversize::Oversize;
+use crate::rmcp_ext::{envelope::Envelope, task_support::TaskSupportMap};
 
 /// Bytes read from the child at a time.
 const CHUNK: usize = 64 * 1024;
@@ -46,7 +47,7 @@ struct Lines {
     cut: bool,
     /// The line's request has been answered with the error.
     answered: bool,
-    /// Where `tools/list` answers leave their tools' task support (`task_support.rs`).
+    /// Where `tools/list` answers leave their tools' task support (`rmcp_ext/task_support.rs`).
     task_support: TaskSupportMap,
     /// The current line, while it is short enough to be sniffed for task support.
     line: Vec<u8>,
@@ -60,7 +61,7 @@ impl<R> LineCap<R> {
         Self::with_task_support(
             inner,
             oversize,
-            TaskSupportMap::new(super::task_support::DEFAULT_MAX, None),
+            TaskSupportMap::new(crate::rmcp_ext::task_support::DEFAULT_MAX, None),
         )
     }
 

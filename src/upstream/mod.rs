@@ -9,7 +9,6 @@
 mod call;
 mod call_outcome;
 mod client;
-mod envelope;
 mod error;
 mod http_client;
 mod input_required;
@@ -21,7 +20,6 @@ mod stdio;
 mod supervisor;
 mod tap;
 mod task_call;
-mod task_support;
 
 use std::{collections::HashMap, sync::Arc};
 
@@ -31,6 +29,8 @@ use rmcp::{RoleClient, model::Tool, service::Peer};
 use serde::Serialize;
 use tokio::sync::{Notify, broadcast, watch};
 
+pub use crate::rmcp_ext::task_support::TaskSupport;
+use crate::rmcp_ext::task_support::TaskSupportMap;
 pub use call::{CallCanceller, UpstreamCall};
 pub use call_outcome::CallOutcome;
 pub use error::{SessionError, Unreachable, UpstreamError};
@@ -38,8 +38,6 @@ pub use input_required::Asking;
 pub use offer::ListKind;
 pub use requests::RequestError;
 pub use tap::{CallSink, no_sampling};
-pub use task_support::TaskSupport;
-use task_support::TaskSupportMap;
 
 use crate::{
     config::{TransportKind, UpstreamConfig, UpstreamTasksConfig},
@@ -290,7 +288,7 @@ impl Upstream {
     }
 
     /// What the upstream declared as `tool`'s `execution.taskSupport` (stdio upstreams; see
-    /// `task_support.rs`), `None` for a tool that declared none.
+    /// `rmcp_ext/task_support.rs`), `None` for a tool that declared none.
     pub fn task_support(&self, tool: &str) -> Option<TaskSupport> {
         self.inner.task_support.get(tool)
     }

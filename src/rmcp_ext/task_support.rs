@@ -22,7 +22,7 @@ use crate::metrics::Metrics;
 const LIMIT: &str = "upstream_tasks.max_declaration_bytes";
 /// The default of that key, for the unit tests.
 #[cfg(test)]
-pub(super) const DEFAULT_MAX: usize = 4 * 1024 * 1024;
+pub const DEFAULT_MAX: usize = 4 * 1024 * 1024;
 
 /// A tool's `execution.taskSupport`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,7 +35,7 @@ pub enum TaskSupport {
 
 /// The declarations seen on one upstream, by the upstream's own tool name.
 #[derive(Clone)]
-pub(super) struct TaskSupportMap {
+pub struct TaskSupportMap {
     map: Arc<Mutex<HashMap<String, TaskSupport>>>,
     /// The longest message parsed for declarations (`upstream_tasks.max_declaration_bytes`):
     /// a tool list larger than this (a thousand tools with long schemas) loses its
@@ -46,7 +46,7 @@ pub(super) struct TaskSupportMap {
 }
 
 impl TaskSupportMap {
-    pub(super) fn new(max: usize, metrics: Option<&Metrics>) -> Self {
+    pub fn new(max: usize, metrics: Option<&Metrics>) -> Self {
         Self {
             map: Arc::default(),
             max,
@@ -54,17 +54,17 @@ impl TaskSupportMap {
         }
     }
 
-    pub(super) fn get(&self, tool: &str) -> Option<TaskSupport> {
+    pub fn get(&self, tool: &str) -> Option<TaskSupport> {
         self.map.lock().ok()?.get(tool).copied()
     }
 
     /// The longest message [`Self::sniff`] reads.
-    pub(super) fn max(&self) -> usize {
+    pub fn max(&self) -> usize {
         self.max
     }
 
     /// A message longer than [`Self::max`] that named `taskSupport` was not read.
-    pub(super) fn too_long(&self) {
+    pub fn too_long(&self) {
         if let Some(hits) = &self.hits {
             hits.inc();
         }
@@ -76,7 +76,7 @@ impl TaskSupportMap {
     }
 
     /// Record the tools of `line` if it is a `tools/list` answer that declares task support.
-    pub(super) fn sniff(&self, line: &[u8]) {
+    pub fn sniff(&self, line: &[u8]) {
         if memchr::memmem::find(line, b"\"taskSupport\"").is_none() {
             return;
         }

@@ -9,7 +9,7 @@ use futures::StreamExt;
 
 /// Whether the rewriting goes on after the first event the rewriter changed.
 #[derive(Clone, Copy)]
-pub(super) enum Rewrites {
+pub enum Rewrites {
     /// Every event is offered to the rewriter.
     Every,
     /// Only up to the first one it changes; the rest of the stream passes as it is.
@@ -18,7 +18,7 @@ pub(super) enum Rewrites {
 
 /// `body` with each SSE event (up to `max_event` bytes) replaced by what `rewrite` makes of it
 /// (`None`: the event as it is).
-pub(super) fn rewrite_events(
+pub fn rewrite_events(
     body: Body,
     max_event: usize,
     rewrites: Rewrites,
@@ -60,7 +60,7 @@ pub(super) fn rewrite_events(
 /// The SSE `event` (ending with its blank line) with the message it carries (its `data:` lines,
 /// joined) replaced by what `rewrite` makes of it, on one `data:` line; its other fields are
 /// kept. `None` if the event carries no message, is not UTF-8, or `rewrite` changes nothing.
-pub(super) fn rewrite_message<R: AsRef<[u8]>>(
+pub fn rewrite_message<R: AsRef<[u8]>>(
     event: &[u8],
     rewrite: impl FnOnce(&str) -> Option<R>,
 ) -> Option<Vec<u8>> {

@@ -26,7 +26,7 @@ enum Key {
 /// Streaming reader of a message's top-level keys. Feed it the bytes of one message (one
 /// line, one SSE event), in as many pieces as they come; [`Envelope::reset`] before the next.
 #[derive(Debug, Default)]
-pub(super) struct Envelope {
+pub struct Envelope {
     depth: u32,
     in_string: bool,
     escaped: bool,
@@ -46,7 +46,7 @@ pub(super) struct Envelope {
 }
 
 impl Envelope {
-    pub(super) fn reset(&mut self) {
+    pub fn reset(&mut self) {
         let (mut key, mut id) = (std::mem::take(&mut self.key), std::mem::take(&mut self.id));
         key.clear();
         id.clear();
@@ -57,7 +57,7 @@ impl Envelope {
         };
     }
 
-    pub(super) fn feed(&mut self, mut bytes: &[u8]) {
+    pub fn feed(&mut self, mut bytes: &[u8]) {
         while let Some((&byte, rest)) = bytes.split_first() {
             if self.in_string && !self.in_key && !self.in_id && !self.escaped {
                 // The bulk of a large message: string content, skipped fast.
@@ -91,7 +91,7 @@ impl Envelope {
     /// is read and a `result` or `error` key was seen, and no `method` so far. A request or a
     /// notification from the upstream, or junk, has none. (A well-formed message does not
     /// have both `method` and `result`; one that does may be taken for an answer.)
-    pub(super) fn response_id(&self) -> Option<RequestId> {
+    pub fn response_id(&self) -> Option<RequestId> {
         (self.id_done && self.has_answer && !self.has_method).then(|| self.parsed_id())?
     }
 
