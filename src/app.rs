@@ -14,6 +14,7 @@ use tokio::net::TcpListener;
 use crate::{
     auth::JobTokens,
     config::{Config, StoreBackend, public_url_on, without_secret_env},
+    events::StoreError,
     front::{Front, JobQuota, Links},
     http::{
         self, ApiState, Readiness,
@@ -26,7 +27,7 @@ use crate::{
     jobs::{InputError, Jobs},
     metrics::Metrics,
     shutdown::{Shutdown, ShutdownGuard, Stage, TaskCount, Tasks},
-    store::{MemoryStore, RedisOptions, RedisStore, Store, StoreError},
+    store::{MemoryStore, RedisOptions, RedisStore, Store},
     traces::{self, Traces},
     upstream::{UpstreamLimits, UpstreamState, Upstreams},
 };

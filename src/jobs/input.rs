@@ -18,10 +18,11 @@ use tokio::sync::oneshot;
 
 use super::Jobs;
 use crate::{
+    events::{AnswerRequest, Relayed, RelayedAnswer},
+    model::AnswerVerdict,
     model::{
         EventBody, InputAction, InputAnswer, InputMismatch, InputQuestion, JobId, JobSnapshot,
     },
-    store::{AnswerRequest, AnswerVerdict, Relayed, RelayedAnswer},
 };
 
 /// The answer path named for a relayed answer to a caller request (no event names it: what a

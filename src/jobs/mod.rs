@@ -30,13 +30,15 @@ pub use intake::{Intake, MAX_LOG_BYTES, MAX_MESSAGE_BYTES};
 
 use crate::{
     config::{CallLimits, JobsConfig},
+    events::{LiveItem, StoreError},
     metrics::Metrics,
+    model::CancelAck,
     model::{
         Channel, CorrelationId, EventBody, EventKind, FailureReason, JobFailure, JobId,
         JobSnapshot, JobStatus, NewJob, Principal, ProgressUpdate,
     },
     shutdown::Tasks,
-    store::{CancelAck, LiveItem, Store, StoreError},
+    store::Store,
 };
 
 #[derive(Debug, thiserror::Error)]

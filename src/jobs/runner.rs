@@ -16,9 +16,10 @@ use tracing::Instrument;
 use super::{Finished, Intake, PendingJob, Running, Work, WorkOutcome, terminal_body};
 use crate::{
     config::{CallLimits, JobsConfig},
+    events::StoreError,
     metrics::Metrics,
     model::{EventBody, FailureReason, Heartbeat, JobFailure, JobId, ProgressUpdate},
-    store::{Store, StoreError},
+    store::Store,
     traces,
     wait::sleep_until,
 };

@@ -12,15 +12,14 @@ mod task_index;
 
 use async_trait::async_trait;
 
-pub use crate::events::{
+use crate::events::{
     AnswerRequest, Broker, Bus, CancelRequest, ChannelSnapshot, LiveItem, LiveStream, Opened,
     Relayed, RelayedAnswer, Replay, ReplyTo, StoreError, StoredEvent,
 };
 pub use memory::MemoryStore;
 pub use redis::{RedisOptions, RedisStore};
 
-pub use crate::model::{AnswerVerdict, CancelAck};
-use crate::model::{JobId, Principal};
+use crate::model::{AnswerVerdict, CancelAck, JobId, Principal};
 
 /// A store: the events' [`Broker`] and [`Bus`], and the index of tasks for `tasks/list`.
 #[async_trait]

@@ -8,10 +8,11 @@ use std::time::Duration;
 use crate::common::*;
 use futures::StreamExt;
 use mcp_progress_bridge::{
+    events::{Broker, Bus, ChannelSnapshot, Relayed, RelayedAnswer},
+    model::{AnswerVerdict, CancelAck},
     model::{
         Channel, EventBody, EventKind, InputAction, InputAnswer, JobId, NewJob, ProgressUpdate,
     },
-    store::{AnswerVerdict, Broker, Bus, CancelAck, ChannelSnapshot, Relayed, RelayedAnswer},
 };
 
 fn new_job(owner: &str) -> NewJob {

@@ -14,10 +14,10 @@ use std::{
 use crate::common::*;
 use mcp_progress_bridge::{
     config::{Config, Secret},
+    events::Broker,
     http::{self, ApiState, Readiness, auth::Guard},
     metrics::Metrics,
     model::{EventBody, Heartbeat, JobId, NewJob, ProgressUpdate},
-    store::Broker,
 };
 use serde_json::Value;
 use tokio::sync::Notify;

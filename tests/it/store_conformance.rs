@@ -13,8 +13,10 @@ use std::sync::Arc;
 use crate::common::*;
 use futures::StreamExt;
 use mcp_progress_bridge::{
+    events::{ChannelSnapshot, LiveItem, StoreError},
+    model::CancelAck,
     model::{Channel, EventBody, EventKind, JobId, JobStatus, NewJob, Principal, ProgressUpdate},
-    store::{CancelAck, ChannelSnapshot, LiveItem, MemoryStore, Store, StoreError},
+    store::{MemoryStore, Store},
 };
 
 /// Retention of finished jobs in these stores (seconds): longer than any test.

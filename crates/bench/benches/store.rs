@@ -5,8 +5,9 @@
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use futures::StreamExt;
 use mcp_progress_bridge::{
+    events::{Broker, StoredEvent},
     model::{Channel, EventBody, EventKind, JobId, NewJob, ProgressUpdate, wire::render_job_event},
-    store::{Broker, MemoryStore, StoredEvent},
+    store::MemoryStore,
 };
 
 fn progress(p: f64) -> EventBody {

@@ -15,11 +15,10 @@ use std::{
 use async_trait::async_trait;
 use futures::{StreamExt, stream::BoxStream};
 use mcp_progress_bridge::{
+    events::{Broker, Bus, CancelRequest, LiveItem, Opened, Replay, StoreError},
+    model::CancelAck,
     model::{Channel, EventBody, EventKind, Heartbeat, JobId, JobSnapshot, NewJob, Principal, Seq},
-    store::{
-        Broker, Bus, CancelAck, CancelRequest, LiveItem, MemoryStore, Opened, Replay, Store,
-        StoreError,
-    },
+    store::{MemoryStore, Store},
 };
 
 /// The memory store, with faults on demand.

@@ -5,8 +5,9 @@
 use std::time::Duration;
 
 use mcp_progress_bridge::{
+    events::Broker,
     shutdown::{Shutdown, ShutdownGuard},
-    store::{Broker, RedisOptions, RedisStore},
+    store::{RedisOptions, RedisStore},
 };
 
 use super::{listen::child_port, prereq::skip, wait::eventually};
