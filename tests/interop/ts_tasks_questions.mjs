@@ -121,16 +121,23 @@ const created = await a.request({ method: "tools/call", params: { name: ASK, arg
 const inputUrl = created._meta?.["mcp-progress-bridge/job"]?.input_url;
 check(typeof inputUrl === "string", "the task carries input_url");
 let personStatus = null;
-onQuestion = async () => {
-  const response = await fetch(inputUrl, {
-    method: "POST",
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify({ action: "accept", content: { answer: "from a person" } }),
-  });
-  personStatus = response.status;
-  return { action: "accept", content: { answer: "from the client" } };
+// The person's answer ends the job, so the task's result can reach the client before the
+// response to the person's POST does: the handler is awaited before its status is read.
+let asking = null;
+onQuestion = () => {
+  asking = (async () => {
+    const response = await fetch(inputUrl, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ action: "accept", content: { answer: "from a person" } }),
+    });
+    personStatus = response.status;
+    return { action: "accept", content: { answer: "from the client" } };
+  })();
+  return asking;
 };
 const raced = await a.experimental.tasks.getTaskResult(created.task.taskId, CallToolResultSchema);
+await asking?.catch(() => {});
 check(personStatus === 200, `the person's answer was taken (${personStatus})`);
 check(text(raced) === "you said: from a person", `the first answer won (${text(raced)})`);
 
