@@ -38,8 +38,6 @@ use crate::{
 pub(super) const LISTEN: &str = "subscriptions/listen";
 /// The notification whose `notifications` it completes.
 const ACKNOWLEDGED: &str = "notifications/subscriptions/acknowledged";
-/// The longest single wait for a followed task's next change before looking again.
-const LOOK: std::time::Duration = std::time::Duration::from_secs(3600);
 /// An SSE event larger than this before the acknowledgment is passed on as it is.
 const MAX_EVENT: usize = 1024 * 1024;
 
@@ -209,13 +207,11 @@ async fn follow_one(
     id: JobId,
     _place: Option<OwnedSemaphorePermit>,
 ) {
-    let jobs = &core.jobs;
-    let mut sent: Option<TaskStatus> = None;
-    let mut snapshot = match jobs.snapshot(id).await {
-        Ok(Some(snapshot)) => snapshot,
-        _ => return,
+    let Ok(Some(mut changes)) = core.jobs.status_changes(id).await else {
+        return;
     };
-    loop {
+    let mut sent: Option<TaskStatus> = None;
+    while let Some(snapshot) = changes.next().await {
         let task = tasks::detailed(core, &snapshot);
         let status = task.task.status;
         if sent != Some(status) {
@@ -232,12 +228,5 @@ async fn follow_one(
             }
             sent = Some(status);
         }
-        if snapshot.status.is_terminal() {
-            return;
-        }
-        snapshot = match jobs.next_change(id, snapshot.status, LOOK).await {
-            Ok(Some(next)) => next,
-            _ => return,
-        };
     }
 }

@@ -20,7 +20,6 @@ mod resources;
 mod round_requests;
 mod server;
 mod task_questions;
-mod task_status;
 mod tasks;
 mod tasks_2025;
 mod tool_call;

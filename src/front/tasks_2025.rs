@@ -9,6 +9,7 @@
 //! rmcp 3.11 knows none of this, so [`translate`], a layer just in front of rmcp, rewrites the
 //! wire for sessions at 2025-11-25 only: it adds the capability and `execution` to answers,
 //! and renames the task requests to the bridge's own methods ([`PREFIX`], marked [`Tasks2025`]).
+//! The session that created a task is told of its status changes (`notifications/tasks/status`).
 //! Details: docs/design/tasks.md.
 
 use std::{sync::Arc, time::Duration};
@@ -22,8 +23,11 @@ use axum::{
 };
 use rmcp::{
     ErrorData, RoleServer,
-    model::{CallToolRequestParams, CallToolResponse, CustomRequest, Task},
-    service::RequestContext,
+    model::{
+        CallToolRequestParams, CallToolResponse, CustomNotification, CustomRequest,
+        ServerNotification, Task, TaskStatus,
+    },
+    service::{Peer, RequestContext},
 };
 use serde_json::{Value, json};
 
@@ -33,7 +37,7 @@ use super::{
     core::Core,
     task_questions,
     task_questions::RELATED_TASK,
-    task_status, tasks, tool_call,
+    tasks, tool_call,
 };
 use crate::{
     auth::Identity,
@@ -299,12 +303,7 @@ async fn call_2025(
         CallToolResponse::Task(created) => {
             if let Ok(id) = created.task.task_id.parse::<JobId>() {
                 remember_task(core, identity, id).await;
-                task_status::follow_task_status(
-                    core,
-                    id,
-                    context.peer.clone(),
-                    created.task.status,
-                );
+                follow_task_status(core, id, context.peer.clone(), created.task.status);
             }
             let mut answer = json!({ "task": task_2025(&created.task) });
             if let Some(meta) = created.meta {
@@ -501,6 +500,65 @@ async fn list_2025(
         answer["nextCursor"] = json!(last.to_string());
     }
     Ok(answer)
+}
+
+/// The notification of a task's new status (optional in 2025-11-25; clients that do not
+/// listen ignore it).
+const STATUS_METHOD: &str = "notifications/tasks/status";
+/// How long one notification may take to be handed to the session before the follower gives
+/// up on the session (a client that does not read its stream).
+const STATUS_SEND_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Tell the session behind `peer` of task `id`'s status changes from now on; `told` is the
+/// status its creation answer gave. One follower per task (at most `jobs.max_jobs`): it ends
+/// with the job, with the session (nothing is queued for a session that does not take a
+/// notification), or at shutdown. Past `jobs.max_task_status_notifications` changes only the
+/// end is sent.
+fn follow_task_status(core: &Arc<Core>, id: JobId, peer: Peer<RoleServer>, told: TaskStatus) {
+    let follower = tell_status_changes(core.clone(), id, peer, told);
+    core.tasks.spawn_until_stopped(follower);
+}
+
+async fn tell_status_changes(
+    core: Arc<Core>,
+    id: JobId,
+    peer: Peer<RoleServer>,
+    mut told: TaskStatus,
+) {
+    let Ok(Some(mut changes)) = core.jobs.status_changes(id).await else {
+        return;
+    };
+    let cap = core.config.max_task_status_notifications;
+    let mut sent = 0usize;
+    let mut capped = false;
+    while let Some(snapshot) = changes.next().await {
+        let task = tasks::detailed(&core, &snapshot).task;
+        if task.status == told {
+            continue;
+        }
+        if !snapshot.status.is_terminal() && sent >= cap {
+            if !capped {
+                capped = true;
+                core.metrics
+                    .limit_hits
+                    .with_label_values(&["max_task_status_notifications"])
+                    .inc();
+            }
+            continue;
+        }
+        let notification = ServerNotification::CustomNotification(CustomNotification::new(
+            STATUS_METHOD,
+            Some(task_2025(&task)),
+        ));
+        let delivered =
+            tokio::time::timeout(STATUS_SEND_TIMEOUT, peer.send_notification(notification)).await;
+        if !matches!(delivered, Ok(Ok(()))) {
+            tracing::debug!(job = %id, "the session that created the task is gone: no more status notifications");
+            return;
+        }
+        sent += 1;
+        told = task.status;
+    }
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@ mod intake;
 #[cfg(test)]
 mod intake_fuzz;
 mod runner;
+mod status_changes;
 
 use std::{
     sync::{
@@ -27,6 +28,7 @@ use tracing::Instrument;
 
 pub use input::{CallerRequests, InputError};
 pub use intake::{Intake, MAX_LOG_BYTES, MAX_MESSAGE_BYTES};
+pub use status_changes::StatusChanges;
 
 use crate::{
     config::{CallLimits, JobsConfig},
@@ -353,16 +355,10 @@ impl Jobs {
         .await
     }
 
-    /// Wait until the job's status is no longer `from` (it asked, was answered, or ended), or
-    /// `within` passes; then its snapshot (`None` if there is no such job). For pushing a
-    /// task's status as it changes (`subscriptions/listen`).
-    pub async fn next_change(
-        &self,
-        id: JobId,
-        from: JobStatus,
-        within: Duration,
-    ) -> Result<Option<JobSnapshot>, JobsError> {
-        self.wait_until(id, within, |s| s != from).await
+    /// The job's status from now on, followed from one subscription (`None`: no such job).
+    /// For pushing a task's status as it changes.
+    pub async fn status_changes(&self, id: JobId) -> Result<Option<StatusChanges>, JobsError> {
+        Ok(StatusChanges::open(self.inner.store.clone(), id).await?)
     }
 
     /// Wait until the job ends, the questions waiting on it are other than `known` (by key:
