@@ -20,6 +20,9 @@ pub enum Refusal {
     Auth,
     /// `limits.calls_per_minute` (429).
     RateLimit,
+    /// `limits.job_requests_per_minute` or `limits.job_requests_per_minute_per_address` on
+    /// the job and correlation routes (429).
+    JobRateLimit,
     /// `limits.max_request_bytes` (413).
     BodySize,
     /// `limits.max_subscribers_per_channel` or `limits.max_subscribers` (503).
@@ -30,9 +33,10 @@ pub enum Refusal {
 }
 
 impl Refusal {
-    pub const ALL: [Refusal; 5] = [
+    pub const ALL: [Refusal; 6] = [
         Refusal::Auth,
         Refusal::RateLimit,
+        Refusal::JobRateLimit,
         Refusal::BodySize,
         Refusal::SubscriberLimit,
         Refusal::SessionLimit,
@@ -42,6 +46,7 @@ impl Refusal {
         match self {
             Refusal::Auth => "auth",
             Refusal::RateLimit => "rate_limit",
+            Refusal::JobRateLimit => "job_rate_limit",
             Refusal::BodySize => "body_size",
             Refusal::SubscriberLimit => "subscriber_limit",
             Refusal::SessionLimit => "session_limit",

@@ -19,6 +19,13 @@ pub struct LimitsConfig {
     /// Requests to `/mcp` per minute per MCP token (429 with `Retry-After` past it). The whole
     /// minute's allowance may be used at once.
     pub calls_per_minute: u32,
+    /// Requests to the job and correlation routes (`/jobs/…`, `/correlations/…`) per minute
+    /// per principal, for a caller that shows a credential (429 with `Retry-After` past it).
+    pub job_requests_per_minute: u32,
+    /// Requests to the job and correlation routes per minute per client address (an IPv6 /64
+    /// counts as one), for a reader with a capability token or none (429 with `Retry-After`
+    /// past it). Behind a proxy every client shares the proxy's address: raise it.
+    pub job_requests_per_minute_per_address: u32,
     /// Open SSE streams on one job or correlation channel (503 with `Retry-After` past it).
     pub max_subscribers_per_channel: usize,
     /// Open SSE streams in total (503 with `Retry-After` past it).
@@ -85,6 +92,8 @@ impl Default for LimitsConfig {
             max_request_bytes: 4 * 1024 * 1024,
             max_jobs_per_token: 256,
             calls_per_minute: 3000,
+            job_requests_per_minute: 3000,
+            job_requests_per_minute_per_address: 6000,
             max_subscribers_per_channel: 64,
             max_subscribers: 4096,
             max_upstream_list_items: 10_000,
@@ -125,6 +134,8 @@ pub(super) fn validate(
         Bound::new("max_request_bytes", l.max_request_bytes, 1024..=256 * MIB),
         Bound::new("max_jobs_per_token", l.max_jobs_per_token, 1..=1_000_000),
         Bound::new("calls_per_minute", l.calls_per_minute, 1..=10_000_000),
+        Bound::new("job_requests_per_minute", l.job_requests_per_minute, 1..=10_000_000),
+        Bound::new("job_requests_per_minute_per_address", l.job_requests_per_minute_per_address, 1..=10_000_000),
         Bound::new("max_subscribers_per_channel", l.max_subscribers_per_channel, 1..=1_000_000),
         Bound::new("max_subscribers", l.max_subscribers, 1..=10_000_000),
         Bound::new("max_upstream_list_items", l.max_upstream_list_items, 1..=1_000_000),

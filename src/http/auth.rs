@@ -30,7 +30,9 @@ use serde_json::json;
 
 use super::{
     ApiError, ApiState,
-    limits::{CallRates, SUBSCRIBER_RETRY_AFTER, SubscriberPermit, Subscribers},
+    limits::{
+        AddressKey, CallRates, JobRates, SUBSCRIBER_RETRY_AFTER, SubscriberPermit, Subscribers,
+    },
 };
 use crate::{
     auth::{
@@ -56,6 +58,8 @@ pub struct Guard {
     pub job_tokens: JobTokens,
     pub require_job_tokens: bool,
     pub rates: Arc<CallRates>,
+    /// The request rate of the job and correlation routes, per principal or per address.
+    pub job_rates: Arc<JobRates>,
     pub subscribers: Arc<Subscribers>,
     /// CORS for the job routes (`server.cors_origins`); none by default.
     pub cors: Option<tower_http::cors::CorsLayer>,
@@ -63,6 +67,8 @@ pub struct Guard {
     rejections: IntCounterVec,
     /// `bridge_requests_refused_total{reason}`.
     pub refused: RefusedRequests,
+    /// `bridge_limit_hits_total{limit}`.
+    limit_hits: IntCounterVec,
 }
 
 /// How a job or correlation URL was opened.
@@ -87,10 +93,12 @@ impl Guard {
             job_tokens,
             require_job_tokens: config.auth.require_job_tokens,
             rates: CallRates::new(&config.limits),
+            job_rates: JobRates::new(&config.limits),
             subscribers: Subscribers::new(&config.limits),
             cors: super::origins::cors(&config.server),
             rejections: metrics.auth_rejections.clone(),
             refused: metrics.refused.clone(),
+            limit_hits: metrics.limit_hits.clone(),
         })
     }
 
@@ -147,6 +155,41 @@ impl Guard {
                 .insert(header::WWW_AUTHENTICATE, value);
         }
         response
+    }
+}
+
+impl Guard {
+    /// The job and correlation routes' request rate: per principal for a caller with a
+    /// credential, else per client address (a capability reader, or a request whose token or
+    /// credential opens nothing). `Some`: the 429 to answer.
+    fn check_job_rate(&self, access: Option<&JobAccess>, request: &Request) -> Option<Response> {
+        let (over, key, whom) = match access {
+            Some(JobAccess::Caller(identity)) => (
+                self.job_rates.per_principal.check(&identity.principal),
+                "job_requests_per_minute",
+                "caller",
+            ),
+            _ => {
+                let ip = peer_ip(request)?;
+                (
+                    self.job_rates.per_address.check(&AddressKey::of(ip)),
+                    "job_requests_per_minute_per_address",
+                    "client address",
+                )
+            }
+        };
+        let wait = over.err()?;
+        self.refused.count(Refusal::JobRateLimit);
+        self.limit_hits.with_label_values(&[key]).inc();
+        Some(retry_later(
+            StatusCode::TOO_MANY_REQUESTS,
+            "rate_limited",
+            format!(
+                "too many requests to job and correlation URLs from this {whom} \
+                 (limits.{key}); slow down and retry after the time in Retry-After"
+            ),
+            wait,
+        ))
     }
 }
 
@@ -216,17 +259,21 @@ pub async fn admin_guard(State(guard): State<Guard>, request: Request, next: Nex
 /// Whether the request came from a loopback address (IPv4 `127.0.0.0/8`, IPv6 `::1`, or an
 /// IPv4 loopback address mapped into IPv6). A request whose peer is unknown is not.
 fn from_loopback(request: &Request) -> bool {
-    let peer = request
-        .extensions()
-        .get::<ConnectInfo<SocketAddr>>()
-        .map(|ConnectInfo(peer)| peer.ip());
-    match peer {
+    match peer_ip(request) {
         Some(IpAddr::V6(v6)) => v6
             .to_ipv4_mapped()
             .map_or(v6.is_loopback(), |v4| v4.is_loopback()),
         Some(ip) => ip.is_loopback(),
         None => false,
     }
+}
+
+/// The client's address, when the server recorded it.
+fn peer_ip(request: &Request) -> Option<IpAddr> {
+    request
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|ConnectInfo(peer)| peer.ip())
 }
 
 /// `GET /.well-known/oauth-protected-resource[/mcp]`: the metadata (RFC 9728). Public: it is
@@ -285,15 +332,18 @@ pub async fn job_guard(
         )
         .into_response();
     };
-    let Some(access) = job_access(
+    let access = job_access(
         &state,
         scope,
         &id,
         query.token.as_deref(),
         request.headers(),
     )
-    .await
-    else {
+    .await;
+    if let Some(refused) = state.guard.check_job_rate(access.as_ref(), &request) {
+        return refused;
+    }
+    let Some(access) = access else {
         return ApiError::NotFound.into_response();
     };
     // Streams are counted per channel; a correlation read with a credential is that caller's

@@ -1,7 +1,9 @@
-//! Limits the HTTP side enforces: open SSE streams (per channel and in total) and the request
-//! rate on `/mcp` per caller. Each refusal tells the client when to come back.
+//! Limits the HTTP side enforces: open SSE streams (per channel and in total) and request
+//! rates (on `/mcp` per caller; on job and correlation routes per caller or per address). Each refusal tells the client when to come back.
 
 use std::{
+    hash::Hash,
+    net::IpAddr,
     num::NonZeroU32,
     sync::{
         Arc,
@@ -118,28 +120,39 @@ impl Drop for SubscriberPermit {
     }
 }
 
-/// Requests to `/mcp` per minute, one GCRA bucket per principal in governor's keyed limiter (the
-/// whole minute's allowance may be spent at once, then it refills evenly).
-pub struct CallRates<C: Clock = DefaultClock> {
-    limiter: RateLimiter<Principal, DashMapStateStore<Principal>, C, NoOpMiddleware<C::Instant>>,
+/// Requests per minute, one GCRA bucket per key (a principal, or a client address) in
+/// governor's keyed limiter (the whole minute's allowance may be spent at once, then it refills
+/// evenly).
+pub struct Rates<K: Hash + Eq + Clone, C: Clock = DefaultClock> {
+    limiter: RateLimiter<K, DashMapStateStore<K>, C, NoOpMiddleware<C::Instant>>,
     clock: C,
     checks: AtomicU32,
 }
 
-/// Every this many checks, the callers whose bucket has refilled completely are dropped from
-/// the limiter (a fresh bucket is what they would get anyway), so the map holds only callers
+/// Requests to `/mcp` per minute per principal (`limits.calls_per_minute`).
+pub type CallRates = Rates<Principal>;
+
+/// Every this many checks, the keys whose bucket has refilled completely are dropped from
+/// the limiter (a fresh bucket is what they would get anyway), so the map holds only keys
 /// seen within about a minute, plus at most this many new ones.
 const PRUNE_EVERY: u32 = 1024;
 
-impl CallRates {
-    pub fn new(limits: &LimitsConfig) -> Arc<Self> {
-        Arc::new(Self::with_clock(limits, DefaultClock::default()))
+impl<K: Hash + Eq + Clone> Rates<K> {
+    /// `per_minute` requests a minute per key (0 counts as 1; config validation forbids it).
+    pub fn per_minute(per_minute: u32) -> Arc<Self> {
+        Arc::new(Self::with_clock(per_minute, DefaultClock::default()))
     }
 }
 
-impl<C: Clock + Clone> CallRates<C> {
-    fn with_clock(limits: &LimitsConfig, clock: C) -> Self {
-        let per_minute = NonZeroU32::new(limits.calls_per_minute).unwrap_or(NonZeroU32::MIN);
+impl CallRates {
+    pub fn new(limits: &LimitsConfig) -> Arc<Self> {
+        Self::per_minute(limits.calls_per_minute)
+    }
+}
+
+impl<K: Hash + Eq + Clone, C: Clock + Clone> Rates<K, C> {
+    fn with_clock(per_minute: u32, clock: C) -> Self {
+        let per_minute = NonZeroU32::new(per_minute).unwrap_or(NonZeroU32::MIN);
         Self {
             limiter: RateLimiter::dashmap_with_clock(Quota::per_minute(per_minute), clock.clone()),
             clock,
@@ -148,12 +161,12 @@ impl<C: Clock + Clone> CallRates<C> {
     }
 
     /// `Err(wait)`: over the rate; the next request is allowed after `wait`.
-    pub fn check(&self, caller: &Principal) -> Result<(), Duration> {
+    pub fn check(&self, key: &K) -> Result<(), Duration> {
         if self.checks.fetch_add(1, Ordering::Relaxed) % PRUNE_EVERY == PRUNE_EVERY - 1 {
             self.prune();
         }
         self.limiter
-            .check_key(caller)
+            .check_key(key)
             .map_err(|not_until| not_until.wait_time_from(self.clock.now()))
     }
 
@@ -162,10 +175,47 @@ impl<C: Clock + Clone> CallRates<C> {
         self.limiter.shrink_to_fit();
     }
 
-    /// Callers the limiter holds state for.
+    /// Keys the limiter holds state for.
     #[cfg(test)]
     fn callers(&self) -> usize {
         self.limiter.len()
+    }
+}
+
+/// Requests to the job and correlation routes per minute: per principal for a reader with a
+/// credential (`limits.job_requests_per_minute`), per client address for one with a capability
+/// token or none (`limits.job_requests_per_minute_per_address`; an IPv6 /64 counts as one).
+pub struct JobRates {
+    pub per_principal: Arc<Rates<Principal>>,
+    pub per_address: Arc<Rates<AddressKey>>,
+}
+
+impl JobRates {
+    pub fn new(limits: &LimitsConfig) -> Arc<Self> {
+        Arc::new(Self {
+            per_principal: Rates::per_minute(limits.job_requests_per_minute),
+            per_address: Rates::per_minute(limits.job_requests_per_minute_per_address),
+        })
+    }
+}
+
+/// A client address as the per-address limits count it: an IPv4 address, or an IPv6 /64 (one
+/// host usually holds a whole /64 and picks a new address in it at will).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum AddressKey {
+    V4(u32),
+    V6Net(u64),
+}
+
+impl AddressKey {
+    pub fn of(ip: IpAddr) -> Self {
+        match ip {
+            IpAddr::V4(v4) => Self::V4(v4.into()),
+            IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+                Some(v4) => Self::V4(v4.into()),
+                None => Self::V6Net((u128::from(v6) >> 64) as u64),
+            },
+        }
     }
 }
 
@@ -221,7 +271,7 @@ mod tests {
     #[test]
     fn callers_seen_long_ago_are_dropped() {
         let clock = governor::clock::FakeRelativeClock::default();
-        let r = CallRates::with_clock(&limits(1, 1, 60), clock.clone());
+        let r = Rates::<Principal, _>::with_clock(60, clock.clone());
         for i in 0..900 {
             r.check(&Principal::token(&i.to_string())).unwrap();
         }

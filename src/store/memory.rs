@@ -8,8 +8,13 @@
 //! Live delivery is a `tokio::sync::broadcast` ring per channel, created with the first reader
 //! and dropped with the last. A reader more than the ring's capacity behind is told it lagged
 //! and catches up from history (or gets a `reset`): it never slows the writer or other readers.
+//! A read creates nothing that outlives it: a correlation opened before it has any event is
+//! kept while it has readers and removed with the last one ([`CorrelationReader`]).
 
-use std::{collections::VecDeque, sync::Arc};
+use std::{
+    collections::VecDeque,
+    sync::{Arc, Weak},
+};
 
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -137,11 +142,94 @@ impl LogState {
         (events, covered)
     }
 
+    /// Nothing in it and nobody reading it: a correlation opened by readers only.
+    fn unused(&self) -> bool {
+        self.head == 0 && !self.has_readers()
+    }
+
+    fn has_readers(&self) -> bool {
+        self.live.as_ref().is_some_and(|tx| tx.receiver_count() > 0)
+    }
+
     fn ended(&self) -> bool {
         match &self.kind {
             LogKind::Job(s) => s.status.is_terminal(),
             LogKind::Correlation { .. } => false,
         }
+    }
+}
+
+/// What an open reads of a channel under its lock: the cut at `head` and the live
+/// subscription taken with it.
+struct Cut {
+    head: Seq,
+    snapshot: Option<Box<JobSnapshot>>,
+    jobs: Vec<JobId>,
+    backlog: Vec<Arc<StoredEvent>>,
+    covered: bool,
+    ended: bool,
+    rx: broadcast::Receiver<Arc<StoredEvent>>,
+}
+
+impl Cut {
+    fn of(log: &Log, after: Option<Seq>) -> Self {
+        let mut state = log.lock();
+        let rx = state.subscribe();
+        let (backlog, covered) = match after {
+            Some(after) => state.since(after),
+            None => (Vec::new(), true),
+        };
+        let (snapshot, jobs) = match &state.kind {
+            LogKind::Job(s) => (Some(s.clone()), Vec::new()),
+            LogKind::Correlation { jobs, .. } => (None, jobs.clone()),
+        };
+        Cut {
+            head: state.head,
+            snapshot,
+            jobs,
+            backlog,
+            covered,
+            ended: state.ended(),
+            rx,
+        }
+    }
+}
+
+/// A reader of a correlation: when it goes, a correlation that never had an event and has no
+/// other reader goes with it, so a made-up correlation ID costs nothing once its stream closes
+/// (each one read used to keep a log and a live ring until `jobs.retention_secs`).
+struct CorrelationReader {
+    store: Weak<Inner>,
+    cid: CorrelationId,
+    log: Arc<Log>,
+}
+
+impl Drop for CorrelationReader {
+    fn drop(&mut self) {
+        let Some(inner) = self.store.upgrade() else {
+            return;
+        };
+        inner.correlations.remove_if(&self.cid, |_, log| {
+            Arc::ptr_eq(log, &self.log) && log.lock().unused()
+        });
+    }
+}
+
+/// A correlation's live stream with its [`CorrelationReader`]; the fields drop in order, so
+/// the subscription is gone before the reader looks whether anyone still listens.
+struct Guarded {
+    live: BoxStream<'static, LiveItem>,
+    _reader: CorrelationReader,
+}
+
+impl futures::Stream for Guarded {
+    type Item = LiveItem;
+
+    fn poll_next(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<LiveItem>> {
+        self.get_mut().live.poll_next_unpin(cx)
     }
 }
 
@@ -164,17 +252,22 @@ impl MemoryStore {
         self.inner.jobs.get(&id).map(|e| e.value().clone())
     }
 
-    /// The log of a channel. A correlation that has no job yet is created empty: an
-    /// application subscribes to its correlation ID before it calls the agent, and the jobs
-    /// join the stream as they start.
+    /// The log of a channel, if it exists.
     fn log(&self, channel: &Channel) -> Option<Arc<Log>> {
         match channel {
             Channel::Job(id) => self.job(*id),
-            Channel::Correlation(c) => Some(self.correlation(c)),
+            Channel::Correlation(c) => self.inner.correlations.get(c).map(|e| e.value().clone()),
         }
     }
 
-    fn correlation(&self, cid: &CorrelationId) -> Arc<Log> {
+    /// The correlation's entry, created empty if it has none. Held, the entry's shard is
+    /// locked: a log is only locked under it (or with no map lock held), so the lock order is
+    /// always map, then log, and [`CorrelationReader`]'s removal cannot race an append or an
+    /// open of the same correlation.
+    fn correlation(
+        &self,
+        cid: &CorrelationId,
+    ) -> dashmap::mapref::one::RefMut<'_, CorrelationId, Arc<Log>> {
         self.inner
             .correlations
             .entry(cid.clone())
@@ -184,8 +277,6 @@ impl MemoryStore {
                     last_activity: now_ms(),
                 })
             })
-            .value()
-            .clone()
     }
 
     /// Copy a job event to its correlation channel, numbered in that channel's own sequence.
@@ -196,8 +287,8 @@ impl MemoryStore {
         data: Bytes,
         job: Option<JobId>,
     ) {
-        let log = self.correlation(cid);
-        let mut state = log.lock();
+        let entry = self.correlation(cid);
+        let mut state = entry.value().lock();
         if let LogKind::Correlation {
             jobs,
             last_activity,
@@ -329,41 +420,43 @@ impl Broker for MemoryStore {
         channel: &Channel,
         after: Option<Seq>,
     ) -> Result<Option<Opened>, StoreError> {
-        let Some(log) = self.log(channel) else {
-            return Ok(None);
+        let (cut, reader) = match channel {
+            Channel::Job(id) => {
+                let Some(log) = self.job(*id) else {
+                    return Ok(None);
+                };
+                (Cut::of(&log, after), None)
+            }
+            Channel::Correlation(cid) => {
+                let entry = self.correlation(cid);
+                let cut = Cut::of(entry.value(), after);
+                let reader = CorrelationReader {
+                    store: Arc::downgrade(&self.inner),
+                    cid: cid.clone(),
+                    log: entry.value().clone(),
+                };
+                (cut, Some(reader))
+            }
         };
-        let (head, snapshot, backlog, covered, ended, rx, correlation_jobs) = {
-            let mut state = log.lock();
-            let rx = state.subscribe();
-            let (backlog, covered) = match after {
-                Some(after) => state.since(after),
-                None => (Vec::new(), true),
-            };
-            let (snapshot, jobs) = match &state.kind {
-                LogKind::Job(s) => (Some(s.clone()), Vec::new()),
-                LogKind::Correlation { jobs, .. } => (None, jobs.clone()),
-            };
-            (
-                state.head,
-                snapshot,
-                backlog,
-                covered,
-                state.ended(),
-                rx,
-                jobs,
-            )
-        };
-        let snapshot = match snapshot {
+        let snapshot = match cut.snapshot {
             Some(s) => ChannelSnapshot::Job(s),
-            None => ChannelSnapshot::Correlation(self.correlation_snapshots(&correlation_jobs)),
+            None => ChannelSnapshot::Correlation(self.correlation_snapshots(&cut.jobs)),
         };
+        let live = Self::live_stream(cut.rx);
         Ok(Some(Opened {
-            head,
+            head: cut.head,
             snapshot,
-            backlog,
-            covered,
-            ended,
-            live: Self::live_stream(rx),
+            backlog: cut.backlog,
+            covered: cut.covered,
+            ended: cut.ended,
+            live: match reader {
+                Some(reader) => Guarded {
+                    live,
+                    _reader: reader,
+                }
+                .boxed(),
+                None => live,
+            },
         }))
     }
 
@@ -403,18 +496,22 @@ impl Broker for MemoryStore {
             self.inner.jobs.remove(id);
         }
         let jobs = &self.inner.jobs;
-        self.inner
-            .correlations
-            .retain(|_, log| match &log.lock().kind {
+        self.inner.correlations.retain(|_, log| {
+            let state = log.lock();
+            match &state.kind {
+                // Kept while someone reads it: a reader waiting longer than the retention
+                // for its first job would otherwise follow a log no job reaches.
                 LogKind::Correlation {
                     jobs: ids,
                     last_activity,
                 } => {
                     last_activity.saturating_add(retention) > now
                         || ids.iter().any(|id| jobs.contains_key(id))
+                        || state.has_readers()
                 }
                 LogKind::Job(_) => true,
-            });
+            }
+        });
         Ok(expired.len())
     }
 
@@ -501,5 +598,38 @@ mod tests {
         assert_eq!(store.expire().await.unwrap(), 1);
         assert!(store.snapshot(done).await.unwrap().is_none());
         assert!(store.snapshot(running).await.unwrap().is_some());
+    }
+
+    /// A correlation opened before any job: kept while read (even past the retention), a
+    /// job that starts meanwhile reaches its reader, and one never used goes with its last
+    /// reader.
+    #[tokio::test]
+    async fn a_correlation_only_read_goes_with_its_last_reader() {
+        let store = MemoryStore::new(100, 0);
+        let made_up = Channel::Correlation("made-up".parse().unwrap());
+        let a = store.open(&made_up, Some(0)).await.unwrap().unwrap();
+        let b = store.open(&made_up, Some(0)).await.unwrap().unwrap();
+        assert_eq!(store.inner.correlations.len(), 1);
+        drop(a);
+        assert_eq!(store.inner.correlations.len(), 1, "b still reads it");
+        drop(b);
+        assert_eq!(store.inner.correlations.len(), 0, "nothing left by readers");
+
+        let turn = Channel::Correlation("turn".parse().unwrap());
+        let mut reader = store.open(&turn, Some(0)).await.unwrap().unwrap();
+        store.expire().await.unwrap();
+        let mut job = new_job();
+        job.correlation_id = Some("turn".parse().unwrap());
+        store.create_job(job).await.unwrap();
+        match reader.live.next().await {
+            Some(LiveItem::Event(event)) => assert_eq!(event.seq, 1),
+            _ => panic!("the job's start reaches the reader that waited past the retention"),
+        }
+        drop(reader);
+        assert_eq!(
+            store.inner.correlations.len(),
+            1,
+            "a used correlation stays"
+        );
     }
 }

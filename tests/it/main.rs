@@ -15,6 +15,7 @@ mod config_reference;
 mod connections;
 mod container;
 mod demo_tools;
+mod fair_shares;
 mod foundry;
 mod fuzz;
 mod hostile_input;

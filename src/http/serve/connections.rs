@@ -107,25 +107,8 @@ pub struct Connections {
     open: IntGauge,
 }
 
-/// Where a client connects from, for the per-address cap: an IPv4 address, or an IPv6 /64 (one
-/// host usually holds a whole /64, and picks a new address in it at will).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-enum Origin {
-    V4(u32),
-    V6Net(u64),
-}
-
-impl Origin {
-    fn of(ip: IpAddr) -> Self {
-        match ip {
-            IpAddr::V4(v4) => Self::V4(v4.into()),
-            IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
-                Some(v4) => Self::V4(v4.into()),
-                None => Self::V6Net((u128::from(v6) >> 64) as u64),
-            },
-        }
-    }
-}
+/// Where a client connects from, for the per-address cap (an IPv6 /64 counts as one).
+type Origin = crate::http::limits::AddressKey;
 
 struct Member {
     signal: Arc<Signal>,

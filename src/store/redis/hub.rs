@@ -10,8 +10,8 @@
 
 use std::{
     sync::{
-        Arc,
-        atomic::{AtomicU32, AtomicUsize, Ordering},
+        Arc, Weak,
+        atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering},
     },
     time::Duration,
 };
@@ -125,14 +125,36 @@ struct Topic {
     idle_looks: AtomicU32,
     /// Set once Redis has confirmed the subscription.
     subscribed: OnceCell<()>,
+    /// Set by the first event it carries.
+    carried: AtomicBool,
 }
 
-/// Drops a reader from its topic when its live stream is dropped.
-struct Reader(Arc<Topic>);
+/// Drops a reader from its topic when its live stream is dropped. The last reader of a topic
+/// that never carried an event (a correlation read with a made-up ID, say) removes it at once:
+/// left for the janitor, each one kept its ring (256 slots) for up to two looks, and 20,000
+/// made-up correlations opened in a few seconds grew the replica by 87 MB.
+struct Reader {
+    topic: Arc<Topic>,
+    channel: String,
+    hub: Weak<Hub>,
+}
 
 impl Drop for Reader {
     fn drop(&mut self) {
-        self.0.readers.fetch_sub(1, Ordering::AcqRel);
+        let last = self.topic.readers.fetch_sub(1, Ordering::AcqRel) == 1;
+        if !last || self.topic.carried.load(Ordering::Acquire) {
+            return;
+        }
+        let Some(hub) = self.hub.upgrade() else {
+            return;
+        };
+        // Under the map's entry lock, where a new reader is counted: none can join meanwhile.
+        let removed = hub.topics.remove_if(&self.channel, |_, topic| {
+            Arc::ptr_eq(topic, &self.topic) && topic.readers.load(Ordering::Acquire) == 0
+        });
+        if removed.is_some() {
+            hub.unsubscribe_later(self.channel.clone());
+        }
     }
 }
 
@@ -154,6 +176,9 @@ pub(super) struct Hub {
     /// [`CONTROL_OVERHEAD`]).
     max_control_bytes: usize,
     requests: mpsc::Sender<SubscribeRequest>,
+    /// Channels whose topic went with its last reader, to `UNSUBSCRIBE` at the janitor's next
+    /// look unless a reader has come back meanwhile.
+    gone: parking_lot::Mutex<Vec<String>>,
     /// Bumped each time everything has been subscribed again after a (re)connect; the store
     /// then looks for cancel requests it may have missed meanwhile.
     resubscribed: watch::Sender<u64>,
@@ -172,6 +197,7 @@ impl Hub {
             next_relay: std::sync::atomic::AtomicU64::new(1),
             max_control_bytes: max_answer_bytes.saturating_add(CONTROL_OVERHEAD),
             requests,
+            gone: parking_lot::Mutex::default(),
             resubscribed: watch::channel(0).0,
         });
         (hub, HubTask { inbox })
@@ -217,7 +243,10 @@ impl Hub {
     }
 
     /// A live stream of `channel`, once Redis has confirmed this replica's subscription.
-    pub(super) async fn subscribe(&self, channel: String) -> Result<LiveStream, LinkError> {
+    pub(super) async fn subscribe(
+        self: &Arc<Self>,
+        channel: String,
+    ) -> Result<LiveStream, LinkError> {
         let (topic, rx) = {
             let entry = self.topics.entry(channel.clone()).or_insert_with(|| {
                 Arc::new(Topic {
@@ -225,12 +254,17 @@ impl Hub {
                     readers: AtomicUsize::new(0),
                     idle_looks: AtomicU32::new(0),
                     subscribed: OnceCell::new(),
+                    carried: AtomicBool::new(false),
                 })
             });
             entry.readers.fetch_add(1, Ordering::AcqRel);
             (entry.value().clone(), entry.live.subscribe())
         };
-        let reader = Reader(topic.clone());
+        let reader = Reader {
+            topic: topic.clone(),
+            channel: channel.clone(),
+            hub: Arc::downgrade(self),
+        };
         topic
             .subscribed
             .get_or_try_init(|| async {
@@ -275,6 +309,7 @@ impl Hub {
         };
         match StoredEvent::from_frame(payload) {
             Some(event) => {
+                topic.carried.store(true, Ordering::Release);
                 let _ = topic.live.send(LiveItem::Event(Arc::new(event)));
             }
             None => tracing::warn!(channel, "malformed event frame on a job channel"),
@@ -283,6 +318,10 @@ impl Hub {
 }
 
 impl Hub {
+    fn unsubscribe_later(&self, channel: String) {
+        self.gone.lock().push(channel);
+    }
+
     /// A message on this replica's control channel: a cancel or an answer for a job it runs,
     /// or a verdict on an answer it relayed.
     fn control_message(&self, payload: &[u8]) {
@@ -415,7 +454,7 @@ impl HubTask {
                 }
                 request = self.inbox.recv() => {
                     let Some(first) = request else { return };
-                    self.subscribe(first, &link).await;
+                    self.subscribe(first, &hub, &link).await;
                 }
                 _ = janitor.tick() => unsubscribe_idle(&hub, &link).await,
             }
@@ -424,7 +463,7 @@ impl HubTask {
 
     /// `SUBSCRIBE` the channels of `first` and of the requests queued behind it (at most
     /// [`BATCH`]) in one command, and tell each request how it went.
-    async fn subscribe(&mut self, first: SubscribeRequest, link: &Link) {
+    async fn subscribe(&mut self, first: SubscribeRequest, hub: &Hub, link: &Link) {
         let mut batch = vec![first];
         while batch.len() < BATCH {
             match self.inbox.try_recv() {
@@ -434,6 +473,13 @@ impl HubTask {
         }
         let channels: Vec<&str> = batch.iter().map(|r| r.channel.as_str()).collect();
         let result = send(link, "SUBSCRIBE", &channels).await;
+        // A reader that left while its request waited took its topic with it: the
+        // subscription just made is nobody's.
+        for channel in channels {
+            if !hub.topics.contains_key(channel) {
+                hub.unsubscribe_later(channel.to_string());
+            }
+        }
         for request in batch {
             let _ = request.done.send(result.clone());
         }
@@ -473,6 +519,9 @@ async fn resubscribe(hub: &Hub, link: &Link) -> bool {
 }
 
 async fn unsubscribe_idle(hub: &Hub, link: &Link) {
+    // Those that went with their last reader, unless one has come back since.
+    let mut gone: Vec<String> = std::mem::take(&mut *hub.gone.lock());
+    gone.retain(|channel| !hub.topics.contains_key(channel));
     let mut idle = Vec::new();
     for topic in hub.topics.iter() {
         if topic.readers.load(Ordering::Acquire) > 0 {
@@ -483,14 +532,11 @@ async fn unsubscribe_idle(hub: &Hub, link: &Link) {
     }
     // Every removed channel is unsubscribed, confirmed or not: a reconnect may have subscribed
     // it (see `resubscribe`), and unsubscribing a channel that is not subscribed is a no-op.
-    let gone: Vec<String> = idle
-        .into_iter()
-        .filter_map(|channel| {
-            hub.topics
-                .remove_if(&channel, |_, t| t.readers.load(Ordering::Acquire) == 0)
-                .map(|(channel, _)| channel)
-        })
-        .collect();
+    gone.extend(idle.into_iter().filter_map(|channel| {
+        hub.topics
+            .remove_if(&channel, |_, t| t.readers.load(Ordering::Acquire) == 0)
+            .map(|(channel, _)| channel)
+    }));
     for chunk in gone.chunks(BATCH) {
         let chunk: Vec<&str> = chunk.iter().map(String::as_str).collect();
         // If the link is down the subscriptions are gone with it, and they are not renewed.

@@ -1,0 +1,200 @@
+//! One principal cannot exhaust what others need: reading correlations that have no job leaves
+//! nothing behind (the bridge's resident memory stays flat over 20,000 made-up ones, on the
+//! memory store and on Redis), and the job and correlation routes are rate-limited per
+//! principal and, for capability readers, per client address. The bridge runs as a child
+//! process; its RSS is read from `/proc`.
+
+use std::time::Duration;
+
+use crate::common::*;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+const ALICE: &str = "alice-fair-share-token-0123456789";
+const BOB: &str = "bob-fair-share-token-0123456789ab";
+
+/// The `[auth]` section with two static tokens, alice and bob.
+fn two_callers() -> String {
+    format!(
+        "[auth]\njob_secret = \"{TEST_JOB_SECRET}\"\nmcp_tokens = [\
+         {{ name = \"alice\", token = \"{ALICE}\" }}, {{ name = \"bob\", token = \"{BOB}\" }}]\n"
+    )
+}
+
+/// The bridge process's resident memory, in KiB.
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap()
+}
+
+/// Open `GET path` with alice's token, read the answer's status line, and close at once
+/// (with a reset, so 20,000 of them leave no sockets waiting on this side).
+async fn open_and_close(bridge: &BridgeProcess, path: &str) -> u16 {
+    let socket = tokio::net::TcpStream::connect(bridge.addr).await.unwrap();
+    // A zero linger resets at once: the deprecation is about a non-zero one blocking on drop.
+    #[allow(deprecated)]
+    socket.set_linger(Some(Duration::ZERO)).unwrap();
+    let mut socket = socket;
+    let request = format!(
+        "GET {path} HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {ALICE}\r\n\r\n",
+        bridge.addr
+    );
+    socket.write_all(request.as_bytes()).await.unwrap();
+    let mut head = [0u8; 12];
+    socket.read_exact(&mut head).await.unwrap();
+    std::str::from_utf8(&head[9..12]).unwrap().parse().unwrap()
+}
+
+/// `n` made-up correlations opened and closed, 32 at a time; every one is served (200).
+async fn made_up_correlations(bridge: &BridgeProcess, from: usize, n: usize) {
+    use futures::StreamExt;
+    let statuses: Vec<u16> = futures::stream::iter(from..from + n)
+        .map(|i| async move {
+            open_and_close(bridge, &format!("/correlations/made-up-{i}/events")).await
+        })
+        .buffer_unordered(32)
+        .collect()
+        .await;
+    assert!(
+        statuses.iter().all(|s| *s == 200),
+        "every made-up correlation is served: {:?}",
+        statuses.iter().find(|s| **s != 200)
+    );
+}
+
+/// The `bridge_sse_subscribers` gauge of a bridge.
+async fn open_streams(bridge: &BridgeProcess) -> u64 {
+    let text = bridge
+        .http()
+        .get(format!("{}/metrics", bridge.base()))
+        .bearer_auth(ALICE)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix("bridge_sse_subscribers "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap()
+}
+
+/// 20,000 made-up correlations opened and closed: RSS after them, and how much it grew (KiB),
+/// measured after a warm-up of 2,000 and once every stream is closed.
+async fn rss_over_made_up_correlations(store: &str) -> (u64, u64) {
+    let config = format!(
+        "{}[limits]\njob_requests_per_minute = 10000000\n{store}\n{}",
+        two_callers(),
+        demo_upstream_toml("{}")
+    );
+    let bridge = spawn_bridge(&config, &[("RUST_LOG", "warn")]).await;
+    made_up_correlations(&bridge, 0, 2_000).await;
+    eventually("the warm-up's streams close", || async {
+        open_streams(&bridge).await == 0
+    })
+    .await;
+    let warm = rss_kib(bridge.pid);
+    made_up_correlations(&bridge, 2_000, 20_000).await;
+    eventually("every stream closes", || async {
+        open_streams(&bridge).await == 0
+    })
+    .await;
+    let after = rss_kib(bridge.pid);
+    bridge.stop().await;
+    (after, after.saturating_sub(warm))
+}
+
+/// Reading a correlation that has no job creates nothing that outlives the stream: 20,000
+/// made-up ones (each kept a log and a 128-slot live ring for `jobs.retention_secs`: RSS went
+/// 22 → 109 MB) leave the bridge's memory where it was.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn made_up_correlations_leave_nothing_behind() {
+    let (after, grown) = rss_over_made_up_correlations("").await;
+    println!("memory store: RSS {after} KiB after 20,000 made-up correlations, grew {grown} KiB");
+    assert!(
+        grown < 8 * 1024,
+        "RSS grew {grown} KiB over 20,000 made-up correlations (memory store)"
+    );
+    let Some(url) = test_redis("made_up_correlations_leave_nothing_behind").await else {
+        return;
+    };
+    let prefix = RedisPrefix::new(&url, "made_up_correlations");
+    let (after, grown) = rss_over_made_up_correlations(&redis_store_toml(&url, &prefix, 5)).await;
+    println!("Redis store: RSS {after} KiB after 20,000 made-up correlations, grew {grown} KiB");
+    assert!(
+        grown < 8 * 1024,
+        "RSS grew {grown} KiB over 20,000 made-up correlations (Redis store)"
+    );
+}
+
+/// The job and correlation routes answer 429 past `limits.job_requests_per_minute` for one
+/// principal (another keeps its own allowance), and past
+/// `limits.job_requests_per_minute_per_address` for capability readers; each refusal says
+/// when to come back and is counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn job_routes_are_rate_limited_per_principal_and_per_address() {
+    let config = format!(
+        "{}[limits]\njob_requests_per_minute = 5\njob_requests_per_minute_per_address = 3\n{}",
+        two_callers(),
+        demo_upstream_toml("{}")
+    );
+    let bridge = spawn_bridge(&config, &[]).await;
+    let http = bridge.http();
+    let base = bridge.base();
+    // A caller's own correlation stream (a credential opens it, whatever its ID).
+    let own_url = format!("{base}/correlations/turn-0/events");
+    let open = |token: &'static str| {
+        let request = http.get(&own_url).bearer_auth(token);
+        async move { request.send().await.unwrap() }
+    };
+    for i in 0..5 {
+        assert_eq!(open(ALICE).await.status(), 200, "alice's request {i}");
+    }
+    let refused = open(ALICE).await;
+    assert_eq!(refused.status(), 429);
+    assert!(refused.headers().contains_key("retry-after"));
+    let body = refused.text().await.unwrap();
+    assert!(body.contains("limits.job_requests_per_minute"), "{body}");
+    assert_eq!(open(BOB).await.status(), 200, "bob has his own allowance");
+
+    // Capability readers (a token, or none that opens anything) count per address.
+    let tokens = job_tokens();
+    let cid: mcp_progress_bridge::model::CorrelationId = "turn-1".parse().unwrap();
+    let corr_url = format!(
+        "{base}/correlations/turn-1/events?token={}",
+        tokens.correlation(&cid)
+    );
+    for i in 0..3 {
+        let answer = http.get(&corr_url).send().await.unwrap();
+        assert_eq!(answer.status(), 200, "capability request {i}");
+    }
+    let refused = http.get(&corr_url).send().await.unwrap();
+    assert_eq!(refused.status(), 429);
+    let body = refused.text().await.unwrap();
+    assert!(
+        body.contains("limits.job_requests_per_minute_per_address"),
+        "{body}"
+    );
+    let metrics = http
+        .get(format!("{base}/metrics"))
+        .bearer_auth(BOB)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for line in [
+        "bridge_requests_refused_total{reason=\"job_rate_limit\"} 2",
+        "bridge_limit_hits_total{limit=\"job_requests_per_minute\"} 1",
+        "bridge_limit_hits_total{limit=\"job_requests_per_minute_per_address\"} 1",
+    ] {
+        assert!(metrics.contains(line), "{line} in\n{metrics}");
+    }
+    bridge.stop().await;
+}
