@@ -198,6 +198,8 @@ pub async fn start_with_listener(
         source,
     })?;
     config.server.public_url = public_url_on(&config.server.public_url, bound);
+    // Before anything that may print one of them.
+    config.register_secrets();
     let shutdown = Shutdown::new();
     // Armed at once: a start that fails half-way stops what it had started.
     let stop_on_drop = shutdown.drop_guard();

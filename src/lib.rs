@@ -7,7 +7,7 @@
 //! SSE). [`upstream`] holds the connections to the real tool servers; [`app`] wires it all
 //! together; [`cli`] holds the client commands (`watch`, `call`). Beneath them: [`model`] (the
 //! shared vocabulary, a leaf), [`config`], [`auth`], [`metrics`], [`shutdown`], [`wait`],
-//! [`traces`], [`tls`]. `tests/architecture.rs` keeps the layering and forbids cycles;
+//! [`traces`], [`tls`], [`redact`] (what every printed text goes through). `tests/architecture.rs` keeps the layering and forbids cycles;
 //! docs/design/README.md draws it.
 
 pub mod app;
@@ -20,6 +20,7 @@ pub mod http;
 pub mod jobs;
 pub mod metrics;
 pub mod model;
+pub mod redact;
 pub mod rmcp_ext;
 pub mod shutdown;
 pub mod store;

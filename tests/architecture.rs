@@ -26,43 +26,47 @@ use syn::visit::Visit;
 /// module uses only modules listed above it.
 const LAYERS: &[(&str, &[&str])] = &[
     ("model", &[]),
+    ("redact", &[]),
     ("wait", &[]),
     ("shutdown", &[]),
     ("tls", &[]),
     ("metrics", &[]),
-    ("config", &["model", "tls"]),
+    ("config", &["model", "tls", "redact"]),
     ("auth", &["config", "model", "metrics"]),
-    ("traces", &["shutdown"]),
+    ("traces", &["shutdown", "redact"]),
     ("cli", &["auth", "config", "model", "tls"]),
     ("events", &["model"]),
     ("rmcp_ext", &["metrics"]),
     (
         "store",
-        &["events", "model", "config", "shutdown", "wait", "metrics"],
+        &[
+            "events", "model", "config", "shutdown", "wait", "metrics", "redact",
+        ],
     ),
     (
         "upstream",
         &[
-            "config", "model", "metrics", "tls", "shutdown", "wait", "traces", "rmcp_ext",
+            "config", "model", "metrics", "tls", "shutdown", "wait", "traces", "rmcp_ext", "redact",
         ],
     ),
     (
         "jobs",
         &[
-            "store", "events", "model", "config", "metrics", "shutdown", "wait", "traces",
+            "store", "events", "model", "config", "metrics", "shutdown", "wait", "traces", "redact",
         ],
     ),
     (
         "front",
         &[
             "jobs", "events", "upstream", "auth", "config", "model", "metrics", "shutdown", "wait",
-            "traces", "rmcp_ext",
+            "traces", "rmcp_ext", "redact",
         ],
     ),
     (
         "http",
         &[
             "front", "jobs", "events", "auth", "config", "model", "metrics", "shutdown", "wait",
+            "redact",
         ],
     ),
     ("app", &["*"]),

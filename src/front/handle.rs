@@ -12,6 +12,7 @@ use crate::{
     auth::{JobTokens, TokenScope},
     jobs::JobsError,
     model::{JobId, JobStatus, meta::JOB_META_KEY},
+    redact,
     upstream::RequestError,
 };
 
@@ -111,9 +112,10 @@ pub fn attach_job_meta(result: &mut CallToolResult, links: &Links, id: JobId) {
     );
 }
 
-/// A tool error result with one text line.
+/// A tool error result with one text line (redacted: it may quote an upstream's error).
 pub fn error_result(text: impl Into<String>) -> CallToolResult {
-    CallToolResult::error(vec![ContentBlock::text(text.into())])
+    let text: String = text.into();
+    CallToolResult::error(vec![ContentBlock::text(redact::text(&text).into_owned())])
 }
 
 /// A successful tool result whose structured content is `value`, with the JSON as text.

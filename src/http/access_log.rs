@@ -72,7 +72,8 @@ pub struct CappedLine {
 
 impl Write for CappedLine {
     fn write(&mut self, line: &[u8]) -> io::Result<usize> {
-        io::stderr().lock().write_all(&cap_line(line, self.json))?;
+        let line = crate::redact::bytes(line);
+        io::stderr().lock().write_all(&cap_line(&line, self.json))?;
         Ok(line.len())
     }
 

@@ -19,6 +19,7 @@ use crate::{
     events::StoreError,
     metrics::Metrics,
     model::{EventBody, FailureReason, Heartbeat, JobFailure, JobId, ProgressUpdate},
+    redact,
     store::Store,
     traces,
     wait::sleep_until,
@@ -260,7 +261,17 @@ impl Runner {
     /// Write the terminal event, tell local waiters, and forget the job here. Runs in the
     /// job's span; with traces on, the write has a span of its own (`terminal_event`), so a
     /// trace shows when readers could see the end.
-    pub(super) async fn finish(self, finished: Finished) {
+    pub(super) async fn finish(self, mut finished: Finished) {
+        // A failure's message may quote an upstream's error, which may quote its URL.
+        match &mut finished {
+            Finished::Failed(failure) => {
+                failure.message = redact::text(&failure.message).into_owned();
+            }
+            Finished::RpcError(error) => {
+                error.message = redact::text(&error.message).into_owned().into();
+            }
+            Finished::Result(_) | Finished::Cancelled(_) => {}
+        }
         let body = terminal_body(&finished);
         let status = body.kind().as_str();
         if let EventBody::Failed { failure, .. } = &body {

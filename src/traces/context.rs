@@ -89,7 +89,8 @@ pub fn span(make: impl FnOnce() -> Span) -> Span {
 /// Mark `span` failed, with why (its OpenTelemetry status; the logs say it already).
 pub fn failed(span: &Span, why: impl Into<String>) {
     if enabled() {
-        span.set_status(Status::error(why.into()));
+        let why: String = why.into();
+        span.set_status(Status::error(crate::redact::text(&why).into_owned()));
     }
 }
 

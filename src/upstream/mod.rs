@@ -338,7 +338,10 @@ impl Upstream {
                 Vec::new()
             },
             restarts: details.restarts,
-            last_error: details.last_error.as_ref().map(|e| e.to_string()),
+            last_error: details
+                .last_error
+                .as_ref()
+                .map(|e| crate::redact::text(&e.to_string()).into_owned()),
             in_flight: self.inner.routes.in_flight(),
             protocol: details.protocol.clone(),
         }

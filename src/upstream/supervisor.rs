@@ -26,6 +26,7 @@ use super::{
 };
 use crate::{
     config::{TransportKind, UpstreamProtocol},
+    redact,
     wait::{Backoff, sleep_until},
 };
 
@@ -235,12 +236,12 @@ impl Upstream {
                 child: None,
             }),
             Ok(Err(e)) => Err(SessionError::Connect {
-                url,
-                detail: super::error::initialize_detail(&e),
+                url: redact::url(&url),
+                detail: redact::text(&super::error::initialize_detail(&e)).into_owned(),
                 source: Box::new(e),
             }),
             Err(_) => Err(SessionError::ConnectTimeout {
-                url,
+                url: redact::url(&url),
                 timeout: HANDSHAKE_TIMEOUT,
             }),
         }

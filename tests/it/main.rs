@@ -31,6 +31,7 @@ mod memory_soak;
 mod oauth;
 mod observability;
 mod proxy;
+mod redaction;
 mod redis_store;
 mod replicas;
 mod security;
