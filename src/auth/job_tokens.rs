@@ -20,9 +20,10 @@ use base64::{Engine, engine::general_purpose::URL_SAFE_NO_PAD};
 use hmac::{Hmac, KeyInit, Mac};
 use sha2::Sha256;
 
+use super::positions::Positions;
 use crate::{
     config::AuthConfig,
-    model::{CorrelationId, JobId},
+    model::{CorrelationId, JobId, Principal},
 };
 
 type HmacSha256 = Hmac<Sha256>;
@@ -219,6 +220,13 @@ impl JobTokens {
 
     pub fn correlation(&self, id: &CorrelationId) -> String {
         self.mint(TokenScope::Correlation, id.as_str())
+    }
+
+    /// The event ids `principal` sees on correlation `id` opened with its credential, keyed
+    /// with the first key (after a rotation, older ids read as unknown: the reader starts
+    /// again with a `reset`).
+    pub fn positions(&self, principal: &Principal, id: &CorrelationId) -> Positions {
+        Positions::new(&self.keys[0], principal, id)
     }
 }
 

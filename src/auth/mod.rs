@@ -10,6 +10,7 @@ mod jwks;
 mod jwt;
 mod ownership;
 mod policy;
+mod positions;
 mod rejection;
 pub mod resource;
 
@@ -22,6 +23,7 @@ pub use jwks::JwksError;
 pub use jwt::JwtVerifier;
 pub use ownership::may_access;
 pub use policy::{AccessRules, PolicyError};
+pub use positions::Positions;
 pub use rejection::Rejection;
 pub use resource::ProtectedResource;
 

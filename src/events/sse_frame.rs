@@ -30,6 +30,16 @@ pub fn head(seq: Seq, kind: &str) -> Bytes {
     Bytes::from(format!("id: {seq}\nevent: {kind}\ndata: "))
 }
 
+/// `frame` under another `id`, as the two chunks to write: the new `id:` line, and the rest of
+/// the frame (shared, not copied).
+pub fn with_id(frame: &Bytes, id: u64) -> [Bytes; 2] {
+    let rest = frame
+        .strip_prefix(b"id: ")
+        .and_then(|r| r.iter().position(|&b| b == b'\n'))
+        .map_or(0, |nl| "id: ".len() + nl + 1);
+    [Bytes::from(format!("id: {id}\n")), frame.slice(rest..)]
+}
+
 /// A frame read back: its `id`, its `event` name and where its `data` is in it.
 pub fn parse(frame: &[u8]) -> Option<(Seq, &[u8], Range<usize>)> {
     let rest = frame.strip_prefix(b"id: ")?;
@@ -63,5 +73,10 @@ mod tests {
         assert_eq!(&made[data], br#"{"progress":1}"#);
         assert!(parse(b"id: x\nevent: log\ndata: {}\n\n").is_none());
         assert!(parse(b"id: 1\nevent: log\ndata: {}\n").is_none());
+        let [id, rest] = with_id(&made, 12345);
+        assert_eq!(
+            [&id[..], &rest[..]].concat(),
+            b"id: 12345\nevent: progress\ndata: {\"progress\":1}\n\n"
+        );
     }
 }

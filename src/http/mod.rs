@@ -201,7 +201,9 @@ async fn job_events(
 }
 
 /// A correlation's stream. Opened with a credential, it shows the caller's own jobs of that
-/// correlation only: another caller's jobs with the same correlation ID are not there.
+/// correlation only: another caller's jobs with the same correlation ID are not there, and its
+/// ids are the caller's own ([`crate::auth::Positions`]; an admin, who sees every job, gets the
+/// channel's positions).
 async fn correlation_events(
     State(state): State<ApiState>,
     Path(cid): Path<String>,
@@ -212,9 +214,16 @@ async fn correlation_events(
     place: Option<Extension<auth::StreamPlace>>,
 ) -> Result<Response, ApiError> {
     let cid: CorrelationId = cid.parse().map_err(|_| ApiError::NotFound)?;
-    let after = last_event_id(&headers, &stream_query(query)?)?;
+    let mut after = last_event_id(&headers, &stream_query(query)?)?;
     let only = match access {
-        Some(Extension(auth::JobAccess::Caller(identity))) => Some(identity),
+        Some(Extension(auth::JobAccess::Caller(identity))) => {
+            let ids = (!identity.admin)
+                .then(|| state.guard.job_tokens.positions(&identity.principal, &cid));
+            if let Some(ids) = &ids {
+                after = after.map(|id| ids.position(id));
+            }
+            Some(sse::Only { identity, ids })
+        }
         _ => None,
     };
     let held = sse::Held {

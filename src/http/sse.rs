@@ -34,7 +34,7 @@ use super::{
     serve::{DirectStream, Outflow},
 };
 use crate::{
-    auth::{Identity, may_access},
+    auth::{Identity, Positions, may_access},
     events::{
         Broker, ChannelSnapshot, LiveItem, LiveStream, Opened, StoreError, StoredEvent, sse_frame,
     },
@@ -62,13 +62,20 @@ pub struct Held {
     pub place: Option<SubscriberPermit>,
 }
 
+/// A correlation stream opened with a credential: whose jobs it shows, and (unless the caller
+/// sees every job, as an admin does) the ids it shows them under.
+pub struct Only {
+    pub identity: Arc<Identity>,
+    pub ids: Option<Positions>,
+}
+
 /// Open `channel` for a reader at `after` (its Last-Event-ID) and answer with the stream;
 /// `only`: the jobs of a correlation this caller may see, not all of them.
 pub async fn respond(
     state: &ApiState,
     channel: Channel,
     after: Option<Seq>,
-    only: Option<Arc<Identity>>,
+    only: Option<Only>,
     held: Held,
 ) -> Result<Response, ApiError> {
     // A correlation stream has no snapshot to start from: a fresh reader replays it whole.
@@ -87,10 +94,19 @@ pub async fn respond(
     if let Some(after) = after
         && after > opened.head
     {
-        return Err(ApiError::BadRequest(format!(
-            "Last-Event-ID {after} is ahead of this stream, whose newest event is {}; reconnect without it",
-            opened.head
-        )));
+        // A reader with ids of its own is not told the position: it counts others' events.
+        return Err(ApiError::BadRequest(
+            match only.as_ref().and_then(|o| o.ids.as_ref()) {
+                Some(_) => {
+                    "Last-Event-ID is not the id of an event this stream sent; reconnect without it"
+                        .into()
+                }
+                None => format!(
+                    "Last-Event-ID {after} is ahead of this stream, whose newest event is {}; reconnect without it",
+                    opened.head
+                ),
+            },
+        ));
     }
     let filter = only.map(JobFilter::new);
     // Served by the bridge's loop, the stream ends when its connection is told to close (a
@@ -214,17 +230,20 @@ struct Tail {
 /// decides again as their events come (one snapshot read each).
 const FILTER_MEMORY: usize = 4096;
 
-/// Which jobs of a correlation one reader may see (`auth::may_access`), decided once per job.
+/// Which jobs of a correlation one reader may see (`auth::may_access`), decided once per job;
+/// and the ids it is shown ([`Positions`]), when it may not see them all.
 struct JobFilter {
     identity: Arc<Identity>,
     decided: HashMap<JobId, bool>,
+    ids: Option<Positions>,
 }
 
 impl JobFilter {
-    fn new(identity: Arc<Identity>) -> Self {
+    fn new(only: Only) -> Self {
         Self {
-            identity,
+            identity: only.identity,
             decided: HashMap::new(),
+            ids: only.ids,
         }
     }
 
@@ -375,7 +394,7 @@ impl Tail {
                 // The status event sits just before the replayed history, so a reader that
                 // resumes from its id gets exactly that history again.
                 let base = backlog.first().map_or(head, |e| e.seq - 1);
-                for chunk in snapshot_frame(EventKind::Status, base, &snapshot) {
+                for chunk in snapshot_frame(EventKind::Status, tail.shown(base), &snapshot) {
                     tail.push(chunk);
                 }
                 tail.last = base;
@@ -391,6 +410,25 @@ impl Tail {
             tail.send_terminal().await;
         }
         tail
+    }
+
+    /// The id this reader is shown for `position`.
+    fn shown(&self, position: Seq) -> u64 {
+        match self.filter.as_ref().and_then(|f| f.ids.as_ref()) {
+            Some(ids) => ids.id(position),
+            None => position,
+        }
+    }
+
+    /// Queue a stored event's frame, under the id this reader is shown for it.
+    fn push_event(&mut self, event: &StoredEvent) {
+        let shown = self.shown(event.seq);
+        if shown == event.seq {
+            return self.push(event.frame.clone());
+        }
+        for chunk in sse_frame::with_id(&event.frame, shown) {
+            self.push(chunk);
+        }
     }
 
     /// Queue a frame, counting its bytes as held by the reader.
@@ -570,7 +608,7 @@ impl Tail {
                 }
                 if event.seq <= self.last && !self.done && !self.behind && self.admits(&event).await
                 {
-                    self.push(event.frame.clone())
+                    self.push_event(&event)
                 }
             }
             Some(LiveItem::Event(event)) if event.seq <= self.last => {}
@@ -637,7 +675,7 @@ impl Tail {
     }
 
     fn send(&mut self, event: &StoredEvent) {
-        self.push(event.frame.clone());
+        self.push_event(event);
         self.last = event.seq;
         // A job's stream ends with its terminal event; a correlation's goes on (more jobs may
         // join it) until the reader leaves.
@@ -699,7 +737,7 @@ impl Tail {
     /// before the history it precedes.
     fn push_reset(&mut self, head: Seq, ended: bool, snapshot: &ChannelSnapshot) {
         let at = if ended { head.saturating_sub(1) } else { head };
-        for chunk in snapshot_frame(EventKind::Reset, at, snapshot) {
+        for chunk in snapshot_frame(EventKind::Reset, self.shown(at), snapshot) {
             self.push(chunk);
         }
         self.last = at;
@@ -723,13 +761,13 @@ impl Tail {
             return;
         };
         if let Some(event) = replay.events.last().filter(|e| e.is_terminal()) {
-            self.push(event.frame.clone());
+            self.push_event(event);
         }
     }
 }
 
-/// A `status` or `reset` frame, in chunks written one after the other: the `id:`/`event:`
-/// lines, the snapshot JSON (shared, see [`SnapshotData`]), the end. For a correlation, the
+/// A `status` or `reset` frame with the `id:` `head`, in chunks written one after the other:
+/// the `id:`/`event:` lines, the snapshot JSON (shared, see [`SnapshotData`]), the end. For a correlation, the
 /// JSON `{"jobs":[…]}` around each visible job's shared snapshot.
 fn snapshot_frame(kind: EventKind, head: Seq, snapshot: &ChannelSnapshot) -> Vec<Bytes> {
     let mut chunks = vec![sse_frame::head(head, kind.as_str())];

@@ -14,6 +14,7 @@ mod config;
 mod config_reference;
 mod connections;
 mod container;
+mod correlation_privacy;
 mod demo_tools;
 mod fair_shares;
 mod foundry;
