@@ -22,7 +22,7 @@ use jsonwebtoken::{
 use prometheus::IntCounterVec;
 use serde::Deserialize;
 
-use crate::config::JwtLimits;
+use crate::config::{JwtLimits, check_key_url};
 
 /// A key a token may be verified with.
 pub struct VerifyingKey {
@@ -51,6 +51,8 @@ pub enum JwksError {
     IssuerMismatch { expected: String, found: String },
     #[error("{url} has no signature key the bridge can use (RSA, EC or Ed25519)")]
     NoKeys { url: String },
+    #[error("the discovery document's jwks_uri is refused: {0}; set jwks_url for this issuer")]
+    InsecureJwksUri(String),
 }
 
 #[derive(Default)]
@@ -250,6 +252,9 @@ impl KeyCache {
                 found: found.issuer,
             });
         }
+        // The same rule as a configured jwks_url: a document that names an http:// key URL
+        // elsewhere would have the keys fetched in the clear.
+        check_key_url(&found.jwks_uri).map_err(JwksError::InsecureJwksUri)?;
         Ok(found.jwks_uri)
     }
 

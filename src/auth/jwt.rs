@@ -7,7 +7,8 @@
 //! when its JWK names one): `jsonwebtoken` refuses a key of another family too, so an RSA
 //! public key can never be used as an HMAC secret (the algorithm-confusion attack), and
 //! `none` is not an algorithm it knows. Then the signature, then `exp`/`nbf` (with the
-//! issuer's leeway), `iss` and `aud`, then the subject claim.
+//! issuer's leeway), `iss` and `aud`, then that it is an access token and not an ID token
+//! (or another JWT) issued to the same audience ([`is_access_token`]), then the subject claim.
 
 use std::{collections::HashMap, str::FromStr, sync::Arc};
 
@@ -120,7 +121,7 @@ impl JwtVerifier {
         let mut last = Rejection::UnknownKey;
         for key in keys {
             match decode(token, &key, alg, &validation) {
-                Ok(claims) => return issuer.verified(claims),
+                Ok(claims) => return issuer.verified(&header, claims),
                 // Another key (of a token without `kid`) may still verify it.
                 Err(Rejection::BadSignature | Rejection::Algorithm) if kid.is_none() => {
                     last = Rejection::BadSignature;
@@ -174,7 +175,16 @@ impl Issuer {
         validation
     }
 
-    fn verified(&self, claims: Map<String, Value>) -> Result<Verified, Rejection> {
+    fn verified(
+        &self,
+        header: &Map<String, Value>,
+        claims: Map<String, Value>,
+    ) -> Result<Verified, Rejection> {
+        if self.config.check_token_type
+            && !is_access_token(header, &claims, is_entra(&self.config.issuer))
+        {
+            return Err(Rejection::NotAccessToken);
+        }
         let subject = match claims.get(&self.config.subject_claim) {
             Some(Value::String(s)) if !s.is_empty() => s.clone(),
             Some(Value::String(_)) | None => return Err(Rejection::MissingClaim),
@@ -211,6 +221,48 @@ impl Issuer {
     }
 }
 
+/// `typ` values of an access token: RFC 9068's, and the plain `JWT` most issuers set (Entra ID
+/// on access and ID tokens alike, hence the claims below).
+const ACCESS_TOKEN_TYPES: [&str; 3] = ["at+jwt", "application/at+jwt", "jwt"];
+/// Claims only an OpenID Connect ID token carries (OIDC Core 3.1.3.6, 3.3.2.11, 2).
+const ID_TOKEN_CLAIMS: [&str; 3] = ["nonce", "at_hash", "c_hash"];
+/// Hosts of Entra ID's token issuers (v1 `sts.*`, v2 `login.*`), public and national clouds.
+const ENTRA_HOSTS: [&str; 6] = [
+    "login.microsoftonline.com",
+    "sts.windows.net",
+    "login.microsoftonline.us",
+    "login.chinacloudapi.cn",
+    "login.partner.microsoftonline.cn",
+    "sts.chinacloudapi.cn",
+];
+
+/// Whether `issuer` is Entra ID's.
+fn is_entra(issuer: &str) -> bool {
+    url::Url::parse(issuer)
+        .ok()
+        .and_then(|u| u.host_str().map(|h| ENTRA_HOSTS.contains(&h)))
+        .unwrap_or(false)
+}
+
+/// Whether a verified token is an access token. An ID token issued to the bridge's own client
+/// ID has the bridge as its audience too: with Entra ID v2 and `audiences = [client-id]`, a
+/// user's ID token would otherwise open `/mcp`. Refused: a `typ` of another kind of JWT, the
+/// claims of an ID token; for Entra ID, a token without the client it was issued to (`azp`,
+/// v2; `appid`, v1) or without what it grants (`scp`, `roles`): its access tokens have both,
+/// its ID tokens no client claim.
+fn is_access_token(header: &Map<String, Value>, claims: &Map<String, Value>, entra: bool) -> bool {
+    let typ_ok = match header.get("typ") {
+        None => true,
+        Some(Value::String(typ)) => ACCESS_TOKEN_TYPES.contains(&typ.to_ascii_lowercase().as_str()),
+        Some(_) => false,
+    };
+    let id_token = ID_TOKEN_CLAIMS.iter().any(|c| claims.contains_key(*c));
+    let entra_ok = !entra
+        || (["azp", "appid"].iter().any(|c| claims.contains_key(*c))
+            && ["scp", "roles"].iter().any(|c| claims.contains_key(*c)));
+    typ_ok && !id_token && entra_ok
+}
+
 /// A claim that holds a string or a list of strings.
 fn strings(value: Option<&Value>) -> Vec<String> {
     match value {
@@ -220,5 +272,51 @@ fn strings(value: Option<&Value>) -> Vec<String> {
             .filter_map(|v| v.as_str().map(str::to_string))
             .collect(),
         _ => Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn map(value: Value) -> Map<String, Value> {
+        value.as_object().unwrap().clone()
+    }
+
+    #[test]
+    fn access_tokens_are_told_from_id_tokens() {
+        let jwt = map(json!({"typ": "JWT"}));
+        let at = map(json!({"typ": "at+jwt"}));
+        let none = map(json!({}));
+        let plain = map(json!({"sub": "u", "aud": "a"}));
+        assert!(is_access_token(&at, &plain, false));
+        assert!(is_access_token(&none, &plain, false));
+        assert!(!is_access_token(
+            &map(json!({"typ": "logout+jwt"})),
+            &plain,
+            false
+        ));
+        assert!(!is_access_token(
+            &jwt,
+            &map(json!({"sub": "u", "nonce": "n"})),
+            false
+        ));
+        assert!(!is_access_token(
+            &jwt,
+            &map(json!({"sub": "u", "at_hash": "h"})),
+            false
+        ));
+        // Entra ID v2: an access token names its client and what it grants.
+        let access = map(json!({"ver": "2.0", "azp": "c", "scp": "mcp.call", "oid": "o"}));
+        let app = map(json!({"ver": "1.0", "appid": "c", "roles": ["Bridge.Admin"]}));
+        let id_token =
+            map(json!({"ver": "2.0", "oid": "o", "roles": ["Bridge.Admin"], "aio": "x"}));
+        assert!(is_access_token(&jwt, &access, true));
+        assert!(is_access_token(&jwt, &app, true));
+        assert!(!is_access_token(&jwt, &id_token, true));
+        assert!(is_entra("https://login.microsoftonline.com/t/v2.0"));
+        assert!(is_entra("https://sts.windows.net/t/"));
+        assert!(!is_entra("https://idp.example/"));
     }
 }

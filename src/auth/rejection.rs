@@ -35,6 +35,11 @@ pub enum Rejection {
     NotYetValid,
     #[error("the token is for another audience; request one for this bridge's resource")]
     WrongAudience,
+    /// An ID token or another JWT of the issuer, not an access token (see `auth::jwt`).
+    #[error(
+        "the token is not an access token (its typ or claims are an ID token's or another kind's); send an access token for this bridge"
+    )]
+    NotAccessToken,
     /// `exp`, `iss`, `aud` or the issuer's subject claim is missing.
     #[error("the token lacks a required claim (exp, iss, aud, or the subject)")]
     MissingClaim,
@@ -45,7 +50,7 @@ pub enum Rejection {
 
 impl Rejection {
     /// Every reason, for tests and for documenting the metric's labels.
-    pub const ALL: [Rejection; 14] = [
+    pub const ALL: [Rejection; 15] = [
         Rejection::Missing,
         Rejection::NotBearer,
         Rejection::UnknownToken,
@@ -59,6 +64,7 @@ impl Rejection {
         Rejection::NotYetValid,
         Rejection::WrongAudience,
         Rejection::MissingClaim,
+        Rejection::NotAccessToken,
         Rejection::KeysUnavailable,
     ];
 
@@ -78,6 +84,7 @@ impl Rejection {
             Rejection::NotYetValid => "not_yet_valid",
             Rejection::WrongAudience => "wrong_audience",
             Rejection::MissingClaim => "missing_claim",
+            Rejection::NotAccessToken => "not_access_token",
             Rejection::KeysUnavailable => "keys_unavailable",
         }
     }

@@ -88,6 +88,7 @@ mod tests {
             leeway_secs: 60,
             subject_claim: "oid".into(),
             role_claims: vec!["roles".into()],
+            check_token_type: true,
         }];
         c.auth.scopes_supported = vec!["api://bridge/.default".into()];
         c

@@ -19,7 +19,7 @@ pub struct Callers {
     /// OAuth scopes in the token's `scp` or `scope` claim.
     pub scopes: Vec<String>,
     /// JWT matches (`subjects`, `roles`, `scopes`) count only for tokens of this issuer; unset:
-    /// of any configured issuer.
+    /// of the one configured issuer (with more than one, it must be set).
     pub issuer: Option<String>,
 }
 
@@ -99,6 +99,20 @@ pub(super) fn validate(
             return Err(err(
                 &format!("{key}.issuer"),
                 format!("{issuer:?} is not one of the auth.issuers; copy its `issuer` exactly"),
+            ));
+        }
+        // Fail closed: a role, subject or scope of the least trusted issuer would count.
+        let jwt_matches =
+            !(callers.subjects.is_empty() && callers.roles.is_empty() && callers.scopes.is_empty());
+        if callers.issuer.is_none() && jwt_matches && issuers.len() > 1 {
+            return Err(err(
+                &format!("{key}.issuer"),
+                format!(
+                    "{} issuers are configured, and this entry matches JWT subjects, roles or \
+                     scopes of any of them: name the issuer they are trusted from (one entry \
+                     per issuer)",
+                    issuers.len()
+                ),
             ));
         }
         Ok(())

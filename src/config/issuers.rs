@@ -42,6 +42,17 @@ pub struct IssuerConfig {
     /// Claims whose values are roles or groups for `auth.admin` and `auth.policies` `roles`.
     #[serde(default = "default_role_claims")]
     pub role_claims: Vec<String>,
+    /// Refuse tokens of this issuer that are not access tokens: a `typ` other than `at+jwt`
+    /// (RFC 9068) or `JWT`, the claims of an OpenID Connect ID token (`nonce`, `at_hash`,
+    /// `c_hash`), and for Entra ID a token that names no client (`azp`, `appid`) or grants
+    /// nothing (`scp`, `roles`), as its ID tokens do. `false` only for an issuer whose tokens
+    /// for this audience are all access tokens but do not look it.
+    #[serde(default = "default_check_token_type")]
+    pub check_token_type: bool,
+}
+
+fn default_check_token_type() -> bool {
+    true
 }
 
 fn default_algorithms() -> Vec<String> {
@@ -96,8 +107,9 @@ impl Default for JwtLimits {
 }
 
 /// A URL the bridge fetches keys from, or names as an issuer: `https://`, or `http://` on a
-/// loopback host only (a test IdP), since keys fetched in the clear could be swapped.
-fn check_key_url(url: &str) -> Result<(), String> {
+/// loopback host only (a test IdP), since keys fetched in the clear could be swapped. Checked
+/// for the configured ones at validation, and for a `jwks_uri` found by discovery when found.
+pub fn check_key_url(url: &str) -> Result<(), String> {
     let parsed =
         url::Url::parse(url).map_err(|e| format!("{url:?} is not an absolute URL ({e})"))?;
     let loopback = match parsed.host() {

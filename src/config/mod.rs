@@ -27,7 +27,7 @@ pub use access::{Callers, PolicyConfig, tool_glob};
 pub use advice::{public_url_mismatch, public_url_on};
 pub use auth::{AuthConfig, JobSecrets, McpToken, Secret, without_secret_env};
 pub use glob::{GlobError, GlobList};
-pub use issuers::{IssuerConfig, JWT_ALGORITHMS, JwtLimits};
+pub use issuers::{IssuerConfig, JWT_ALGORITHMS, JwtLimits, check_key_url};
 pub use limits::LimitsConfig;
 pub use redact::redact_url;
 pub use upstream_tasks::UpstreamTasksConfig;

@@ -20,8 +20,12 @@ const OPS_TOKEN: &str = "oauth-test-operator-token-0123456789";
 const INIT: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
 
 fn issuer(idp: &TestIdp) -> IssuerConfig {
+    issuer_for_tests(&idp.issuer)
+}
+
+fn issuer_for_tests(iss: &str) -> IssuerConfig {
     IssuerConfig {
-        issuer: idp.issuer.clone(),
+        issuer: iss.to_string(),
         // Found by OpenID Connect discovery.
         jwks_url: None,
         // Set once the bridge's address is known (see `start`).
@@ -31,6 +35,7 @@ fn issuer(idp: &TestIdp) -> IssuerConfig {
         leeway_secs: 0,
         subject_claim: "sub".into(),
         role_claims: vec!["roles".into()],
+        check_token_type: true,
     }
 }
 
@@ -286,6 +291,149 @@ async fn every_kind_of_bad_token_is_refused_with_its_reason() {
     }
     bridge.shutdown(Duration::from_secs(1)).await;
     idp.stop().await;
+}
+
+/// An ID token (or another kind of JWT) its issuer gave the bridge's audience is not an access
+/// token: refused with `not_access_token`, unless the issuer's `check_token_type` is off.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_access_tokens_open_mcp_not_id_tokens_of_the_same_audience() {
+    let test = "only_access_tokens_open_mcp_not_id_tokens_of_the_same_audience";
+    let Some(idp) = TestIdp::start(test).await else {
+        return;
+    };
+    let bridge = start(&idp, |_| {}).await;
+    let resource = bridge.mcp_url();
+    let claims = |extra: Value| {
+        let mut c = json!({
+            "iss": idp.issuer, "sub": "user-1", "aud": resource,
+            "iat": now(), "exp": now() + 600,
+        });
+        for (k, v) in extra.as_object().unwrap() {
+            c[k] = v.clone();
+        }
+        c
+    };
+    let valid = idp.token("team-a", &resource).await;
+    assert_eq!(initialize(&bridge, Some(&valid)).await.0, 200, "at+jwt");
+    let plain = idp.sign(claims(json!({})), json!({"typ": "JWT"})).await;
+    assert_eq!(
+        initialize(&bridge, Some(&plain)).await.0,
+        200,
+        "a plain JWT"
+    );
+    let id_token = idp
+        .sign(claims(json!({"nonce": "n-1"})), json!({"typ": "JWT"}))
+        .await;
+    let refused = [
+        ("an ID token", id_token.clone()),
+        (
+            "an ID token of the code flow",
+            idp.sign(claims(json!({"at_hash": "h"})), json!({})).await,
+        ),
+        (
+            "a logout token",
+            idp.sign(
+                claims(
+                    json!({"events": {"http://schemas.openid.net/event/backchannel-logout": {}}}),
+                ),
+                json!({"typ": "logout+jwt"}),
+            )
+            .await,
+        ),
+    ];
+    for (what, token) in &refused {
+        let (status, _, body) = initialize(&bridge, Some(token)).await;
+        assert_eq!(status, 401, "{what}: {body}");
+        assert_eq!(
+            body["error"]["reason"], "not_access_token",
+            "{what}: {body}"
+        );
+    }
+    bridge.shutdown(Duration::from_secs(1)).await;
+    let relaxed = start(&idp, |c| c.auth.issuers[0].check_token_type = false).await;
+    let id_token = idp
+        .sign(
+            json!({"iss": idp.issuer, "sub": "user-1", "aud": relaxed.mcp_url(),
+                   "iat": now(), "exp": now() + 600, "nonce": "n-1"}),
+            json!({"typ": "JWT"}),
+        )
+        .await;
+    assert_eq!(
+        initialize(&relaxed, Some(&id_token)).await.0,
+        200,
+        "check_token_type = false"
+    );
+    relaxed.shutdown(Duration::from_secs(1)).await;
+    idp.stop().await;
+}
+
+/// The JWKS URL an issuer's discovery document names is held to the configured one's rule
+/// (https, or http on a loopback host): a document that names http:// elsewhere gets no key
+/// fetched from there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_discovered_jwks_uri_in_the_clear_is_not_fetched() {
+    use std::sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering},
+    };
+    let Some(ip) = non_loopback_ip() else {
+        skip::<()>(
+            "a_discovered_jwks_uri_in_the_clear_is_not_fetched",
+            "this machine has no IPv4 address but loopback",
+        );
+        return;
+    };
+    let serve = |listener: tokio::net::TcpListener, router: axum::Router| {
+        tokio::spawn(async move { axum::serve(listener, router).await })
+    };
+    // Where the keys would come from, in the clear: it counts what asks.
+    let fetched = Arc::new(AtomicUsize::new(0));
+    let keys = tokio::net::TcpListener::bind((ip, 0)).await.unwrap();
+    let jwks_uri = format!("http://{}/jwks", keys.local_addr().unwrap());
+    let counter = fetched.clone();
+    serve(
+        keys,
+        axum::Router::new().route(
+            "/jwks",
+            axum::routing::get(move || {
+                counter.fetch_add(1, Ordering::SeqCst);
+                async { axum::Json(json!({"keys": []})) }
+            }),
+        ),
+    );
+    // The issuer (on loopback, so its own URL passes), whose discovery names that URL.
+    let discovery = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let issuer = format!("http://{}", discovery.local_addr().unwrap());
+    let document = json!({"issuer": issuer, "jwks_uri": jwks_uri});
+    serve(
+        discovery,
+        axum::Router::new().route(
+            "/.well-known/openid-configuration",
+            axum::routing::get(move || async move { axum::Json(document) }),
+        ),
+    );
+    let bridge = start_bridge(|c| {
+        c.auth.mcp_tokens = vec![McpToken::named("ops", Secret::literal(OPS_TOKEN))];
+        c.auth.issuers = vec![IssuerConfig {
+            issuer: issuer.clone(),
+            audiences: vec!["api://bridge".into()],
+            ..issuer_for_tests(&issuer)
+        }];
+    })
+    .await;
+    let token = compact(
+        &json!({"alg": "RS256", "kid": "k1", "typ": "at+jwt"}),
+        &json!({"iss": issuer, "sub": "s", "aud": "api://bridge", "exp": now() + 600}),
+        b"not-a-signature",
+    );
+    let (status, _, body) = initialize(&bridge, Some(&token)).await;
+    assert_eq!(status, 503, "no keys: {body}");
+    assert_eq!(
+        fetched.load(Ordering::SeqCst),
+        0,
+        "keys fetched over http from {jwks_uri}"
+    );
+    bridge.shutdown(Duration::from_secs(1)).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -657,7 +805,33 @@ fn auth_config_names_tokens_and_refuses_unsafe_issuers_and_dangling_names() {
         )
     };
     assert!(load(&issuer("")).is_ok());
+    // A second issuer: entries that trust JWT claims must say from which one (fail closed).
+    let two = |extra: &str| {
+        issuer(&format!(
+            "[[auth.issuers]]\nissuer = \"https://other.example/\"\naudiences = [\"api://b\"]\n{extra}"
+        ))
+    };
+    let admin_of_one =
+        two("[auth.admin]\nroles = [\"Bridge.Admin\"]\nissuer = \"https://idp.example/\"\n");
+    assert!(
+        load(&admin_of_one).is_ok(),
+        "an admin role of one named issuer"
+    );
+    assert!(
+        load(&two("[auth.admin]\ntokens = [\"ci\"]\n")).is_ok(),
+        "static tokens only"
+    );
     for (text, key, says) in [
+        (
+            two("[auth.admin]\nroles = [\"Bridge.Admin\"]\n"),
+            "auth.admin.issuer",
+            "2 issuers",
+        ),
+        (
+            two("[[auth.policies]]\nscopes = [\"mcp\"]\ntools = [\"demo__*\"]\n"),
+            "auth.policies[0].issuer",
+            "2 issuers",
+        ),
         (issuer("algorithms = [\"HS256\"]"), "auth.issuers[0].algorithms", "symmetric"),
         (issuer("algorithms = [\"none\"]"), "auth.issuers[0].algorithms", "unsigned"),
         (

@@ -502,27 +502,6 @@ async fn open_mode_serves_operational_endpoints_to_loopback_only() {
     bridge.shutdown(Duration::from_secs(1)).await;
 }
 
-/// An IPv4 address of this machine that is not loopback: the source address of a route out
-/// (a UDP "connect" sends nothing), else the first of `hostname -I`.
-fn non_loopback_ip() -> Option<std::net::Ipv4Addr> {
-    let routed = std::net::UdpSocket::bind("0.0.0.0:0")
-        .and_then(|s| s.connect("198.51.100.1:9").and_then(|()| s.local_addr()))
-        .ok()
-        .and_then(|a| match a.ip() {
-            std::net::IpAddr::V4(v4) => Some(v4),
-            std::net::IpAddr::V6(_) => None,
-        });
-    let listed = || {
-        let out = Command::new("hostname").arg("-I").output().ok()?;
-        String::from_utf8_lossy(&out.stdout)
-            .split_whitespace()
-            .find_map(|a| a.parse::<std::net::Ipv4Addr>().ok())
-    };
-    routed
-        .or_else(listed)
-        .filter(|ip| !ip.is_loopback() && !ip.is_unspecified())
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn origins_on_mcp_and_cors_on_the_job_endpoints() {
     let bridge = start_bridge(|c| {

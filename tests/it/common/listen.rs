@@ -121,3 +121,27 @@ fn reuseport_socket() -> tokio::net::TcpSocket {
     socket.set_reuseport(true).expect("SO_REUSEPORT");
     socket
 }
+
+/// An IPv4 address of this machine that is not loopback: the source address of a route out
+/// (a UDP "connect" sends nothing), else the first of `hostname -I`.
+pub fn non_loopback_ip() -> Option<std::net::Ipv4Addr> {
+    let routed = std::net::UdpSocket::bind("0.0.0.0:0")
+        .and_then(|s| s.connect("198.51.100.1:9").and_then(|()| s.local_addr()))
+        .ok()
+        .and_then(|a| match a.ip() {
+            std::net::IpAddr::V4(v4) => Some(v4),
+            std::net::IpAddr::V6(_) => None,
+        });
+    let listed = || {
+        let out = std::process::Command::new("hostname")
+            .arg("-I")
+            .output()
+            .ok()?;
+        String::from_utf8_lossy(&out.stdout)
+            .split_whitespace()
+            .find_map(|a| a.parse::<std::net::Ipv4Addr>().ok())
+    };
+    routed
+        .or_else(listed)
+        .filter(|ip| !ip.is_loopback() && !ip.is_unspecified())
+}
