@@ -457,12 +457,7 @@ fn routes(
         guard,
         (
             answers,
-            SessionGate::new(
-                sessions,
-                config.limits.max_sessions,
-                config.limits.max_initialize_bytes,
-                core.metrics.refused.clone(),
-            ),
+            SessionGate::new(sessions, &config.limits, &core.metrics),
         ),
         config.limits.max_request_bytes,
         config.server.admin_listen.is_some(),

@@ -30,6 +30,9 @@ pub struct LimitsConfig {
     pub max_subscribers_per_channel: usize,
     /// Open SSE streams in total (503 with `Retry-After` past it).
     pub max_subscribers: usize,
+    /// Open SSE streams of one principal (a capability reader: of one client address);
+    /// unset: a quarter of `max_subscribers` (503 with `Retry-After` past it).
+    pub max_subscribers_per_principal: Option<usize>,
     /// Items kept of one list (tools, resources, resource templates, prompts) of one upstream;
     /// the rest is not offered (logged, counted in `bridge_limit_hits_total`).
     pub max_upstream_list_items: usize,
@@ -67,6 +70,9 @@ pub struct LimitsConfig {
     /// `Retry-After` (sessions already open keep working). Closed, idle and abandoned sessions
     /// make room (`server.session_idle_secs`).
     pub max_sessions: usize,
+    /// MCP sessions of one principal open at once in this replica; unset: a quarter of
+    /// `max_sessions`. An `initialize` past it gets 503 with `Retry-After`.
+    pub max_sessions_per_principal: Option<usize>,
     /// Largest `initialize` request accepted on `/mcp`, in bytes (413 past it): a session keeps
     /// its client's `initialize` parameters for its whole life.
     pub max_initialize_bytes: usize,
@@ -96,6 +102,7 @@ impl Default for LimitsConfig {
             job_requests_per_minute_per_address: 6000,
             max_subscribers_per_channel: 64,
             max_subscribers: 4096,
+            max_subscribers_per_principal: None,
             max_upstream_list_items: 10_000,
             max_resource_read_bytes: 16 * 1024 * 1024,
             max_resource_subscriptions: 256,
@@ -106,6 +113,7 @@ impl Default for LimitsConfig {
             reserved_fds: 512,
             max_result_bytes: 16 * 1024 * 1024,
             max_sessions: 4096,
+            max_sessions_per_principal: None,
             max_initialize_bytes: 64 * 1024,
             max_sse_buffer_bytes: 4 * 1024 * 1024,
             max_input_rounds: 16,
@@ -113,6 +121,26 @@ impl Default for LimitsConfig {
             max_request_state_bytes: 64 * 1024,
         }
     }
+}
+
+/// What one principal may hold of a shared limit when its own key is unset: a quarter.
+const DEFAULT_SHARE_DIVISOR: usize = 4;
+
+impl LimitsConfig {
+    /// `max_subscribers_per_principal`, or its default: a quarter of `max_subscribers`.
+    pub fn subscribers_per_principal(&self) -> usize {
+        share(self.max_subscribers_per_principal, self.max_subscribers)
+    }
+
+    /// `max_sessions_per_principal`, or its default: a quarter of `max_sessions`.
+    pub fn sessions_per_principal(&self) -> usize {
+        share(self.max_sessions_per_principal, self.max_sessions)
+    }
+}
+
+/// `configured`, or a quarter of `total` (at least 1).
+fn share(configured: Option<usize>, total: usize) -> usize {
+    configured.unwrap_or((total / DEFAULT_SHARE_DIVISOR).max(1))
 }
 
 /// The smallest `max_result_bytes`: the limit bounds every message of an upstream, its
@@ -138,6 +166,7 @@ pub(super) fn validate(
         Bound::new("job_requests_per_minute_per_address", l.job_requests_per_minute_per_address, 1..=10_000_000),
         Bound::new("max_subscribers_per_channel", l.max_subscribers_per_channel, 1..=1_000_000),
         Bound::new("max_subscribers", l.max_subscribers, 1..=10_000_000),
+        Bound::new("max_subscribers_per_principal", l.subscribers_per_principal(), 1..=10_000_000),
         Bound::new("max_upstream_list_items", l.max_upstream_list_items, 1..=1_000_000),
         Bound::new("max_resource_read_bytes", l.max_resource_read_bytes, 1024..=GIB),
         Bound::new("max_resource_subscriptions", l.max_resource_subscriptions, 1..=1_000_000),
@@ -147,6 +176,7 @@ pub(super) fn validate(
         Bound::new("max_result_bytes", l.max_result_bytes, MIN_RESULT_BYTES..=MAX_RESULT_BYTES),
         Bound::new("max_sse_buffer_bytes", l.max_sse_buffer_bytes, 64 * KIB..=GIB),
         Bound::new("max_sessions", l.max_sessions, 1..=10_000_000),
+        Bound::new("max_sessions_per_principal", l.sessions_per_principal(), 1..=10_000_000),
         Bound::new("max_initialize_bytes", l.max_initialize_bytes, 1024..=4 * MIB),
         Bound::new("max_input_rounds", l.max_input_rounds, 1..=1000),
         Bound::new("max_input_requests_per_round", l.max_input_requests_per_round, 1..=1000),

@@ -347,12 +347,20 @@ pub async fn job_guard(
         return ApiError::NotFound.into_response();
     };
     // Streams are counted per channel; a correlation read with a credential is that caller's
-    // own channel, so another caller cannot fill its places.
+    // own channel, so another caller cannot fill its places. And per reader: its principal,
+    // or a capability reader's address.
     let channel = match (&access, scope) {
         (JobAccess::Caller(identity), TokenScope::Correlation) => {
             format!("{}:{id}:{}", scope.label(), identity.principal)
         }
         _ => format!("{}:{id}", scope.label()),
+    };
+    let reader = match &access {
+        JobAccess::Caller(identity) => format!("principal:{}", identity.principal),
+        JobAccess::Capability => match peer_ip(&request) {
+            Some(ip) => format!("address:{:?}", AddressKey::of(ip)),
+            None => "address:unknown".into(),
+        },
     };
     let mut request = request;
     request.headers_mut().remove(header::AUTHORIZATION);
@@ -360,7 +368,7 @@ pub async fn job_guard(
     if !stream {
         return next.run(request).await;
     }
-    serve_stream(&state.guard, channel, request, next).await
+    serve_stream(&state.guard, (channel, reader), request, next).await
 }
 
 /// How a job or correlation URL is opened, or `None` (404): its capability token (or none
@@ -402,11 +410,17 @@ async fn job_access(
 /// lives; with no place left, tell the client to come back later. The place travels to the
 /// handler in the request's extensions ([`StreamPlace`]) and the stream holds it: no second
 /// body wrapper around the stream, polled on every frame, only to hold it.
-async fn serve_stream(guard: &Guard, channel: String, request: Request, next: Next) -> Response {
-    let permit = match guard.subscribers.try_open(channel) {
+async fn serve_stream(
+    guard: &Guard,
+    (channel, reader): (String, String),
+    request: Request,
+    next: Next,
+) -> Response {
+    let permit = match guard.subscribers.try_open(channel, reader) {
         Ok(permit) => permit,
         Err(full) => {
             guard.refused.count(Refusal::SubscriberLimit);
+            guard.limit_hits.with_label_values(&[full.key()]).inc();
             return retry_later(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "too_many_subscribers",

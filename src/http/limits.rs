@@ -26,16 +26,20 @@ use crate::{config::LimitsConfig, model::Principal};
 /// What a refused stream is told: try again after this long.
 pub const SUBSCRIBER_RETRY_AFTER: Duration = Duration::from_secs(5);
 
-/// Counts open SSE streams with two counted limits, both semaphores: the places of one
-/// channel, and the places of the whole bridge. A stream holds a [`SubscriberPermit`] (one
-/// place of each) for as long as it is open.
+/// Counts open SSE streams with three counted limits, all semaphores: the places of one
+/// channel, of one reader (a principal, or a capability reader's address), and of the whole
+/// bridge. A stream holds a [`SubscriberPermit`] (one place of each) for as long as it is open.
 pub struct Subscribers {
     per_channel: usize,
+    per_reader: usize,
     total_max: usize,
     total: Arc<Semaphore>,
     /// The places of each channel that has open streams. An entry goes when the last stream
     /// of its channel ends, so the map holds only channels being read.
     channels: DashMap<String, Arc<Semaphore>>,
+    /// The places of each reader that has open streams, kept the same way: one principal
+    /// holding made-up correlations (each its own channel) cannot take every place.
+    readers: DashMap<String, Arc<Semaphore>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -46,53 +50,69 @@ pub enum SubscribersFull {
     Channel(usize),
     #[error("the bridge already serves {0} open streams (limits.max_subscribers); retry later")]
     Total(usize),
+    #[error(
+        "this caller already has {0} open streams (limits.max_subscribers_per_principal); close one or retry later"
+    )]
+    Reader(usize),
+}
+
+impl SubscribersFull {
+    /// The `[limits]` key that refused.
+    pub fn key(self) -> &'static str {
+        match self {
+            SubscribersFull::Channel(_) => "max_subscribers_per_channel",
+            SubscribersFull::Total(_) => "max_subscribers",
+            SubscribersFull::Reader(_) => "max_subscribers_per_principal",
+        }
+    }
 }
 
 impl Subscribers {
     pub fn new(limits: &LimitsConfig) -> Arc<Self> {
         Arc::new(Self {
             per_channel: limits.max_subscribers_per_channel,
+            per_reader: limits.subscribers_per_principal(),
             total_max: limits.max_subscribers,
             total: Arc::new(Semaphore::new(limits.max_subscribers)),
             channels: DashMap::new(),
+            readers: DashMap::new(),
         })
     }
 
-    /// Take a place for one more stream on `channel`, or say which limit is reached.
+    /// Take a place for one more stream of `reader` on `channel`, or say which limit is
+    /// reached.
     pub fn try_open(
         self: &Arc<Self>,
         channel: String,
+        reader: String,
     ) -> Result<SubscriberPermit, SubscribersFull> {
         let total = full_as(self.total.clone().try_acquire_owned(), || {
             SubscribersFull::Total(self.total_max)
         })?;
-        // Cloned out under the map's lock, so the entry cannot be removed while this stream
-        // is taking its place (see `SubscriberPermit::drop`).
-        let places = self
-            .channels
-            .entry(channel.clone())
-            .or_insert_with(|| Arc::new(Semaphore::new(self.per_channel)))
-            .clone();
-        // A full channel has streams holding its places: its entry stays.
-        let place = full_as(places.try_acquire_owned(), || {
-            SubscribersFull::Channel(self.per_channel)
-        })?;
-        Ok(SubscriberPermit {
+        let mut permit = SubscriberPermit {
             subscribers: self.clone(),
             channel,
-            places: Some((place, total)),
-        })
+            reader,
+            places: Some(vec![total]),
+        };
+        let (per_channel, per_reader) = (self.per_channel, self.per_reader);
+        permit.take(&self.channels, true, per_channel, SubscribersFull::Channel)?;
+        permit.take(&self.readers, false, per_reader, SubscribersFull::Reader)?;
+        Ok(permit)
     }
 
     pub fn open(&self) -> usize {
         self.total_max - self.total.available_permits()
     }
 
-    /// Remove `channel`'s entry if no stream holds or is taking one of its places: the map's
-    /// own reference is then the only one (a permit holds its semaphore too).
-    fn forget_if_unused(&self, channel: &str) {
+    /// Remove the entries of `channel` and `reader` if no stream holds or is taking one of
+    /// their places: the map's own reference is then the only one (a permit holds its
+    /// semaphore too).
+    fn forget_if_unused(&self, channel: &str, reader: &str) {
         self.channels
             .remove_if(channel, |_, places| Arc::strong_count(places) == 1);
+        self.readers
+            .remove_if(reader, |_, places| Arc::strong_count(places) == 1);
     }
 }
 
@@ -108,15 +128,42 @@ fn full_as(
 pub struct SubscriberPermit {
     subscribers: Arc<Subscribers>,
     channel: String,
-    /// The channel's place and the bridge-wide one; an `Option` only so `drop` can give them
-    /// back before it looks whether the channel's entry is still needed.
-    places: Option<(OwnedSemaphorePermit, OwnedSemaphorePermit)>,
+    reader: String,
+    /// The bridge-wide place, the channel's and the reader's; an `Option` only so `drop` can
+    /// give them back before it looks whether the entries are still needed.
+    places: Option<Vec<OwnedSemaphorePermit>>,
+}
+
+impl SubscriberPermit {
+    /// One place of this permit's channel (`channel`) or reader from `map`, whose entries
+    /// have `size` places. Cloned out under the map's lock, so the entry cannot be removed
+    /// while this stream is taking its place (see `drop`); a full entry has streams holding
+    /// its places, so it stays.
+    fn take(
+        &mut self,
+        map: &DashMap<String, Arc<Semaphore>>,
+        channel: bool,
+        size: usize,
+        full: fn(usize) -> SubscribersFull,
+    ) -> Result<(), SubscribersFull> {
+        let key = if channel { &self.channel } else { &self.reader };
+        let places = map
+            .entry(key.clone())
+            .or_insert_with(|| Arc::new(Semaphore::new(size)))
+            .clone();
+        let place = full_as(places.try_acquire_owned(), || full(size))?;
+        if let Some(places) = &mut self.places {
+            places.push(place);
+        }
+        Ok(())
+    }
 }
 
 impl Drop for SubscriberPermit {
     fn drop(&mut self) {
         self.places = None;
-        self.subscribers.forget_if_unused(&self.channel);
+        self.subscribers
+            .forget_if_unused(&self.channel, &self.reader);
     }
 }
 
@@ -227,6 +274,7 @@ mod tests {
         LimitsConfig {
             max_subscribers_per_channel: per_channel,
             max_subscribers: total,
+            max_subscribers_per_principal: Some(total),
             calls_per_minute: per_minute,
             ..LimitsConfig::default()
         }
@@ -235,20 +283,20 @@ mod tests {
     #[test]
     fn subscriber_places_per_channel_and_in_total() {
         let s = Subscribers::new(&limits(2, 3, 1));
-        let a1 = s.try_open("a".into()).unwrap();
-        let _a2 = s.try_open("a".into()).unwrap();
+        let a1 = s.try_open("a".into(), "r".into()).unwrap();
+        let _a2 = s.try_open("a".into(), "r".into()).unwrap();
         assert_eq!(
-            s.try_open("a".into()).err(),
+            s.try_open("a".into(), "r".into()).err(),
             Some(SubscribersFull::Channel(2))
         );
-        let _b1 = s.try_open("b".into()).unwrap();
+        let _b1 = s.try_open("b".into(), "r".into()).unwrap();
         assert_eq!(
-            s.try_open("c".into()).err(),
+            s.try_open("c".into(), "r".into()).err(),
             Some(SubscribersFull::Total(3))
         );
         drop(a1);
         assert_eq!(s.open(), 2);
-        let _c = s.try_open("c".into()).unwrap();
+        let _c = s.try_open("c".into(), "r".into()).unwrap();
         assert_eq!(s.open(), 3);
     }
 
@@ -296,13 +344,35 @@ mod tests {
     #[test]
     fn channel_entries_go_with_their_last_stream() {
         let s = Subscribers::new(&limits(1, 10, 1));
-        let a = s.try_open("a".into()).unwrap();
-        assert!(s.try_open("a".into()).is_err());
+        let a = s.try_open("a".into(), "r".into()).unwrap();
+        assert!(s.try_open("a".into(), "r".into()).is_err());
         assert_eq!(s.channels.len(), 1);
         drop(a);
         assert_eq!(s.channels.len(), 0);
         assert_eq!(s.open(), 0);
-        let _b = s.try_open("b".into()).unwrap();
+        let _b = s.try_open("b".into(), "r".into()).unwrap();
         assert_eq!(s.channels.len(), 1);
+    }
+
+    /// One reader holding made-up channels (each its own) stops at its share; another reader
+    /// still gets in; the reader's entry goes with its last stream.
+    #[test]
+    fn one_reader_takes_at_most_its_share() {
+        let s = Subscribers::new(&LimitsConfig {
+            max_subscribers: 8,
+            ..LimitsConfig::default()
+        });
+        let held: Vec<_> = (0..2)
+            .map(|i| s.try_open(format!("made-up-{i}"), "alice".into()).unwrap())
+            .collect();
+        assert_eq!(
+            s.try_open("made-up-9".into(), "alice".into()).err(),
+            Some(SubscribersFull::Reader(2)),
+            "a quarter of 8"
+        );
+        let bob = s.try_open("own".into(), "bob".into()).unwrap();
+        assert_eq!(s.open(), 3);
+        drop((held, bob));
+        assert_eq!((s.channels.len(), s.readers.len(), s.open()), (0, 0, 0));
     }
 }

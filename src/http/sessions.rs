@@ -5,13 +5,14 @@
 //! - **Bound to a principal.** `Mcp-Session-Id` is `<nonce>.<tag>`, the tag a capability token
 //!   (scope `mcp-session`) for `<nonce>:<principal>` minted in [`BridgeSessions::create_session`]
 //!   under [`gate`]; another principal's credential gets 404, as for an unknown session.
-//! - **Bounded.** At `limits.max_sessions`, an `initialize` gets 503; one larger than
-//!   `limits.max_initialize_bytes` gets 413.
+//! - **Bounded.** At `limits.max_sessions`, or `limits.max_sessions_per_principal` of the
+//!   caller's, an `initialize` gets 503; one larger than `limits.max_initialize_bytes` gets 413.
 //! - **Freed.** On `DELETE` (200; 404 for an unknown session), after `server.session_idle_secs`
 //!   idle, or at shutdown; [`SessionEnded`] tells the front door *before* rmcp cancels the
 //!   session's requests, so a sync call cut off leaves its job running.
 
 use std::{
+    collections::HashMap,
     future::Future,
     sync::{
         Arc,
@@ -29,6 +30,7 @@ use axum::{
 };
 use futures::Stream;
 use http_body::Body as _;
+use prometheus::IntCounterVec;
 use rmcp::{
     RoleServer,
     model::{ClientJsonRpcMessage, ServerJsonRpcMessage},
@@ -48,7 +50,8 @@ use serde_json::json;
 
 use crate::{
     auth::{Identity, JobTokens, TokenScope},
-    metrics::{Refusal, RefusedRequests},
+    config::LimitsConfig,
+    metrics::{Metrics, Refusal, RefusedRequests},
     model::{McpMessage, Principal},
 };
 
@@ -72,6 +75,9 @@ pub struct BridgeSessions {
     local: LocalSessionManager,
     tokens: JobTokens,
     ended: SessionEnded,
+    /// Whose each session is, for the per-principal bound; entries of sessions no longer in
+    /// rmcp's map are dropped whenever it is counted ([`BridgeSessions::count_of`]).
+    owners: parking_lot::Mutex<HashMap<SessionId, Principal>>,
 }
 
 impl BridgeSessions {
@@ -84,6 +90,7 @@ impl BridgeSessions {
             local,
             tokens,
             ended,
+            owners: parking_lot::Mutex::default(),
         }
     }
 
@@ -93,8 +100,13 @@ impl BridgeSessions {
         self.local.sessions.try_read().ok().map(|s| s.len())
     }
 
-    async fn count(&self) -> usize {
-        self.local.sessions.read().await.len()
+    /// Sessions open in this replica, and those of `principal`.
+    async fn count_of(&self, principal: &Principal) -> (usize, usize) {
+        let sessions = self.local.sessions.read().await;
+        let mut owners = self.owners.lock();
+        owners.retain(|id, _| sessions.contains_key(id));
+        let own = owners.values().filter(|p| *p == principal).count();
+        (sessions.len(), own)
     }
 
     /// A new session id for `principal`.
@@ -149,6 +161,8 @@ impl SessionManager for BridgeSessions {
         let config: SessionConfig = self.local.session_config.clone();
         let (handle, worker) = create_local_session(id.clone(), config);
         self.local.sessions.write().await.insert(id.clone(), handle);
+        // After the map has it: counting drops the owners of sessions the map does not have.
+        self.owners.lock().insert(id.clone(), principal);
         let transport = self.watched(id.clone(), WorkerTransport::spawn(worker));
         Ok((id, transport))
     }
@@ -287,53 +301,79 @@ impl SessionLookup {
 pub struct SessionGate {
     sessions: SessionLookup,
     max_sessions: usize,
+    max_per_principal: usize,
     max_initialize_bytes: usize,
-    /// `initialize` requests admitted whose session may not be in the map yet.
-    opening: Arc<AtomicUsize>,
+    /// `initialize` requests admitted whose session may not be in the map yet, in all and
+    /// by principal.
+    opening: Arc<Openings>,
     /// Admissions one at a time, so that two cannot both take the last place.
     admitting: Arc<tokio::sync::Mutex<()>>,
     refused: RefusedRequests,
+    /// `bridge_limit_hits_total{limit}`.
+    limit_hits: IntCounterVec,
+}
+
+#[derive(Default)]
+struct Openings {
+    all: AtomicUsize,
+    by: parking_lot::Mutex<HashMap<Principal, usize>>,
+}
+
+/// Which bound refused an `initialize`.
+enum SessionsFull {
+    Total,
+    Principal,
 }
 
 impl SessionGate {
-    pub fn new(
-        sessions: SessionLookup,
-        max_sessions: usize,
-        max_initialize_bytes: usize,
-        refused: RefusedRequests,
-    ) -> Self {
+    pub fn new(sessions: SessionLookup, limits: &LimitsConfig, metrics: &Metrics) -> Self {
         Self {
             sessions,
-            max_sessions,
-            max_initialize_bytes,
+            max_sessions: limits.max_sessions,
+            max_per_principal: limits.sessions_per_principal(),
+            max_initialize_bytes: limits.max_initialize_bytes,
             opening: Arc::default(),
             admitting: Arc::default(),
-            refused,
+            refused: metrics.refused.clone(),
+            limit_hits: metrics.limit_hits.clone(),
         }
     }
 
-    /// A place for one more session, held until its `initialize` has been answered (by then
-    /// the session is in rmcp's map, or failed).
-    async fn admit(&self) -> Option<Opening> {
+    /// A place for one more session of `principal`, held until its `initialize` has been
+    /// answered (by then the session is in rmcp's map, or failed).
+    async fn admit(&self, principal: &Principal) -> Result<Opening, SessionsFull> {
         let _turn = self.admitting.lock().await;
         // Read the admitted ones first: one that lands in the map between the two reads is
         // counted twice (a refusal too many, never a session too many).
-        let opening = self.opening.load(Ordering::Acquire);
-        let open = self.sessions.local.count().await;
+        let opening = self.opening.all.load(Ordering::Acquire);
+        let opening_own = self.opening.by.lock().get(principal).copied().unwrap_or(0);
+        let (open, own) = self.sessions.local.count_of(principal).await;
         if open + opening >= self.max_sessions {
-            return None;
+            return Err(SessionsFull::Total);
         }
-        self.opening.fetch_add(1, Ordering::AcqRel);
-        Some(Opening(self.opening.clone()))
+        // With `/mcp` open every caller is the one anonymous principal: the total is its bound.
+        if *principal != Principal::anonymous() && own + opening_own >= self.max_per_principal {
+            return Err(SessionsFull::Principal);
+        }
+        self.opening.all.fetch_add(1, Ordering::AcqRel);
+        *self.opening.by.lock().entry(principal.clone()).or_default() += 1;
+        Ok(Opening(self.opening.clone(), principal.clone()))
     }
 }
 
 /// An admitted `initialize`; its place is given back when dropped.
-struct Opening(Arc<AtomicUsize>);
+struct Opening(Arc<Openings>, Principal);
 
 impl Drop for Opening {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
+        self.0.all.fetch_sub(1, Ordering::AcqRel);
+        let mut by = self.0.by.lock();
+        if let Some(n) = by.get_mut(&self.1) {
+            *n -= 1;
+            if *n == 0 {
+                by.remove(&self.1);
+            }
+        }
     }
 }
 
@@ -375,23 +415,41 @@ pub async fn gate(State(gate): State<SessionGate>, request: Request, next: Next)
             ),
         );
     }
-    let Some(_opening) = gate.admit().await else {
-        gate.refused.count(Refusal::SessionLimit);
-        let mut response = refusal(
-            StatusCode::SERVICE_UNAVAILABLE,
+    let _opening = match gate.admit(&principal).await {
+        Ok(opening) => opening,
+        Err(full) => return session_limit(&gate, full),
+    };
+    OPENING.scope(principal, next.run(request)).await
+}
+
+/// The 503 for an `initialize` past a session bound, naming it.
+fn session_limit(gate: &SessionGate, full: SessionsFull) -> Response {
+    gate.refused.count(Refusal::SessionLimit);
+    let (key, message) = match full {
+        SessionsFull::Total => (
+            "max_sessions",
             format!(
                 "this bridge holds {} MCP sessions, its limit (limits.max_sessions); retry \
                  later, and end sessions you no longer use with DELETE",
                 gate.max_sessions
             ),
-        );
-        response.headers_mut().insert(
-            header::RETRY_AFTER,
-            HeaderValue::from(SESSION_LIMIT_RETRY.as_secs()),
-        );
-        return response;
+        ),
+        SessionsFull::Principal => (
+            "max_sessions_per_principal",
+            format!(
+                "this caller holds {} MCP sessions, its share (limits.max_sessions_per_principal); \
+                 end sessions you no longer use with DELETE, or retry later",
+                gate.max_per_principal
+            ),
+        ),
     };
-    OPENING.scope(principal, next.run(request)).await
+    gate.limit_hits.with_label_values(&[key]).inc();
+    let mut response = refusal(StatusCode::SERVICE_UNAVAILABLE, message);
+    response.headers_mut().insert(
+        header::RETRY_AFTER,
+        HeaderValue::from(SESSION_LIMIT_RETRY.as_secs()),
+    );
+    response
 }
 
 /// A request that names session `id`: only its own principal's passes (another's is told the

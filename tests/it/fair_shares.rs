@@ -198,3 +198,80 @@ async fn job_routes_are_rate_limited_per_principal_and_per_address() {
     }
     bridge.stop().await;
 }
+
+const INIT: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
+
+/// One principal cannot take the sessions or the stream places others need: with
+/// `max_sessions = 8` and `max_subscribers = 8`, alice stops at a quarter of each (503 naming
+/// the key, counted) while bob still initializes and reads his own stream. (Before, alice's
+/// `initialize` loop and her made-up correlation streams, each its own channel, took them all.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_principal_takes_at_most_a_quarter_of_sessions_and_streams() {
+    let config = format!(
+        "{}[limits]\nmax_sessions = 8\nmax_subscribers = 8\n{}",
+        two_callers(),
+        demo_upstream_toml("{}")
+    );
+    let bridge = spawn_bridge(&config, &[]).await;
+    let mcp = bridge.mcp_url();
+    let initialize = |token: &'static str| {
+        let raw = RawMcp::new(&mcp, Some(token));
+        async move { raw.post(INIT, &[]).await }
+    };
+    for i in 0..2 {
+        assert_eq!(initialize(ALICE).await.status, 200, "alice's session {i}");
+    }
+    let refused = initialize(ALICE).await;
+    assert_eq!(refused.status, 503, "{}", refused.body);
+    assert!(
+        refused.body.contains("limits.max_sessions_per_principal"),
+        "{}",
+        refused.body
+    );
+    assert_eq!(
+        initialize(BOB).await.status,
+        200,
+        "bob still gets a session"
+    );
+
+    let http = bridge.http();
+    let open = |token: &'static str, cid: String| {
+        let request = http
+            .get(format!("{}/correlations/{cid}/events", bridge.base()))
+            .bearer_auth(token);
+        async move { request.send().await.unwrap() }
+    };
+    let mut held = Vec::new();
+    for i in 0..2 {
+        let stream = open(ALICE, format!("made-up-{i}")).await;
+        assert_eq!(stream.status(), 200, "alice's stream {i}");
+        held.push(stream);
+    }
+    let refused = open(ALICE, "made-up-9".into()).await;
+    assert_eq!(refused.status(), 503);
+    let body = refused.text().await.unwrap();
+    assert!(
+        body.contains("limits.max_subscribers_per_principal"),
+        "{body}"
+    );
+    let own = open(BOB, "turn-1".into()).await;
+    assert_eq!(own.status(), 200, "bob still reads his own stream");
+
+    let metrics = http
+        .get(format!("{}/metrics", bridge.base()))
+        .bearer_auth(BOB)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for line in [
+        "bridge_limit_hits_total{limit=\"max_sessions_per_principal\"} 1",
+        "bridge_limit_hits_total{limit=\"max_subscribers_per_principal\"} 1",
+    ] {
+        assert!(metrics.contains(line), "{line} in\n{metrics}");
+    }
+    drop((held, own));
+    bridge.stop().await;
+}
