@@ -2,7 +2,8 @@
 #
 # Build: docker build -t mcp-progress-bridge .        (or: podman build --format docker …)
 # Run:   docker run -p 8080:8080 -e BRIDGE_MCP_TOKEN="$(openssl rand -hex 32)" \
-#          --read-only --stop-timeout 40 mcp-progress-bridge
+#          --read-only --stop-timeout 970 mcp-progress-bridge
+#        (on SIGTERM it drains: jobs.drain_secs, 900 s, plus up to 67 s: docs/deployment.md)
 #        (on a non-loopback address the bridge refuses to start without an MCP token)
 #
 # CI builds this same file without the Rust image: it replaces the `build` stage with a

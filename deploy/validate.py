@@ -8,7 +8,8 @@
   through `podman-compose config` (anchors, interpolation, required variables);
 - that the parts agree with each other and with the bridge: the config the bridge really
   accepts (the binary loads it), the ConfigMap carrying the same text, stop timeouts that
-  leave the drain its time, probes on /healthz and /readyz, non-root read-only containers,
+  leave the drain its time and the bounds after it (summed from src/app.rs's constants), the
+  docs saying the same, probes on /healthz and /readyz, non-root read-only containers,
   selectors, secret keys and variables that exist.
 
 Each failure is printed with what to fix; the exit status is the number of failures (capped).
@@ -29,11 +30,10 @@ VENV_BIN = Path(sys.executable).parent
 # The oldest Kubernetes the manifests are for (lifecycle.preStop.sleep is on by default from
 # 1.30), and the newest kubernetes-validate knows.
 KUBERNETES_VERSIONS = ["1.30.0", None]
-# What the bridge may still need after jobs.shutdown_grace_secs (src/app.rs and
-# src/upstream/supervisor.rs): cancelled jobs end (up to 10 s), HTTP connections close (5 s),
-# stdio children stop (3 s, then SIGTERM and 2 s, then SIGKILL and 2 s) = 22 s, rounded up.
-DRAIN_AFTER_GRACE_SECS = 25
 IMAGE_UID = 10001
+# Where the shutdown's bounds are: the stages after the drain (src/app.rs), the time a stage
+# that overran gets to drop its tasks (src/shutdown.rs), the traces exporter's own bound.
+BOUND_SOURCES = ["src/app.rs", "src/shutdown.rs", "src/traces/mod.rs"]
 
 failures: list[str] = []
 
@@ -57,6 +57,31 @@ def seconds(duration: str) -> int:
     for value, unit in re.findall(r"(\d+)(h|m|s)", duration):
         total += int(value) * {"h": 3600, "m": 60, "s": 1}[unit]
     return total
+
+
+def after_drain_secs() -> int:
+    """The longest the bridge takes to exit once its drain has ended: `AFTER_DRAIN_MAX` of
+    src/app.rs, summed here the same way from the same constants (the cancelled jobs' end and
+    a drop wait, the answers owed, then each of LATER_STAGES' bounds and a drop wait). Read
+    from the source, so that the stop timeouts below follow the code; a Rust test holds the
+    docs to AFTER_DRAIN_MAX itself, and this script holds the docs to this sum."""
+    texts = {name: (ROOT / name).read_text() for name in BOUND_SOURCES}
+    secs = {}
+    for text in texts.values():
+        for name, value in re.findall(r"const (\w+): Duration = Duration::from_secs\((\d+)\);", text):
+            secs[name] = int(value)
+    app = texts["src/app.rs"]
+    traces = re.search(r"const TRACES_FLUSH_TIMEOUT: Duration =\s*traces::FLUSH_TIMEOUT"
+                       r"\.saturating_add\(Duration::from_secs\((\d+)\)\);", app)
+    stages = re.search(r"const LATER_STAGES: \[\(Stage, Duration\); \d+\] = \[(.*?)\];", app, re.S)
+    if not traces or not stages or "after_drain_max" not in app:
+        raise SystemExit("deploy/validate.py no longer finds the shutdown's bounds in src/app.rs: "
+                         "update after_drain_secs() to the code")
+    secs["TRACES_FLUSH_TIMEOUT"] = secs["FLUSH_TIMEOUT"] + int(traces[1])
+    bounds = re.findall(r"\(Stage::\w+, (\w+)\)", stages[1])
+    drop = secs["DROP_WAIT"]
+    return (secs["JOBS_END_TIMEOUT"] + drop + secs["ANSWERS_WRITE_TIMEOUT"]
+            + sum(secs[bound] + drop for bound in bounds))
 
 
 def main() -> int:
@@ -86,7 +111,14 @@ def main() -> int:
     # --- the bridge's config ---------------------------------------------------------------
     config_text = (DEPLOY / "bridge.toml").read_text()
     config = tomllib.loads(config_text)
-    grace = config["jobs"]["shutdown_grace_secs"]
+    drain = config["jobs"]["drain_secs"]
+    after = after_drain_secs()
+    for doc, says in [("docs/deployment.md", f"at most **{after} s** more"),
+                      ("docs/lifecycle.md", f"at most **{after} s** after the drain"),
+                      ("docs/configuration.md", f"this plus {after} s"),
+                      ("deploy/bridge.toml", f"leave {after} s more")]:
+        check(says in (ROOT / doc).read_text(),
+              f"{doc} says the bridge needs up to {after} s after the drain (src/app.rs)")
     listen_port = int(config["server"]["listen"].rsplit(":", 1)[1])
     admin_port = int(config["server"]["admin_listen"].rsplit(":", 1)[1])
     secret_vars = {v[4:] for v in config["auth"]["mcp_tokens"] + [config["auth"]["job_secret"]]
@@ -107,10 +139,10 @@ def main() -> int:
     pod = deployment["spec"]["template"]["spec"]
     container = pod["containers"][0]
     pre_stop = container.get("lifecycle", {}).get("preStop", {}).get("sleep", {}).get("seconds", 0)
-    needed = pre_stop + grace + DRAIN_AFTER_GRACE_SECS
+    needed = pre_stop + drain + after
     check(pod["terminationGracePeriodSeconds"] >= needed,
           f"terminationGracePeriodSeconds {pod['terminationGracePeriodSeconds']} >= preStop "
-          f"{pre_stop} + shutdown_grace_secs {grace} + {DRAIN_AFTER_GRACE_SECS}")
+          f"{pre_stop} + jobs.drain_secs {drain} + {after} after the drain")
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
     check(ports.get("http") == listen_port, f"containerPort http = server.listen's port {listen_port}")
     check(ports.get("metrics") == admin_port, f"containerPort metrics = admin_listen's port {admin_port}")
@@ -147,9 +179,9 @@ def main() -> int:
     bridges = [s for name, s in compose["services"].items() if name.startswith("bridge-")]
     check(len(bridges) == 2, "compose runs two bridge replicas")
     for service in bridges:
-        check(seconds(service["stop_grace_period"]) >= grace + DRAIN_AFTER_GRACE_SECS,
-              f"stop_grace_period {service['stop_grace_period']} >= shutdown_grace_secs {grace} "
-              f"+ {DRAIN_AFTER_GRACE_SECS}")
+        check(seconds(service["stop_grace_period"]) >= drain + after,
+              f"stop_grace_period {service['stop_grace_period']} >= jobs.drain_secs {drain} "
+              f"+ {after} after the drain")
         check(service["read_only"] is True and service["user"] == f"{IMAGE_UID}:{IMAGE_UID}",
               "compose bridge: read-only, uid 10001")
         check(secret_vars <= set(service["environment"]), f"compose sets {sorted(secret_vars)}")
@@ -163,6 +195,11 @@ def main() -> int:
     check(f"USER {IMAGE_UID}:{IMAGE_UID}" in dockerfile, f"the Dockerfile's user is {IMAGE_UID}")
     check("/healthz" in dockerfile.split("HEALTHCHECK", 1)[1].split("\n\n", 1)[0],
           "the Dockerfile's HEALTHCHECK asks /healthz")
+    for where, text in [("Dockerfile", dockerfile),
+                        ("docs/deployment.md", (ROOT / "docs/deployment.md").read_text())]:
+        timeouts = [int(t) for t in re.findall(r"--stop-timeout (\d+)", text)]
+        check(bool(timeouts) and all(t >= drain + after for t in timeouts),
+              f"{where}: every --stop-timeout {timeouts} >= jobs.drain_secs {drain} + {after}")
 
     print(f"\n{len(failures)} failed" if failures else "\ndeploy/: all checks passed")
     return min(len(failures), 100)

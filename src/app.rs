@@ -9,7 +9,7 @@ use rmcp::transport::{
     streamable_http_server::session::SessionStore,
 };
 use serde_json::json;
-use tokio::net::TcpListener;
+use tokio::{net::TcpListener, time::Instant};
 
 use crate::{
     auth::JobTokens,
@@ -24,9 +24,9 @@ use crate::{
         sessions::{BridgeSessions, SessionGate, SessionLookup},
         surface::Surface,
     },
-    jobs::{InputError, Jobs},
+    jobs::{DrainEnd, InputError, Jobs},
     metrics::Metrics,
-    shutdown::{Shutdown, ShutdownGuard, Stage, TaskCount, Tasks},
+    shutdown::{DROP_WAIT, Shutdown, ShutdownGuard, Stage, TaskCount, Tasks},
     store::{MemoryStore, RedisOptions, RedisStore, Store},
     traces::{self, Traces},
     upstream::{UpstreamLimits, UpstreamState, Upstreams},
@@ -40,7 +40,8 @@ const HTTP_CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long shutdown waits for the answers owed to `tools/call` requests, once every job has
 /// ended (a long poll such as `wait_for_job` on another replica's job may hold one that long).
 const ANSWERS_WRITE_TIMEOUT: Duration = Duration::from_secs(5);
-/// How long cancelled jobs may take to end (their upstream told, their terminal event written).
+/// How long the jobs cancelled at the end of the drain may take to end (their upstream told,
+/// their terminal event written), and the jobs stage with them.
 const JOBS_END_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long the upstreams may take to stop: a stdio child gets a few seconds to exit after its
 /// stdin closes, then SIGTERM, then SIGKILL (about 7 s at most).
@@ -51,6 +52,36 @@ const STORE_STOP_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long the last export of traces may take (the exporter's own bound, and a second for
 /// its thread to end).
 const TRACES_FLUSH_TIMEOUT: Duration = traces::FLUSH_TIMEOUT.saturating_add(Duration::from_secs(1));
+
+/// The stages stopped after the jobs and the answers owed, in order, each with its bound.
+const LATER_STAGES: [(Stage, Duration); 5] = [
+    (Stage::Http, HTTP_CLOSE_TIMEOUT),
+    (Stage::Upstreams, UPSTREAMS_STOP_TIMEOUT),
+    (Stage::Store, STORE_STOP_TIMEOUT),
+    (Stage::Connections, STORE_STOP_TIMEOUT),
+    (Stage::Traces, TRACES_FLUSH_TIMEOUT),
+];
+
+/// The longest the bridge takes to exit once its drain has ended, every bound reached: the
+/// cancelled jobs end (or are dropped, [`DROP_WAIT`] later), the answers owed are written,
+/// and each later stage stops (or has its tasks dropped). A deployment's stop timeout is
+/// `jobs.drain_secs` plus this (docs/deployment.md; deploy/validate.py sums these constants
+/// the same way, and a test holds the docs to it). Usually it takes a second or two.
+pub const AFTER_DRAIN_MAX: Duration = after_drain_max();
+
+const fn after_drain_max() -> Duration {
+    let mut total = JOBS_END_TIMEOUT
+        .saturating_add(DROP_WAIT)
+        .saturating_add(ANSWERS_WRITE_TIMEOUT);
+    let mut i = 0;
+    while i < LATER_STAGES.len() {
+        total = total
+            .saturating_add(LATER_STAGES[i].1)
+            .saturating_add(DROP_WAIT);
+        i += 1;
+    }
+    total
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
@@ -94,8 +125,6 @@ struct Core {
     jobs: Jobs,
 }
 
-/// Ready when every upstream is connected and the bridge is not shutting down (so a load
-/// balancer stops sending it calls while it drains).
 /// The answer path of `POST /jobs/{id}/input` into the jobs stage.
 struct JobInputs(Jobs);
 
@@ -133,6 +162,8 @@ impl http::InputAnswers for JobInputs {
     }
 }
 
+/// Ready when every upstream is connected and the replica is not draining (so a load balancer
+/// stops sending it calls while its running jobs finish).
 struct BridgeReadiness {
     upstreams: Upstreams,
     jobs: Jobs,
@@ -141,14 +172,17 @@ struct BridgeReadiness {
 impl Readiness for BridgeReadiness {
     fn report(&self) -> (bool, serde_json::Value) {
         let statuses = self.upstreams.statuses();
-        let ready =
-            !self.jobs.is_closed() && statuses.iter().all(|s| s.state == UpstreamState::Ready);
+        let ready = statuses.iter().all(|s| s.state == UpstreamState::Ready);
         let parts = statuses
             .iter()
             // No error text: it may name hosts, paths or credentials. `/upstreams` has it.
             .map(|s| json!({ "name": s.name, "state": s.state, "tools": s.tools.len() }))
             .collect();
         (ready, serde_json::Value::Array(parts))
+    }
+
+    fn draining(&self) -> bool {
+        self.jobs.is_draining()
     }
 }
 
@@ -576,16 +610,20 @@ impl RunningBridge {
         traces.flush_at_shutdown(&self.shutdown.tasks(Stage::Traces));
     }
 
-    /// Stop in order, and return when every task of the bridge has ended: take no new calls,
-    /// give running jobs `grace` to finish, cancel the rest upstream (each gets its terminal
-    /// event), close the HTTP side (SSE streams end after their terminal events, MCP sessions
-    /// end), stop the upstreams (children exit), then stop the store (the lease is given up,
-    /// then its connections close), and last flush the traces. Each stage gets its tasks' end,
-    /// or drops them past a bound.
-    pub async fn shutdown(self, grace: Duration) {
-        self.jobs.close();
-        self.drain_jobs(grace).await;
-        self.shutdown.stop(Stage::Jobs, JOBS_END_TIMEOUT).await;
+    /// [`RunningBridge::shutdown_unless`] with nothing to cut the drain short.
+    pub async fn shutdown(self, drain: Duration) {
+        self.shutdown_unless(drain, std::future::pending()).await;
+    }
+
+    /// Stop in order, and return when every task of the bridge has ended: drain (take no new
+    /// calls, let running jobs end until `drain` passes or `cut_short` resolves, then cancel
+    /// the rest: each gets its terminal event), write the answers owed, close the HTTP side
+    /// (SSE streams end after their terminal events, MCP sessions end), stop the upstreams
+    /// (children exit), then stop the store (the lease is given up, then its connections
+    /// close), and last flush the traces. Each stage after the drain gets its tasks' end, or
+    /// drops them past a bound: all of it within [`AFTER_DRAIN_MAX`].
+    pub async fn shutdown_unless(self, drain: Duration, cut_short: impl Future<Output = ()>) {
+        self.drain(drain, cut_short).await;
         // Every job has ended: let the answers of the callers who waited for them be written
         // before the HTTP stage ends the MCP sessions, and their streams with them.
         if !self.answers.written(ANSWERS_WRITE_TIMEOUT).await {
@@ -594,33 +632,61 @@ impl RunningBridge {
                 "tool-call answers still being written at shutdown; closing anyway"
             );
         }
-        let stages = [
-            (Stage::Http, HTTP_CLOSE_TIMEOUT),
-            (Stage::Upstreams, UPSTREAMS_STOP_TIMEOUT),
-            (Stage::Store, STORE_STOP_TIMEOUT),
-            (Stage::Connections, STORE_STOP_TIMEOUT),
-            (Stage::Traces, TRACES_FLUSH_TIMEOUT),
-        ];
-        for (stage, within) in stages {
+        for (stage, within) in LATER_STAGES {
             self.shutdown.stop(stage, within).await;
         }
         tracing::info!("bridge stopped");
     }
 
-    /// Give the jobs running here `grace` to finish, then cancel those left.
-    async fn drain_jobs(&self, grace: Duration) {
+    /// The drain, then the end of the jobs stage: the jobs left when it ends are cancelled and
+    /// get [`JOBS_END_TIMEOUT`] to end (their terminal events written).
+    async fn drain(&self, within: Duration, cut_short: impl Future<Output = ()>) {
         let running = self.jobs.running_here();
-        if running == 0 {
-            return;
-        }
         tracing::info!(
             running,
-            ?grace,
-            "waiting for running jobs before shutting down"
+            drain_secs = within.as_secs(),
+            "draining: no new calls; running jobs go on until they end or the drain time passes"
         );
-        if !self.jobs.drained(grace).await {
-            self.jobs.cancel_all_local("the bridge is shutting down");
-            self.jobs.drained(JOBS_END_TIMEOUT).await;
+        let end = self.jobs.drain(within, cut_short).await;
+        let jobs_end = Instant::now() + JOBS_END_TIMEOUT;
+        match end {
+            DrainEnd::Emptied if running > 0 => tracing::info!("drained: every job ended"),
+            DrainEnd::Emptied => {}
+            DrainEnd::TimePassed | DrainEnd::CutShort => {
+                tracing::warn!(
+                    left = self.jobs.running_here(),
+                    ?end,
+                    "drain ended with jobs running: they are cancelled"
+                );
+                self.jobs.drained(JOBS_END_TIMEOUT).await;
+            }
+        }
+        let left = jobs_end.saturating_duration_since(Instant::now());
+        self.shutdown.stop(Stage::Jobs, left).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The docs give operators the longest the bridge takes after its drain, to size their stop
+    /// timeouts by: it must be this code's (deploy/validate.py checks the deploy/ numbers).
+    #[test]
+    fn the_docs_state_the_bound_after_the_drain_that_the_code_has() {
+        let secs = AFTER_DRAIN_MAX.as_secs();
+        assert_eq!(AFTER_DRAIN_MAX, Duration::from_secs(secs), "whole seconds");
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        for (doc, says) in [
+            ("docs/deployment.md", format!("at most **{secs} s** more")),
+            (
+                "docs/lifecycle.md",
+                format!("at most **{secs} s** after the drain"),
+            ),
+            ("docs/configuration.md", format!("this plus {secs} s")),
+        ] {
+            let text = std::fs::read_to_string(root.join(doc)).unwrap();
+            assert!(text.contains(&says), "{doc} must say {says:?}");
         }
     }
 }

@@ -14,6 +14,7 @@ use mcp_progress_bridge::{
     model::{CorrelationId, JobId},
     traces::Traces,
 };
+use tokio::signal::unix::{Signal, SignalKind, signal};
 use tracing_subscriber::{
     EnvFilter, Layer, filter::FilterExt, layer::SubscriberExt, util::SubscriberInitExt,
 };
@@ -349,7 +350,12 @@ fn load_config(args: &ServeArgs) -> Result<Config, mcp_progress_bridge::config::
 
 async fn run(config: Config, traces: Option<Traces>) -> anyhow::Result<()> {
     tracing::info!(config = %config.source.display(), "starting");
-    let grace = Duration::from_secs(config.jobs.shutdown_grace_secs);
+    for line in &config.deprecations {
+        tracing::warn!("{line}");
+    }
+    // Registered before the bridge starts: a signal from then on starts its drain.
+    let mut signals = Signals::new().context("listening for shutdown signals")?;
+    let drain = Duration::from_secs(config.jobs.drain_secs);
     let bridge = app::start(config).await?;
     let public_url = bridge.public_url.clone();
     if let Some(traces) = traces {
@@ -366,11 +372,17 @@ async fn run(config: Config, traces: Option<Traces>) -> anyhow::Result<()> {
     if let Some(admin) = bridge.admin_addr {
         println!("  admin:        http://{admin} (/upstreams, /metrics)");
     }
-    shutdown_signal()
-        .await
-        .context("waiting for a shutdown signal")?;
-    tracing::info!("shutdown requested");
-    bridge.shutdown(grace).await;
+    let first = signals.next().await;
+    tracing::info!(signal = first, "shutdown requested: draining");
+    // A second signal during the drain cuts it short: the jobs left are cancelled now.
+    let second = async move {
+        let second = signals.next().await;
+        tracing::warn!(
+            signal = second,
+            "second shutdown signal: the drain is cut short, running jobs are cancelled now"
+        );
+    };
+    bridge.shutdown_unless(drain, second).await;
     Ok(())
 }
 
@@ -387,11 +399,27 @@ fn raise_open_file_limit() {
     }
 }
 
-/// SIGINT (Ctrl-C) or SIGTERM (container stop).
-async fn shutdown_signal() -> std::io::Result<()> {
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-    tokio::select! {
-        r = tokio::signal::ctrl_c() => r,
-        _ = term.recv() => Ok(()),
+/// SIGINT (Ctrl-C) and SIGTERM (container stop), each time one comes: the first starts the
+/// drain, the second cuts it short.
+struct Signals {
+    term: Signal,
+    interrupt: Signal,
+}
+
+impl Signals {
+    fn new() -> std::io::Result<Self> {
+        Ok(Self {
+            term: signal(SignalKind::terminate())?,
+            interrupt: signal(SignalKind::interrupt())?,
+        })
+    }
+
+    /// The next signal's name. A stream that can no longer receive waits forever.
+    async fn next(&mut self) -> &'static str {
+        tokio::select! {
+            Some(()) = self.term.recv() => "SIGTERM",
+            Some(()) = self.interrupt.recv() => "SIGINT",
+            else => std::future::pending().await,
+        }
     }
 }

@@ -110,6 +110,11 @@ pub struct Metrics {
     pub sse_handbacks: IntCounterVec,
     /// Events written by the shared writer tasks, one per reader.
     pub sse_shared_deliveries: IntCounter,
+    /// 1 from the first shutdown signal on: the replica takes no new calls while its running
+    /// jobs finish (it is not ready).
+    pub draining: IntGauge,
+    /// Calls that would have started a job, refused because the replica was draining.
+    pub calls_refused_draining: IntCounter,
 }
 
 impl Metrics {
@@ -213,6 +218,14 @@ impl Metrics {
         registry
             .register(Box::new(sse_shared_deliveries.clone()))
             .expect("unique metric");
+        let calls_refused_draining = IntCounter::new(
+            "bridge_calls_refused_draining_total",
+            "Calls that would have started a job, refused (with a tool error saying to retry) because the replica was draining",
+        )
+        .expect("valid metric");
+        registry
+            .register(Box::new(calls_refused_draining.clone()))
+            .expect("unique metric");
         let refused = counter(
             "bridge_requests_refused_total",
             "Requests refused before any handler ran, by reason (connections refused at accept: bridge_connections_refused_total)",
@@ -244,6 +257,14 @@ impl Metrics {
             .expect("valid metric");
         registry
             .register(Box::new(jobs_running.clone()))
+            .expect("unique metric");
+        let draining = IntGauge::new(
+            "bridge_draining",
+            "1 while the replica drains after a shutdown signal: not ready, no new calls, running jobs finishing",
+        )
+        .expect("valid metric");
+        registry
+            .register(Box::new(draining.clone()))
             .expect("unique metric");
         let sse_subscribers = IntGauge::new(
             "bridge_sse_subscribers",
@@ -298,6 +319,8 @@ impl Metrics {
             sse_readers_dropped,
             sse_handbacks,
             sse_shared_deliveries,
+            draining,
+            calls_refused_draining,
         }
     }
 

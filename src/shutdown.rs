@@ -21,7 +21,7 @@ use tokio_util::{
 };
 
 /// How long the tasks of a stage that overran its bound get to drop what they hold.
-const DROP_WAIT: Duration = Duration::from_secs(1);
+pub const DROP_WAIT: Duration = Duration::from_secs(1);
 
 /// Groups of tasks that stop together, in the order they stop ([`Stage::ALL`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

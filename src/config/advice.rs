@@ -2,7 +2,49 @@
 //! in its log. A refusal would be wrong for these: a proxy or a port mapping can make each of
 //! them right, and the bridge cannot see that.
 
-use std::net::{IpAddr, SocketAddr};
+use std::{
+    net::{IpAddr, SocketAddr},
+    path::Path,
+};
+
+use super::ConfigError;
+
+/// Keys read under an old name (a serde `alias` of the new one): `(section, old, new)`.
+const RENAMED: [(&str, &str, &str); 1] = [("jobs", "shutdown_grace_secs", "drain_secs")];
+
+/// The keys `text` sets under a deprecated name, each as a line for the log; the file is
+/// read as if it used the new name. Both names in one section is an error: which one was
+/// meant cannot be told.
+pub fn deprecated_keys(text: &str, file: &Path) -> Result<Vec<String>, ConfigError> {
+    // The file's syntax is checked by the caller; a file that does not parse has no keys here.
+    let Ok(table) = text.parse::<toml::Table>() else {
+        return Ok(Vec::new());
+    };
+    let mut lines = Vec::new();
+    for (section, old, new) in RENAMED {
+        let Some(keys) = table.get(section).and_then(toml::Value::as_table) else {
+            continue;
+        };
+        if !keys.contains_key(old) {
+            continue;
+        }
+        if keys.contains_key(new) {
+            return Err(ConfigError::new(
+                file,
+                format!("{section}.{old}"),
+                format!(
+                    "is the old name of {section}.{new}, which is set too: remove {section}.{old}"
+                ),
+            ));
+        }
+        lines.push(format!(
+            "{}: {section}.{old} is deprecated; it is read as {section}.{new} (rename it: the \
+             old name will go)",
+            file.display()
+        ));
+    }
+    Ok(lines)
+}
 
 /// `public_url` names this machine (a loopback host) but not the address the bridge listens on,
 /// so the URLs in job handles (`events_url`, `status_url`, `cancel_url`) and the jobs page's
@@ -57,6 +99,28 @@ pub fn public_url_on(public_url: &str, bound: SocketAddr) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `jobs.shutdown_grace_secs` is read as `jobs.drain_secs`, with a line for the log that
+    /// names both; the new name alone says nothing.
+    #[test]
+    fn the_old_name_of_the_drain_is_read_as_the_new_one_and_said() {
+        let path = Path::new("bridge.toml");
+        let load =
+            |text: &str| crate::config::Config::from_toml(text, path, &Default::default()).unwrap();
+        let old = load("[jobs]\nshutdown_grace_secs = 42\n");
+        assert_eq!(old.jobs.drain_secs, 42);
+        let [line] = old.deprecations.as_slice() else {
+            panic!("one line: {:?}", old.deprecations);
+        };
+        assert!(
+            line.contains("jobs.shutdown_grace_secs") && line.contains("jobs.drain_secs"),
+            "{line}"
+        );
+        let new = load("[jobs]\ndrain_secs = 42\n");
+        assert_eq!(new.jobs.drain_secs, 42);
+        assert!(new.deprecations.is_empty());
+        assert_eq!(load("").jobs.drain_secs, 900, "the default: 15 minutes");
+    }
 
     fn mismatch(public_url: &str, listening: &str) -> Option<String> {
         public_url_mismatch(public_url, listening.parse().unwrap())

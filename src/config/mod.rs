@@ -60,6 +60,10 @@ pub struct Config {
     /// Where the file came from, for error messages and the startup log line.
     #[serde(skip)]
     pub source: PathBuf,
+    /// Keys the file sets under a deprecated name, each a line for the log (see
+    /// `advice::deprecated_keys`).
+    #[serde(skip)]
+    pub deprecations: Vec<String>,
 }
 
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
@@ -160,8 +164,11 @@ pub struct JobsConfig {
     pub heartbeat_secs: u64,
     /// Jobs running at once in this replica; a call past it gets a tool error saying so.
     pub max_jobs: usize,
-    /// On SIGTERM/SIGINT, running jobs get this long to finish before they are cancelled.
-    pub shutdown_grace_secs: u64,
+    /// On SIGTERM/SIGINT the replica drains: it takes no new calls, and the jobs running in it
+    /// get this long to end; the ones still running then are cancelled. The process exits as
+    /// soon as its last job has ended. `shutdown_grace_secs` is the deprecated name of this key.
+    #[serde(alias = "shutdown_grace_secs")]
+    pub drain_secs: u64,
     /// The `pollIntervalMs` a task (MCP Tasks extension) suggests to its client: how often
     /// `tasks/get` is worth asking.
     pub task_poll_interval_ms: u64,
@@ -206,7 +213,7 @@ impl Default for JobsConfig {
             min_progress_interval_ms: 0,
             heartbeat_secs: 10,
             max_jobs: 10_000,
-            shutdown_grace_secs: 20,
+            drain_secs: 900,
             task_poll_interval_ms: 1000,
             input_timeout_secs: 300,
             max_input_bytes: 65_536,
@@ -527,9 +534,11 @@ impl Config {
     pub fn from_toml(text: &str, path: &Path, overrides: &Overrides) -> Result<Self, ConfigError> {
         let deserializer =
             toml::Deserializer::parse(text).map_err(|e| ConfigError::syntax(path, &e))?;
+        let deprecations = advice::deprecated_keys(text, path)?;
         let mut config: Config = serde_path_to_error::deserialize(deserializer)
             .map_err(|e| ConfigError::from_serde(path, e))?;
         config.source = path.to_path_buf();
+        config.deprecations = deprecations;
         if let Some(listen) = overrides.listen {
             config.server.listen = listen;
         }
@@ -554,6 +563,7 @@ impl Config {
             limits: LimitsConfig::default(),
             upstream_tasks: UpstreamTasksConfig::default(),
             source: PathBuf::from("<built-in>"),
+            deprecations: Vec::new(),
         }
     }
 }

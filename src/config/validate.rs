@@ -9,6 +9,10 @@ use super::{
     limits, upstream_tasks,
 };
 
+/// The longest drain `jobs.drain_secs` may ask for: a day. A drain waits for the longest job
+/// the operator means to let finish, and the stop timeouts of the deployment must cover it.
+const MAX_DRAIN_SECS: u64 = 86_400;
+
 /// A config problem: which file, which key, what is wrong and (in the message) what to do.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigError {
@@ -34,7 +38,7 @@ impl fmt::Display for ConfigError {
 impl std::error::Error for ConfigError {}
 
 impl ConfigError {
-    fn new(file: &Path, key: impl Into<String>, message: impl Into<String>) -> Self {
+    pub(super) fn new(file: &Path, key: impl Into<String>, message: impl Into<String>) -> Self {
         Self {
             file: file.display().to_string(),
             key: key.into(),
@@ -179,8 +183,8 @@ fn validate_jobs(
             "must be at most 3600 (0 turns heartbeats off)"),
         Bound::says("max_jobs", j.max_jobs, 1..=u64::MAX,
             "must be at least 1, or no call could run"),
-        Bound::says("shutdown_grace_secs", j.shutdown_grace_secs, 0..=3600,
-            "must be at most 3600"),
+        Bound::says("drain_secs", j.drain_secs, 0..=MAX_DRAIN_SECS,
+            "must be at most 86400 (a day); 0 cancels running jobs at once on SIGTERM"),
     ];
     bounds::check("jobs", bounds).map_err(|(key, message)| err(&key, message))?;
     validate_tasks(jobs, err)

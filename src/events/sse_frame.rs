@@ -1,7 +1,8 @@
 //! The event-stream framing (`text/event-stream`), in one place: an event's frame is
 //! `id: N\nevent: KIND\ndata: JSON\n\n` (compact JSON has no raw newline, so one `data:` line
-//! is always enough), plus the stream's first `retry:` and its keep-alive comment. Frames are
-//! made once, when an event is appended, and read back by the Redis store's subscriber.
+//! is always enough), plus the stream's first `retry:`, its keep-alive comment and its goodbye
+//! at shutdown. Frames are made once, when an event is appended, and read back by the Redis
+//! store's subscriber.
 
 use std::ops::Range;
 
@@ -11,6 +12,11 @@ use crate::model::Seq;
 
 /// Sent first on every stream: how long a browser's `EventSource` waits before it reconnects.
 pub const RETRY: &[u8] = b"retry: 2000\n\n";
+/// Sent last on a stream the bridge ends because it is shutting down (any stream not ended by
+/// its job's terminal event): its reader is to come back, with its Last-Event-ID, soon, which
+/// its load balancer sends to another replica.
+pub const CLOSING: &[u8] =
+    b"retry: 1000\n: this replica is shutting down; reconnect with Last-Event-ID\n\n";
 /// Sent on an idle stream, so that proxies and readers see it is alive.
 pub const KEEP_ALIVE: &[u8] = b": keep-alive\n\n";
 /// What ends a frame, after its `data`.

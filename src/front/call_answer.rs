@@ -27,7 +27,7 @@ use super::{
 };
 use crate::{
     config::{CallLimits, CallMode},
-    jobs::{Finished, JobHandle, PendingJob, Work},
+    jobs::{DrainEnd, Finished, JobHandle, PendingJob, Work},
     model::{InputQuestion, JobId, JobStatus, ProgressUpdate, meta::JOB_META_KEY},
     wait::sleep_until,
 };
@@ -148,15 +148,16 @@ async fn answer_when_done(
             },
             finished = waiting.handle.finished() => {
                 forward_queued(context, &mut waiting).await;
-                return answer(&finished, &core.links, id).map(Into::into);
+                return answer(&finished, &core.links, id, &waiting.answering.name)
+                    .map(Into::into);
             }
             _ = context.ct.cancelled() => {
-                // The session ended (closed, idle): the request goes with it, the job does
-                // not. Only the client's own cancel (or shutdown) ends the job.
+                // The session ended (closed, idle; during a drain too): the request goes with
+                // it, the job does not. Only the client's own cancel ends the job.
                 let session_ended = session
                     .as_deref()
                     .is_some_and(|session| !core.listeners.has_session(session));
-                if session_ended && !core.jobs.is_closed() {
+                if session_ended {
                     return Ok(error_result("the MCP session ended; the job goes on").into());
                 }
                 core.jobs.cancel_local(id, "the MCP client cancelled its request".into());
@@ -225,12 +226,23 @@ async fn recv<T>(rx: &mut Option<mpsc::Receiver<T>>) -> Option<T> {
 }
 
 /// The answer to a finished job, as a direct call of the upstream would have given it, with
-/// the job named in `_meta`. A JSON-RPC error from the upstream is passed on unchanged.
-fn answer(finished: &Finished, links: &Links, id: JobId) -> Result<CallToolResult, ErrorData> {
+/// the job named in `_meta`. A JSON-RPC error from the upstream is passed on unchanged. A job
+/// this replica cancelled as it shut down is answered with its handle, which says so.
+fn answer(
+    finished: &Finished,
+    links: &Links,
+    id: JobId,
+    tool: &str,
+) -> Result<CallToolResult, ErrorData> {
     let mut result = match finished {
         Finished::Result(result) => result.clone(),
         Finished::RpcError(error) => return Err(error.clone()),
         Finished::Failed(failure) => error_result(failure.message.clone()),
+        Finished::Cancelled(reason) if DrainEnd::cancelled_by_drain(reason) => {
+            return Ok(
+                JobHandleBody::cancelled_by_drain(links, id, tool, reason).into_result(links)
+            );
+        }
         Finished::Cancelled(reason) => error_result(format!("the job was cancelled: {reason}")),
     };
     attach_job_meta(&mut result, links, id);

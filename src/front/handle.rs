@@ -11,7 +11,10 @@ use serde_json::{Value, json};
 use crate::{
     auth::{JobTokens, TokenScope},
     jobs::JobsError,
-    model::{JobId, JobStatus, meta::JOB_META_KEY},
+    model::{
+        JobId, JobStatus,
+        meta::{JOB_META_KEY, RETRY_META_KEY},
+    },
     redact,
     upstream::RequestError,
 };
@@ -93,11 +96,30 @@ impl JobHandleBody {
         }
     }
 
+    /// The handle of a job that this replica cancelled as it shut down (`reason`, one of the
+    /// drain's), for a caller that was waiting for its result: a tool error that names the job
+    /// and says the call was not completed.
+    pub fn cancelled_by_drain(links: &Links, id: JobId, tool: &str, reason: &str) -> Self {
+        Self {
+            status: JobStatus::Cancelled,
+            instructions: format!(
+                "Job {id} did not finish: the bridge replica running it shut down and cancelled \
+                 it ({reason}). Its result is lost; call the tool again to run it anew (another \
+                 replica will take the call)."
+            ),
+            ..Self::new(links, id, tool)
+        }
+    }
+
     /// The handle as a tool result: `structuredContent` is the handle, `content[0].text` the
     /// same object as JSON text (platforms such as Foundry pass only the text on).
     pub fn into_result(self, links: &Links) -> CallToolResult {
         let value = serde_json::to_value(&self).unwrap_or_default();
-        let mut result = CallToolResult::structured(value);
+        let mut result = if self.status == JobStatus::Running {
+            CallToolResult::structured(value)
+        } else {
+            CallToolResult::structured_error(value)
+        };
         attach_job_meta(&mut result, links, self.job_id);
         result
     }
@@ -110,6 +132,21 @@ pub fn attach_job_meta(result: &mut CallToolResult, links: &Links, id: JobId) {
         JOB_META_KEY.to_string(),
         json!({ "job_id": id, "events_url": links.events_url(id) }),
     );
+}
+
+/// How long a caller refused by a draining replica is told to wait before it calls again: about
+/// the time a load balancer takes to see the replica unready (two readiness probes).
+pub const DRAINING_RETRY_AFTER_MS: u64 = 2000;
+
+/// The tool error of a call refused because this replica is draining: `message` for the agent,
+/// and under [`RETRY_META_KEY`] what a client needs to retry it by itself.
+pub fn draining_refusal(message: String) -> CallToolResult {
+    let mut result = error_result(message);
+    result.meta.get_or_insert_with(Default::default).insert(
+        RETRY_META_KEY.to_string(),
+        json!({ "reason": "draining", "retry_after_ms": DRAINING_RETRY_AFTER_MS }),
+    );
+    result
 }
 
 /// A tool error result with one text line (redacted: it may quote an upstream's error).

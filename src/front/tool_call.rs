@@ -26,7 +26,7 @@ use super::{
     caller::Caller,
     caller_retry, catalog,
     core::Core,
-    handle::{attach_job_meta, error_result},
+    handle::{attach_job_meta, draining_refusal, error_result},
     listeners,
     quota::QuotaPermit,
 };
@@ -246,9 +246,8 @@ async fn create_job(core: &Core, spec: JobSpec) -> Result<PendingJob, Answer> {
     match core.jobs.create(spec).await {
         Ok(pending) => Ok(pending),
         // The agent can act on these (wait, retry elsewhere): tell it as a tool error.
-        Err(e @ (JobsError::AtCapacity(_) | JobsError::ShuttingDown)) => {
-            Err(Ok(error_result(e.to_string())))
-        }
+        Err(e @ JobsError::AtCapacity(_)) => Err(Ok(error_result(e.to_string()))),
+        Err(e @ JobsError::Draining) => Err(Ok(draining_refusal(e.to_string()))),
         Err(e) => {
             tracing::warn!(error = %e, "a call could not create its job");
             Err(Err(ErrorData::internal_error(

@@ -68,7 +68,12 @@ pub enum InputRefusal {
 pub trait Readiness: Send + Sync + 'static {
     /// Whether they are all ready, and a JSON description of each.
     fn report(&self) -> (bool, Value);
+    /// Whether the replica drains (shutting down): not ready, whatever the rest says.
+    fn draining(&self) -> bool;
 }
+
+/// The `reason` of a `/readyz` 503 while the replica drains.
+pub const NOT_READY_DRAINING: &str = "draining";
 
 #[derive(Clone)]
 pub struct ApiState {
@@ -303,17 +308,19 @@ async fn readyz(State(state): State<ApiState>) -> Response {
     };
     let store_ready = store["ready"] == true;
     let (parts_ready, parts) = state.readiness.report();
-    let ready = store_ready && parts_ready;
+    let draining = state.readiness.draining();
+    let ready = store_ready && parts_ready && !draining;
     let status = if ready {
         StatusCode::OK
     } else {
         StatusCode::SERVICE_UNAVAILABLE
     };
-    (
-        status,
-        Json(json!({ "ready": ready, "store": store, "upstreams": parts })),
-    )
-        .into_response()
+    let mut body = json!({ "ready": ready, "store": store, "upstreams": parts });
+    if draining {
+        // Shutting down: a load balancer stops sending it calls; it will not be ready again.
+        body["reason"] = json!(NOT_READY_DRAINING);
+    }
+    (status, Json(body)).into_response()
 }
 
 #[cfg(test)]

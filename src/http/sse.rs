@@ -624,9 +624,14 @@ impl Tail {
     /// The stream ends for shutdown: read history once and send what it holds, then end after
     /// the queued frames. A job's terminal event is written before the shutdown signal, but on
     /// the Redis store its live copy comes through pub/sub and may still be on its way.
+    /// A stream that no terminal event ended says goodbye with a `retry:` (see
+    /// [`sse_frame::CLOSING`]).
     async fn last_look(&mut self) {
         if !self.behind {
             self.catch_up().await;
+        }
+        if !self.done {
+            self.push(Bytes::from_static(sse_frame::CLOSING));
         }
         self.done = true;
     }

@@ -3,6 +3,7 @@
 //! event that carries the result or the reason. No path leaves a job running once its work is
 //! gone: the runner owns the work's future and always appends a terminal event when it ends.
 
+mod drain;
 mod input;
 mod intake;
 #[cfg(test)]
@@ -10,13 +11,7 @@ mod intake_fuzz;
 mod runner;
 mod status_changes;
 
-use std::{
-    sync::{
-        Arc,
-        atomic::{AtomicBool, Ordering},
-    },
-    time::Duration,
-};
+use std::{sync::Arc, time::Duration};
 
 use dashmap::DashMap;
 use futures::{StreamExt, future::BoxFuture};
@@ -26,6 +21,7 @@ use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc, watch};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
+pub use drain::{DRAIN_CUT_SHORT, DRAIN_TIME_PASSED, DrainEnd};
 pub use input::{CallerRequests, InputError};
 pub use intake::{Intake, MAX_LOG_BYTES, MAX_MESSAGE_BYTES};
 pub use status_changes::StatusChanges;
@@ -52,9 +48,10 @@ pub enum JobsError {
     )]
     AtCapacity(usize),
     #[error(
-        "the bridge is shutting down and takes no new calls; try again (another replica may take it)"
+        "this replica of the bridge is draining (shutting down) and starts no new job: call the \
+         tool again in a few seconds; another replica will take the call (this one was not started)"
     )]
-    ShuttingDown,
+    Draining,
 }
 
 impl JobsError {
@@ -116,8 +113,8 @@ struct Inner {
     /// The places under `max_jobs`: one is taken before a job is created, so two calls racing
     /// for the last place cannot both get it, and given back when the job is over.
     places: Arc<Semaphore>,
-    /// Set at shutdown: no new jobs.
-    closed: AtomicBool,
+    /// Set when the drain begins: no new jobs.
+    drain: drain::DrainState,
     /// Woken whenever a job of this replica ends (shutdown waits for none to be left).
     ended: Notify,
     metrics: Arc<Metrics>,
@@ -168,7 +165,10 @@ impl Jobs {
                 replica,
                 running: DashMap::new(),
                 places,
-                closed: AtomicBool::new(false),
+                drain: drain::DrainState::new(
+                    metrics.draining.clone(),
+                    metrics.calls_refused_draining.clone(),
+                ),
                 ended: Notify::new(),
                 metrics,
                 tasks: tasks.clone(),
@@ -236,8 +236,9 @@ impl Jobs {
     /// Record a new running job. Start it with [`PendingJob::start`] once its work is sent,
     /// or end it with [`PendingJob::fail`] if the work could not be started.
     pub async fn create(&self, spec: JobSpec) -> Result<PendingJob, JobsError> {
-        if self.is_closed() {
-            return Err(JobsError::ShuttingDown);
+        if self.is_draining() {
+            self.inner.drain.refused();
+            return Err(JobsError::Draining);
         }
         let place = self
             .inner
@@ -297,7 +298,7 @@ impl Jobs {
         }
     }
 
-    /// Cancel every job running here (shutdown after the grace period).
+    /// Cancel every job running here, each with `reason` on its `cancelled` event.
     pub fn cancel_all_local(&self, reason: &str) {
         for running in self.inner.running.iter() {
             running.cancel(reason.to_string());
@@ -308,13 +309,28 @@ impl Jobs {
         self.inner.running.len()
     }
 
-    /// Take no new jobs (shutdown). Running ones go on.
-    pub fn close(&self) {
-        self.inner.closed.store(true, Ordering::Release);
+    /// Begin the drain: no new job starts here from now on (a call gets [`JobsError::Draining`]);
+    /// running ones go on. See [`Jobs::drain`].
+    pub fn start_draining(&self) {
+        self.inner.drain.begin();
     }
 
-    pub fn is_closed(&self) -> bool {
-        self.inner.closed.load(Ordering::Acquire)
+    pub fn is_draining(&self) -> bool {
+        self.inner.drain.is_on()
+    }
+
+    /// Let the jobs running here end until `within` passes or `cut_short` resolves (a second
+    /// signal), then cancel those still running (their runners append the `cancelled` events;
+    /// wait for them with [`Jobs::drained`]). Returns at once when no job is left.
+    pub async fn drain(&self, within: Duration, cut_short: impl Future<Output = ()>) -> DrainEnd {
+        self.start_draining();
+        let end = drain::ending(self.drained(within), cut_short).await;
+        if let Some(reason) = end.cancel_reason() {
+            // Every job still running here is cancelled. Where a job's upstream call can be
+            // re-attached elsewhere, this is the step that will hand it over instead.
+            self.cancel_all_local(reason);
+        }
+        end
     }
 
     /// Wait until no job runs in this replica, or `within` has passed; true if none is left.

@@ -6,3 +6,6 @@ pub const JOB_META_KEY: &str = "mcp-progress-bridge/job";
 /// The request `_meta` key with which a caller picks the call mode for one `tools/call`
 /// (`"async"`, `"sync"` or `"auto"`), over the configured one.
 pub const MODE_META_KEY: &str = "mcp-progress-bridge/mode";
+/// The `_meta` key of a tool error that the caller may retry as it is, elsewhere or later:
+/// `{"reason": "draining", "retry_after_ms": N}` (the replica is shutting down).
+pub const RETRY_META_KEY: &str = "mcp-progress-bridge/retry";

@@ -81,6 +81,16 @@ fn bad_configs_exit_2_naming_the_file_and_key() {
             "upstreams[0].tools",
         ),
         ("syntax", "[server\n", "bridge.toml"),
+        (
+            "the drain's old and new names both",
+            "[jobs]\nshutdown_grace_secs = 20\ndrain_secs = 900\n",
+            "jobs.shutdown_grace_secs",
+        ),
+        (
+            "a drain past a day",
+            "[jobs]\ndrain_secs = 86401\n",
+            "jobs.drain_secs",
+        ),
         ("no jobs allowed", "[jobs]\nmax_jobs = 0\n", "jobs.max_jobs"),
         (
             "zero timeout",

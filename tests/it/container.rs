@@ -493,7 +493,7 @@ async fn sigterm_through_tini_drains_running_jobs_within_the_grace_period() {
     };
     const GRACE: Duration = Duration::from_secs(8);
     let mounted = MountedConfig::new(&mounted_config(&format!(
-        "mode = \"async\"\nshutdown_grace_secs = {}",
+        "mode = \"async\"\ndrain_secs = {}",
         GRACE.as_secs()
     )));
     let config = mounted.config();

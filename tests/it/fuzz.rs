@@ -233,6 +233,10 @@ impl Readiness for AlwaysReady {
     fn report(&self) -> (bool, Value) {
         (true, Value::Array(Vec::new()))
     }
+
+    fn draining(&self) -> bool {
+        false
+    }
 }
 
 /// The job API on a memory store with one ended job, without a listener.

@@ -16,6 +16,7 @@ mod connections;
 mod container;
 mod correlation_privacy;
 mod demo_tools;
+mod drain;
 mod fair_shares;
 mod foundry;
 mod fuzz;

@@ -22,6 +22,8 @@ const LABELS: &[(&str, &[&str])] = &[
     ("bridge_jobs_started_total", &["upstream"]),
     ("bridge_jobs_finished_total", &["upstream", "status"]),
     ("bridge_jobs_running", &[]),
+    ("bridge_draining", &[]),
+    ("bridge_calls_refused_draining_total", &[]),
     ("bridge_progress_events_total", &["upstream"]),
     ("bridge_progress_dropped_total", &["reason"]),
     ("bridge_log_dropped_total", &["reason"]),

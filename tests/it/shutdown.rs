@@ -1,5 +1,7 @@
-//! SIGTERM with a job running: the job is cancelled upstream after the grace period, its
-//! subscriber gets the terminal event, the process exits 0, and no child process is left.
+//! SIGTERM with a job running: the job is cancelled upstream after the drain time, its
+//! subscriber gets the terminal event, the process exits 0, and no child process is left; every
+//! task and connection of the bridge ends, and every stream ends with a whole body. The drain
+//! itself (what goes on working, a second signal): `drain.rs`.
 
 use std::time::Duration;
 
@@ -35,7 +37,7 @@ fn alive(pid: u32) -> bool {
 async fn sigterm_ends_running_jobs_with_a_terminal_event_and_leaves_no_child() {
     let mut bridge = spawn_bridge(
         &format!(
-            "[jobs]\nmode = \"async\"\nshutdown_grace_secs = 1\n{}",
+            "[jobs]\nmode = \"async\"\ndrain_secs = 1\n{}",
             demo_upstream_toml("{}")
         ),
         &[],
@@ -154,16 +156,22 @@ fn a_stream_open_at_shutdown_ends_with_a_whole_body() {
     }));
     let url = bridge.correlation_events_url("turn-at-shutdown");
     let base = bridge.base.clone();
-    let reader = rt.client.spawn(async move {
+    let reader = rt.client.spawn({
+        let url = url.clone();
         // Reads until the stream ends; a connection cut mid-body fails the read.
-        read_sse(&url, None, |_| false).await
+        async move { read_sse(&url, None, |_| false).await }
+    });
+    // The same stream's bytes, to see how it ends.
+    let raw = rt.client.spawn(async move {
+        let response = reqwest::get(&url).await.expect("GET the stream");
+        response.bytes().await.expect("a whole body")
     });
     rt.client
-        .block_on(eventually("the reader subscribes", || async {
+        .block_on(eventually("the readers subscribe", || async {
             metrics_text(&base)
                 .await
                 .lines()
-                .any(|l| l.starts_with("bridge_sse_subscribers 1"))
+                .any(|l| l.starts_with("bridge_sse_subscribers 2"))
         }));
     let tasks = bridge.running().tasks();
     rt.bridge
@@ -177,6 +185,13 @@ fn a_stream_open_at_shutdown_ends_with_a_whole_body() {
         .block_on(within("the reader's stream", reader))
         .unwrap();
     assert!(events.is_empty(), "{events:?}");
+    // It says goodbye with a `retry:`: the reader is to come back soon, to another replica.
+    let body = rt.client.block_on(within("the raw stream", raw)).unwrap();
+    assert!(
+        body.ends_with(mcp_progress_bridge::events::sse_frame::CLOSING),
+        "{:?}",
+        String::from_utf8_lossy(&body)
+    );
 }
 
 #[test]
@@ -263,8 +278,8 @@ fn after_shutdown_the_redis_store_has_no_task_and_no_connection_left() {
 }
 
 /// A sync caller waiting when SIGTERM comes gets its answer on its POST stream before the
-/// connection closes: the result of a job that finishes within the grace period, or a tool
-/// error saying the bridge is shutting down for one that does not. It used to get the SSE
+/// connection closes: the result of a job that finishes within the drain, or (past it) the
+/// cancelled job's handle saying the bridge is shutting down. It used to get the SSE
 /// priming event and nothing else in 2 runs of 3 (the HTTP stage ended the MCP sessions, and
 /// their streams, a moment before the answers were written): ten runs here, each must answer.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -274,7 +289,7 @@ async fn a_sync_caller_waiting_through_sigterm_gets_its_answer_every_time() {
         let finishes = run % 2 == 0;
         let mut bridge = spawn_bridge(
             &format!(
-                "[jobs]\nmode = \"sync\"\nshutdown_grace_secs = 1\n{}",
+                "[jobs]\nmode = \"sync\"\ndrain_secs = 1\n{}",
                 demo_upstream_toml("{}")
             ),
             &[],

@@ -28,6 +28,10 @@ impl Readiness for AlwaysReady {
     fn report(&self) -> (bool, Value) {
         (true, Value::Array(Vec::new()))
     }
+
+    fn draining(&self) -> bool {
+        false
+    }
 }
 
 /// The job API over `store` on a free port; its base URL.
