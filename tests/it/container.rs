@@ -487,14 +487,14 @@ async fn the_healthcheck_follows_healthz_and_fails_when_the_bridge_stops_answeri
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sigterm_through_tini_drains_running_jobs_within_the_grace_period() {
+async fn sigterm_through_tini_drains_running_jobs_until_the_drain_ends() {
     let Some(image) = image("sigterm_drains") else {
         return;
     };
-    const GRACE: Duration = Duration::from_secs(8);
+    const DRAIN: Duration = Duration::from_secs(8);
     let mounted = MountedConfig::new(&mounted_config(&format!(
         "mode = \"async\"\ndrain_secs = {}",
-        GRACE.as_secs()
+        DRAIN.as_secs()
     )));
     let config = mounted.config();
     let token = mounted.token();
@@ -514,7 +514,7 @@ async fn sigterm_through_tini_drains_running_jobs_within_the_grace_period() {
     container.ready().await;
     let client = container.mcp_client().await;
 
-    // One job that finishes within the grace period, one that never finishes by itself.
+    // One job that finishes within the drain (jobs.drain_secs), one that never finishes by itself.
     let finishing = running_job(
         &client,
         "tools__slow_count",
@@ -580,8 +580,8 @@ async fn sigterm_through_tini_drains_running_jobs_within_the_grace_period() {
     assert_eq!(events.last().unwrap().event, "completed", "{events:?}");
     assert_eq!(progress_values(&events), vec![1.0, 2.0, 3.0, 4.0]);
     assert!(
-        finished_at - signalled < GRACE,
-        "a job that ends within the grace period ends normally"
+        finished_at - signalled < DRAIN,
+        "a job that ends within the drain ends normally"
     );
     let (events, cancelled_at) = within("the hanging job's reader", hanging_reader)
         .await
@@ -593,8 +593,8 @@ async fn sigterm_through_tini_drains_running_jobs_within_the_grace_period() {
         "{events:?}"
     );
     assert!(
-        cancelled_at - signalled >= GRACE,
-        "the hanging job got the whole grace period ({:?})",
+        cancelled_at - signalled >= DRAIN,
+        "the hanging job got the whole drain ({:?})",
         cancelled_at - signalled
     );
 

@@ -94,9 +94,11 @@ impl TestBridge {
         self.bridge.as_ref().expect("bridge running")
     }
 
-    pub async fn shutdown(mut self, grace: Duration) {
+    /// Stop the bridge in order, its running jobs given `drain` to end (see
+    /// `RunningBridge::shutdown`).
+    pub async fn shutdown(mut self, drain: Duration) {
         if let Some(bridge) = self.bridge.take() {
-            bridge.shutdown(grace).await;
+            bridge.shutdown(drain).await;
         }
     }
 }
