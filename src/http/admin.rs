@@ -2,11 +2,12 @@
 //! restarts, last error) and `/metrics` (Prometheus text). They say more than a stranger
 //! should know, so they are served behind the bearer token on the main listener, or only on
 //! the admin listener (`server.admin_listen`), which operators keep off the public network.
+//! On the main listener `/upstreams` lists a caller the tools its `[[auth.policies]]` allow.
 
 use std::sync::Arc;
 
 use axum::{
-    Json, Router,
+    Extension, Json, Router,
     extract::State,
     http::header,
     response::{IntoResponse, Response},
@@ -14,7 +15,7 @@ use axum::{
 };
 use serde_json::Value;
 
-use crate::metrics::Metrics;
+use crate::{auth::Identity, metrics::Metrics};
 
 /// What `/upstreams` lists; handed in, since this module never talks to an upstream.
 pub trait UpstreamsReport: Send + Sync + 'static {
@@ -34,8 +35,31 @@ pub fn router(state: AdminState) -> Router {
         .with_state(state)
 }
 
-async fn upstreams(State(state): State<AdminState>) -> Json<Value> {
-    Json(serde_json::json!({ "upstreams": state.upstreams.statuses() }))
+async fn upstreams(
+    State(state): State<AdminState>,
+    caller: Option<Extension<Arc<Identity>>>,
+) -> Json<Value> {
+    let mut statuses = state.upstreams.statuses();
+    if let Some(Extension(caller)) = caller
+        && !caller.admin
+    {
+        only_usable_tools(&mut statuses, &caller);
+    }
+    Json(serde_json::json!({ "upstreams": statuses }))
+}
+
+/// Each upstream's `tools` cut to those `caller` may use (`<upstream>__<tool>` by its
+/// policies), so that `/upstreams` shows no more than `tools/list` does.
+fn only_usable_tools(statuses: &mut Value, caller: &Identity) {
+    for upstream in statuses.as_array_mut().into_iter().flatten() {
+        let name = upstream["name"].as_str().unwrap_or_default().to_string();
+        if let Some(tools) = upstream.get_mut("tools").and_then(Value::as_array_mut) {
+            tools.retain(|tool| {
+                let tool = tool.as_str().unwrap_or_default();
+                caller.may_use_tool(&format!("{name}__{tool}"))
+            });
+        }
+    }
 }
 
 async fn metrics(State(state): State<AdminState>) -> Response {

@@ -228,7 +228,7 @@ pub async fn mcp_guard(State(guard): State<Guard>, mut request: Request, next: N
 /// In front of `/upstreams` and `/metrics` on the main listener: a static token (the
 /// operator's kind of credential) or an admin; with `/mcp` open (no credential to check),
 /// loopback clients only.
-pub async fn admin_guard(State(guard): State<Guard>, request: Request, next: Next) -> Response {
+pub async fn admin_guard(State(guard): State<Guard>, mut request: Request, next: Next) -> Response {
     if guard.authn.is_open() {
         return if from_loopback(&request) {
             next.run(request).await
@@ -244,6 +244,9 @@ pub async fn admin_guard(State(guard): State<Guard>, request: Request, next: Nex
     }
     match guard.authenticate(request.headers()).await {
         Ok(identity) if identity.admin || identity.principal.token_name().is_some() => {
+            // `/upstreams` shows a caller the tools its policies let it use.
+            request.headers_mut().remove(header::AUTHORIZATION);
+            request.extensions_mut().insert(identity);
             next.run(request).await
         }
         Ok(_) => ApiError::Forbidden(

@@ -886,6 +886,14 @@ mod tests {
         );
         let other = snapshot();
         let jobs = ChannelSnapshot::Correlation(vec![job.clone(), other.clone()]);
+        // A correlation's reset shares each job's rendering too (one per state, not per reader).
+        let one = snapshot_frame(EventKind::Reset, 7, &jobs);
+        let two = snapshot_frame(EventKind::Reset, 7, &jobs);
+        assert_eq!(
+            one[2].as_ptr(),
+            two[2].as_ptr(),
+            "a correlation's job snapshot shared"
+        );
         let frame = joined(&snapshot_frame(EventKind::Reset, 7, &jobs));
         let head = b"id: 7\nevent: reset\ndata: ";
         assert!(frame.starts_with(head) && frame.ends_with(b"\n\n"));

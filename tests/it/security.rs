@@ -8,7 +8,7 @@ use std::{process::Command, time::Duration};
 use crate::common::*;
 use mcp_progress_bridge::{
     auth::{JobTokens, TokenScope, claimed_expiry},
-    config::{CallMode, Config, JobSecrets, Overrides, Secret},
+    config::{CallMode, Config, JobSecrets, Overrides, PolicyConfig, Secret},
 };
 use serde_json::{Value, json};
 
@@ -458,6 +458,56 @@ async fn operational_endpoints_need_the_token_or_the_admin_listener() {
         let on_admin = reqwest::get(format!("http://{admin}{path}")).await.unwrap();
         assert_eq!(on_admin.status(), 200, "{path} on the admin listener");
     }
+    bridge.shutdown(Duration::from_secs(1)).await;
+}
+
+/// `/upstreams` shows a static token the tools its policies let it use, as `tools/list` does:
+/// the first token may use `demo__echo` only and is shown `echo` only; the second, allowed
+/// every demo tool, is shown them all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upstreams_lists_a_caller_only_the_tools_its_policies_allow() {
+    let bridge = start_bridge(|c| {
+        secured(c);
+        let policy = |token: &str, tools: &str| PolicyConfig {
+            everyone: false,
+            tokens: vec![token.into()],
+            subjects: Vec::new(),
+            roles: Vec::new(),
+            scopes: Vec::new(),
+            issuer: None,
+            tools: vec![tools.into()],
+        };
+        c.auth.policies = vec![
+            policy("token-1", "demo__echo"),
+            policy("token-2", "demo__*"),
+        ];
+    })
+    .await;
+    let tools = |token: &'static str| {
+        let url = format!("{}/upstreams", bridge.base);
+        async move {
+            let body: Value = reqwest::Client::new()
+                .get(url)
+                .bearer_auth(token)
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            body["upstreams"][0]["tools"].as_array().unwrap().clone()
+        }
+    };
+    assert_eq!(
+        tools(TOKEN).await,
+        vec![json!("echo")],
+        "the first token's tools"
+    );
+    let all = tools(OTHER_TOKEN).await;
+    assert!(
+        all.len() > 1 && all.contains(&json!("slow_count")),
+        "{all:?}"
+    );
     bridge.shutdown(Duration::from_secs(1)).await;
 }
 
