@@ -303,6 +303,14 @@ fn start_core(
         metrics.clone(),
         shutdown.tasks(Stage::Jobs),
     );
+    // Jobs adopted from lost replicas (Redis), carried on here; the store hands them up.
+    shutdown
+        .tasks(Stage::Jobs)
+        .spawn_until_stopped(crate::front::carry_on_adopted(
+            upstreams.clone(),
+            jobs.clone(),
+            store.adoptions(),
+        ));
     let core = Core {
         store,
         metrics,

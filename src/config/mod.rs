@@ -341,6 +341,35 @@ pub struct UpstreamConfig {
     /// the bridge uses to follow resource updates) is gone (docs/tasks.md, "Not (yet) done").
     #[serde(default)]
     pub protocol: UpstreamProtocol,
+    /// Whether this upstream's calls are made so that they outlive the replica running them
+    /// (docs/replicas.md): `auto` (the default: on a Streamable HTTP upstream, a tool whose
+    /// `execution.taskSupport` is `optional` or `required` is called as an upstream task that
+    /// another replica can adopt), `tasks` (the same, and a config error on stdio, where a
+    /// call dies with its replica whatever is done), or `off` (only the tools that require a
+    /// task run as one, and no job of this upstream is adopted).
+    #[serde(default)]
+    pub durable: Durable,
+}
+
+/// `[[upstreams]] durable`: whether an upstream's calls are made re-attachable.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Durable {
+    #[default]
+    Auto,
+    Tasks,
+    Off,
+}
+
+impl Durable {
+    /// The name the config uses.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Durable::Auto => "auto",
+            Durable::Tasks => "tasks",
+            Durable::Off => "off",
+        }
+    }
 }
 
 /// `[[upstreams]] protocol`: the MCP lifecycle the bridge uses with an upstream.
@@ -437,6 +466,7 @@ impl UpstreamConfig {
             logs: LogAttribution::None,
             ca_file: None,
             protocol: UpstreamProtocol::Handshake,
+            durable: Durable::Auto,
         }
     }
 

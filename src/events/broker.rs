@@ -6,7 +6,7 @@ use async_trait::async_trait;
 use futures::stream::BoxStream;
 
 use super::{error::StoreError, stored_event::StoredEvent};
-use crate::model::{Channel, EventBody, Heartbeat, JobId, JobSnapshot, NewJob, Seq};
+use crate::model::{Channel, EventBody, Heartbeat, JobId, JobSnapshot, NewJob, Reattach, Seq};
 
 /// One item of a live subscription.
 #[derive(Debug, Clone)]
@@ -59,6 +59,12 @@ pub trait Broker: Send + Sync + 'static {
     /// Returns `None`, appending nothing, when the job is unknown or already ended: nothing
     /// follows a terminal event.
     async fn append(&self, job: JobId, body: EventBody) -> Result<Option<Seq>, StoreError>;
+
+    /// Keep, beside the running job, how another replica re-attaches to its upstream call, and
+    /// show the job as durable (its snapshot's `durability`). True when kept; false when this
+    /// store's jobs cannot outlive this process (the memory store: nobody would read it), or
+    /// the job is no longer this replica's to run.
+    async fn record_reattach(&self, job: JobId, record: &Reattach) -> Result<bool, StoreError>;
 
     /// Deliver a live-only heartbeat to the job's current subscribers.
     async fn heartbeat(&self, job: JobId, beat: Heartbeat) -> Result<(), StoreError>;

@@ -5,13 +5,24 @@ use async_trait::async_trait;
 use futures::{StreamExt, stream::BoxStream};
 
 use super::error::StoreError;
-use crate::model::{AnswerVerdict, CancelAck, InputAnswer, JobId, now_ms};
+use crate::model::{AnswerVerdict, CancelAck, InputAnswer, JobId, JobSnapshot, Reattach, now_ms};
 
 /// A request to stop a running job, routed to the replica that runs its upstream call.
 #[derive(Debug, Clone)]
 pub struct CancelRequest {
     pub job_id: JobId,
     pub reason: String,
+    /// The job is no longer this replica's (another one adopted it): stop working on it, write
+    /// nothing more and leave its upstream call alone, which the adopter carries on.
+    pub abandon: bool,
+}
+
+/// A job this replica adopted from an owner whose lease lapsed (`docs/replicas.md`): it is this
+/// replica's now, at the snapshot's `seq`, to carry on by re-attaching to its upstream call.
+#[derive(Debug, Clone)]
+pub struct Adopted {
+    pub snapshot: JobSnapshot,
+    pub record: Reattach,
 }
 
 /// An answer for a job this replica runs, passed on by the replica it reached (what it answers
@@ -101,5 +112,12 @@ pub trait Bus: Send + Sync + 'static {
     /// Send the verdict on a relayed answer back to the replica that waits for it.
     async fn reply_answer(&self, _to: ReplyTo, _verdict: AnswerVerdict) -> Result<(), StoreError> {
         Ok(())
+    }
+
+    /// The jobs this replica adopts from lost owners, for the one caller that carries them on
+    /// (the first call takes them; a store of one replica adopts none). A store adopts only
+    /// once this has been called.
+    fn adoptions(&self) -> BoxStream<'static, Adopted> {
+        futures::stream::pending().boxed()
     }
 }

@@ -3,6 +3,7 @@
 //! upstream (namespaced, routed to the owner). `server.rs` is the entry: rmcp's handler,
 //! dispatching each method to the file that handles it.
 
+mod adoption;
 mod ask_router;
 mod call_answer;
 mod caller;
@@ -26,6 +27,7 @@ mod tool_call;
 mod upstream_requests;
 mod wire;
 
+pub use adoption::carry_on_adopted;
 pub use catalog::SEPARATOR;
 pub use handle::Links;
 pub use job_tools::{ANSWER_JOB_INPUT, CANCEL_JOB, GET_JOB_STATUS, WAIT_FOR_JOB};

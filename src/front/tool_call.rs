@@ -91,6 +91,10 @@ impl CallSink for JobSink {
     fn roots(&self) -> BoxFuture<'static, ListRootsResult> {
         self.asks.ask_roots()
     }
+
+    fn reattach(&self, record: crate::model::Reattach) {
+        self.intake.reattach(record);
+    }
 }
 
 /// A call on its way upstream: the request, the upstream and its own name of the tool, and the
@@ -228,7 +232,7 @@ fn holding(work: Work, permit: QuotaPermit) -> Work {
     }
 }
 
-fn work_outcome(outcome: CallOutcome) -> WorkOutcome {
+pub(super) fn work_outcome(outcome: CallOutcome) -> WorkOutcome {
     match outcome {
         CallOutcome::Result(result) => WorkOutcome::Result(result),
         CallOutcome::RpcError(error) => WorkOutcome::RpcError(error),

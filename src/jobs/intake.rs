@@ -11,7 +11,7 @@ use tokio::sync::Notify;
 
 use crate::{
     metrics::Metrics,
-    model::{EventBody, ProgressUpdate},
+    model::{EventBody, ProgressUpdate, Reattach},
 };
 
 /// Events waiting for the runner. Past this, consecutive progress is merged into the newest
@@ -34,6 +34,8 @@ struct State {
     last_progress: Option<f64>,
     closed: bool,
     queue: VecDeque<EventBody>,
+    /// How another replica can re-attach to the call, not yet kept by the store.
+    reattach: Option<Reattach>,
 }
 
 impl Intake {
@@ -119,6 +121,24 @@ impl Intake {
             });
         }
         self.wake.notify_one();
+    }
+
+    /// The call became an upstream task another replica can re-attach to: the runner keeps
+    /// the record in the store before the reports that follow it.
+    pub fn reattach(&self, record: Reattach) {
+        {
+            let mut state = self.lock();
+            if state.closed {
+                return;
+            }
+            state.reattach = Some(record);
+        }
+        self.wake.notify_one();
+    }
+
+    /// The re-attach record not yet kept, if any.
+    pub(super) fn take_reattach(&self) -> Option<Reattach> {
+        self.lock().reattach.take()
     }
 
     /// Everything queued so far, oldest first.

@@ -130,12 +130,31 @@ struct Inner {
 struct Running {
     cancel: CancellationToken,
     reason: Mutex<Option<String>>,
+    /// Another replica adopted the job: stop, leaving its upstream call alone.
+    abandoned: AtomicBool,
 }
 
 impl Running {
+    fn new() -> Arc<Self> {
+        Arc::new(Self {
+            cancel: CancellationToken::new(),
+            reason: Mutex::new(None),
+            abandoned: AtomicBool::new(false),
+        })
+    }
+
     fn cancel(&self, reason: String) {
         self.reason.lock().get_or_insert(reason);
         self.cancel.cancel();
+    }
+
+    fn abandon(&self, reason: String) {
+        self.abandoned.store(true, Ordering::Release);
+        self.cancel(reason);
+    }
+
+    fn is_abandoned(&self) -> bool {
+        self.abandoned.load(Ordering::Acquire)
     }
 
     fn reason(&self) -> String {
@@ -215,8 +234,10 @@ impl Jobs {
                 .running
                 .get(&request.job_id)
                 .map(|r| r.value().clone());
-            if let Some(running) = running {
-                running.cancel(request.reason);
+            match running {
+                Some(running) if request.abandon => running.abandon(request.reason),
+                Some(running) => running.cancel(request.reason),
+                None => {}
             }
         }
     }
@@ -260,10 +281,7 @@ impl Jobs {
                 principal: Some(spec.principal),
             })
             .await?;
-        let running = Arc::new(Running {
-            cancel: CancellationToken::new(),
-            reason: Mutex::new(None),
-        });
+        let running = Running::new();
         self.inner.running.insert(id, running.clone());
         self.inner
             .metrics
@@ -273,13 +291,39 @@ impl Jobs {
         self.inner.metrics.jobs_running.inc();
         Ok(PendingJob {
             jobs: self.clone(),
-            _place: place,
+            _place: Some(place),
             id,
             upstream: spec.upstream.clone(),
             intake: Intake::new(spec.upstream, self.inner.metrics.clone()),
             running,
             span,
         })
+    }
+
+    /// Carry on a job this replica adopted (`events::Adopted`): it runs here from now on,
+    /// from `snapshot`. Start it with [`PendingJob::start`] once its upstream call is
+    /// re-attached, or end it with [`PendingJob::fail`].
+    pub fn adopt(&self, snapshot: &JobSnapshot) -> PendingJob {
+        let id = snapshot.job_id;
+        let span = tracing::info_span!(
+            "job",
+            job_id = %id,
+            tool = %snapshot.tool,
+            upstream = %snapshot.upstream,
+            adopted = true,
+        );
+        let running = Running::new();
+        self.inner.running.insert(id, running.clone());
+        self.inner.metrics.jobs_running.inc();
+        PendingJob {
+            jobs: self.clone(),
+            _place: self.inner.places.clone().try_acquire_owned().ok(),
+            id,
+            upstream: snapshot.upstream.clone(),
+            intake: Intake::new(snapshot.upstream.clone(), self.inner.metrics.clone()),
+            running,
+            span,
+        }
     }
 
     pub async fn snapshot(&self, id: JobId) -> Result<Option<JobSnapshot>, JobsError> {
@@ -483,8 +527,9 @@ impl Jobs {
 pub struct PendingJob {
     jobs: Jobs,
     /// The job's place under `max_jobs`, given back when the job (or its failed creation) is
-    /// over.
-    _place: OwnedSemaphorePermit,
+    /// over. An adopted job takes one if there is one, and runs without otherwise: it was
+    /// admitted once, and would be lost if refused now.
+    _place: Option<OwnedSemaphorePermit>,
     id: JobId,
     upstream: String,
     intake: Arc<Intake>,

@@ -107,6 +107,7 @@ impl Runner {
         &self.pending.running
     }
 
+    // Long because: one select over every way a job's work ends, and its reports meanwhile.
     pub(super) async fn run(mut self, work: Work) {
         let Work {
             mut outcome,
@@ -124,9 +125,12 @@ impl Runner {
                 _ = running.cancel.cancelled() => {
                     let reason = running.reason();
                     // Reports after the cancel are dropped; the upstream's late answer, if
-                    // any, is ignored (its future is dropped below, unread).
+                    // any, is ignored (its future is dropped below, unread). A job another
+                    // replica adopted is left to it: its upstream call goes on there.
                     intake.close();
-                    cancel(reason.clone()).await;
+                    if !running.is_abandoned() {
+                        cancel(reason.clone()).await;
+                    }
                     break Finished::Cancelled(reason);
                 }
                 result = &mut outcome => {
@@ -160,6 +164,9 @@ impl Runner {
             }
         };
         drop(outcome);
+        if running.is_abandoned() {
+            return self.abandon();
+        }
         self.drain().await;
         self.release_held().await;
         // Boxed: the state of the job's last steps (1.2 KB, a second copy of the runner's among
@@ -190,6 +197,12 @@ impl Runner {
 
     /// Move everything the intake has queued into the store, in order.
     async fn drain(&mut self) {
+        if let Some(record) = self.intake().take_reattach() {
+            match self.store.record_reattach(self.id(), &record).await {
+                Ok(kept) => tracing::debug!(kept, task = %record.task_id, "re-attach record"),
+                Err(error) => self.store_failed(&error),
+            }
+        }
         let mut batch = std::mem::take(&mut self.batch);
         self.intake().take_into(&mut batch);
         for body in batch.drain(..) {
@@ -256,6 +269,24 @@ impl Runner {
 
     fn store_failed(&self, error: &StoreError) {
         tracing::error!(job = %self.id(), %error, "could not write a job event");
+    }
+
+    /// Another replica adopted the job: write nothing, forget it here, and tell local waiters
+    /// it went on elsewhere.
+    fn abandon(self) {
+        let message = "another bridge replica adopted this job while this one's lease had \
+                       lapsed; it goes on there: follow it by its ID";
+        self.metrics
+            .jobs_finished
+            .with_label_values(&[&self.pending.upstream, "abandoned"])
+            .inc();
+        self.pending.jobs.forget(self.id());
+        tracing::warn!("job left to the replica that adopted it");
+        self.done
+            .send_replace(Some(Arc::new(Finished::Failed(JobFailure {
+                reason: FailureReason::OwnerLost,
+                message: message.into(),
+            }))));
     }
 
     /// Write the terminal event, tell local waiters, and forget the job here. Runs in the

@@ -9,6 +9,7 @@
 
 mod channel;
 mod clock;
+mod durability;
 mod event;
 mod failure;
 mod ids;
@@ -23,6 +24,7 @@ pub mod wire;
 
 pub use channel::{Channel, Seq};
 pub use clock::{iso8601, now_ms};
+pub use durability::{Durability, Reattach};
 pub use event::{EventBody, EventKind, Heartbeat, ProgressUpdate};
 pub use failure::{FailureReason, JobFailure};
 pub use ids::{CorrelationId, InvalidId, JobId};

@@ -4,8 +4,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::{
-    CorrelationId, EventBody, FailureReason, InputQuestion, JobFailure, JobId, JobStatus,
-    Principal, Seq,
+    CorrelationId, Durability, EventBody, FailureReason, InputQuestion, JobFailure, JobId,
+    JobStatus, Principal, Seq,
 };
 
 /// What a new job is, before it has events.
@@ -57,6 +57,10 @@ pub struct JobSnapshot {
     #[serde(default)]
     pub input_requests: Vec<InputQuestion>,
     pub owner: String,
+    /// Whether the upstream call outlives this job's owner: `upstream_task` once the call is
+    /// an upstream task another replica can re-attach to (docs/replicas.md).
+    #[serde(default)]
+    pub durability: Durability,
     /// Who started the job. Never serialized: it may be personal data, and the snapshot JSON
     /// is what every reader of the job sees (see [`Principal`]). Stores keep it beside the
     /// snapshot; `None` for a job recorded before principals existed (only an admin or a
@@ -88,6 +92,7 @@ impl JobSnapshot {
             rpc_error: None,
             input_requests: Vec::new(),
             owner: job.owner.clone(),
+            durability: Durability::None,
             principal: job.principal.clone(),
         }
     }
@@ -234,7 +239,7 @@ mod tests {
         let text = serde_json::to_string(&s).unwrap();
         assert_eq!(
             text,
-            r#"{"job_id":"0123456789abcdef0123456789abcdef","tool":"demo__x","upstream":"demo","upstream_tool":"x","status":"cancelled","progress":null,"total":null,"message":null,"seq":1,"created_at":10,"updated_at":20,"finished_at":20,"last_progress_at":null,"eta_ms":null,"correlation_id":null,"result":null,"error":{"reason":"cancelled","message":"asked"},"input_requests":[],"owner":"r1"}"#
+            r#"{"job_id":"0123456789abcdef0123456789abcdef","tool":"demo__x","upstream":"demo","upstream_tool":"x","status":"cancelled","progress":null,"total":null,"message":null,"seq":1,"created_at":10,"updated_at":20,"finished_at":20,"last_progress_at":null,"eta_ms":null,"correlation_id":null,"result":null,"error":{"reason":"cancelled","message":"asked"},"input_requests":[],"owner":"r1","durability":"none"}"#
         );
         assert!(!text.contains("token:t"));
         let read = serde_json::from_str::<JobSnapshot>(&text).unwrap();
@@ -250,7 +255,7 @@ mod tests {
     /// A snapshot whose failure reason this version does not know still reads, and keeps it.
     #[test]
     fn a_snapshot_with_an_unknown_reason_still_reads() {
-        let text = r#"{"job_id":"0123456789abcdef0123456789abcdef","tool":"demo__x","upstream":"demo","upstream_tool":"x","status":"failed","progress":null,"total":null,"message":null,"seq":3,"created_at":10,"updated_at":20,"finished_at":20,"last_progress_at":null,"eta_ms":null,"correlation_id":null,"result":null,"error":{"reason":"from_the_future","message":"m"},"input_requests":[],"owner":"r1"}"#;
+        let text = r#"{"job_id":"0123456789abcdef0123456789abcdef","tool":"demo__x","upstream":"demo","upstream_tool":"x","status":"failed","progress":null,"total":null,"message":null,"seq":3,"created_at":10,"updated_at":20,"finished_at":20,"last_progress_at":null,"eta_ms":null,"correlation_id":null,"result":null,"error":{"reason":"from_the_future","message":"m"},"input_requests":[],"owner":"r1","durability":"none"}"#;
         let s: JobSnapshot = serde_json::from_str(text).unwrap();
         assert_eq!(
             s.error.as_ref().map(|e| &e.reason),

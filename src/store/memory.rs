@@ -30,7 +30,7 @@ use super::{
 };
 use crate::model::{
     Channel, CorrelationId, EventBody, EventKind, Heartbeat, JobId, JobSnapshot, NewJob, Principal,
-    Seq, now_ms,
+    Reattach, Seq, now_ms,
     wire::{render_heartbeat, render_job_event, to_vec},
 };
 
@@ -370,6 +370,12 @@ impl Broker for MemoryStore {
         Ok(Some(seq))
     }
 
+    /// Nothing outlives this process, and no other replica shares its jobs: a record would
+    /// have no reader, so none is kept and the job's durability stays `none`.
+    async fn record_reattach(&self, _job: JobId, _record: &Reattach) -> Result<bool, StoreError> {
+        Ok(false)
+    }
+
     async fn heartbeat(&self, job: JobId, beat: Heartbeat) -> Result<(), StoreError> {
         let Some(log) = self.job(job) else {
             return Ok(());
@@ -534,6 +540,7 @@ impl Bus for MemoryStore {
         let _ = self.inner.cancels.send(CancelRequest {
             job_id: job,
             reason,
+            abandon: false,
         });
         Ok(CancelAck::Requested(Box::new(snapshot)))
     }

@@ -13,8 +13,8 @@ mod task_index;
 use async_trait::async_trait;
 
 use crate::events::{
-    AnswerRequest, Broker, Bus, CancelRequest, ChannelSnapshot, LiveItem, LiveStream, Opened,
-    Relayed, RelayedAnswer, Replay, ReplyTo, StoreError, StoredEvent,
+    Adopted, AnswerRequest, Broker, Bus, CancelRequest, ChannelSnapshot, LiveItem, LiveStream,
+    Opened, Relayed, RelayedAnswer, Replay, ReplyTo, StoreError, StoredEvent,
 };
 pub use memory::MemoryStore;
 pub use redis::{RedisOptions, RedisStore};

@@ -21,10 +21,13 @@ use super::{
     call_outcome::{CallOutcome, tool_result},
     input_required::{self, Bounds, Round, Stop},
     tap::{CallRoutes, CallSink, RouteMarker},
-    task_call::{self, TaskCall},
+    task_call::{self, TaskCall, TaskLine},
 };
 use crate::{
-    config::TransportKind, model::FailureReason, rmcp_ext::task_support::TaskSupport, traces,
+    config::TransportKind,
+    model::{Durability, FailureReason},
+    rmcp_ext::task_support::TaskSupport,
+    traces,
 };
 
 /// How long to wait, after a connection dropped mid-call, for the supervisor to learn why
@@ -91,7 +94,8 @@ impl Upstream {
             routes: self.inner.routes.clone(),
             marker: self.inner.routes.add(sink.clone()),
         };
-        let as_task = self.task_support(tool) == Some(TaskSupport::Required);
+        let durable = self.durability(tool) == Durability::UpstreamTask;
+        let as_task = durable || self.task_support(tool) == Some(TaskSupport::Required);
         let resend_arguments = arguments.clone();
         let request = first_request(tool, arguments, as_task, route.marker);
         let span = call_span(self.name(), tool);
@@ -113,7 +117,8 @@ impl Upstream {
             metrics: self.inner.metrics.clone(),
             current: current.clone(),
         };
-        let task = as_task.then(|| self.task_call(sink));
+        let seen = live.seen.clone().filter(|_| durable);
+        let task = as_task.then(|| self.task_call(sink, TaskLine::Connection(seen)));
         Ok(UpstreamCall {
             upstream: self.name().to_string(),
             span,
@@ -133,7 +138,7 @@ impl Upstream {
     }
 
     /// How the bridge follows the call once the upstream runs it as a task.
-    fn task_call(&self, sink: Arc<dyn CallSink>) -> TaskCall {
+    pub(super) fn task_call(&self, sink: Arc<dyn CallSink>, line: TaskLine) -> TaskCall {
         let bounds = self.inner.limits.tasks;
         // A Streamable HTTP upstream keeps its tasks when a connection ends; a stdio child's
         // die with it.
@@ -148,6 +153,7 @@ impl Upstream {
             routes: self.inner.routes.clone(),
             bounds,
             resume,
+            line,
         }
     }
 }

@@ -24,6 +24,9 @@ pub enum UpstreamError {
         #[source]
         source: ServiceError,
     },
+    /// A job adopted from another replica whose upstream task this replica cannot follow.
+    #[error("the upstream task of this job cannot be followed from this replica: {why}")]
+    NotReattachable { why: String },
 }
 
 /// Why an upstream has no connection right now.

@@ -27,11 +27,11 @@ use rmcp::{
 use rustls::pki_types::CertificateDer;
 use sse_stream::Sse;
 
-use super::oversize::Oversize;
+use super::{oversize::Oversize, session_seen::SessionSeen};
 use crate::rmcp_ext::{envelope::Envelope, task_support::TaskSupportMap};
 
 /// Room for an SSE event's framing (`event:`, `id:`, `data: ` and line ends) above the limit.
-const SSE_FRAMING: usize = 64 * 1024;
+pub(super) const SSE_FRAMING: usize = 64 * 1024;
 /// Redirects followed for one request (rmcp's default client follows as many).
 const MAX_REDIRECTS: usize = 10;
 const TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
@@ -47,6 +47,8 @@ pub(super) struct BoundedHttp {
     /// Where `tools/list` answers (SSE events and JSON bodies) leave their tools' task support
     /// (`rmcp_ext/task_support.rs`).
     task_support: TaskSupportMap,
+    /// Where the session of each POST is noted (`session_seen.rs`).
+    seen: SessionSeen,
 }
 
 impl BoundedHttp {
@@ -55,6 +57,7 @@ impl BoundedHttp {
     pub(super) fn new(
         oversize: Oversize,
         task_support: TaskSupportMap,
+        seen: SessionSeen,
         extra_roots: Vec<CertificateDer<'static>>,
         config: StreamableHttpClientTransportConfig,
     ) -> Result<(Self, StreamableHttpClientTransportConfig), reqwest::Error> {
@@ -77,6 +80,7 @@ impl BoundedHttp {
                 inner,
                 oversize,
                 task_support,
+                seen,
             },
             config,
         ))
@@ -297,12 +301,12 @@ fn header<'a>(response: &'a reqwest::Response, name: &str) -> Option<&'a str> {
 }
 
 /// The session header of Streamable HTTP.
-const SESSION_HEADER: &str = "mcp-session-id";
+pub(super) const SESSION_HEADER: &str = "mcp-session-id";
 
 /// `bytes` (an SSE body) ended by an error once one event passes `max` bytes (its lines
 /// without their ends, comments included): the error says what rmcp's own bound says, so
 /// [`too_large`] knows it.
-fn bounded_bytes<S, E>(
+pub(super) fn bounded_bytes<S, E>(
     bytes: S,
     max: usize,
 ) -> impl futures::Stream<Item = Result<bytes::Bytes, std::io::Error>> + Send + 'static
@@ -372,7 +376,7 @@ fn request_id(message: &ClientJsonRpcMessage) -> Option<RequestId> {
 
 /// rmcp's redirect policy for its default client: 307 and 308 within the same origin only
 /// (others would drop the body, or replay the session and headers to another host).
-fn same_origin_redirects() -> reqwest::redirect::Policy {
+pub(super) fn same_origin_redirects() -> reqwest::redirect::Policy {
     reqwest::redirect::Policy::custom(|attempt| {
         let keeps_body = matches!(attempt.status().as_u16(), 307 | 308);
         let same_origin = attempt
@@ -435,6 +439,7 @@ impl StreamableHttpClient for BoundedHttp {
         limits: StreamableHttpResponseLimits,
     ) -> Posted {
         let request = request_id(&message);
+        self.seen.note(session_id.as_ref(), &custom_headers);
         let mut custom_headers = custom_headers;
         trace_headers(&message, &mut custom_headers);
         if is_tools_list(&message) {

@@ -15,7 +15,10 @@ mod input_required;
 mod line_cap;
 mod offer;
 mod oversize;
+mod reattach;
 mod requests;
+mod session_poller;
+mod session_seen;
 mod stdio;
 mod supervisor;
 mod tap;
@@ -36,12 +39,15 @@ pub use call_outcome::CallOutcome;
 pub use error::{SessionError, Unreachable, UpstreamError};
 pub use input_required::Asking;
 pub use offer::ListKind;
+pub use reattach::{AdoptedCall, TaskCanceller};
 pub use requests::RequestError;
 pub use tap::{CallSink, no_sampling};
+pub use task_call::TaskResume;
 
 use crate::{
-    config::{TransportKind, UpstreamConfig, UpstreamTasksConfig},
+    config::{Durable, TransportKind, UpstreamConfig, UpstreamTasksConfig},
     metrics::Metrics,
+    model::Durability,
     shutdown::Tasks,
 };
 use offer::Offer;
@@ -199,6 +205,8 @@ pub struct UpstreamStatus {
     pub in_flight: usize,
     /// The revision of the last session: with `protocol = "auto"`, the one the probe chose.
     pub protocol: Option<String>,
+    /// `durable`: whether calls are made so that another replica can adopt them.
+    pub durable: &'static str,
 }
 
 /// One upstream: a cheap handle shared by the supervisor and every caller.
@@ -235,6 +243,8 @@ struct Live {
     peer: Peer<RoleClient>,
     /// Becomes `Some(reason)` when this connection has ended.
     closed: watch::Receiver<Option<String>>,
+    /// HTTP: the upstream session this connection uses (for a task's re-attach record).
+    seen: Option<session_seen::SessionSeen>,
 }
 
 #[derive(Default)]
@@ -297,6 +307,23 @@ impl Upstream {
         &self.inner.config.name
     }
 
+    /// Whether a call of `tool` is made re-attachable (`durable`, docs/replicas.md): as an
+    /// upstream task, on a Streamable HTTP upstream (a stdio child dies with its replica),
+    /// when the tool takes tasks (`execution.taskSupport` `optional` or `required`).
+    pub fn durability(&self, tool: &str) -> Durability {
+        let config = &self.inner.config;
+        let takes_tasks = matches!(
+            self.task_support(tool),
+            Some(TaskSupport::Optional | TaskSupport::Required)
+        );
+        let http = config.transport == TransportKind::Http;
+        if http && config.durable != Durable::Off && takes_tasks {
+            Durability::UpstreamTask
+        } else {
+            Durability::None
+        }
+    }
+
     pub fn config(&self) -> &UpstreamConfig {
         &self.inner.config
     }
@@ -344,6 +371,7 @@ impl Upstream {
                 .map(|e| crate::redact::text(&e.to_string()).into_owned()),
             in_flight: self.inner.routes.in_flight(),
             protocol: details.protocol.clone(),
+            durable: self.inner.config.durable.as_str(),
         }
     }
 

@@ -21,6 +21,7 @@ use super::{
     line_cap::{self, LineCap},
     offer::list_bounded,
     oversize::Oversize,
+    session_seen::SessionSeen,
     stdio,
     tap::Tap,
 };
@@ -51,6 +52,8 @@ type Client = RunningService<RoleClient, UpstreamClient>;
 struct Session {
     client: Client,
     child: Option<(u32, watch::Receiver<Option<String>>)>,
+    /// An HTTP connection's upstream session, as its client sees it.
+    seen: Option<SessionSeen>,
 }
 
 impl Upstream {
@@ -186,6 +189,7 @@ impl Upstream {
             Ok(Ok(client)) => Ok(Session {
                 client,
                 child: Some((child.pid, exited)),
+                seen: None,
             }),
             failed => {
                 stdio::stop(child.pid, &mut exited, Duration::ZERO).await;
@@ -219,9 +223,11 @@ impl Upstream {
             Some(path) => crate::tls::read_ca_file(path).map_err(SessionError::CaFile)?,
             None => Vec::new(),
         };
+        let seen = SessionSeen::default();
         let (client, transport_config) = BoundedHttp::new(
             self.oversize(),
             self.inner.task_support.clone(),
+            seen.clone(),
             extra_roots,
             transport_config,
         )
@@ -234,6 +240,7 @@ impl Upstream {
             Ok(Ok(client)) => Ok(Session {
                 client,
                 child: None,
+                seen: Some(seen),
             }),
             Ok(Err(e)) => Err(SessionError::Connect {
                 url: redact::url(&url),
@@ -250,7 +257,11 @@ impl Upstream {
     /// Serve one connected session until it ends or the bridge shuts down; returns why it
     /// ended.
     async fn run(&self, session: Session, shutdown: &CancellationToken) -> String {
-        let Session { client, child } = session;
+        let Session {
+            client,
+            child,
+            seen,
+        } = session;
         let (closed_tx, closed) = watch::channel(None);
         let stop_on_shutdown = client.cancellation_token();
         let stop_on_failed_check = client.cancellation_token();
@@ -258,6 +269,7 @@ impl Upstream {
         self.set_live(Some(Live {
             peer: peer.clone(),
             closed,
+            seen,
         }));
         self.learn_capabilities(&peer);
         self.refresh_tools().await;

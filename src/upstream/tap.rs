@@ -64,6 +64,11 @@ pub trait CallSink: Send + Sync + 'static {
     fn roots(&self) -> BoxFuture<'static, ListRootsResult> {
         std::future::ready(ListRootsResult::default()).boxed()
     }
+    /// The call became an upstream task another replica can re-attach to (`durable`). The
+    /// default keeps nothing.
+    fn reattach(&self, record: crate::model::Reattach) {
+        let _ = record;
+    }
 }
 
 /// The answer to a `sampling/createMessage` nobody can take: there is no model behind the

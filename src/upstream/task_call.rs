@@ -31,9 +31,15 @@ use tokio::sync::watch;
 use super::{
     Upstream,
     call_outcome::{CallOutcome, tool_result},
+    session_poller::SessionPoller,
+    session_seen::SessionSeen,
     tap::{CallRoutes, CallSink},
 };
-use crate::{config::UpstreamTasksConfig, metrics::Metrics, model::FailureReason};
+use crate::{
+    config::UpstreamTasksConfig,
+    metrics::Metrics,
+    model::{FailureReason, Reattach},
+};
 
 /// How long a `tasks/get`, `tasks/result` or `tasks/cancel` may take.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
@@ -54,6 +60,24 @@ pub(super) struct TaskCall {
     /// How long to wait for a new connection when the one the task started on is gone (a
     /// Streamable HTTP upstream keeps its tasks); `None`: fail at once (stdio).
     pub resume: Option<Duration>,
+    /// Where the task's requests go.
+    pub line: TaskLine,
+}
+
+/// Where a task's requests go.
+pub(super) enum TaskLine {
+    /// The upstream's connection of the moment (the task was created here). With the
+    /// connection's session, when the task is to be re-attachable: its record is made from it
+    /// (`durable`, docs/replicas.md).
+    Connection(Option<SessionSeen>),
+    /// The session the task was created in by another replica (an adopted job).
+    Session(Arc<SessionPoller>),
+}
+
+/// Where an adopted task's job stood: the progress steps it had, and the last status message.
+pub struct TaskResume {
+    pub steps: u32,
+    pub message: Option<String>,
 }
 
 /// The `params` of a task-augmented `tools/call`.
@@ -71,20 +95,61 @@ pub(super) async fn follow(
     upstream: String,
     created: ServerResult,
     call: TaskCall,
-    mut closed: watch::Receiver<Option<String>>,
+    closed: watch::Receiver<Option<String>>,
 ) -> CallOutcome {
     let task = created_task(&created);
     let Some(id) = task["taskId"].as_str().map(str::to_string) else {
         return tool_result(created, &upstream);
     };
     let _ = call.task_id.set(id.clone());
-    let mut statuses = call.routes.watch_task(&id);
-    let _unwatch = Unwatch(&call.routes, &id);
+    // Re-attachable where the session is known (a session-less upstream's task is not yet).
+    if let TaskLine::Connection(Some(seen)) = &call.line
+        && let Some(seen) = seen.get()
+    {
+        call.sink.reattach(Reattach {
+            upstream: upstream.clone(),
+            session_id: Some(seen.session_id.to_string()),
+            protocol: seen.protocol,
+            task_id: id.clone(),
+        });
+    }
     let mut state = TaskState::new(call.bounds, call.metrics.clone());
     state.update(&task, &call.sink);
+    follow_task(upstream, id, call, state, Some(closed)).await
+}
+
+/// Follow task `id`, which another replica created on the session `call.line` names, from
+/// where its job stood (`resume`).
+pub(super) async fn follow_adopted(
+    upstream: String,
+    id: String,
+    call: TaskCall,
+    resume: TaskResume,
+) -> CallOutcome {
+    let _ = call.task_id.set(id.clone());
+    let mut state = TaskState::new(call.bounds, call.metrics.clone());
+    state.steps = resume.steps;
+    state.message = resume.message;
+    follow_task(upstream, id, call, state, None).await
+}
+
+/// Poll task `id` (and take its pushed statuses) until it ends; then its outcome. `closed`:
+/// the connection it was created on, watched to resume on the next one.
+// Long because: one loop that takes pushed statuses, polls, connection ends and the bounds.
+async fn follow_task(
+    upstream: String,
+    id: String,
+    call: TaskCall,
+    mut state: TaskState,
+    closed: Option<watch::Receiver<Option<String>>>,
+) -> CallOutcome {
+    let mut statuses = call.routes.watch_task(&id);
+    let _unwatch = Unwatch(&call.routes, &id);
     let mut polls: u64 = 0;
     let mut lost: Option<Instant> = None;
-    let mut watching = true;
+    let mut watching = closed.is_some();
+    let mut closed = closed.unwrap_or_else(|| watch::channel(None).1);
+    let on_connection = matches!(call.line, TaskLine::Connection(_));
     while !state.is_terminal() {
         tokio::select! {
             // A status the upstream pushes: every stage, even those shorter than a poll.
@@ -113,9 +178,22 @@ pub(super) async fn follow(
             Ok(None) => continue,
             Err(outcome) => return outcome,
         }
-        if !watching && let Some(live) = call.upstream.live() {
+        if on_connection
+            && !watching
+            && let Some(live) = call.upstream.live()
+        {
             closed = live.closed;
             watching = true;
+        }
+        if state.status == "input_required" && !on_connection {
+            return CallOutcome::Failed {
+                reason: FailureReason::UpstreamError,
+                message: format!(
+                    "upstream {upstream}'s task {id} asks for input, and its job was adopted \
+                     from another replica, which cannot relay the question yet: run the tool \
+                     again"
+                ),
+            };
         }
         if state.status == "input_required" {
             // The 2025-11-25 way: the upstream's questions come while the client waits on
@@ -264,9 +342,16 @@ async fn resumed(
     within: Option<Duration>,
     lost: &mut Option<Instant>,
 ) -> Result<Option<Value>, CallOutcome> {
-    let answer = match call.upstream.live_peer() {
-        Some(peer) => request(&peer, &call.metrics, method, id, within).await,
-        None => Err(CallOutcome::Failed {
+    let answer = match (&call.line, call.upstream.live_peer()) {
+        (TaskLine::Session(poller), _) => {
+            let answer = poller.request(method, id, within).await;
+            count(&call.metrics, method, answer.is_ok());
+            answer
+        }
+        (TaskLine::Connection(_), Some(peer)) => {
+            request(&peer, &call.metrics, method, id, within).await
+        }
+        (TaskLine::Connection(_), None) => Err(CallOutcome::Failed {
             reason: FailureReason::UpstreamLost,
             message: format!("{method} for task {id}: upstream {upstream} is not connected"),
         }),
@@ -440,15 +525,7 @@ async fn request(
         Some(within) => tokio::time::timeout(within, sent).await,
         None => Ok(sent.await),
     };
-    let outcome = if matches!(answer, Ok(Ok(_))) {
-        "ok"
-    } else {
-        "error"
-    };
-    metrics
-        .upstream_task_requests
-        .with_label_values(&[method, outcome])
-        .inc();
+    count(metrics, method, matches!(answer, Ok(Ok(_))));
     match answer {
         Ok(Ok(result)) => Ok(serde_json::to_value(&result).unwrap_or_default()),
         Ok(Err(ServiceError::McpError(error))) => Err(CallOutcome::RpcError(error)),
@@ -464,4 +541,13 @@ async fn request(
             ),
         }),
     }
+}
+
+/// Count one task request in `bridge_upstream_task_requests_total`.
+fn count(metrics: &Metrics, method: &str, ok: bool) {
+    let outcome = if ok { "ok" } else { "error" };
+    metrics
+        .upstream_task_requests
+        .with_label_values(&[method, outcome])
+        .inc();
 }

@@ -8,6 +8,8 @@
 // - Tasks are kept by the process, not by the MCP session (the store ignores the session ID),
 //   as a server that binds tasks to its callers' credentials would: a client that reconnects
 //   (a new session) can still poll and fetch a task it started before.
+// - `--session-tasks`: each task is known only to the session that made it (server-everything's
+//   way): another client must use that session's `Mcp-Session-Id` to poll it.
 // - `POST /admin/outage?ms=N` answers every other request with 503 for N ms and ends the open
 //   sessions (and their streams): a cut connection, with the tasks running on.
 import http from "node:http";
@@ -19,16 +21,22 @@ import { z } from "zod";
 
 const port = Number(process.argv[2]);
 const json = process.argv.includes("--json");
+const sessionTasks = process.argv.includes("--session-tasks");
 
-/** The SDK's store, with every session's tasks visible to every session. */
+/** The SDK's store: every session's tasks visible to every session, or (`--session-tasks`)
+ * each task only to the session that made it, as server-everything keeps them. */
 const inner = new InMemoryTaskStore();
+const bound = (sessionId) => (sessionTasks ? sessionId : undefined);
 const store = {
-  createTask: (params, requestId, request) => inner.createTask(params, requestId, request, undefined),
-  getTask: (taskId) => inner.getTask(taskId, undefined),
-  storeTaskResult: (taskId, status, result) => inner.storeTaskResult(taskId, status, result, undefined),
-  getTaskResult: (taskId) => inner.getTaskResult(taskId, undefined),
-  updateTaskStatus: (taskId, status, message) => inner.updateTaskStatus(taskId, status, message, undefined),
-  listTasks: (cursor) => inner.listTasks(cursor, undefined),
+  createTask: (params, requestId, request, sessionId) =>
+    inner.createTask(params, requestId, request, bound(sessionId)),
+  getTask: (taskId, sessionId) => inner.getTask(taskId, bound(sessionId)),
+  storeTaskResult: (taskId, status, result, sessionId) =>
+    inner.storeTaskResult(taskId, status, result, bound(sessionId)),
+  getTaskResult: (taskId, sessionId) => inner.getTaskResult(taskId, bound(sessionId)),
+  updateTaskStatus: (taskId, status, message, sessionId) =>
+    inner.updateTaskStatus(taskId, status, message, bound(sessionId)),
+  listTasks: (cursor, sessionId) => inner.listTasks(cursor, bound(sessionId)),
 };
 const queue = new InMemoryTaskMessageQueue();
 
@@ -64,8 +72,8 @@ function newServer() {
         })().catch((e) => store.updateTaskStatus(task.taskId, "failed", String(e)));
         return { task };
       },
-      getTask: async (_args, extra) => store.getTask(extra.taskId),
-      getTaskResult: async (_args, extra) => store.getTaskResult(extra.taskId),
+      getTask: async (_args, extra) => store.getTask(extra.taskId, extra.sessionId),
+      getTaskResult: async (_args, extra) => store.getTaskResult(extra.taskId, extra.sessionId),
     },
   );
   return server;

@@ -7,6 +7,7 @@
 
 mod common;
 
+mod adoption;
 mod bad_input;
 mod bridge;
 mod cli;

@@ -182,47 +182,12 @@ async fn a_hostile_upstream_task_is_bounded_and_its_job_ends_truthfully() {
     bridge.shutdown(Duration::from_secs(2)).await;
 }
 
-/// The TypeScript SDK server of tests/interop/task_http_server.mjs on a free port (`--json`:
-/// plain JSON bodies, no SSE), and its MCP URL.
-async fn task_http_server(json_bodies: bool) -> Option<(tokio::process::Child, String, u16)> {
-    let root = repo_root();
-    let script = root.join("tests/interop/task_http_server.mjs");
-    let present = node().is_some()
-        && root
-            .join("tests/interop/node_modules/@modelcontextprotocol/sdk")
-            .exists();
-    if !prerequisite(
-        present,
-        "node and tests/interop/node_modules (npm ci --prefix tests/interop)",
-    ) {
-        return None;
-    }
-    let port = free_port();
-    let mut command = tokio::process::Command::new("node");
-    command.arg(&script).arg(port.to_string());
-    if json_bodies {
-        command.arg("--json");
-    }
-    let server = command
-        .kill_on_drop(true)
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .expect("start task_http_server.mjs");
-    eventually("task_http_server listening", || async {
-        tokio::net::TcpStream::connect(("127.0.0.1", port))
-            .await
-            .is_ok()
-    })
-    .await;
-    Some((server, format!("http://127.0.0.1:{port}/mcp"), port))
-}
-
 /// A Streamable HTTP upstream that answers `tools/list` with a plain JSON body (not an SSE
 /// stream): its tool's `taskSupport: "required"` is seen (the bridge reads that body itself),
 /// so the tool runs as an upstream task instead of failing with "requires task augmentation".
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_required_tool_of_a_json_body_http_upstream_runs_as_a_task() {
-    let Some((_server, url, _)) = task_http_server(true).await else {
+    let Some((_server, url, _)) = task_http_server(&["--json"]).await else {
         return;
     };
     let bridge = start_bridge(|c| {
@@ -258,7 +223,7 @@ async fn a_required_tool_of_a_json_body_http_upstream_runs_as_a_task() {
 /// it completes with the task's result, its later stages on its SSE channel.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_upstream_task_outlives_its_http_connection() {
-    let Some((_server, url, port)) = task_http_server(false).await else {
+    let Some((_server, url, port)) = task_http_server(&[]).await else {
         return;
     };
     let bridge = start_bridge(|c| {

@@ -338,6 +338,7 @@ impl Hub {
                 let _ = self.cancels.send(CancelRequest {
                     job_id: m.job_id,
                     reason: m.reason,
+                    abandon: false,
                 });
             }
             Ok(Incoming::Answer(m)) => {

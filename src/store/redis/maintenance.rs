@@ -1,5 +1,5 @@
-//! The store's background duties in one task: renew this replica's lease, end the running
-//! jobs of replicas whose lease expired, write held events once Redis is back, and pick up
+//! The store's background duties in one task: renew this replica's lease, adopt or end the
+//! running jobs of replicas whose lease expired (`adoption.rs`), write held events once Redis is back, and pick up
 //! cancel requests that arrived while the control channel was not subscribed.
 //!
 //! Lease timing: renewed every third of `lease`; others are checked as often. A replica that
@@ -17,7 +17,7 @@ use ::redis::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::{ControlMessage, Inner, LinkError, Written};
-use crate::model::{EventBody, FailureReason, JobFailure, JobId};
+use crate::model::JobId;
 
 pub(super) async fn run(inner: Arc<Inner>, stop: CancellationToken) {
     let period = (inner.lease / 3).max(Duration::from_millis(100));
@@ -182,6 +182,10 @@ impl Inner {
                             break;
                         }
                     }
+                    Ok(Written::Fenced(generation)) => {
+                        self.lose(job, generation);
+                        break;
+                    }
                     Ok(Written::Unknown | Written::Ended) => {
                         owned.lock().held.clear();
                         self.owned.remove(&job);
@@ -227,7 +231,7 @@ impl Inner {
         }
     }
 
-    /// End the running jobs of every replica whose lease has expired.
+    /// Adopt or end the running jobs of every replica whose lease has expired.
     async fn end_jobs_of_dead_replicas(&self) {
         if self.cmd.up_for().is_none_or(|up| up < self.lease) {
             return;
@@ -277,39 +281,11 @@ impl Inner {
         }
     }
 
-    /// End `job` of the dead `replica` with `owner_lost`. `Some(true)`: ended now;
-    /// `Some(false)`: it was unknown or already ended; `None`: Redis failed (try again later).
-    async fn fail_orphan(&self, replica: &str, job: JobId) -> Option<bool> {
-        let body = EventBody::Failed {
-            failure: JobFailure {
-                reason: FailureReason::OwnerLost,
-                message: format!(
-                    "the bridge replica {replica} that ran this job stopped renewing \
-                     its lease (it crashed, or lost Redis); the upstream call is lost: \
-                     run the tool again"
-                ),
-            },
-            result: None,
-            rpc_error: None,
-        };
-        match self.append_foreign(job, body).await {
-            Ok(Some(seq)) => {
-                tracing::warn!(job = %job, %replica, seq, "job failed: its owner is gone");
-                Some(true)
-            }
-            Ok(None) => Some(false),
-            Err(error) => {
-                tracing::warn!(job = %job, %error, "could not end a dead replica's job");
-                None
-            }
-        }
-    }
-
     async fn end_jobs_of(&self, replica: &str, jobs: Vec<String>) {
         let running_key = self.keys.running(replica);
         for raw in &jobs {
             let failed = match raw.parse::<JobId>() {
-                Ok(job) => match self.fail_orphan(replica, job).await {
+                Ok(job) => match self.take_over(replica, job).await {
                     Some(failed) => failed,
                     None => return,
                 },

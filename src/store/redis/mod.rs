@@ -6,10 +6,12 @@
 //! step atomic, and Redis assigns the sequence numbers, so replay is the same on every
 //! replica. Every key has a TTL. Two connections per replica ([`link`]); one subscription per
 //! channel for all local readers ([`hub`]); a lease per owner ([`maintenance`]), whose expiry
-//! ends the owner's running jobs `failed` (`owner_lost`); cancels and answers relayed on
-//! control channels (`relay_answer`); events held while Redis is away ([`outbox`]).
+//! hands the owner's re-attachable jobs to another replica and ends the rest `owner_lost`
+//! ([`adoption`], fenced by generation); cancels and answers relayed on control channels
+//! (`relay_answer`); events held while Redis is away ([`outbox`]).
 //! The details and their reasons: docs/design/store.md.
 
+mod adoption;
 mod codec;
 mod hub;
 mod keys;
@@ -31,22 +33,23 @@ use tokio::sync::Notify;
 use tokio_stream::wrappers::BroadcastStream;
 
 use self::{
+    adoption::Adoptions,
     codec::{SplitData, all_fields, changed_fields, entry_seq, snapshot_fields},
     hub::{AnswerMessage, ControlMessage, Hub, VerdictMessage},
     keys::Keys,
     link::{Link, LinkError},
-    outbox::{Held, Owned, Write},
+    outbox::{Fence, Held, Owned, Write},
     scripts::Scripts,
     shared::SharedHistory,
 };
 use super::{
-    AnswerRequest, AnswerVerdict, Broker, Bus, CancelAck, CancelRequest, ChannelSnapshot, Opened,
-    Relayed, RelayedAnswer, Replay, ReplyTo, Store, StoreError, StoredEvent,
+    Adopted, AnswerRequest, AnswerVerdict, Broker, Bus, CancelAck, CancelRequest, ChannelSnapshot,
+    Opened, Relayed, RelayedAnswer, Replay, ReplyTo, Store, StoreError, StoredEvent,
 };
 use crate::config::redact_url;
 use crate::model::{
     Channel, EventBody, FailureReason, Heartbeat, JobFailure, JobId, JobSnapshot, NewJob,
-    Principal, Seq, now_ms,
+    Principal, Reattach, Seq, now_ms,
     wire::{render_heartbeat, render_job_event},
 };
 use crate::shutdown::{Shutdown, Stage};
@@ -101,6 +104,11 @@ struct Inner {
     flush: Notify,
     /// Large history events read back, one copy for every reader holding them.
     read_back: SharedHistory,
+    /// Jobs another replica adopted from this one, until their runner here has stopped: no
+    /// write of this replica reaches them any more (`adoption.rs`).
+    lost: DashMap<JobId, ()>,
+    /// The jobs this replica adopts, on their way to whoever carries them on.
+    adoptions: Adoptions,
 }
 
 /// How an append script call ended.
@@ -108,6 +116,8 @@ enum Written {
     Stored(Seq),
     Unknown,
     Ended,
+    /// The job is another replica's now, at this generation (the fence).
+    Fenced(u64),
 }
 
 impl From<LinkError> for StoreError {
@@ -133,6 +143,7 @@ impl RedisStore {
     /// bridge starts even while Redis is down. The subscription task and the lease maintenance
     /// run in the shutdown's store stage; the connections in its connections stage, so that
     /// the maintenance gives the lease up before they close.
+    // Long because: the store's state and its four tasks are built in one place.
     pub fn start(
         options: RedisOptions,
         replica: String,
@@ -183,6 +194,8 @@ impl RedisStore {
             relay_timeout: options.relay_timeout,
             flush: Notify::new(),
             read_back: SharedHistory::default(),
+            lost: DashMap::new(),
+            adoptions: Adoptions::default(),
         });
         let connections = shutdown.tasks(Stage::Connections);
         connections.spawn(cmd.clone().supervise(connections.clone()));
@@ -235,7 +248,7 @@ impl Inner {
     /// A job's creation script may have run before Redis was lost with its answer. Hold a
     /// failure for the job: written when Redis returns, it ends the job if it does exist.
     fn hold_failed_start(&self, job: JobId, snapshot: JobSnapshot) {
-        let owned = Owned::new(snapshot);
+        let owned = Owned::new(snapshot, 0);
         {
             let mut state = owned.lock();
             let body = EventBody::Failed {
@@ -256,6 +269,7 @@ impl Inner {
         let _ = self.hub.cancels().send(CancelRequest {
             job_id,
             reason: reason.to_string(),
+            abandon: false,
         });
     }
 
@@ -300,6 +314,10 @@ impl Inner {
             )
             .arg(w.expect)
             .arg(self.live_ttl_ms);
+        match &w.fence {
+            Some(fence) => call.arg(&fence.owner).arg(fence.generation),
+            None => call.arg("").arg(0),
+        };
         for (name, value) in &w.fields {
             call.arg(name).arg(value);
         }
@@ -311,6 +329,7 @@ impl Inner {
             0 => Written::Unknown,
             -1 => Written::Ended,
             -2 => Written::Stored(head as Seq),
+            -3 => Written::Fenced(head.max(0) as u64),
             seq => Written::Stored(seq as Seq),
         })
     }
@@ -331,6 +350,7 @@ impl Inner {
             expect: seq,
             owner: snapshot.owner.clone(),
             correlation: snapshot.correlation_id.clone(),
+            fence: None,
         }
     }
 
@@ -342,7 +362,8 @@ impl Inner {
     ) -> Result<Option<Seq>, StoreError> {
         let write = {
             let mut state = owned.lock();
-            let write = Self::prepare(job, &mut state.snapshot, &body);
+            let mut write = Self::prepare(job, &mut state.snapshot, &body);
+            write.fence = Some(Fence::new(&self.replica, owned.generation));
             if !state.held.is_empty() || !self.cmd.is_up() {
                 let seq = write.expect;
                 let held = state.hold(write, self.outage_buffer);
@@ -372,6 +393,10 @@ impl Inner {
                 self.cancel_locally(job, "the job was ended by another replica (owner lost)");
                 Ok(None)
             }
+            Ok(Written::Fenced(generation)) => {
+                self.lose(job, generation);
+                Ok(None)
+            }
             Err(LinkError::Down { reason, .. }) => {
                 tracing::debug!(job = %job, %reason, "Redis away: holding the event");
                 let seq = write.expect;
@@ -395,7 +420,7 @@ impl Inner {
         write.expect = 0;
         match self.write(job, &write).await? {
             Written::Stored(seq) => Ok(Some(seq)),
-            Written::Unknown | Written::Ended => Ok(None),
+            Written::Unknown | Written::Ended | Written::Fenced(_) => Ok(None),
         }
     }
 
@@ -624,7 +649,7 @@ impl Broker for RedisStore {
             Ok(0) => Err(StoreError::Duplicate(job.id)),
             Ok(_) => {
                 if owned_here {
-                    inner.owned.insert(job.id, Owned::new(snapshot.clone()));
+                    inner.owned.insert(job.id, Owned::new(snapshot.clone(), 0));
                 }
                 Ok(snapshot)
             }
@@ -637,11 +662,18 @@ impl Broker for RedisStore {
     }
 
     async fn append(&self, job: JobId, body: EventBody) -> Result<Option<Seq>, StoreError> {
+        if self.inner.refused_as_lost(job, &body) {
+            return Ok(None);
+        }
         let owned = self.inner.owned.get(&job).map(|o| o.value().clone());
         match owned {
             Some(owned) => self.inner.append_owned(job, owned, body).await,
             None => self.inner.append_foreign(job, body).await,
         }
+    }
+
+    async fn record_reattach(&self, job: JobId, record: &Reattach) -> Result<bool, StoreError> {
+        self.inner.record_reattach(job, record).await
     }
 
     async fn heartbeat(&self, job: JobId, beat: Heartbeat) -> Result<(), StoreError> {
@@ -826,6 +858,10 @@ impl Bus for RedisStore {
                 Relayed::Unconfirmed { waited_ms }
             }
         })
+    }
+
+    fn adoptions(&self) -> BoxStream<'static, Adopted> {
+        self.inner.adoptions.take()
     }
 
     fn answer_requests(&self) -> BoxStream<'static, AnswerRequest> {

@@ -27,10 +27,33 @@ pub(super) struct Write {
     pub expect: Seq,
     pub owner: String,
     pub correlation: Option<CorrelationId>,
+    /// Whose write this is: refused by Redis unless the job is still theirs (none: a write
+    /// that is not fenced).
+    pub fence: Option<Fence>,
+}
+
+/// The owner (its name as the job hash holds it, JSON text) and the generation a write is
+/// made under: the append script refuses it once another replica adopted the job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Fence {
+    pub owner: String,
+    pub generation: u64,
+}
+
+impl Fence {
+    pub(super) fn new(owner: &str, generation: u64) -> Self {
+        Self {
+            owner: serde_json::Value::from(owner).to_string(),
+            generation,
+        }
+    }
 }
 
 pub(super) struct Owned {
     state: Mutex<OwnedState>,
+    /// The generation this replica owns the job at (0 for the job it created, the claimed
+    /// one for a job it adopted).
+    pub generation: u64,
 }
 
 pub(super) struct OwnedState {
@@ -49,12 +72,13 @@ pub(super) enum Held {
 }
 
 impl Owned {
-    pub(super) fn new(snapshot: JobSnapshot) -> Arc<Self> {
+    pub(super) fn new(snapshot: JobSnapshot, generation: u64) -> Arc<Self> {
         Arc::new(Self {
             state: Mutex::new(OwnedState {
                 snapshot,
                 held: VecDeque::new(),
             }),
+            generation,
         })
     }
 
@@ -99,6 +123,7 @@ impl OwnedState {
             expect: back.expect,
             owner: back.owner.clone(),
             correlation: back.correlation.clone(),
+            fence: back.fence.clone(),
         });
         if merge { Held::Merged } else { Held::Dropped }
     }
@@ -122,6 +147,7 @@ mod tests {
             expect,
             owner: "r".into(),
             correlation: None,
+            fence: None,
         }
     }
 

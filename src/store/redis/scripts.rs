@@ -52,20 +52,29 @@ return 1
 
 /// KEYS: job hash, job events, owner's running set, [corr hash, corr events, corr jobs].
 /// ARGV: job id, kind, data before seq, data after seq, terminal (1/0), history, retention ms,
-/// job channel, corr channel, expected seq (0: any), live TTL ms, field/value…
+/// job channel, corr channel, expected seq (0: any), live TTL ms, writer's owner (JSON text;
+/// '' for a write that is not fenced), writer's generation, field/value…
 /// Returns {seq, 0} when stored; {0, 0} unknown job; {-1, 0} job already ended;
-/// {-2, head} when the expected seq is already stored (a retried write that had succeeded).
+/// {-2, head} when the expected seq is already stored (a retried write that had succeeded);
+/// {-3, generation} when the job's owner or generation is no longer the writer's (another
+/// replica adopted it: the fence). A job written before generations has generation 0.
 const APPEND: &str = r#"
 local status = redis.call('HGET', KEYS[1], 'status')
 if not status then return {0, 0} end
 if status ~= '"running"' and status ~= '"input_required"' then return {-1, 0} end
+if ARGV[12] ~= '' then
+  local gen = redis.call('HGET', KEYS[1], '_gen') or '0'
+  if redis.call('HGET', KEYS[1], 'owner') ~= ARGV[12] or gen ~= ARGV[13] then
+    return {-3, tonumber(gen)}
+  end
+end
 local expect = tonumber(ARGV[10])
 if expect > 0 then
   local head = tonumber(redis.call('HGET', KEYS[1], 'seq'))
   if head >= expect then return {-2, head} end
 end
 local seq = redis.call('HINCRBY', KEYS[1], 'seq', 1)
-if #ARGV > 11 then redis.call('HSET', KEYS[1], unpack(ARGV, 12)) end
+if #ARGV > 13 then redis.call('HSET', KEYS[1], unpack(ARGV, 14)) end
 local data = ARGV[3] .. seq .. ARGV[4]
 local frame = 'id: ' .. seq .. '\nevent: ' .. ARGV[2] .. '\ndata: ' .. data .. '\n\n'
 redis.call('XADD', KEYS[2], 'MAXLEN', ARGV[6], seq .. '-0', 'f', frame)
@@ -89,6 +98,42 @@ if terminal then
   redis.call('SREM', KEYS[3], ARGV[1])
 end
 return {seq, 0}
+"#;
+
+/// KEYS: job hash. ARGV: writer's owner (JSON text), writer's generation, re-attach record
+/// (JSON), durability (JSON text).
+/// Keeps the record (`_reattach`) and shows the durability on the running job, if the writer is
+/// still its owner. Returns 1 when kept, 0 when the job is unknown or ended, -3 when fenced.
+const RECORD_REATTACH: &str = r#"
+local status = redis.call('HGET', KEYS[1], 'status')
+if status ~= '"running"' and status ~= '"input_required"' then return 0 end
+local gen = redis.call('HGET', KEYS[1], '_gen') or '0'
+if redis.call('HGET', KEYS[1], 'owner') ~= ARGV[1] or gen ~= ARGV[2] then return -3 end
+redis.call('HSET', KEYS[1], '_reattach', ARGV[3], 'durability', ARGV[4])
+return 1
+"#;
+
+/// KEYS: job hash, the lost owner's running set, the adopter's running set, replicas set.
+/// ARGV: job id, lost owner (JSON text), its generation, adopter (JSON text), adopter's name,
+/// live TTL ms.
+/// The claim of adoption: the job passes to the adopter, generation + 1, if it still runs, is
+/// still the lost owner's at that generation, and has a re-attach record. Of several replicas
+/// claiming at once exactly one gets it. Returns {generation, snapshot fields} when claimed,
+/// {0} otherwise.
+const ADOPT: &str = r#"
+local status = redis.call('HGET', KEYS[1], 'status')
+if status ~= '"running"' and status ~= '"input_required"' then return {0} end
+if redis.call('HGET', KEYS[1], 'owner') ~= ARGV[2] then return {0} end
+local gen = tonumber(redis.call('HGET', KEYS[1], '_gen') or '0')
+if gen ~= tonumber(ARGV[3]) then return {0} end
+if not redis.call('HGET', KEYS[1], '_reattach') then return {0} end
+redis.call('HSET', KEYS[1], 'owner', ARGV[4], '_gen', gen + 1)
+redis.call('PEXPIRE', KEYS[1], ARGV[6])
+redis.call('SREM', KEYS[2], ARGV[1])
+redis.call('SADD', KEYS[3], ARGV[1])
+redis.call('PEXPIRE', KEYS[3], ARGV[6])
+redis.call('SADD', KEYS[4], ARGV[5])
+return {gen + 1, redis.call('HGETALL', KEYS[1])}
 "#;
 
 /// KEYS: job hash, [corr hash]. ARGV: data before seq, data after seq, job channel, corr channel.
@@ -174,6 +219,8 @@ return redis.call('ZREVRANGE', KEYS[1], start, start + tonumber(ARGV[2]) - 1)
 pub(super) struct Scripts {
     pub create: Script,
     pub append: Script,
+    pub record_reattach: Script,
+    pub adopt: Script,
     pub heartbeat: Script,
     pub open_job: Script,
     pub open_correlation: Script,
@@ -187,6 +234,8 @@ impl Scripts {
         Self {
             create: Script::new(CREATE),
             append: Script::new(APPEND),
+            record_reattach: Script::new(RECORD_REATTACH),
+            adopt: Script::new(ADOPT),
             heartbeat: Script::new(HEARTBEAT),
             open_job: Script::new(OPEN_JOB),
             open_correlation: Script::new(OPEN_CORRELATION),

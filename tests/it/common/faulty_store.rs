@@ -89,6 +89,14 @@ impl Broker for FaultyStore {
         self.inner.heartbeat(job, beat).await
     }
 
+    async fn record_reattach(
+        &self,
+        job: JobId,
+        record: &mcp_progress_bridge::model::Reattach,
+    ) -> Result<bool, StoreError> {
+        self.inner.record_reattach(job, record).await
+    }
+
     async fn snapshot(&self, job: JobId) -> Result<Option<JobSnapshot>, StoreError> {
         self.inner.snapshot(job).await
     }

@@ -14,6 +14,7 @@
 //! - `redis`: the test Redis, per-test key prefixes, a private `redis-server`;
 //! - `idp`: a real OpenID Connect provider (npm `oidc-provider`) that issues JWT access tokens;
 //! - `prereq`: prerequisites outside Rust (Python, node, Chromium) and running them;
+//! - `task_server`: the TypeScript SDK server whose tool runs as an upstream task (HTTP);
 //! - `listen`: the TCP ports a child process listens on (children bind port 0);
 //! - `alone`: a test that needs a process of its own (its RSS, its environment variables).
 //!
@@ -37,10 +38,11 @@ mod process;
 mod proxy;
 mod redis;
 mod sse;
+mod task_server;
 mod tls;
 mod wait;
 
 pub use self::{
     alone::*, bridge::*, faulty_store::*, http::*, idp::*, job::*, listen::*, mcp::*, prereq::*,
-    process::BridgeProcess, proxy::*, redis::*, sse::*, tls::*, wait::*,
+    process::BridgeProcess, proxy::*, redis::*, sse::*, task_server::*, tls::*, wait::*,
 };

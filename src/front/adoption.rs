@@ -1,0 +1,87 @@
+//! The jobs this replica adopted from owners whose lease lapsed (the store hands them up as
+//! `events::Adopted`: it never calls into jobs or upstreams), carried on: each re-attached to
+//! its upstream task (`Upstream::reattach`) and run by a job runner here, its events going on
+//! the same `seq` line. One that cannot be re-attached here ends `owner_lost` at once.
+
+use std::sync::Arc;
+
+use futures::{FutureExt, StreamExt, stream::BoxStream};
+use rmcp::model::ProgressNotificationParam;
+use tracing::Instrument;
+
+use super::tool_call::work_outcome;
+use crate::{
+    events::Adopted,
+    jobs::{Intake, Jobs, PendingJob, Work},
+    model::{FailureReason, JobFailure},
+    upstream::{CallSink, TaskResume, Upstreams},
+};
+
+/// Carry on every job `adopted` brings, until it ends (the store stops) or the jobs stage
+/// stops.
+pub async fn carry_on_adopted(
+    upstreams: Upstreams,
+    jobs: Jobs,
+    mut adopted: BoxStream<'static, Adopted>,
+) {
+    while let Some(job) = adopted.next().await {
+        let pending = jobs.adopt(&job.snapshot);
+        let span = pending.span().clone();
+        carry_on(&upstreams, pending, job).instrument(span).await;
+    }
+}
+
+/// An adopted call's reports into its job (what it asks is declined: the default).
+struct AdoptedSink {
+    intake: Arc<Intake>,
+}
+
+impl CallSink for AdoptedSink {
+    fn progress(&self, p: &ProgressNotificationParam) {
+        self.intake.progress(p.progress, p.total, p.message.clone());
+    }
+
+    #[allow(deprecated)]
+    fn log(&self, _message: &rmcp::model::LoggingMessageNotificationParam) {}
+}
+
+async fn carry_on(upstreams: &Upstreams, pending: PendingJob, job: Adopted) {
+    let Adopted { snapshot, record } = job;
+    let Some(upstream) = upstreams.get(&record.upstream) else {
+        let message = format!(
+            "the replica that adopted this job has no upstream {}: run the tool again",
+            record.upstream
+        );
+        return pending
+            .fail(JobFailure::new(FailureReason::OwnerLost, message))
+            .await;
+    };
+    let resume = TaskResume {
+        // The steps a task's job counts are its status messages: whole numbers.
+        steps: snapshot.progress.map_or(0, |p| p.max(0.0) as u32),
+        message: snapshot.message.clone(),
+    };
+    let sink = Arc::new(AdoptedSink {
+        intake: pending.intake(),
+    });
+    match upstream.reattach(&record, resume, sink) {
+        Ok(call) => {
+            let canceller = call.canceller;
+            let work = Work {
+                outcome: call.outcome.map(work_outcome).boxed(),
+                cancel: Box::new(move |_reason| async move { canceller.cancel().await }.boxed()),
+            };
+            tracing::info!(task = %record.task_id, "adopted job: following its upstream task");
+            pending.start(
+                work,
+                upstream.config().limits_for(&snapshot.upstream_tool),
+                None,
+            );
+        }
+        Err(error) => {
+            pending
+                .fail(JobFailure::new(FailureReason::OwnerLost, error.to_string()))
+                .await
+        }
+    }
+}

@@ -1,0 +1,213 @@
+//! Following an upstream task that another replica started, on the upstream session it was
+//! created in (`model::Reattach`). rmcp 3.11's Streamable HTTP client cannot be handed an
+//! existing session (its worker opens every connection with `initialize` and keeps the
+//! `Mcp-Session-Id` to itself), and a server that binds tasks to their session (the TypeScript
+//! SDK's, server-everything) knows the task only there. So this is the bridge's own
+//! JSON-RPC-over-HTTP client for the two requests an adopter needs, `tasks/get` and
+//! `tasks/result` (and `tasks/cancel`): POSTs with the task's `Mcp-Session-Id`, its
+//! `MCP-Protocol-Version` and the upstream's configured headers, the answer read as JSON or as
+//! an SSE stream within `limits.max_result_bytes`, as `http_client.rs` reads rmcp's.
+
+use std::{
+    sync::atomic::{AtomicI64, Ordering},
+    time::Duration,
+};
+
+use futures::StreamExt;
+use http::{HeaderMap, HeaderName, HeaderValue};
+use reqwest_rmcp as reqwest;
+use rmcp::ErrorData;
+use serde_json::{Value, json};
+
+use super::{
+    UpstreamError,
+    call_outcome::CallOutcome,
+    http_client::{SESSION_HEADER, SSE_FRAMING, bounded_bytes, same_origin_redirects},
+    session_seen::PROTOCOL_HEADER,
+};
+use crate::{config::UpstreamConfig, model::FailureReason, model::Reattach};
+
+/// One upstream session's task requests.
+pub(super) struct SessionPoller {
+    client: reqwest::Client,
+    url: String,
+    headers: HeaderMap,
+    /// `limits.max_result_bytes`: the largest answer read.
+    limit: usize,
+    next_id: AtomicI64,
+}
+
+impl SessionPoller {
+    /// A poller on `record`'s session of the upstream `config` describes.
+    pub(super) fn new(
+        config: &UpstreamConfig,
+        record: &Reattach,
+        limit: usize,
+    ) -> Result<Self, UpstreamError> {
+        let not = |why: String| UpstreamError::NotReattachable { why };
+        let url = config
+            .url
+            .clone()
+            .ok_or_else(|| not(format!("upstream {} has no url", config.name)))?;
+        let session = record
+            .session_id
+            .as_deref()
+            .ok_or_else(|| not("the task was made without an upstream session".into()))?;
+        let mut headers = HeaderMap::new();
+        for (name, value) in &config.headers {
+            if let (Ok(name), Ok(value)) = (name.parse::<HeaderName>(), value.parse()) {
+                headers.insert(name, value);
+            }
+        }
+        let value = |v: &str| HeaderValue::from_str(v).map_err(|e| not(e.to_string()));
+        headers.insert(SESSION_HEADER, value(session)?);
+        if let Some(protocol) = &record.protocol {
+            headers.insert(PROTOCOL_HEADER, value(protocol)?);
+        }
+        crate::tls::use_ring();
+        let mut builder = reqwest::Client::builder()
+            .pool_max_idle_per_host(0)
+            .redirect(same_origin_redirects());
+        if let Some(path) = &config.ca_file {
+            let roots = crate::tls::read_ca_file(path).map_err(|e| not(e.to_string()))?;
+            for root in roots {
+                let root = reqwest::Certificate::from_der(&root).map_err(|e| not(e.to_string()))?;
+                builder = builder.add_root_certificate(root);
+            }
+        }
+        Ok(Self {
+            client: builder.build().map_err(|e| not(e.to_string()))?,
+            url,
+            headers,
+            limit,
+            next_id: AtomicI64::new(1),
+        })
+    }
+
+    /// `method` for task `task_id`, answered within `within` (none: no bound but the job's).
+    /// A connection failure or an HTTP error is `upstream_lost` (the follower retries within
+    /// `upstream_tasks.resume_within_secs`); a JSON-RPC error is the upstream's answer.
+    pub(super) async fn request(
+        &self,
+        method: &str,
+        task_id: &str,
+        within: Option<Duration>,
+    ) -> Result<Value, CallOutcome> {
+        let sent = self.exchange(method, task_id);
+        match within {
+            Some(within) => tokio::time::timeout(within, sent)
+                .await
+                .unwrap_or_else(|_| {
+                    Err(CallOutcome::Failed {
+                        reason: FailureReason::Timeout,
+                        message: format!(
+                            "{method} for task {task_id} got no answer in {}s",
+                            within.as_secs()
+                        ),
+                    })
+                }),
+            None => sent.await,
+        }
+    }
+
+    async fn exchange(&self, method: &str, task_id: &str) -> Result<Value, CallOutcome> {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let body = json!({"jsonrpc": "2.0", "id": id, "method": method,
+            "params": {"taskId": task_id}});
+        let lost = |what: String| CallOutcome::Failed {
+            reason: FailureReason::UpstreamLost,
+            message: format!("{method} for task {task_id} on its upstream session: {what}"),
+        };
+        let response = self
+            .client
+            .post(&self.url)
+            .headers(self.headers.clone())
+            .header(http::header::ACCEPT, "application/json, text/event-stream")
+            .header(http::header::CONTENT_TYPE, "application/json")
+            .body(body.to_string())
+            .send()
+            .await
+            .map_err(|e| lost(e.to_string()))?;
+        let status = response.status();
+        if status.as_u16() == 404 {
+            // Not worth waiting for: a session the upstream forgot does not come back.
+            return Err(CallOutcome::Failed {
+                reason: FailureReason::OwnerLost,
+                message: format!(
+                    "the upstream no longer knows the session task {task_id} was made in \
+                     (HTTP 404 to {method}), so the replica that adopted this job cannot follow \
+                     it: run the tool again"
+                ),
+            });
+        }
+        if !status.is_success() {
+            return Err(lost(format!("HTTP {status}")));
+        }
+        let media = response
+            .headers()
+            .get(http::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .map(|v| {
+                v.split(';')
+                    .next()
+                    .unwrap_or_default()
+                    .trim()
+                    .to_ascii_lowercase()
+            });
+        let answer = match media.as_deref() {
+            Some("text/event-stream") => self.answer_on_stream(response, id).await,
+            _ => self.answer_in_body(response).await,
+        }
+        .map_err(lost)?;
+        match (answer.get("result"), answer.get("error")) {
+            (Some(result), _) => Ok(result.clone()),
+            (None, Some(error)) => match serde_json::from_value::<ErrorData>(error.clone()) {
+                Ok(error) => Err(CallOutcome::RpcError(error)),
+                Err(_) => Err(lost(format!("an error that is not JSON-RPC's: {error}"))),
+            },
+            _ => Err(lost("an answer with neither result nor error".into())),
+        }
+    }
+
+    /// A JSON body, read up to the limit.
+    async fn answer_in_body(&self, response: reqwest::Response) -> Result<Value, String> {
+        let mut body = Vec::new();
+        let mut chunks = response.bytes_stream();
+        while let Some(chunk) = chunks.next().await {
+            let chunk = chunk.map_err(|e| e.to_string())?;
+            if body.len() + chunk.len() > self.limit {
+                return Err(format!(
+                    "the answer is larger than limits.max_result_bytes ({} bytes)",
+                    self.limit
+                ));
+            }
+            body.extend_from_slice(&chunk);
+        }
+        serde_json::from_slice(&body).map_err(|e| format!("not JSON: {e}"))
+    }
+
+    /// The response to request `id` among the events of an SSE stream (each event within the
+    /// limit; other messages on the stream, notifications or requests, are passed over).
+    async fn answer_on_stream(
+        &self,
+        response: reqwest::Response,
+        id: i64,
+    ) -> Result<Value, String> {
+        let max = self.limit.saturating_add(SSE_FRAMING);
+        let mut events =
+            sse_stream::SseStream::from_bytes_stream(bounded_bytes(response.bytes_stream(), max));
+        while let Some(event) = events.next().await {
+            let event = event.map_err(|e| e.to_string())?;
+            let Some(data) = event.data else { continue };
+            let Ok(message) = serde_json::from_str::<Value>(&data) else {
+                continue;
+            };
+            if message.get("id").and_then(Value::as_i64) == Some(id)
+                && message.get("method").is_none()
+            {
+                return Ok(message);
+            }
+        }
+        Err("the stream ended without the answer".into())
+    }
+}

@@ -1,0 +1,220 @@
+//! A job outlives the replica that runs it when its upstream call can be re-attached: two
+//! bridge processes on one Redis, a Streamable HTTP upstream whose tool runs as an upstream
+//! task (tests/interop/task_http_server.mjs, each task known only to the session that made it),
+//! and the owner killed (`kill -9`) or paused past its lease (SIGSTOP) in the middle of a job.
+//! The other replica adopts the job, follows the task on its session and ends it; readers see
+//! one `seq` line. A plain HTTP call still fails `owner_lost`.
+
+use crate::common::*;
+use serde_json::{Value, json};
+
+/// The lease the replicas hold (seconds): short, so a lost owner is noticed in a few seconds.
+const LEASE_SECS: u64 = 2;
+/// The task's stages, and the time between them: long enough (9 s) for the owner to be lost
+/// and the job adopted while it runs.
+const STEPS: u64 = 30;
+const STEP_MS: u64 = 300;
+
+/// A replica with `store` (its `[store]` section) and the upstream `ts` at `url` (http).
+async fn replica(store: &str, name: &str, url: &str) -> BridgeProcess {
+    let config = format!(
+        "[jobs]\nmode = \"async\"\n[auth]\njob_secret = \"{TEST_JOB_SECRET}\"\n{store}\n\
+         [[upstreams]]\nname = \"{name}\"\ntransport = \"http\"\nurl = \"{url}\"\n"
+    );
+    spawn_bridge(&config, &[]).await
+}
+
+async fn two_replicas(store: &str, name: &str, url: &str) -> (BridgeProcess, BridgeProcess) {
+    tokio::join!(replica(store, name, url), replica(store, name, url))
+}
+
+/// The job's snapshot as `replica` serves it.
+async fn snapshot(replica: &BridgeProcess, job_id: &str) -> Value {
+    let (status, snapshot) = get_json(&job_status_url(&replica.base(), job_id)).await;
+    assert_eq!(status, 200, "{snapshot}");
+    snapshot
+}
+
+/// The status messages of the progress events, in order.
+fn stages(events: &[SseEvent]) -> Vec<String> {
+    events
+        .iter()
+        .filter(|e| e.event == "progress")
+        .filter_map(|e| e.data["message"].as_str().map(str::to_string))
+        .collect()
+}
+
+/// What every reader of an adopted job must have seen: progress steps 1, 2, 3… each once,
+/// stages each once and in the task's order up to the last, then the task's result.
+fn assert_one_line(events: &[SseEvent], topic: &str) {
+    let progress = progress_values(events);
+    let expected: Vec<f64> = (1..=progress.len()).map(|p| p as f64).collect();
+    assert_eq!(progress, expected, "every step once, in order: {events:#?}");
+    let stage_numbers: Vec<u64> = stages(events)
+        .iter()
+        .map(|m| {
+            let n = m.strip_prefix("stage ").and_then(|m| m.split('/').next());
+            n.and_then(|n| n.parse().ok())
+                .unwrap_or_else(|| panic!("a stage message: {m:?}"))
+        })
+        .collect();
+    assert!(
+        stage_numbers.windows(2).all(|w| w[1] > w[0]),
+        "each stage once, in order: {stage_numbers:?}"
+    );
+    assert_eq!(stage_numbers.last(), Some(&STEPS), "{stage_numbers:?}");
+    let done = events.last().unwrap();
+    assert_eq!(done.event, "completed", "{events:#?}");
+    assert_eq!(
+        done.data["result"]["content"][0]["text"],
+        format!("done: {topic}")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_backed_job_whose_owner_is_killed_completes_on_the_other_replica() {
+    let Some(url) = test_redis("adoption::kill").await else {
+        return;
+    };
+    let prefix = RedisPrefix::new(&url, "adopt-kill");
+    let Some((_server, upstream, _)) = task_http_server(&["--session-tasks"]).await else {
+        return;
+    };
+    let store = redis_store_toml(&url, &prefix, LEASE_SECS);
+    let (mut a, b) = two_replicas(&store, "ts", &upstream).await;
+    let (_, upstreams) = get_json(&format!("{}/upstreams", a.base())).await;
+    assert_eq!(upstreams["upstreams"][0]["durable"], "auto", "{upstreams}");
+
+    let on_a = connect_url(&a.mcp_url()).await;
+    let arguments = json!({"topic": "adopted", "steps": STEPS, "step_ms": STEP_MS});
+    let handle = running_job(&on_a, "ts__staged", arguments).await;
+    let job_id = handle.job_id.clone();
+    // A reader on the owner, from the first event until the third stage.
+    let first = read_sse(&handle.events_url, Some(0), |e| {
+        e.event == "progress" && e.data["progress"] == 3.0
+    })
+    .await;
+    let before = snapshot(&b, &job_id).await;
+    assert_eq!(before["durability"], "upstream_task", "{before}");
+    assert_eq!(before["status"], "running", "{before}");
+
+    // A caller waits on the other replica while the owner dies.
+    let on_b = connect_url(&b.mcp_url()).await;
+    let waited_id = job_id.clone();
+    let waiter = tokio::spawn(async move {
+        let arguments = json!({"job_id": waited_id, "timeout_seconds": 45});
+        first_text(&call(&on_b, "wait_for_job", arguments).await)
+    });
+    a.kill();
+
+    // The reader comes back on the survivor with Last-Event-ID.
+    let last_seen = first.last().unwrap().seq();
+    let rest = read_sse(
+        &job_events_url(&b.base(), &job_id),
+        Some(last_seen),
+        SseEvent::is_terminal,
+    )
+    .await;
+    assert_eq!(rest[0].seq(), last_seen + 1, "no gap: {rest:#?}");
+    assert_consecutive(&rest);
+    let all: Vec<SseEvent> = first.into_iter().chain(rest).collect();
+    assert_eq!(all[0].seq(), 1);
+    assert_consecutive(&all);
+    assert_one_line(&all, "adopted");
+
+    assert_eq!(waiter.await.unwrap(), "done: adopted");
+    let after = snapshot(&b, &job_id).await;
+    assert_eq!(after["status"], "completed", "{after}");
+    assert_ne!(after["owner"], before["owner"], "adopted: {after}");
+    assert!(
+        b.log().contains("adopted a job whose owner's lease lapsed"),
+        "{}",
+        b.log_tail()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_owner_writes_nothing_over_the_replica_that_adopted_its_job() {
+    let Some(url) = test_redis("adoption::pause").await else {
+        return;
+    };
+    let prefix = RedisPrefix::new(&url, "adopt-pause");
+    let Some((_server, upstream, _)) = task_http_server(&["--session-tasks"]).await else {
+        return;
+    };
+    let store = redis_store_toml(&url, &prefix, LEASE_SECS);
+    let (a, b) = two_replicas(&store, "ts", &upstream).await;
+    let on_a = connect_url(&a.mcp_url()).await;
+    let arguments = json!({"topic": "paused", "steps": STEPS, "step_ms": STEP_MS});
+    let handle = running_job(&on_a, "ts__staged", arguments).await;
+    let job_id = handle.job_id.clone();
+    read_sse(&handle.events_url, None, |e| {
+        e.event == "progress" && e.data["progress"] == 2.0
+    })
+    .await;
+    let owner = snapshot(&b, &job_id).await["owner"].clone();
+
+    // Paused past its lease: the other replica adopts the job; then the owner goes on.
+    a.signal(libc::SIGSTOP);
+    eventually("the job adopted", || async {
+        snapshot(&b, &job_id).await["owner"] != owner
+    })
+    .await;
+    a.signal(libc::SIGCONT);
+
+    let events = read_sse(
+        &job_events_url(&b.base(), &job_id),
+        Some(0),
+        SseEvent::is_terminal,
+    )
+    .await;
+    assert_eq!(events[0].seq(), 1);
+    assert_consecutive(&events);
+    assert_one_line(&events, "paused");
+    let after = snapshot(&b, &job_id).await;
+    assert_eq!(after["status"], "completed", "{after}");
+    assert_ne!(
+        after["owner"], owner,
+        "the adopter's result stands: {after}"
+    );
+    // The old owner learnt it at its first write after the pause, and stopped.
+    eventually("the old owner says it stopped", || async {
+        a.log().contains("another replica adopted this job")
+    })
+    .await;
+    assert!(
+        !a.log().contains("job ended"),
+        "the old owner wrote no end of its own: {}",
+        a.log_tail()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plain_http_job_still_fails_owner_lost_when_its_owner_is_killed() {
+    let Some(url) = test_redis("adoption::plain").await else {
+        return;
+    };
+    let prefix = RedisPrefix::new(&url, "adopt-plain");
+    let demo = start_http_demo().await;
+    let store = redis_store_toml(&url, &prefix, LEASE_SECS);
+    let (mut a, b) = two_replicas(&store, "demo", &demo.url).await;
+    let on_a = connect_url(&a.mcp_url()).await;
+    let handle = running_job(
+        &on_a,
+        "demo__slow_count",
+        json!({"to": 1000, "delay_ms": 50}),
+    )
+    .await;
+    let url_b = job_events_url(&b.base(), &handle.job_id);
+    let seen = read_sse(&url_b, None, |e| e.event == "progress").await;
+    let before = snapshot(&b, &handle.job_id).await;
+    assert_eq!(before["durability"], "none", "{before}");
+
+    a.kill();
+    let last_seen = seen.last().unwrap().seq();
+    let events = read_sse(&url_b, Some(last_seen), SseEvent::is_terminal).await;
+    let last = events.last().unwrap();
+    assert_eq!(last.event, "failed", "{events:?}");
+    assert_eq!(last.data["reason"], "owner_lost");
+    assert_consecutive(&events);
+}
