@@ -134,6 +134,16 @@ fn bad_configs_exit_2_naming_the_file_and_key() {
             "upstreams[0].ca_file",
         ),
         (
+            "durable tasks on stdio",
+            "[[upstreams]]\nname = \"s\"\ntransport = \"stdio\"\ncommand = \"x\"\ndurable = \"tasks\"\n",
+            "upstreams[0].durable",
+        ),
+        (
+            "bad durable",
+            "[[upstreams]]\nname = \"h\"\ntransport = \"http\"\nurl = \"http://x/mcp\"\ndurable = \"always\"\n",
+            "upstreams[0].durable",
+        ),
+        (
             "ca_file for an http url",
             "[[upstreams]]\nname = \"t\"\ntransport = \"http\"\nurl = \"http://x/mcp\"\nca_file = \"/proc/version\"\n",
             "upstreams[0].ca_file",

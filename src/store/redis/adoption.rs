@@ -4,7 +4,10 @@
 //! an old owner back from a pause writes nothing over the adopter. Why and how:
 //! docs/design/adoption.md.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::{
+    sync::atomic::{AtomicBool, Ordering},
+    time::{Duration, Instant},
+};
 
 use ::redis::Value;
 use futures::{StreamExt, stream::BoxStream};
@@ -94,7 +97,7 @@ impl Inner {
     /// stop working on it, here, without a word to its upstream call (the adopter carries it).
     pub(super) fn lose(&self, job: JobId, generation: u64) {
         self.owned.remove(&job);
-        self.lost.insert(job, ());
+        self.lost.insert(job, Instant::now());
         tracing::warn!(job = %job, generation,
             "another replica adopted this job while this replica's lease had lapsed (a pause, \
              or Redis out of reach): this replica stops working on it and writes nothing more \
@@ -104,6 +107,54 @@ impl Inner {
             reason: "another replica adopted this job".into(),
             abandon: true,
         });
+    }
+
+    /// Look whether every job this replica runs is still its own at its generation; stop
+    /// those another replica adopted (a pause past the lease), without waiting for their next
+    /// write to be refused. In chunks of one pipeline each; a Redis error waits for next time.
+    pub(super) async fn check_owned(&self) {
+        if !self.cmd.is_up() {
+            return;
+        }
+        let jobs: Vec<(JobId, u64)> = self
+            .owned
+            .iter()
+            .map(|o| (*o.key(), o.value().generation))
+            .collect();
+        let mine = Fence::new(&self.replica, 0).owner;
+        for chunk in jobs.chunks(500) {
+            let mut pipe = ::redis::pipe();
+            for (job, _) in chunk {
+                pipe.cmd("HMGET")
+                    .arg(self.keys.job(*job))
+                    .arg("owner")
+                    .arg(GENERATION_FIELD);
+            }
+            let Ok(found) = self
+                .cmd
+                .run(|mut conn| async move {
+                    pipe.query_async::<Vec<(Option<String>, Option<u64>)>>(&mut conn)
+                        .await
+                })
+                .await
+            else {
+                return;
+            };
+            for ((job, generation), (owner, stored)) in chunk.iter().zip(found) {
+                let theirs = owner.is_some_and(|o| o != mine);
+                let newer = stored.unwrap_or(0) > *generation;
+                if theirs || newer {
+                    self.lose(*job, stored.unwrap_or(0));
+                }
+            }
+        }
+    }
+
+    /// Forget the jobs lost to an adopter longer ago than a running job's keys live: their
+    /// runners here stopped long since.
+    pub(super) fn forget_lost(&self) {
+        let keep = Duration::from_millis(self.live_ttl_ms);
+        self.lost.retain(|_, at| at.elapsed() < keep);
     }
 
     /// A write for a job this replica lost to an adopter: refused here, never sent. The lost
@@ -154,9 +205,10 @@ impl Inner {
     }
 
     /// The job `job` of the lost `replica`: adopted when it can be re-attached and someone here
-    /// carries adopted jobs on, else ended `owner_lost`. `Some(true)`: it is no running job of
-    /// `replica` any more (adopted, by this or another replica, or ended now); `Some(false)`:
-    /// it was unknown or already ended; `None`: Redis failed (try again later).
+    /// carries adopted jobs on, else ended `owner_lost`. `Some(true)`: handled (adopted here or
+    /// by another replica now, or ended now: the write took it off `replica`'s running set, or
+    /// the next look will); `Some(false)`: it was unknown, already ended or another replica's
+    /// already (take it off that set); `None`: Redis failed (try again later).
     pub(super) async fn take_over(&self, replica: &str, job: JobId) -> Option<bool> {
         let found = match self.read_stored(job).await {
             Ok(found) => found,
@@ -172,8 +224,8 @@ impl Inner {
             return Some(false);
         }
         if found.snapshot.owner != replica {
-            // Adopted already (its new owner's running set has it).
-            return Some(true);
+            // Adopted already: no job of the lost replica's any more.
+            return Some(false);
         }
         if let Some(record) = found.record.clone()
             && self.adoptions.wanted()

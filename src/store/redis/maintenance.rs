@@ -37,6 +37,8 @@ pub(super) async fn run(inner: Arc<Inner>, stop: CancellationToken) {
                 inner.renew().await;
                 inner.flush_held().await;
                 inner.end_jobs_of_dead_replicas().await;
+                inner.check_owned().await;
+                inner.forget_lost();
                 if ttls_renewed.elapsed() >= ttl_period && inner.renew_live_ttls().await {
                     ttls_renewed = Instant::now();
                 }

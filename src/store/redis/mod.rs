@@ -106,7 +106,7 @@ struct Inner {
     read_back: SharedHistory,
     /// Jobs another replica adopted from this one, until their runner here has stopped: no
     /// write of this replica reaches them any more (`adoption.rs`).
-    lost: DashMap<JobId, ()>,
+    lost: DashMap<JobId, std::time::Instant>,
     /// The jobs this replica adopts, on their way to whoever carries them on.
     adoptions: Adoptions,
 }
@@ -679,10 +679,12 @@ impl Broker for RedisStore {
     async fn heartbeat(&self, job: JobId, beat: Heartbeat) -> Result<(), StoreError> {
         let inner = &self.inner;
         let keys = &inner.keys;
-        let correlation = inner
-            .owned
-            .get(&job)
-            .and_then(|o| o.lock().snapshot.correlation_id.clone());
+        // Only the owner beats for a job, and only while it is its own (the fence).
+        let Some(owned) = inner.owned.get(&job).map(|o| o.value().clone()) else {
+            return Ok(());
+        };
+        let correlation = owned.lock().snapshot.correlation_id.clone();
+        let fence = Fence::new(&inner.replica, owned.generation);
         let data = SplitData::new(job, render_heartbeat(job, 0, now_ms(), &beat));
         let mut call = inner.scripts.heartbeat.prepare_invoke();
         call.key(keys.job(job));
@@ -697,11 +699,16 @@ impl Broker for RedisStore {
                     .as_ref()
                     .map(|c| keys.corr_channel(c))
                     .unwrap_or_default(),
-            );
-        let _: i64 = inner
+            )
+            .arg(&fence.owner)
+            .arg(fence.generation);
+        let beat: i64 = inner
             .cmd
             .run(|mut conn| async move { call.invoke_async(&mut conn).await })
             .await?;
+        if beat == -3 {
+            inner.lose(job, fence.generation + 1);
+        }
         Ok(())
     }
 

@@ -136,11 +136,15 @@ redis.call('SADD', KEYS[4], ARGV[5])
 return {gen + 1, redis.call('HGETALL', KEYS[1])}
 "#;
 
-/// KEYS: job hash, [corr hash]. ARGV: data before seq, data after seq, job channel, corr channel.
-/// Publishes a live-only heartbeat at the current position; nothing is stored.
+/// KEYS: job hash, [corr hash]. ARGV: data before seq, data after seq, job channel, corr channel,
+/// owner (JSON text), generation.
+/// Publishes a live-only heartbeat at the current position, if the job is still the owner's at
+/// that generation (else -3, the fence); nothing is stored.
 const HEARTBEAT: &str = r#"
 local status = redis.call('HGET', KEYS[1], 'status')
 if status ~= '"running"' and status ~= '"input_required"' then return 0 end
+local gen = redis.call('HGET', KEYS[1], '_gen') or '0'
+if redis.call('HGET', KEYS[1], 'owner') ~= ARGV[5] or gen ~= ARGV[6] then return -3 end
 local seq = redis.call('HGET', KEYS[1], 'seq')
 local data = ARGV[1] .. seq .. ARGV[2]
 redis.call('PUBLISH', ARGV[3], 'id: ' .. seq .. '\nevent: heartbeat\ndata: ' .. data .. '\n\n')
