@@ -11,7 +11,13 @@ mod intake_fuzz;
 mod runner;
 mod status_changes;
 
-use std::{sync::Arc, time::Duration};
+use std::{
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
+    time::Duration,
+};
 
 use dashmap::DashMap;
 use futures::{StreamExt, future::BoxFuture};
