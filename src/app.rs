@@ -162,23 +162,49 @@ impl http::InputAnswers for JobInputs {
     }
 }
 
-/// Ready when every upstream is connected and the replica is not draining (so a load balancer
-/// stops sending it calls while its running jobs finish).
+/// Ready when the store answers (`http` checks it), every upstream has been tried once (so a
+/// new replica does not serve an empty catalog), the upstreams `server.ready_requires` names
+/// are connected, and the replica is not draining (so a load balancer stops sending it calls
+/// while its running jobs finish). Any other upstream being down is reported, not fatal: its
+/// calls get a tool error saying so, and every other upstream keeps serving.
 struct BridgeReadiness {
     upstreams: Upstreams,
     jobs: Jobs,
+    /// `server.ready_requires`.
+    requires: Vec<String>,
 }
 
 impl Readiness for BridgeReadiness {
-    fn report(&self) -> (bool, serde_json::Value) {
+    fn report(&self) -> (Option<&'static str>, serde_json::Value) {
         let statuses = self.upstreams.statuses();
-        let ready = statuses.iter().all(|s| s.state == UpstreamState::Ready);
+        let required = |name: &str| self.requires.iter().any(|r| r == "*" || r == name);
+        // Tried once: connected or failed at least once (a reconnect keeps its last error).
+        let starting = statuses
+            .iter()
+            .any(|s| s.state == UpstreamState::Connecting && s.last_error.is_none());
+        let down = statuses
+            .iter()
+            .any(|s| required(&s.name) && s.state != UpstreamState::Ready);
         let parts = statuses
             .iter()
             // No error text: it may name hosts, paths or credentials. `/upstreams` has it.
-            .map(|s| json!({ "name": s.name, "state": s.state, "tools": s.tools.len() }))
+            .map(|s| {
+                json!({
+                    "name": s.name,
+                    "state": s.state,
+                    "tools": s.tools.len(),
+                    "required": required(&s.name),
+                })
+            })
             .collect();
-        (ready, serde_json::Value::Array(parts))
+        let reason = if starting {
+            Some(http::NOT_READY_STARTING)
+        } else if down {
+            Some(http::NOT_READY_UPSTREAM)
+        } else {
+            None
+        };
+        (reason, serde_json::Value::Array(parts))
     }
 
     fn draining(&self) -> bool {
@@ -469,6 +495,7 @@ fn routes(
         Arc::new(BridgeReadiness {
             upstreams: core.upstreams.clone(),
             jobs: core.jobs.clone(),
+            requires: config.server.ready_requires.clone(),
         })
     };
     let api = http::router(ApiState {

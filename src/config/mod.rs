@@ -103,6 +103,11 @@ pub struct ServerConfig {
     /// that is caught up, instead of waking one task per reader. Unset: 2, or 1 on one core;
     /// 0: every stream writes its own events (at most 64).
     pub sse_writers: Option<usize>,
+    /// Upstreams that must be connected for `/readyz` to answer 200 (`["*"]`: all of them).
+    /// Empty by default: a replica is ready once its config is loaded, the store answers and
+    /// every upstream has been tried once, so one broken upstream does not take every replica
+    /// (and every other upstream's tools) out of the load balancer.
+    pub ready_requires: Vec<String>,
 }
 
 impl Default for ServerConfig {
@@ -120,6 +125,7 @@ impl Default for ServerConfig {
             body_read_timeout_secs: 30,
             session_idle_secs: 1800,
             sse_writers: None,
+            ready_requires: Vec::new(),
         }
     }
 }

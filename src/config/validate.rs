@@ -105,8 +105,28 @@ impl Config {
         limits::validate(&self.limits, err)?;
         upstream_tasks::validate(&self.upstream_tasks, err)?;
         validate_store(&self.store).map_err(|(field, m)| err(&format!("store.{field}"), m))?;
-        validate_upstreams(&self.upstreams, err)
+        validate_upstreams(&self.upstreams, err)?;
+        validate_ready_requires(&self.server.ready_requires, &self.upstreams, err)
     }
+}
+
+/// `server.ready_requires`: `"*"` or the names of configured upstreams.
+fn validate_ready_requires(
+    names: &[String],
+    upstreams: &[UpstreamConfig],
+    err: impl Fn(&str, String) -> ConfigError,
+) -> Result<(), ConfigError> {
+    for (i, name) in names.iter().enumerate() {
+        if name != "*" && !upstreams.iter().any(|u| &u.name == name) {
+            return Err(err(
+                &format!("server.ready_requires[{i}]"),
+                format!(
+                    "{name:?} is not the name of an upstream; name one of [[upstreams]] or \"*\" (all)"
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// `[server]`: the public URL (its trailing `/` dropped), host names, the correlation header

@@ -66,14 +66,21 @@ pub enum InputRefusal {
 
 /// Reports on the parts of the bridge `/readyz` covers besides the store.
 pub trait Readiness: Send + Sync + 'static {
-    /// Whether they are all ready, and a JSON description of each.
-    fn report(&self) -> (bool, Value);
+    /// Why they keep the replica from serving (one of the `NOT_READY_*` reasons), if they do,
+    /// and a JSON description of each upstream.
+    fn report(&self) -> (Option<&'static str>, Value);
     /// Whether the replica drains (shutting down): not ready, whatever the rest says.
     fn draining(&self) -> bool;
 }
 
 /// The `reason` of a `/readyz` 503 while the replica drains.
 pub const NOT_READY_DRAINING: &str = "draining";
+/// The `reason` of a `/readyz` 503 while the store does not answer.
+pub const NOT_READY_STORE: &str = "store_unreachable";
+/// The `reason` of a `/readyz` 503 before every upstream has been tried once.
+pub const NOT_READY_STARTING: &str = "starting";
+/// The `reason` of a `/readyz` 503 while an upstream `server.ready_requires` names is down.
+pub const NOT_READY_UPSTREAM: &str = "required_upstream_down";
 
 #[derive(Clone)]
 pub struct ApiState {
@@ -306,19 +313,22 @@ async fn readyz(State(state): State<ApiState>) -> Response {
             json!({ "ready": false, "error": "the store is unreachable and the bridge is reconnecting; the reason is in its log" })
         }
     };
-    let store_ready = store["ready"] == true;
-    let (parts_ready, parts) = state.readiness.report();
-    let draining = state.readiness.draining();
-    let ready = store_ready && parts_ready && !draining;
-    let status = if ready {
-        StatusCode::OK
-    } else {
-        StatusCode::SERVICE_UNAVAILABLE
-    };
-    let mut body = json!({ "ready": ready, "store": store, "upstreams": parts });
-    if draining {
+    let (parts_unready, parts) = state.readiness.report();
+    let reason = if state.readiness.draining() {
         // Shutting down: a load balancer stops sending it calls; it will not be ready again.
-        body["reason"] = json!(NOT_READY_DRAINING);
+        Some(NOT_READY_DRAINING)
+    } else if store["ready"] != true {
+        Some(NOT_READY_STORE)
+    } else {
+        parts_unready
+    };
+    let status = match reason {
+        None => StatusCode::OK,
+        Some(_) => StatusCode::SERVICE_UNAVAILABLE,
+    };
+    let mut body = json!({ "ready": reason.is_none(), "store": store, "upstreams": parts });
+    if let Some(reason) = reason {
+        body["reason"] = json!(reason);
     }
     (status, Json(body)).into_response()
 }

@@ -631,48 +631,68 @@ async fn a_raw_request_with_a_string_progress_token_is_served() {
     bridge.shutdown(Duration::from_secs(1)).await;
 }
 
+/// Readiness means "can serve": a broken upstream is reported on `/readyz` (state only) and
+/// `/upstreams` (the reason), its calls get a tool error saying so, and the replica stays ready
+/// unless `server.ready_requires` names it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn readyz_names_an_upstream_that_is_down() {
-    let mut config = mcp_progress_bridge::config::Config::default_for_tests();
-    let mut broken = demo_stdio_upstream("broken");
-    broken.command = Some("/nonexistent/mcp-server".into());
-    config.upstreams = vec![demo_stdio_upstream("demo"), broken];
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    config.server.public_url = format!("http://{addr}");
-    let bridge = mcp_progress_bridge::app::start_with_listener(config, listener)
-        .await
-        .unwrap();
-    assert!(bridge.upstreams.get("demo").unwrap().ready(WAIT).await);
-    // The reason is on /upstreams (behind the bearer token when one is set), not on /readyz.
-    let upstreams = eventually("/upstreams reports the broken upstream", || async {
-        let (_, body) = get_json(&format!("http://{addr}/upstreams")).await;
-        body["upstreams"][1]["last_error"]
-            .is_string()
-            .then_some(body)
-    })
-    .await;
-    assert!(
-        upstreams["upstreams"][1]["last_error"]
-            .as_str()
-            .unwrap()
-            .contains("/nonexistent/mcp-server")
-    );
-    let (status, body) = get_json(&format!("http://{addr}/readyz")).await;
-    assert_eq!(status, 503);
-    assert_eq!(body["upstreams"][1]["name"], "broken");
-    assert_ne!(body["upstreams"][1]["state"], "ready");
-    assert!(
-        !body.to_string().contains("/nonexistent"),
-        "/readyz names no internals: {body}"
-    );
-    assert_eq!(body["upstreams"][0]["state"], "ready");
-    // The healthy upstream's tools still work.
-    let client = connect_url(&format!("http://{addr}/mcp")).await;
-    let tools = within("list", client.list_all_tools()).await.unwrap();
-    assert!(tools.iter().any(|t| t.name == "demo__echo"));
-    assert!(!tools.iter().any(|t| t.name.starts_with("broken__")));
-    bridge.shutdown(Duration::from_secs(1)).await;
+async fn readyz_reports_a_down_upstream_and_fails_only_when_it_is_required() {
+    for requires in [vec![], vec!["broken".to_string()], vec!["*".to_string()]] {
+        let mut config = mcp_progress_bridge::config::Config::default_for_tests();
+        let mut broken = demo_stdio_upstream("broken");
+        broken.command = Some("/nonexistent/mcp-server".into());
+        config.upstreams = vec![demo_stdio_upstream("demo"), broken];
+        config.server.ready_requires = requires.clone();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        config.server.public_url = format!("http://{addr}");
+        let bridge = mcp_progress_bridge::app::start_with_listener(config, listener)
+            .await
+            .unwrap();
+        assert!(bridge.upstreams.get("demo").unwrap().ready(WAIT).await);
+        // The reason is on /upstreams (behind the bearer token when one is set), not on /readyz.
+        let upstreams = eventually("/upstreams reports the broken upstream", || async {
+            let (_, body) = get_json(&format!("http://{addr}/upstreams")).await;
+            body["upstreams"][1]["last_error"]
+                .is_string()
+                .then_some(body)
+        })
+        .await;
+        assert!(
+            upstreams["upstreams"][1]["last_error"]
+                .as_str()
+                .unwrap()
+                .contains("/nonexistent/mcp-server")
+        );
+        let (status, body) = get_json(&format!("http://{addr}/readyz")).await;
+        assert_eq!(body["upstreams"][1]["name"], "broken");
+        assert_ne!(body["upstreams"][1]["state"], "ready");
+        assert_eq!(body["upstreams"][1]["required"], !requires.is_empty());
+        assert_eq!(body["upstreams"][0]["state"], "ready");
+        if requires.is_empty() {
+            assert_eq!(status, 200, "{body}");
+            assert_eq!(body["ready"], true, "{body}");
+        } else {
+            assert_eq!(status, 503, "{body}");
+            assert_eq!(body["reason"], "required_upstream_down", "{body}");
+        }
+        assert!(
+            !body.to_string().contains("/nonexistent"),
+            "/readyz names no internals: {body}"
+        );
+        // The healthy upstream's tools still work; the broken one's get a clear tool error.
+        let client = connect_url(&format!("http://{addr}/mcp")).await;
+        let tools = within("list", client.list_all_tools()).await.unwrap();
+        assert!(tools.iter().any(|t| t.name == "demo__echo"));
+        assert!(!tools.iter().any(|t| t.name.starts_with("broken__")));
+        let down = call(&client, "broken__echo", json!({"text": "x"})).await;
+        assert_eq!(down.is_error, Some(true), "{down:?}");
+        let text = first_text(&down);
+        assert!(
+            text.contains("upstream broken is down") && text.contains("try again"),
+            "{text}"
+        );
+        bridge.shutdown(Duration::from_secs(1)).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

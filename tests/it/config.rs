@@ -148,6 +148,11 @@ fn bad_configs_exit_2_naming_the_file_and_key() {
             "[[upstreams]]\nname = \"t\"\ntransport = \"http\"\nurl = \"http://x/mcp\"\nca_file = \"/proc/version\"\n",
             "upstreams[0].ca_file",
         ),
+        (
+            "ready_requires names no upstream",
+            "[server]\nready_requires = [\"nope\"]\n[[upstreams]]\nname = \"s\"\ntransport = \"stdio\"\ncommand = \"x\"\n",
+            "server.ready_requires[0]",
+        ),
     ];
     for (what, toml, key) in cases {
         let (code, stderr) = run_with(toml);

@@ -230,8 +230,8 @@ fn json_value() -> impl Strategy<Value = Value> {
 struct AlwaysReady;
 
 impl Readiness for AlwaysReady {
-    fn report(&self) -> (bool, Value) {
-        (true, Value::Array(Vec::new()))
+    fn report(&self) -> (Option<&'static str>, Value) {
+        (None, Value::Array(Vec::new()))
     }
 
     fn draining(&self) -> bool {

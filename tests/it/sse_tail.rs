@@ -25,8 +25,8 @@ use tokio::sync::Notify;
 struct AlwaysReady;
 
 impl Readiness for AlwaysReady {
-    fn report(&self) -> (bool, Value) {
-        (true, Value::Array(Vec::new()))
+    fn report(&self) -> (Option<&'static str>, Value) {
+        (None, Value::Array(Vec::new()))
     }
 
     fn draining(&self) -> bool {

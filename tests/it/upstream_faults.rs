@@ -53,9 +53,11 @@ async fn an_http_upstream_that_is_down_at_start_is_picked_up_when_it_comes() {
             .contains(&url),
         "{body}"
     );
+    // Ready all the same (no `server.ready_requires`): the upstream's state is reported.
     let (status, ready) = get_json(&readyz).await;
-    assert_eq!(status, 503);
+    assert_eq!(status, 200, "{ready}");
     assert_eq!(ready["upstreams"][0]["name"], "web");
+    assert_eq!(ready["upstreams"][0]["state"], "down", "{ready}");
     assert!(
         ready["upstreams"][0].get("error").is_none(),
         "no error text on /readyz: {ready}"
@@ -71,6 +73,38 @@ async fn an_http_upstream_that_is_down_at_start_is_picked_up_when_it_comes() {
         first_text(&call(&client, "web__echo", json!({"text": "up"})).await),
         "up"
     );
+    bridge.shutdown(Duration::from_secs(1)).await;
+}
+
+/// A replica is not ready before each upstream has been tried once (`reason: "starting"`), so
+/// a load balancer does not send calls to a replica whose catalog is still empty.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_is_not_ready_before_its_upstreams_have_been_tried() {
+    // Accepts connections (the kernel's backlog) and never answers: the first handshake hangs.
+    let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/mcp", silent.local_addr().unwrap());
+    let mut config = mcp_progress_bridge::config::Config::default_for_tests();
+    config.upstreams = vec![web(&url)];
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let bridge_addr = listener.local_addr().unwrap();
+    config.server.public_url = format!("http://{bridge_addr}");
+    let running = mcp_progress_bridge::app::start_with_listener(config, listener)
+        .await
+        .unwrap();
+    let (status, ready) = get_json(&format!("http://{bridge_addr}/readyz")).await;
+    let (_, upstreams) = get_json(&format!("http://{bridge_addr}/upstreams")).await;
+    assert_eq!(
+        upstreams["upstreams"][0]["state"], "connecting",
+        "{upstreams}"
+    );
+    assert!(
+        upstreams["upstreams"][0]["last_error"].is_null(),
+        "{upstreams}"
+    );
+    assert_eq!(status, 503, "{ready}");
+    assert_eq!(ready["reason"], "starting", "{ready}");
+    let mut bridge = TestBridge::at(&format!("http://{bridge_addr}"));
+    bridge.bridge = Some(running);
     bridge.shutdown(Duration::from_secs(1)).await;
 }
 

@@ -81,7 +81,7 @@ impl BridgeProcess {
 
     /// Start `command` (the bridge binary with the arguments and environment its caller chose)
     /// with its stderr in `<dir>/<name>.log` and its stdout kept; return once it has printed
-    /// its address and `/readyz` says the store and every upstream are ready.
+    /// its address and `/readyz` answers 200 (the store answers, every upstream has been tried).
     pub async fn spawn(
         command: Command,
         dir: Option<&Path>,
@@ -177,7 +177,8 @@ impl BridgeProcess {
         self.stdout.lock().expect("stdout buffer").clone()
     }
 
-    /// Wait until `/readyz` answers 200 (store and upstreams ready), within [`START_TIMEOUT`].
+    /// Wait until `/readyz` answers 200 (the store answers, every upstream has been tried), within
+    /// [`START_TIMEOUT`].
     pub async fn wait_ready(&self) -> Result<(), StartError> {
         let url = format!("{}/readyz", self.base());
         let deadline = tokio::time::Instant::now() + START_TIMEOUT;
