@@ -120,4 +120,11 @@ pub trait Bus: Send + Sync + 'static {
     fn adoptions(&self) -> BoxStream<'static, Adopted> {
         futures::stream::pending().boxed()
     }
+
+    /// This replica drains: from now on it adopts nothing, and offers every job it runs whose
+    /// upstream call another replica can re-attach. Each stays here until another replica
+    /// takes it (the job then goes on there under the same `seq` line; here it ends as
+    /// abandoned, its upstream call untouched), or runs here to its end when none does. A
+    /// store of one replica has nobody to offer to.
+    fn hand_over(&self) {}
 }

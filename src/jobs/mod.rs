@@ -374,10 +374,11 @@ impl Jobs {
     /// wait for them with [`Jobs::drained`]). Returns at once when no job is left.
     pub async fn drain(&self, within: Duration, cut_short: impl Future<Output = ()>) -> DrainEnd {
         self.start_draining();
+        // Jobs another replica can carry on are handed over (a store of several replicas):
+        // each ends here as abandoned once taken, which shortens the wait below.
+        self.inner.store.hand_over();
         let end = drain::ending(self.drained(within), cut_short).await;
         if let Some(reason) = end.cancel_reason() {
-            // Every job still running here is cancelled. Where a job's upstream call can be
-            // re-attached elsewhere, this is the step that will hand it over instead.
             self.cancel_all_local(reason);
         }
         end

@@ -469,6 +469,10 @@ impl StreamableHttpClient for BoundedHttp {
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<(), StreamableHttpError<Self::Error>> {
+        if self.seen.kept() {
+            tracing::info!("upstream session left open: another replica follows a task made in it");
+            return Ok(());
+        }
         self.inner
             .delete_session(uri, session_id, auth_header, custom_headers)
             .await

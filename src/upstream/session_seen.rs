@@ -4,7 +4,13 @@
 //! session), so the bridge's HTTP client (`http_client.rs`) notes them for the re-attach
 //! record of a call made as an upstream task (`model::Reattach`).
 
-use std::{collections::HashMap, sync::Arc};
+use std::{
+    collections::HashMap,
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
+};
 
 use http::{HeaderName, HeaderValue};
 use parking_lot::Mutex;
@@ -16,6 +22,10 @@ pub(super) const PROTOCOL_HEADER: &str = "mcp-protocol-version";
 #[derive(Clone, Default)]
 pub(super) struct SessionSeen {
     latest: Arc<Mutex<Option<Seen>>>,
+    /// A re-attachable task of this session was left unfinished (its job was handed over, or
+    /// adopted after a pause): another replica follows it in this session, so the connection
+    /// must not end the session (`DELETE`) when it closes.
+    keep: Arc<AtomicBool>,
 }
 
 /// One session, as a POST carried it.
@@ -55,5 +65,15 @@ impl SessionSeen {
     /// The session of the latest POST.
     pub(super) fn get(&self) -> Option<Seen> {
         self.latest.lock().clone()
+    }
+
+    /// Leave the session to the upstream's own expiry: another replica follows a task in it.
+    pub(super) fn keep(&self) {
+        self.keep.store(true, Ordering::Release);
+    }
+
+    /// Whether closing the connection must leave its session open ([`SessionSeen::keep`]).
+    pub(super) fn kept(&self) -> bool {
+        self.keep.load(Ordering::Acquire)
     }
 }

@@ -103,8 +103,9 @@ pub(super) async fn follow(
     };
     let _ = call.task_id.set(id.clone());
     // Re-attachable where the session is known (a session-less upstream's task is not yet).
-    if let TaskLine::Connection(Some(seen)) = &call.line
-        && let Some(seen) = seen.get()
+    let mut keep = None;
+    if let TaskLine::Connection(Some(session)) = &call.line
+        && let Some(seen) = session.get()
     {
         call.sink.reattach(Reattach {
             upstream: upstream.clone(),
@@ -112,10 +113,35 @@ pub(super) async fn follow(
             protocol: seen.protocol,
             task_id: id.clone(),
         });
+        keep = Some(KeepUnlessFollowed {
+            session: session.clone(),
+            followed: false,
+        });
     }
     let mut state = TaskState::new(call.bounds, call.metrics.clone());
     state.update(&task, &call.sink);
-    follow_task(upstream, id, call, state, Some(closed)).await
+    let outcome = follow_task(upstream, id, call, state, Some(closed)).await;
+    if let Some(keep) = &mut keep {
+        keep.followed = true;
+    }
+    outcome
+}
+
+/// Dropped before its re-attachable task was followed to its end (the job was handed over or
+/// adopted elsewhere, and its runner here stopped): the session is kept open for the replica
+/// that follows the task now. A job cancelled here keeps it too: the upstream's idle expiry
+/// ends it then.
+struct KeepUnlessFollowed {
+    session: SessionSeen,
+    followed: bool,
+}
+
+impl Drop for KeepUnlessFollowed {
+    fn drop(&mut self) {
+        if !self.followed {
+            self.session.keep();
+        }
+    }
 }
 
 /// Follow task `id`, which another replica created on the session `call.line` names, from

@@ -3,7 +3,8 @@
 //! task (tests/interop/task_http_server.mjs, each task known only to the session that made it),
 //! and the owner killed (`kill -9`) or paused past its lease (SIGSTOP) in the middle of a job.
 //! The other replica adopts the job, follows the task on its session and ends it; readers see
-//! one `seq` line. A plain HTTP call still fails `owner_lost`.
+//! one `seq` line. A plain HTTP call still fails `owner_lost`. A draining owner (SIGTERM)
+//! hands such a job over at once and exits long before the job ends.
 
 use crate::common::*;
 use serde_json::{Value, json};
@@ -18,8 +19,8 @@ const STEP_MS: u64 = 300;
 /// A replica with `store` (its `[store]` section) and the upstream `ts` at `url` (http).
 async fn replica(store: &str, name: &str, url: &str) -> BridgeProcess {
     let config = format!(
-        "[jobs]\nmode = \"async\"\n[auth]\njob_secret = \"{TEST_JOB_SECRET}\"\n{store}\n\
-         [[upstreams]]\nname = \"{name}\"\ntransport = \"http\"\nurl = \"{url}\"\n"
+        "[jobs]\nmode = \"async\"\ndrain_secs = 600\n[auth]\njob_secret = \"{TEST_JOB_SECRET}\"\n\
+         {store}\n[[upstreams]]\nname = \"{name}\"\ntransport = \"http\"\nurl = \"{url}\"\n"
     );
     spawn_bridge(&config, &[]).await
 }
@@ -47,6 +48,11 @@ fn stages(events: &[SseEvent]) -> Vec<String> {
 /// What every reader of an adopted job must have seen: progress steps 1, 2, 3… each once,
 /// stages each once and in the task's order up to the last, then the task's result.
 fn assert_one_line(events: &[SseEvent], topic: &str) {
+    assert_one_line_of(events, topic, STEPS);
+}
+
+/// [`assert_one_line`] for a task of `steps` stages.
+fn assert_one_line_of(events: &[SseEvent], topic: &str, steps: u64) {
     let progress = progress_values(events);
     let expected: Vec<f64> = (1..=progress.len()).map(|p| p as f64).collect();
     assert_eq!(progress, expected, "every step once, in order: {events:#?}");
@@ -62,7 +68,7 @@ fn assert_one_line(events: &[SseEvent], topic: &str) {
         stage_numbers.windows(2).all(|w| w[1] > w[0]),
         "each stage once, in order: {stage_numbers:?}"
     );
-    assert_eq!(stage_numbers.last(), Some(&STEPS), "{stage_numbers:?}");
+    assert_eq!(stage_numbers.last(), Some(&steps), "{stage_numbers:?}");
     let done = events.last().unwrap();
     assert_eq!(done.event, "completed", "{events:#?}");
     assert_eq!(
@@ -217,4 +223,85 @@ async fn a_plain_http_job_still_fails_owner_lost_when_its_owner_is_killed() {
     assert_eq!(last.event, "failed", "{events:?}");
     assert_eq!(last.data["reason"], "owner_lost");
     assert_consecutive(&events);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_draining_owner_hands_its_task_job_over_and_exits_long_before_the_job_ends() {
+    let Some(url) = test_redis("adoption::handover").await else {
+        return;
+    };
+    let prefix = RedisPrefix::new(&url, "adopt-handover");
+    let Some((_server, upstream, _)) = task_http_server(&["--session-tasks"]).await else {
+        return;
+    };
+    // 40 stages of 300 ms: the job has about 11 s to go when its owner is told to stop, and
+    // the owner's drain time (600 s) would let it run to its end there.
+    let steps = 40;
+    let store = redis_store_toml(&url, &prefix, LEASE_SECS);
+    let (mut a, b) = two_replicas(&store, "ts", &upstream).await;
+    let on_a = connect_url(&a.mcp_url()).await;
+    let arguments = json!({"topic": "handed", "steps": steps, "step_ms": STEP_MS});
+    let handle = running_job(&on_a, "ts__staged", arguments).await;
+    let job_id = handle.job_id.clone();
+    // A reader on the owner from the first event, until the owner closes its stream.
+    let events_url = handle.events_url.clone();
+    let reader =
+        tokio::spawn(async move { read_sse(&events_url, Some(0), SseEvent::is_terminal).await });
+    let before = eventually(
+        "the job is re-attachable and past its second stage",
+        || async {
+            let s = snapshot(&b, &job_id).await;
+            (s["durability"] == "upstream_task" && s["progress"].as_f64() >= Some(2.0)).then_some(s)
+        },
+    )
+    .await;
+    let on_b = connect_url(&b.mcp_url()).await;
+    let waited_id = job_id.clone();
+    let waiter = tokio::spawn(async move {
+        let arguments = json!({"job_id": waited_id, "timeout_seconds": 45});
+        first_text(&call(&on_b, "wait_for_job", arguments).await)
+    });
+
+    let signalled = std::time::Instant::now();
+    a.terminate();
+    let exit = within("the draining owner exits", a.wait()).await.unwrap();
+    let took = signalled.elapsed();
+    assert!(exit.success(), "{exit:?}: {}", a.log_tail());
+    let at_exit = snapshot(&b, &job_id).await;
+    assert_eq!(
+        at_exit["status"], "running",
+        "the job outlived its owner: {at_exit}"
+    );
+    assert!(
+        took < std::time::Duration::from_secs(6),
+        "exited {took:?} after SIGTERM, with the job still running elsewhere: {}",
+        a.log_tail()
+    );
+    assert!(a.log().contains("handed over"), "{}", a.log_tail());
+
+    // The reader on the owner was closed, not cut: it comes back on the survivor.
+    let first = reader.await.unwrap();
+    let last_seen = first.last().unwrap().seq();
+    let rest = read_sse(
+        &job_events_url(&b.base(), &job_id),
+        Some(last_seen),
+        SseEvent::is_terminal,
+    )
+    .await;
+    assert_eq!(rest[0].seq(), last_seen + 1, "no gap: {rest:#?}");
+    let all: Vec<SseEvent> = first.into_iter().chain(rest).collect();
+    assert_eq!(all[0].seq(), 1);
+    assert_consecutive(&all);
+    assert_one_line_of(&all, "handed", steps);
+
+    assert_eq!(waiter.await.unwrap(), "done: handed");
+    let after = snapshot(&b, &job_id).await;
+    assert_eq!(after["status"], "completed", "{after}");
+    assert_ne!(after["owner"], before["owner"], "handed over: {after}");
+    assert!(
+        b.log()
+            .contains("adopted a job its draining owner handed over"),
+        "{}",
+        b.log_tail()
+    );
 }

@@ -66,9 +66,18 @@ impl Adoptions {
     }
 
     /// Whether someone carries adopted jobs on: without, this replica adopts none.
-    fn wanted(&self) -> bool {
+    pub(super) fn wanted(&self) -> bool {
         self.taken.load(Ordering::Acquire) && !self.tx.is_closed()
     }
+}
+
+/// Why a job is claimed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Claim {
+    /// Its owner's lease lapsed (a crash, a pause, Redis out of its reach).
+    LeaseLapsed,
+    /// Its draining owner offered it (`handover.rs`).
+    HandedOver,
 }
 
 /// A job as its hash holds it: the snapshot, its generation and its re-attach record.
@@ -98,10 +107,16 @@ impl Inner {
     pub(super) fn lose(&self, job: JobId, generation: u64) {
         self.owned.remove(&job);
         self.lost.insert(job, Instant::now());
-        tracing::warn!(job = %job, generation,
-            "another replica adopted this job while this replica's lease had lapsed (a pause, \
-             or Redis out of reach): this replica stops working on it and writes nothing more \
-             to it");
+        if self.handover.was_offered(job) {
+            tracing::info!(job = %job, generation,
+                "handed over: another replica took this job and follows its upstream task; \
+                 this draining replica stops working on it");
+        } else {
+            tracing::warn!(job = %job, generation,
+                "another replica adopted this job while this replica's lease had lapsed (a \
+                 pause, or Redis out of reach): this replica stops working on it and writes \
+                 nothing more to it");
+        }
         let _ = self.hub.cancels().send(CancelRequest {
             job_id: job,
             reason: "another replica adopted this job".into(),
@@ -229,8 +244,10 @@ impl Inner {
         }
         if let Some(record) = found.record.clone()
             && self.adoptions.wanted()
+            && !self.handover.is_draining()
         {
-            return self.claim(replica, job, found.generation, record).await;
+            let claim = (found.generation, record, Claim::LeaseLapsed);
+            return self.claim(replica, job, claim).await;
         }
         self.fail_orphan(replica, job, found).await
     }
@@ -254,13 +271,38 @@ impl Inner {
         })
     }
 
+    /// A job a draining replica offered: claimed here if it still runs there and can be
+    /// re-attached. `Some(true)`: the offer is done with (claimed here or elsewhere, ended, not
+    /// re-attachable); `Some(false)`: it stays; `None`: Redis failed.
+    pub(super) async fn take_offered(&self, job: JobId) -> Option<bool> {
+        let found = match self.read_stored(job).await {
+            Ok(found) => found,
+            Err(error) => {
+                tracing::warn!(job = %job, %error, "could not read a job offered for adoption");
+                return None;
+            }
+        };
+        let Some(found) = found else {
+            return Some(true);
+        };
+        let owner = found.snapshot.owner.clone();
+        let Some(record) = found.record.clone() else {
+            return Some(true);
+        };
+        if found.snapshot.status.is_terminal() || owner == self.replica {
+            return Some(true);
+        }
+        self.claim(&owner, job, (found.generation, record, Claim::HandedOver))
+            .await
+    }
+
     /// The atomic claim (the `ADOPT` script), then the job handed up to be carried on here.
+    // Long because: the script's call, its three answers and the hand-up in one place.
     async fn claim(
         &self,
         replica: &str,
         job: JobId,
-        generation: u64,
-        record: Reattach,
+        (generation, record, how): (u64, Reattach, Claim),
     ) -> Option<bool> {
         let mut call = self.scripts.adopt.prepare_invoke();
         call.key(self.keys.job(job))
@@ -296,8 +338,14 @@ impl Inner {
             // Another replica claimed it first, or it ended meanwhile.
             return Some(true);
         };
-        tracing::warn!(job = %job, lost = %replica, generation, seq = found.snapshot.seq,
-            upstream = %record.upstream, "adopted a job whose owner's lease lapsed");
+        match how {
+            Claim::LeaseLapsed => tracing::warn!(job = %job, lost = %replica, generation,
+                seq = found.snapshot.seq, upstream = %record.upstream,
+                "adopted a job whose owner's lease lapsed"),
+            Claim::HandedOver => tracing::info!(job = %job, from = %replica, generation,
+                seq = found.snapshot.seq, upstream = %record.upstream,
+                "adopted a job its draining owner handed over"),
+        }
         self.owned
             .insert(job, Owned::new(found.snapshot.clone(), generation));
         let adopted = Adopted {
@@ -306,6 +354,10 @@ impl Inner {
         };
         if self.adoptions.tx.send(adopted).is_err() {
             self.give_up(job, "this replica is shutting down").await;
+        }
+        if how == Claim::HandedOver {
+            // The draining owner stops following it now, not at its next tick.
+            self.nudge(replica).await;
         }
         Some(true)
     }

@@ -21,7 +21,7 @@ use bytes::Bytes;
 use dashmap::DashMap;
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
-use tokio::sync::{OnceCell, broadcast, mpsc, oneshot, watch};
+use tokio::sync::{Notify, OnceCell, broadcast, mpsc, oneshot, watch};
 use tokio_stream::wrappers::{BroadcastStream, errors::BroadcastStreamRecvError};
 use tokio_util::sync::CancellationToken;
 
@@ -106,14 +106,22 @@ pub(super) struct VerdictMessage {
     pub verdict: AnswerVerdict,
 }
 
+/// A hand-over nudge: jobs were offered for adoption (to the replicas that may take them), or
+/// one was taken (to the draining owner): look now, not at the next maintenance tick.
+#[derive(Debug, Serialize, Deserialize)]
+pub(super) struct LookMessage {
+    pub look: String,
+}
+
 /// Whatever arrives on a replica's control channel. Untagged, so that a cancel keeps the
-/// shape replicas of earlier versions send and read; the other two have fields a cancel has
+/// shape replicas of earlier versions send and read; the others have fields a cancel has
 /// not (and lack its `job_id`), so they are never taken for one another.
 #[derive(Debug, Deserialize)]
 #[serde(untagged)]
 enum Incoming {
     Answer(AnswerMessage),
     Verdict(VerdictMessage),
+    Look(LookMessage),
     Cancel(ControlMessage),
 }
 
@@ -182,6 +190,8 @@ pub(super) struct Hub {
     /// Bumped each time everything has been subscribed again after a (re)connect; the store
     /// then looks for cancel requests it may have missed meanwhile.
     resubscribed: watch::Sender<u64>,
+    /// Woken by a [`LookMessage`]: the maintenance task looks at the hand-over at once.
+    looks: Notify,
 }
 
 impl Hub {
@@ -199,6 +209,7 @@ impl Hub {
             requests,
             gone: parking_lot::Mutex::default(),
             resubscribed: watch::channel(0).0,
+            looks: Notify::new(),
         });
         (hub, HubTask { inbox })
     }
@@ -209,6 +220,11 @@ impl Hub {
 
     pub(super) fn answers(&self) -> broadcast::Sender<AnswerRequest> {
         self.answers.clone()
+    }
+
+    /// Resolves when a [`LookMessage`] came (one kept if nobody waited).
+    pub(super) fn looks(&self) -> &Notify {
+        &self.looks
     }
 
     /// Wait for the verdict on a relayed answer: its request number, and where the verdict
@@ -373,6 +389,10 @@ impl Hub {
                 if let Some((_, waiting)) = self.verdicts.remove(&m.verdict_for) {
                     let _ = waiting.send(m.verdict);
                 }
+            }
+            Ok(Incoming::Look(m)) => {
+                tracing::debug!(look = %m.look, "asked to look at the drain's hand-over");
+                self.looks.notify_one();
             }
             Err(error) => {
                 tracing::warn!(%error, "malformed message on the control channel")

@@ -76,6 +76,12 @@ impl Keys {
         format!("{}:{SCHEME}:replicas", self.prefix)
     }
 
+    /// Set: the running jobs draining replicas offer for adoption (job IDs; the job's `owner`
+    /// names the replica that offers it).
+    pub(super) fn handover(&self) -> String {
+        format!("{}:{SCHEME}:handover", self.prefix)
+    }
+
     /// String with a TTL: present while the replica is alive.
     pub(super) fn lease(&self, replica: &str) -> String {
         self.tagged("lease", replica)

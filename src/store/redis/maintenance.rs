@@ -1,5 +1,6 @@
 //! The store's background duties in one task: renew this replica's lease, adopt or end the
-//! running jobs of replicas whose lease expired (`adoption.rs`), write held events once Redis is back, and pick up
+//! running jobs of replicas whose lease expired (`adoption.rs`), offer or take the jobs of a
+//! drain's hand-over (`handover.rs`), write held events once Redis is back, and pick up
 //! cancel requests that arrived while the control channel was not subscribed.
 //!
 //! Lease timing: renewed every third of `lease`; others are checked as often. A replica that
@@ -37,6 +38,8 @@ pub(super) async fn run(inner: Arc<Inner>, stop: CancellationToken) {
                 inner.renew().await;
                 inner.flush_held().await;
                 inner.end_jobs_of_dead_replicas().await;
+                inner.offer_owned().await;
+                inner.take_offers().await;
                 inner.check_owned().await;
                 inner.forget_lost();
                 if ttls_renewed.elapsed() >= ttl_period && inner.renew_live_ttls().await {
@@ -57,6 +60,11 @@ pub(super) async fn run(inner: Arc<Inner>, stop: CancellationToken) {
                 inner.recheck_cancels().await;
             }
             _ = inner.flush.notified() => inner.flush_held().await,
+            _ = inner.handover.wake.notified() => inner.offer_owned().await,
+            _ = inner.hub.looks().notified() => {
+                inner.take_offers().await;
+                inner.check_owned().await;
+            }
         }
     }
 }

@@ -13,6 +13,7 @@
 
 mod adoption;
 mod codec;
+mod handover;
 mod hub;
 mod keys;
 mod link;
@@ -109,6 +110,8 @@ struct Inner {
     lost: DashMap<JobId, std::time::Instant>,
     /// The jobs this replica adopts, on their way to whoever carries them on.
     adoptions: Adoptions,
+    /// The drain's hand-over of re-attachable jobs to other replicas.
+    handover: handover::Handover,
 }
 
 /// How an append script call ended.
@@ -196,6 +199,7 @@ impl RedisStore {
             read_back: SharedHistory::default(),
             lost: DashMap::new(),
             adoptions: Adoptions::default(),
+            handover: handover::Handover::default(),
         });
         let connections = shutdown.tasks(Stage::Connections);
         connections.spawn(cmd.clone().supervise(connections.clone()));
@@ -869,6 +873,10 @@ impl Bus for RedisStore {
 
     fn adoptions(&self) -> BoxStream<'static, Adopted> {
         self.inner.adoptions.take()
+    }
+
+    fn hand_over(&self) {
+        self.inner.handover.begin();
     }
 
     fn answer_requests(&self) -> BoxStream<'static, AnswerRequest> {
