@@ -29,7 +29,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::{
-    ApiError, ApiState,
+    error::ApiError,
     limits::{
         AddressKey, CallRates, JobRates, SUBSCRIBER_RETRY_AFTER, SubscriberPermit, Subscribers,
     },
@@ -40,6 +40,7 @@ use crate::{
         may_access,
     },
     config::Config,
+    events::Broker,
     metrics::{Metrics, Refusal, RefusedRequests},
     model::JobId,
 };
@@ -297,6 +298,13 @@ pub struct TokenQuery {
     token: Option<String>,
 }
 
+/// What the job guard needs: who may open what, and where a job's owner is looked up.
+#[derive(Clone)]
+pub struct JobGate {
+    pub guard: Guard,
+    pub broker: Arc<dyn Broker>,
+}
+
 /// What a job route opens, from the route that matched.
 fn scope_of(route: &str) -> Option<(TokenScope, &'static str, bool)> {
     // (scope, path parameter, is an event stream)
@@ -314,7 +322,7 @@ fn scope_of(route: &str) -> Option<(TokenScope, &'static str, bool)> {
 /// knows which route and which ID). Records how the URL was opened ([`JobAccess`]) for the
 /// handler.
 pub async fn job_guard(
-    State(state): State<ApiState>,
+    State(state): State<JobGate>,
     route: Option<MatchedPath>,
     path: Result<Path<HashMap<String, String>>, axum::extract::rejection::PathRejection>,
     query: Result<Query<TokenQuery>, axum::extract::rejection::QueryRejection>,
@@ -378,7 +386,7 @@ pub async fn job_guard(
 /// needed), else the request's credential, for a job only if the caller may see it
 /// (`auth::may_access`). A store that cannot answer counts as no access: the reader retries.
 async fn job_access(
-    state: &ApiState,
+    state: &JobGate,
     scope: TokenScope,
     id: &str,
     token: Option<&str>,

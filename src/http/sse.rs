@@ -29,9 +29,10 @@ use tokio::time::{Instant, Sleep};
 use tokio_util::sync::WaitForCancellationFutureOwned;
 
 use super::{
-    ApiError, ApiState,
+    error::ApiError,
     limits::SubscriberPermit,
     serve::{DirectStream, Outflow},
+    state::ApiState,
 };
 use crate::{
     auth::{Identity, Positions, may_access},
