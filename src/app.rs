@@ -307,7 +307,7 @@ fn start_core(
     // detection): random, because a restarted process has lost its upstream calls and must
     // not inherit the old one's jobs.
     let replica = format!("replica-{:016x}", fastrand::u64(..));
-    let (store, mcp_sessions) = start_store(config, &replica, shutdown)?;
+    let (store, mcp_sessions) = start_store(config, &replica, &metrics, shutdown)?;
     let upstreams = Upstreams::start(
         &without_secret_env(&config.auth, &config.upstreams),
         UpstreamLimits {
@@ -336,6 +336,7 @@ fn start_core(
             upstreams.clone(),
             jobs.clone(),
             store.adoptions(),
+            metrics.adoptions.clone(),
         ));
     let core = Core {
         store,
@@ -354,6 +355,7 @@ type McpSessions = Arc<dyn SessionStore>;
 fn start_store(
     config: &Config,
     replica: &str,
+    metrics: &Metrics,
     shutdown: &Shutdown,
 ) -> Result<(Arc<dyn Store>, Option<McpSessions>), StartError> {
     let (store, sessions): (Arc<dyn Store>, _) = match config.store.backend {
@@ -365,7 +367,8 @@ fn start_store(
             None,
         ),
         StoreBackend::Redis => {
-            let redis = RedisStore::start(redis_options(config), replica.to_string(), shutdown)?;
+            let options = redis_options(config, metrics);
+            let redis = RedisStore::start(options, replica.to_string(), shutdown)?;
             let sessions = redis.mcp_sessions(Duration::from_secs(config.server.session_idle_secs));
             (Arc::new(redis), Some(sessions))
         }
@@ -381,7 +384,7 @@ fn start_store(
 /// What the Redis store needs from the config. Built here, in the wiring, so that the store
 /// does not read the config (and the config, which validates Redis URLs, does not need the
 /// store).
-fn redis_options(config: &Config) -> RedisOptions {
+fn redis_options(config: &Config, metrics: &Metrics) -> RedisOptions {
     RedisOptions {
         url: config.store.redis_url.clone(),
         key_prefix: config.store.key_prefix.clone(),
@@ -395,6 +398,7 @@ fn redis_options(config: &Config) -> RedisOptions {
             .jobs
             .max_input_bytes
             .max(config.jobs.max_sample_bytes),
+        adoption_events: metrics.adoptions.clone(),
     }
 }
 

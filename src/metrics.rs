@@ -64,6 +64,65 @@ impl RefusedRequests {
     }
 }
 
+/// What happened to a job passing between replicas: the `event` label of
+/// `bridge_job_adoptions_total` (docs/replicas.md), a fixed set, every series at 0 from the start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AdoptionEvent {
+    /// This replica adopted a job whose owner's lease lapsed.
+    AdoptedLeaseLapsed,
+    /// This replica adopted a job its draining owner handed over.
+    AdoptedHandedOver,
+    /// A job this draining replica offered was taken by another one.
+    HandedOver,
+    /// This replica's claim found the job claimed first by another replica (or ended).
+    ClaimLost,
+    /// A write of this replica was refused by the fence: another replica owns the job now.
+    WriteFenced,
+    /// This replica ended a lost owner's job `owner_lost` (its call could not be re-attached,
+    /// or the adopted job could not be carried on here).
+    OwnerLost,
+}
+
+impl AdoptionEvent {
+    pub const ALL: [AdoptionEvent; 6] = [
+        AdoptionEvent::AdoptedLeaseLapsed,
+        AdoptionEvent::AdoptedHandedOver,
+        AdoptionEvent::HandedOver,
+        AdoptionEvent::ClaimLost,
+        AdoptionEvent::WriteFenced,
+        AdoptionEvent::OwnerLost,
+    ];
+
+    pub fn label(self) -> &'static str {
+        match self {
+            AdoptionEvent::AdoptedLeaseLapsed => "adopted_lease_lapsed",
+            AdoptionEvent::AdoptedHandedOver => "adopted_handed_over",
+            AdoptionEvent::HandedOver => "handed_over",
+            AdoptionEvent::ClaimLost => "claim_lost",
+            AdoptionEvent::WriteFenced => "write_fenced",
+            AdoptionEvent::OwnerLost => "owner_lost",
+        }
+    }
+}
+
+/// `bridge_job_adoptions_total{event}`: a cheap handle for the store and the front door. The
+/// default is registered nowhere (a store started outside a bridge, in tests).
+#[derive(Debug, Clone)]
+pub struct Adoptions(IntCounterVec);
+
+impl Default for Adoptions {
+    fn default() -> Self {
+        let opts = Opts::new("bridge_job_adoptions_total", "unregistered");
+        Self(IntCounterVec::new(opts, &["event"]).expect("valid metric"))
+    }
+}
+
+impl Adoptions {
+    pub fn count(&self, event: AdoptionEvent) {
+        self.0.with_label_values(&[event.label()]).inc();
+    }
+}
+
 pub struct Metrics {
     registry: Registry,
     pub jobs_started: IntCounterVec,
@@ -115,6 +174,8 @@ pub struct Metrics {
     pub draining: IntGauge,
     /// Calls that would have started a job, refused because the replica was draining.
     pub calls_refused_draining: IntCounter,
+    /// Jobs passing between replicas (adoption, the drain's hand-over), by [`AdoptionEvent`].
+    pub adoptions: Adoptions,
 }
 
 impl Metrics {
@@ -234,6 +295,14 @@ impl Metrics {
         for reason in Refusal::ALL {
             refused.with_label_values(&[reason.label()]);
         }
+        let adoptions = counter(
+            "bridge_job_adoptions_total",
+            "Jobs passing between replicas, by event: adopted_lease_lapsed, adopted_handed_over, handed_over, claim_lost, write_fenced, owner_lost",
+            &["event"],
+        );
+        for event in AdoptionEvent::ALL {
+            adoptions.with_label_values(&[event.label()]);
+        }
         let build_info = IntGaugeVec::new(
             Opts::new(
                 "bridge_build_info",
@@ -321,6 +390,7 @@ impl Metrics {
             sse_shared_deliveries,
             draining,
             calls_refused_draining,
+            adoptions: Adoptions(adoptions),
         }
     }
 

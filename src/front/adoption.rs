@@ -13,6 +13,7 @@ use super::tool_call::work_outcome;
 use crate::{
     events::Adopted,
     jobs::{Intake, Jobs, PendingJob, Work},
+    metrics::{AdoptionEvent, Adoptions},
     model::{FailureReason, JobFailure},
     upstream::{CallSink, TaskResume, Upstreams},
 };
@@ -23,11 +24,14 @@ pub async fn carry_on_adopted(
     upstreams: Upstreams,
     jobs: Jobs,
     mut adopted: BoxStream<'static, Adopted>,
+    events: Adoptions,
 ) {
     while let Some(job) = adopted.next().await {
         let pending = jobs.adopt(&job.snapshot);
         let span = pending.span().clone();
-        carry_on(&upstreams, pending, job).instrument(span).await;
+        if !carry_on(&upstreams, pending, job).instrument(span).await {
+            events.count(AdoptionEvent::OwnerLost);
+        }
     }
 }
 
@@ -45,16 +49,18 @@ impl CallSink for AdoptedSink {
     fn log(&self, _message: &rmcp::model::LoggingMessageNotificationParam) {}
 }
 
-async fn carry_on(upstreams: &Upstreams, pending: PendingJob, job: Adopted) {
+/// Carry `job` on; false when it could not be and ended `owner_lost`.
+async fn carry_on(upstreams: &Upstreams, pending: PendingJob, job: Adopted) -> bool {
     let Adopted { snapshot, record } = job;
     let Some(upstream) = upstreams.get(&record.upstream) else {
         let message = format!(
             "the replica that adopted this job has no upstream {}: run the tool again",
             record.upstream
         );
-        return pending
+        pending
             .fail(JobFailure::new(FailureReason::OwnerLost, message))
             .await;
+        return false;
     };
     let resume = TaskResume {
         // The steps a task's job counts are its status messages: whole numbers.
@@ -77,11 +83,13 @@ async fn carry_on(upstreams: &Upstreams, pending: PendingJob, job: Adopted) {
                 upstream.config().limits_for(&snapshot.upstream_tool),
                 None,
             );
+            true
         }
         Err(error) => {
             pending
                 .fail(JobFailure::new(FailureReason::OwnerLost, error.to_string()))
-                .await
+                .await;
+            false
         }
     }
 }

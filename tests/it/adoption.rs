@@ -137,6 +137,11 @@ async fn a_task_backed_job_whose_owner_is_killed_completes_on_the_other_replica(
         "{}",
         b.log_tail()
     );
+    let metrics = metrics_text(&b.base()).await;
+    assert!(
+        metrics.contains("bridge_job_adoptions_total{event=\"adopted_lease_lapsed\"} 1"),
+        "{metrics}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -39,6 +39,7 @@ const LABELS: &[(&str, &[&str])] = &[
         &["method", "outcome"],
     ),
     ("bridge_input_relays_total", &["outcome"]),
+    ("bridge_job_adoptions_total", &["event"]),
     ("bridge_auth_rejections_total", &["reason"]),
     ("bridge_jwks_fetches_total", &["outcome"]),
     ("bridge_requests_refused_total", &["reason"]),

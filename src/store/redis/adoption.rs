@@ -21,6 +21,7 @@ use super::{
     pairs,
 };
 use crate::events::Adopted;
+use crate::metrics::AdoptionEvent;
 use crate::model::{
     Durability, EventBody, FailureReason, JobFailure, JobId, JobSnapshot, Reattach,
 };
@@ -102,12 +103,19 @@ fn stored(fields: &[(String, Vec<u8>)]) -> Option<Stored> {
 }
 
 impl Inner {
+    /// A write for `job` was refused by the fence: another replica owns it, at `generation`.
+    pub(super) fn fenced(&self, job: JobId, generation: u64) {
+        self.adoption_events.count(AdoptionEvent::WriteFenced);
+        self.lose(job, generation);
+    }
+
     /// Another replica adopted `job` (now at `generation`) while this one's lease had lapsed:
     /// stop working on it, here, without a word to its upstream call (the adopter carries it).
     pub(super) fn lose(&self, job: JobId, generation: u64) {
         self.owned.remove(&job);
         self.lost.insert(job, Instant::now());
         if self.handover.was_offered(job) {
+            self.adoption_events.count(AdoptionEvent::HandedOver);
             tracing::info!(job = %job, generation,
                 "handed over: another replica took this job and follows its upstream task; \
                  this draining replica stops working on it");
@@ -212,7 +220,7 @@ impl Inner {
                 Ok(true)
             }
             -3 => {
-                self.lose(job, owned.generation + 1);
+                self.fenced(job, owned.generation + 1);
                 Ok(false)
             }
             _ => Ok(false),
@@ -336,8 +344,13 @@ impl Inner {
             .filter(|g| *g > 0);
         let (Some(generation), Some(Some(found))) = (claimed, fields.map(|f| stored(&f))) else {
             // Another replica claimed it first, or it ended meanwhile.
+            self.adoption_events.count(AdoptionEvent::ClaimLost);
             return Some(true);
         };
+        self.adoption_events.count(match how {
+            Claim::LeaseLapsed => AdoptionEvent::AdoptedLeaseLapsed,
+            Claim::HandedOver => AdoptionEvent::AdoptedHandedOver,
+        });
         match how {
             Claim::LeaseLapsed => tracing::warn!(job = %job, lost = %replica, generation,
                 seq = found.snapshot.seq, upstream = %record.upstream,
@@ -378,8 +391,10 @@ impl Inner {
             result: None,
             rpc_error: None,
         };
-        if let Err(error) = self.append_owned(job, owned, body).await {
-            tracing::warn!(job = %job, %error, "could not end an adopted job");
+        match self.append_owned(job, owned, body).await {
+            Ok(Some(_)) => self.adoption_events.count(AdoptionEvent::OwnerLost),
+            Ok(None) => {}
+            Err(error) => tracing::warn!(job = %job, %error, "could not end an adopted job"),
         }
     }
 
@@ -404,6 +419,7 @@ impl Inner {
         write.fence = Some(Fence::new(replica, found.generation));
         match self.write(job, &write).await {
             Ok(Written::Stored(seq)) => {
+                self.adoption_events.count(AdoptionEvent::OwnerLost);
                 tracing::warn!(job = %job, %replica, seq, "job failed: its owner is gone");
                 Some(true)
             }

@@ -193,7 +193,7 @@ impl Inner {
                         }
                     }
                     Ok(Written::Fenced(generation)) => {
-                        self.lose(job, generation);
+                        self.fenced(job, generation);
                         break;
                     }
                     Ok(Written::Unknown | Written::Ended) => {

@@ -76,6 +76,8 @@ pub struct RedisOptions {
     /// The larger of `jobs.max_input_bytes` and `jobs.max_sample_bytes`: bounds what a
     /// control message may carry (a relayed answer to a question, a sample or the roots).
     pub max_answer_bytes: usize,
+    /// `bridge_job_adoptions_total`.
+    pub adoption_events: crate::metrics::Adoptions,
 }
 
 #[derive(Clone)]
@@ -112,6 +114,8 @@ struct Inner {
     adoptions: Adoptions,
     /// The drain's hand-over of re-attachable jobs to other replicas.
     handover: handover::Handover,
+    /// `bridge_job_adoptions_total`.
+    adoption_events: crate::metrics::Adoptions,
 }
 
 /// How an append script call ended.
@@ -200,6 +204,7 @@ impl RedisStore {
             lost: DashMap::new(),
             adoptions: Adoptions::default(),
             handover: handover::Handover::default(),
+            adoption_events: options.adoption_events.clone(),
         });
         let connections = shutdown.tasks(Stage::Connections);
         connections.spawn(cmd.clone().supervise(connections.clone()));
@@ -398,7 +403,7 @@ impl Inner {
                 Ok(None)
             }
             Ok(Written::Fenced(generation)) => {
-                self.lose(job, generation);
+                self.fenced(job, generation);
                 Ok(None)
             }
             Err(LinkError::Down { reason, .. }) => {
@@ -711,7 +716,7 @@ impl Broker for RedisStore {
             .run(|mut conn| async move { call.invoke_async(&mut conn).await })
             .await?;
         if beat == -3 {
-            inner.lose(job, fence.generation + 1);
+            inner.fenced(job, fence.generation + 1);
         }
         Ok(())
     }

@@ -151,6 +151,7 @@ pub async fn store_replica_with(
         command_timeout,
         relay_timeout: Duration::from_secs(5),
         max_answer_bytes: 65_536,
+        adoption_events: Default::default(),
     };
     let store = RedisStore::start(options, name.clone(), &shutdown).expect("store");
     eventually("the store connects", || async {
