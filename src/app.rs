@@ -565,9 +565,9 @@ async fn serve(
         handbacks: metrics.sse_handbacks.clone(),
         shared_deliveries: metrics.sse_shared_deliveries.clone(),
     };
-    let options = serve_options(config);
+    let options = serve_options(config, metrics);
     let main = final_routes(surface.main);
-    http::serve::spawn(http, listener, main, options, counters("main"));
+    http::serve::spawn(http, listener, main, options.clone(), counters("main"));
     let admin_addr = admin.map(|(listener, routes, bound)| {
         let options = http::serve::Options {
             max_connections: http::serve::ADMIN_MAX_CONNECTIONS,
@@ -589,7 +589,7 @@ async fn serve(
 
 /// The main listener's timeouts and caps; the total cap lowered to keep file descriptors free
 /// below the open-file limit (which `main` raised to the hard limit before).
-fn serve_options(config: &Config) -> http::serve::Options {
+fn serve_options(config: &Config, metrics: &Metrics) -> http::serve::Options {
     let limits = &config.limits;
     let nofile = rlimit::Resource::NOFILE.get().ok().map(|(soft, _)| soft);
     let max_connections =
@@ -606,6 +606,12 @@ fn serve_options(config: &Config) -> http::serve::Options {
     }
     http::serve::Options {
         header_read_timeout: Duration::from_secs(config.server.header_read_timeout_secs),
+        keep_alive_idle: Duration::from_secs(config.server.keep_alive_idle_secs),
+        clients: http::serve::ClientAddress::new(
+            &config.server.trusted_proxies,
+            config.server.forwarded_header,
+            metrics.limit_hits.with_label_values(&["forwarded_hops"]),
+        ),
         body_read_timeout: Duration::from_secs(config.server.body_read_timeout_secs),
         max_connections,
         max_connections_per_address: limits.max_connections_per_address,

@@ -9,6 +9,7 @@ mod bounds;
 mod glob;
 mod issuers;
 mod limits;
+mod proxies;
 mod redact;
 mod upstream_tasks;
 mod validate;
@@ -29,6 +30,7 @@ pub use auth::{AuthConfig, JobSecrets, McpToken, Secret, without_secret_env};
 pub use glob::{GlobError, GlobList};
 pub use issuers::{IssuerConfig, JWT_ALGORITHMS, JwtLimits, check_key_url};
 pub use limits::LimitsConfig;
+pub use proxies::{Cidr, ForwardedHeader};
 pub use redact::redact_url;
 pub use upstream_tasks::UpstreamTasksConfig;
 pub use validate::ConfigError;
@@ -88,10 +90,23 @@ pub struct ServerConfig {
     pub cors_origins: Vec<String>,
     /// A second listener that alone serves `/upstreams` and `/metrics`, without a token.
     pub admin_listen: Option<SocketAddr>,
-    /// Seconds a connection may take to send a complete request head, counted from when it
-    /// opened or its previous response ended: also how long a keep-alive connection may idle.
-    /// Past it the connection is closed (slowloris).
+    /// Seconds a new connection may take to send its first complete request head. Past it the
+    /// connection is closed (slowloris).
     pub header_read_timeout_secs: u64,
+    /// Seconds a kept-alive connection may idle after a response before its next request head
+    /// is complete; past it the connection is closed. Longer than the idle timeout of any
+    /// proxy in front (nginx and most load balancers: 60 s), else the proxy may send a request
+    /// on a connection the bridge is closing and answer 502.
+    pub keep_alive_idle_secs: u64,
+    /// Proxies (CIDRs or addresses) whose `forwarded_header` the per-address limits believe:
+    /// a connection from one is not counted against `limits.max_connections_per_address`, and
+    /// its requests count against the per-address rate by the client address it forwards (the
+    /// rightmost address in the header that is not itself a trusted proxy). Empty: none.
+    #[schemars(with = "Vec<String>")]
+    pub trusted_proxies: Vec<Cidr>,
+    /// The header a trusted proxy writes the client address in: `x-forwarded-for` or
+    /// `forwarded` (RFC 7239). Only this one is read.
+    pub forwarded_header: ForwardedHeader,
     /// Seconds a request body may take to arrive in full after its head (408 on `/mcp`, and
     /// the connection closes).
     pub body_read_timeout_secs: u64,
@@ -122,6 +137,9 @@ impl Default for ServerConfig {
             cors_origins: Vec::new(),
             admin_listen: None,
             header_read_timeout_secs: 10,
+            keep_alive_idle_secs: 75,
+            trusted_proxies: Vec::new(),
+            forwarded_header: ForwardedHeader::XForwardedFor,
             body_read_timeout_secs: 30,
             session_idle_secs: 1800,
             sse_writers: None,

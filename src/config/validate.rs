@@ -179,6 +179,10 @@ fn validate_server(
         Bound::says("sse_writers", s.sse_writers.unwrap_or(0), 0..=64,
             "must be between 0 and 64 (a few tasks are enough; 0 turns shared writers off)"),
         Bound::new("header_read_timeout_secs", s.header_read_timeout_secs, 1..=3600),
+        Bound::says("keep_alive_idle_secs", s.keep_alive_idle_secs, 1..=3600,
+            "must be between 1 and 3600, and longer than the idle timeout of the proxy in front (75 by default)"),
+        Bound::says("trusted_proxies", s.trusted_proxies.len(), 0..=256,
+            "at most 256 ranges: write wider CIDRs"),
         Bound::new("body_read_timeout_secs", s.body_read_timeout_secs, 1..=3600),
     ];
     bounds::check("server", bounds).map_err(|(key, message)| err(&key, message))

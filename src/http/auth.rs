@@ -171,7 +171,7 @@ impl Guard {
                 "caller",
             ),
             _ => {
-                let ip = peer_ip(request)?;
+                let ip = client_ip(request)?;
                 (
                     self.job_rates.per_address.check(&AddressKey::of(ip)),
                     "job_requests_per_minute_per_address",
@@ -272,7 +272,15 @@ fn from_loopback(request: &Request) -> bool {
     }
 }
 
-/// The client's address, when the server recorded it.
+/// The address the per-address limits count: the one a trusted proxy forwards, else the peer's.
+fn client_ip(request: &Request) -> Option<IpAddr> {
+    match request.extensions().get::<super::serve::ClientIp>() {
+        Some(client) => Some(client.0),
+        None => peer_ip(request),
+    }
+}
+
+/// The peer's address (the socket's), when the server recorded it.
 fn peer_ip(request: &Request) -> Option<IpAddr> {
     request
         .extensions()
@@ -368,7 +376,7 @@ pub async fn job_guard(
     };
     let reader = match &access {
         JobAccess::Caller(identity) => format!("principal:{}", identity.principal),
-        JobAccess::Capability => match peer_ip(&request) {
+        JobAccess::Capability => match client_ip(&request) {
             Some(ip) => format!("address:{:?}", AddressKey::of(ip)),
             None => "address:unknown".into(),
         },

@@ -7,7 +7,11 @@
 //!   config fails, so the check is known to catch buffering.
 //! - `Last-Event-ID` reconnects through nginx replay exactly what was missed.
 //! - The bridge's `Host` and `Origin` checks on `/mcp` work with what nginx forwards, and the
-//!   bridge trusts no `X-Forwarded-*` header.
+//!   bridge trusts no `X-Forwarded-*` header for them.
+//! - `server.trusted_proxies`: the per-address limits count what a trusted proxy forwards, and
+//!   a forged `X-Forwarded-For` from any other peer is ignored.
+//! - A connection nginx keeps to the bridge serves a POST after an idle gap past the old 10 s,
+//!   and the shipped access log format writes no `?token=`.
 //!
 //! Without nginx, Caddy or curl (`apt-get install nginx caddy curl`) the tests are skipped, or
 //! fail under `BRIDGE_TEST_STRICT=1`.
@@ -29,6 +33,18 @@ const SHIPPED: &str = "deploy/nginx/mcp-progress-bridge.conf";
 /// The shipped proxy config, as text.
 fn shipped_config() -> String {
     std::fs::read_to_string(repo_root().join(SHIPPED)).expect("the shipped nginx config")
+}
+
+/// The `log_format bridge …;` statement of the shipped whole nginx.conf, which the test's
+/// nginx logs with (so the test sees what the shipped log writes).
+fn shipped_log_format() -> String {
+    let text = std::fs::read_to_string(repo_root().join("deploy/nginx/nginx.conf"))
+        .expect("the shipped nginx.conf");
+    let start = text
+        .find("log_format bridge")
+        .expect("deploy/nginx/nginx.conf defines `log_format bridge`");
+    let end = start + text[start..].find(';').expect("the statement ends");
+    text[start..=end].to_string()
 }
 
 /// `text` with `from` replaced by `to`; panics if `from` is not there, so a variant cannot
@@ -70,6 +86,7 @@ impl Nginx {
         let dir = tempfile::tempdir().expect("a temporary directory");
         let d = dir.path().display();
         std::fs::write(dir.path().join("location.conf"), location).expect("write location.conf");
+        let log_format = shipped_log_format();
         let conf = format!(
             "daemon off;\n\
              master_process off;\n\
@@ -77,7 +94,8 @@ impl Nginx {
              error_log {d}/error.log info;\n\
              events {{ worker_connections 512; }}\n\
              http {{\n\
-               access_log {d}/access.log;\n\
+               {log_format}\n\
+               access_log {d}/access.log bridge;\n\
                client_body_temp_path {d}/client_body;\n\
                proxy_temp_path {d}/proxy;\n\
                fastcgi_temp_path {d}/fastcgi;\n\
@@ -550,5 +568,117 @@ async fn progress_arrives_one_by_one_through_caddy_with_the_shipped_caddyfile() 
         arrivals.span_ms, arrivals.gaps_ms
     );
     live(&arrivals).unwrap_or_else(|e| panic!("through the shipped Caddyfile: {e}"));
+    bridge.shutdown(Duration::from_secs(1)).await;
+}
+
+// Trusted proxies and keep-alive.
+
+/// `GET /jobs/{made-up}` without a credential: counted per client address (404, or 429 past
+/// `limits.job_requests_per_minute_per_address`).
+async fn unknown_job_status(base: &str, forwarded: &str) -> u16 {
+    let request = reqwest::Client::new()
+        .get(format!("{base}/jobs/made-up-job"))
+        .header("X-Forwarded-For", forwarded);
+    within("GET /jobs", request.send())
+        .await
+        .unwrap()
+        .status()
+        .as_u16()
+}
+
+/// From a peer in `server.trusted_proxies` the per-address rate counts the client it forwards
+/// (the rightmost hop that is not a trusted proxy: a hop the client wrote itself is never
+/// reached); from any other peer the header is ignored, so forging it buys no fresh allowance.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn per_address_limits_count_the_client_a_trusted_proxy_forwards_and_nothing_forged() {
+    let trusting = start_bridge(|c| {
+        c.server.trusted_proxies = vec!["127.0.0.0/8".parse().unwrap()];
+        c.limits.job_requests_per_minute_per_address = 2;
+    })
+    .await;
+    let base = &trusting.base;
+    assert_eq!(unknown_job_status(base, "203.0.113.1").await, 404);
+    assert_eq!(unknown_job_status(base, "203.0.113.1").await, 404);
+    assert_eq!(unknown_job_status(base, "203.0.113.1").await, 429);
+    // Another client behind the same proxy has its own allowance.
+    assert_eq!(unknown_job_status(base, "203.0.113.2").await, 404);
+    // A client that writes a hop of its own before the proxy's is still itself.
+    let forged = "198.51.100.9, 203.0.113.1";
+    assert_eq!(unknown_job_status(base, forged).await, 429);
+    // A trusted hop is skipped: the client behind two proxies.
+    let two = "203.0.113.1, 127.0.0.9";
+    assert_eq!(unknown_job_status(base, two).await, 429);
+    trusting.shutdown(Duration::from_secs(1)).await;
+
+    // No trusted proxy: the header is the client's own words, and ignored.
+    let plain = start_bridge(|c| c.limits.job_requests_per_minute_per_address = 2).await;
+    let base = &plain.base;
+    assert_eq!(unknown_job_status(base, "203.0.113.1").await, 404);
+    assert_eq!(unknown_job_status(base, "203.0.113.2").await, 404);
+    assert_eq!(unknown_job_status(base, "203.0.113.3").await, 429);
+    plain.shutdown(Duration::from_secs(1)).await;
+}
+
+/// A connection from a trusted proxy carries many clients: it is not held to
+/// `limits.max_connections_per_address`; any other peer is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trusted_proxy_is_not_held_to_the_per_address_connection_cap() {
+    for (trusted, expected) in [(true, 200), (false, 503)] {
+        let bridge = start_bridge(|c| {
+            if trusted {
+                c.server.trusted_proxies = vec!["127.0.0.1".parse().unwrap()];
+            }
+            c.limits.max_connections_per_address = 1;
+        })
+        .await;
+        let addr: std::net::SocketAddr = bridge.base.trim_start_matches("http://").parse().unwrap();
+        let held = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let status = raw_http_status(addr, "GET", "/healthz").await;
+        assert_eq!(status, expected, "trusted: {trusted}");
+        drop(held);
+        bridge.shutdown(Duration::from_secs(1)).await;
+    }
+}
+
+/// nginx keeps its connections to the bridge open 60 s (the shipped `keepalive_timeout`); the
+/// bridge keeps an idle one `server.keep_alive_idle_secs` (75 s). A POST after an idle gap
+/// longer than the old 10 s (when the head timeout was also the idle time) goes through on the
+/// kept connection: no 502, and the bridge closed nothing for a late head. The shipped access
+/// log format writes no query string (`?token=`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_post_after_an_idle_gap_through_nginx_sees_no_502_and_the_log_has_no_token() {
+    if !Nginx::present("idle_gap_through_nginx") {
+        return;
+    }
+    let held = HeldPort::new();
+    let port = held.port();
+    let bridge = bridge_for_proxy_port(port).await;
+    let nginx = Nginx::start(port, &authority(&bridge), &shipped_config()).await;
+    let through_nginx = format!("{}/mcp", nginx.base);
+    let (status, body) = initialize(&through_nginx, &[("Host", "localhost")]).await;
+    assert_eq!(status, 200, "{body}");
+    // Deliberately idle (not a wait for an event): the gap is what is tested.
+    tokio::time::sleep(Duration::from_secs(11)).await;
+    let (status, body) = initialize(&through_nginx, &[("Host", "localhost")]).await;
+    assert_eq!(status, 200, "after an 11 s idle gap: {body}");
+    let metrics = metrics_text(&bridge.base).await;
+    assert!(
+        !metrics.contains("bridge_connections_closed_total{reason=\"header_timeout\"}"),
+        "no connection was closed for its head: {metrics}"
+    );
+    let secret = "canary-capability-token";
+    let url = format!("{}/jobs/made-up-job?token={secret}", nginx.base);
+    reqwest::get(&url).await.unwrap();
+    let path = nginx.dir.path().join("access.log");
+    let log = eventually("nginx logs the request", || async {
+        let log = std::fs::read_to_string(&path).unwrap_or_default();
+        log.contains("/jobs/made-up-job").then_some(log)
+    })
+    .await;
+    assert!(
+        !log.contains(secret),
+        "no query string in the access log: {log}"
+    );
+    drop(nginx);
     bridge.shutdown(Duration::from_secs(1)).await;
 }

@@ -162,11 +162,12 @@ impl Connections {
 
     /// Count one more connection from `peer` (until its [`Slot`] is dropped), closing the
     /// longest-idle one if the listener is full; `Err` if it may not open. `Ok(true)`: a
-    /// connection was evicted to make room.
-    pub fn admit(self: &Arc<Self>, peer: IpAddr) -> Result<(Slot, bool), Refused> {
+    /// connection was evicted to make room. `capped`: under the per-address cap (a trusted
+    /// proxy, which carries many clients, is not).
+    pub fn admit(self: &Arc<Self>, peer: IpAddr, capped: bool) -> Result<(Slot, bool), Refused> {
         let origin = Origin::of(peer);
         let mut table = self.table();
-        if table.per_origin.get(&origin).copied().unwrap_or(0) >= self.caps.per_address {
+        if capped && table.per_origin.get(&origin).copied().unwrap_or(0) >= self.caps.per_address {
             return Err(Refused::PerAddress);
         }
         let mut evicted = false;
@@ -322,8 +323,8 @@ mod tests {
     #[tokio::test]
     async fn counted_until_dropped_and_told_to_close() {
         let (connections, gauge) = connections(10, 10);
-        let (a, _) = connections.admit(ip(1)).unwrap();
-        let (b, _) = connections.admit(ip(1)).unwrap();
+        let (a, _) = connections.admit(ip(1), true).unwrap();
+        let (b, _) = connections.admit(ip(1), true).unwrap();
         assert_eq!((connections.len(), gauge.get()), (2, 2));
         connections.close_all(Close::Now);
         connections.close_all(Close::Graceful);
@@ -344,21 +345,24 @@ mod tests {
     #[tokio::test]
     async fn per_address_cap_refuses_and_the_oldest_idle_makes_room() {
         let (connections, gauge) = connections(3, 2);
-        let (a, _) = connections.admit(ip(1)).unwrap();
-        let (_b, _) = connections.admit(ip(1)).unwrap();
+        let (a, _) = connections.admit(ip(1), true).unwrap();
+        let (_b, _) = connections.admit(ip(1), true).unwrap();
         assert_eq!(
-            connections.admit(ip(1)).err(),
+            connections.admit(ip(1), true).err(),
             Some(Refused::PerAddress),
             "a third from one address"
         );
         // The same /64 counts as one address; a v4-mapped address as its IPv4 one.
         let v6 = |last: u16| IpAddr::from([0x2001, 0xdb8, 0, 0, 0, 0, 0, last]);
-        let (c, _) = connections.admit(v6(1)).unwrap();
+        let (c, _) = connections.admit(v6(1), true).unwrap();
         let _busy = c.busy();
         let mapped: IpAddr = "::ffff:10.0.0.1".parse().unwrap();
-        assert_eq!(connections.admit(mapped).err(), Some(Refused::PerAddress));
+        assert_eq!(
+            connections.admit(mapped, true).err(),
+            Some(Refused::PerAddress)
+        );
         // Full: `a` has been idle longest and goes; `c` is in a request and stays.
-        let (_d, evicted) = connections.admit(v6(2)).unwrap();
+        let (_d, evicted) = connections.admit(v6(2), true).unwrap();
         assert!(evicted);
         assert_eq!(a.signal().order(), Close::Evicted);
         assert_eq!(c.signal().order(), Close::No);
@@ -366,7 +370,7 @@ mod tests {
         drop(a);
         assert_eq!(gauge.get(), 3, "an evicted slot is not counted twice");
         assert_eq!(
-            connections.admit(v6(3)).err(),
+            connections.admit(v6(3), true).err(),
             Some(Refused::PerAddress),
             "same /64 as c and d"
         );
@@ -375,13 +379,13 @@ mod tests {
     #[tokio::test]
     async fn refused_when_every_connection_is_in_a_request() {
         let (connections, _) = connections(2, 10);
-        let (a, _) = connections.admit(ip(1)).unwrap();
-        let (b, _) = connections.admit(ip(2)).unwrap();
+        let (a, _) = connections.admit(ip(1), true).unwrap();
+        let (b, _) = connections.admit(ip(2), true).unwrap();
         let busy_a = a.busy();
         let _busy_b = b.busy();
-        assert_eq!(connections.admit(ip(3)).err(), Some(Refused::Total));
+        assert_eq!(connections.admit(ip(3), true).err(), Some(Refused::Total));
         drop(busy_a);
-        let (_c, evicted) = connections.admit(ip(3)).unwrap();
+        let (_c, evicted) = connections.admit(ip(3), true).unwrap();
         assert!(evicted, "a became idle when its request ended");
         assert_eq!(a.signal().order(), Close::Evicted);
     }

@@ -2,11 +2,14 @@
 //! connection, on the main listener and on the admin listener (not `axum::serve`, whose
 //! HTTP/2 sniff cost memory for a connection's whole life: docs/design/http-serve.md).
 //!
-//! Every connection is under the bridge's bounds: `server.header_read_timeout_secs` (also
-//! how long a keep-alive connection may idle), a body deadline ([`body`]), and caps on open
-//! connections in total and per address ([`connections`], [`connection_cap`]; a refused one
-//! gets 503 with `Retry-After`). A caught-up job stream may be written by a shared writer
-//! ([`writers`]). Every request gets the peer's `ConnectInfo<SocketAddr>`; every socket
+//! Every connection is under the bridge's bounds: `server.header_read_timeout_secs` (a new
+//! connection's first head), `server.keep_alive_idle_secs` (an idle kept-alive one, until its
+//! next head is complete), a body deadline ([`body`]), and caps on open connections in total and
+//! per address ([`connections`], [`connection_cap`]; a refused one gets 503 with `Retry-After`;
+//! a trusted proxy is capped in total only). A caught-up job stream may be written by a shared
+//! writer ([`writers`]). Every request gets the peer's `ConnectInfo<SocketAddr>` and the
+//! [`ClientIp`] the per-address limits count (the peer's, or what a trusted proxy forwards:
+//! [`forwarded`]); every socket
 //! `TCP_NODELAY`. Shutdown: the loop runs on the HTTP stage; it stops accepting, tells each
 //! connection to close gracefully (an SSE stream ends on [`Outflow::close`]) and waits; past
 //! the stage's bound, dropping the loop closes every connection at once.
@@ -14,6 +17,7 @@
 mod body;
 mod connections;
 mod direct;
+mod forwarded;
 mod outflow;
 mod writers;
 
@@ -44,6 +48,7 @@ use tower_service::Service;
 
 pub use self::body::{BodyTimedOut, is_body_timeout};
 pub use self::direct::DirectStream;
+pub use self::forwarded::{ClientAddress, ClientIp};
 pub use self::outflow::Outflow;
 use self::{
     body::TimedBody,
@@ -69,9 +74,13 @@ pub const MAX_LINGERING: usize = 64;
 pub const ADMIN_MAX_CONNECTIONS: usize = 64;
 
 /// How a listener serves its connections.
-#[derive(Debug, Clone, Copy)]
+#[derive(Clone)]
 pub struct Options {
     pub header_read_timeout: Duration,
+    /// How long a kept-alive connection may wait for its next complete head.
+    pub keep_alive_idle: Duration,
+    /// Who a request's client is (the peer, or what a trusted proxy forwards).
+    pub clients: ClientAddress,
     pub body_read_timeout: Duration,
     pub max_connections: usize,
     pub max_connections_per_address: usize,
@@ -109,6 +118,7 @@ struct Listener {
     connections: Arc<Connections>,
     header_read_timeout: Duration,
     body_read_timeout: Duration,
+    clients: ClientAddress,
     lingering: Arc<Semaphore>,
     counters: Counters,
     body_expired: IntCounter,
@@ -127,7 +137,9 @@ pub fn spawn(
     let mut http1 = http1::Builder::new();
     http1
         .timer(TokioTimer::new())
-        .header_read_timeout(options.header_read_timeout);
+        // Every head after the first (which `serve` times itself, from the connection's
+        // opening): hyper's timer runs from the end of the previous response, idle included.
+        .header_read_timeout(options.keep_alive_idle);
     let caps = Caps {
         total: options.max_connections,
         per_address: options.max_connections_per_address,
@@ -138,6 +150,7 @@ pub fn spawn(
         connections: Connections::new(caps, counters.open.clone()),
         header_read_timeout: options.header_read_timeout,
         body_read_timeout: options.body_read_timeout,
+        clients: options.clients,
         lingering: Arc::new(Semaphore::new(MAX_LINGERING)),
         body_expired: counters.closed.with_label_values(&["body_timeout"]),
         writers: Writers::spawn(
@@ -194,7 +207,8 @@ fn is_client_error(error: &std::io::Error) -> bool {
 impl Listener {
     /// Serve a new connection on a task of its own, or refuse it.
     fn admit(self: Arc<Self>, tcp: TcpStream, peer: SocketAddr, http: &Tasks) {
-        match self.connections.admit(peer.ip()) {
+        let capped = !self.clients.trusts(peer.ip());
+        match self.connections.admit(peer.ip(), capped) {
             Ok((slot, evicted)) => {
                 if evicted {
                     self.counters.closed.with_label_values(&["evicted"]).inc();
@@ -277,7 +291,9 @@ impl Listener {
     ) {
         let busy = slot.busy();
         let version = request.version();
+        let client = self.clients.of(peer, request.headers());
         request.extensions_mut().insert(ConnectInfo(peer));
+        request.extensions_mut().insert(client);
         request.extensions_mut().insert(outflow.clone());
         let mut orders = Orders::new(slot.signal());
         let answer = self.routes.clone().call(request);
@@ -326,7 +342,9 @@ impl Listener {
                 None => {
                     let busy = slot.busy();
                     let (mut parts, body) = request.into_parts();
+                    let client = self.clients.of(peer, &parts.headers);
                     parts.extensions.insert(ConnectInfo(peer));
+                    parts.extensions.insert(client);
                     parts.extensions.insert(outflow.clone());
                     let body =
                         TimedBody::new(body, self.body_read_timeout, self.body_expired.clone());
