@@ -3,7 +3,7 @@
 //! task and connection of the bridge ends, and every stream ends with a whole body. The drain
 //! itself (what goes on working, a second signal): `drain.rs`.
 
-use std::time::Duration;
+use std::{sync::Arc, time::Duration};
 
 use crate::common::*;
 use serde_json::json;
@@ -340,4 +340,150 @@ async fn a_sync_caller_waiting_through_sigterm_gets_its_answer_every_time() {
         missed.is_empty(),
         "callers left without an answer: {missed:#?}"
     );
+}
+
+/// Always ready: the job API alone, without upstreams.
+struct AlwaysReady;
+
+impl mcp_progress_bridge::http::Readiness for AlwaysReady {
+    fn report(&self) -> (Option<&'static str>, serde_json::Value) {
+        (None, serde_json::Value::Array(Vec::new()))
+    }
+
+    fn draining(&self) -> bool {
+        false
+    }
+}
+
+/// The race behind the Redis store's cut streams at shutdown, made to happen every run: a job's
+/// terminal event is in history before the HTTP stage stops, but its live copy is still on its
+/// way (on Redis it comes through pub/sub; here `FaultyStore::lose` holds it back for good). The
+/// stream, waiting for that live event on the bridge's own serve loop (alone, and parked at a
+/// shared writer), must be woken by its connection's close, read history once, send the
+/// terminal event and end its body whole, within the stage's bound. Without the wake it waited
+/// until the stage dropped its connection mid-body ("unexpected EOF during chunk size line").
+#[test]
+fn a_terminal_event_still_on_its_way_live_at_shutdown_ends_its_stream_whole() {
+    use mcp_progress_bridge::{
+        config::{Config, Secret},
+        events::Broker,
+        http::{self, ApiState, auth::Guard, serve},
+        metrics::Metrics,
+        model::{EventBody, JobId, NewJob},
+        shutdown::{Shutdown, Stage},
+    };
+    let rt = runtimes();
+    for sse_writers in [0, 1] {
+        let store = FaultyStore::new();
+        let shutdown = Shutdown::new();
+        let http_tasks = shutdown.tasks(Stage::Http);
+        let base = rt.bridge.block_on(async {
+            let mut config = Config::default_for_tests();
+            config.auth.job_secret = Some(Secret::literal(TEST_JOB_SECRET).into());
+            let metrics = Arc::new(Metrics::new());
+            let routes = http::router(ApiState {
+                broker: store.clone(),
+                bus: store.clone(),
+                guard: Guard::new(&config, job_tokens(), &metrics).unwrap(),
+                metrics: metrics.clone(),
+                readiness: Arc::new(AlwaysReady),
+                // No keep-alive comes to wake the stream before the stage's bound.
+                keep_alive: Duration::from_secs(300),
+                max_sse_buffer_bytes: 4 << 20,
+                shutdown: http_tasks.stopping().clone(),
+                inputs: None,
+            });
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let base = format!("http://{}", listener.local_addr().unwrap());
+            let options = serve::Options {
+                header_read_timeout: Duration::from_secs(10),
+                keep_alive_idle: Duration::from_secs(10),
+                clients: Default::default(),
+                body_read_timeout: Duration::from_secs(10),
+                max_connections: 100,
+                max_connections_per_address: 100,
+                sse_writers,
+            };
+            let counters = serve::Counters {
+                open: metrics.connections_open.with_label_values(&["main"]),
+                refused: metrics.connections_refused.clone(),
+                closed: metrics.connections_closed.clone(),
+                handbacks: metrics.sse_handbacks.clone(),
+                shared_deliveries: metrics.sse_shared_deliveries.clone(),
+            };
+            serve::spawn(
+                &http_tasks,
+                listener,
+                routes.with_state(()),
+                options,
+                counters,
+            );
+            base
+        });
+        let job = JobId::random();
+        rt.client.block_on(async {
+            store
+                .create_job(NewJob {
+                    id: job,
+                    tool: "demo__t".into(),
+                    upstream: "demo".into(),
+                    upstream_tool: "t".into(),
+                    correlation_id: None,
+                    owner: "test".into(),
+                    principal: None,
+                })
+                .await
+                .unwrap()
+        });
+        // The terminal event will be number 1: history gets it, no live stream does.
+        store.lose(1);
+        let url = job_events_url(&base, &job.to_string());
+        let mut response = rt.client.block_on(async {
+            let mut response = reqwest::get(&url).await.expect("GET the stream");
+            let mut seen = Vec::new();
+            while !String::from_utf8_lossy(&seen).contains("event: status") {
+                let chunk = within("the status event", response.chunk()).await;
+                seen.extend_from_slice(&chunk.expect("a chunk").expect("more of the stream"));
+            }
+            response
+        });
+        let tasks = shutdown.count();
+        rt.bridge.block_on(async {
+            store
+                .append(
+                    job,
+                    EventBody::Cancelled {
+                        reason: "the bridge is shutting down".into(),
+                    },
+                )
+                .await
+                .unwrap();
+            // The jobs stage has ended: the HTTP stage stops with its bound, as in `app`.
+            shutdown.stop(Stage::Http, Duration::from_secs(5)).await;
+        });
+        assert!(
+            !tasks.any_dropped(),
+            "sse_writers = {sse_writers}: the HTTP stage ended its stream within its bound"
+        );
+        let rest = rt.client.block_on(async {
+            let mut rest = Vec::new();
+            loop {
+                match within("the rest of the stream", response.chunk()).await {
+                    Ok(Some(chunk)) => rest.extend_from_slice(&chunk),
+                    Ok(None) => break rest,
+                    Err(e) => panic!("sse_writers = {sse_writers}: the stream was cut: {e:?}"),
+                }
+            }
+        });
+        let rest = String::from_utf8_lossy(&rest);
+        assert!(
+            rest.contains("\nid: 1\nevent: cancelled\n")
+                && rest.ends_with("\"reason\":\"the bridge is shutting down\"}\n\n"),
+            "sse_writers = {sse_writers}: the terminal event, then the end: {rest:?}"
+        );
+        assert!(
+            !rest.contains("retry:"),
+            "ended by its job, not for shutdown: {rest:?}"
+        );
+    }
 }
