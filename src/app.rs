@@ -414,7 +414,10 @@ fn front_door(config: &Config, core: &Core, job_tokens: &JobTokens, http: &Tasks
         (
             config.limits.max_resource_subscriptions,
             config.limits.max_listen_task_ids,
-            config.limits.max_followed_tasks,
+            (
+                config.limits.max_followed_tasks,
+                config.limits.followed_tasks_per_principal(),
+            ),
         ),
         core.metrics.clone(),
         http,

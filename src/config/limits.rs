@@ -52,6 +52,10 @@ pub struct LimitsConfig {
     /// past it is not acknowledged (the client polls `tasks/get`), counted in
     /// `bridge_limit_hits_total`.
     pub max_followed_tasks: usize,
+    /// Tasks one principal's `subscriptions/listen` requests follow at once in this replica;
+    /// unset: a quarter of `max_followed_tasks` (with `/mcp` open, all callers are one
+    /// principal and only `max_followed_tasks` applies). A task past it is not acknowledged.
+    pub max_followed_tasks_per_principal: Option<usize>,
     /// Open HTTP connections on the main listener. At the cap, the connection idle longest
     /// (no request in progress) is closed to make room; when none is idle, the new one gets
     /// 503 with `Retry-After` and is closed. Lowered at start to keep `reserved_fds` free below
@@ -108,6 +112,7 @@ impl Default for LimitsConfig {
             max_resource_subscriptions: 256,
             max_listen_task_ids: 32,
             max_followed_tasks: 4096,
+            max_followed_tasks_per_principal: None,
             max_connections: 16_384,
             max_connections_per_address: 1024,
             reserved_fds: 512,
@@ -130,6 +135,14 @@ impl LimitsConfig {
     /// `max_subscribers_per_principal`, or its default: a quarter of `max_subscribers`.
     pub fn subscribers_per_principal(&self) -> usize {
         share(self.max_subscribers_per_principal, self.max_subscribers)
+    }
+
+    /// `max_followed_tasks_per_principal`, or its default: a quarter of `max_followed_tasks`.
+    pub fn followed_tasks_per_principal(&self) -> usize {
+        share(
+            self.max_followed_tasks_per_principal,
+            self.max_followed_tasks,
+        )
     }
 
     /// `max_sessions_per_principal`, or its default: a quarter of `max_sessions`.
@@ -158,6 +171,7 @@ pub(super) fn validate(
     #[rustfmt::skip]
     let bounds = [
         Bound::new("max_followed_tasks", l.max_followed_tasks, 1..=10_000_000),
+        Bound::new("max_followed_tasks_per_principal", l.followed_tasks_per_principal(), 1..=10_000_000),
         Bound::new("max_listen_task_ids", l.max_listen_task_ids, 1..=4096),
         Bound::new("max_request_bytes", l.max_request_bytes, 1024..=256 * MIB),
         Bound::new("max_jobs_per_token", l.max_jobs_per_token, 1..=1_000_000),

@@ -9,7 +9,7 @@ use rmcp::{ErrorData, model::CallToolResult};
 use super::{
     handle::{Links, attach_job_meta, error_result, store_error},
     listeners::Listeners,
-    quota::JobQuota,
+    quota::{FollowedTasks, JobQuota},
     round_requests::RoundRequests,
 };
 use crate::{
@@ -36,8 +36,9 @@ pub struct Core {
     pub(super) quota: JobQuota,
     /// Task IDs one `subscriptions/listen` request may follow (`limits.max_listen_task_ids`).
     pub(super) max_listen_task_ids: usize,
-    /// Places for the tasks all listen requests follow at once (`limits.max_followed_tasks`).
-    pub(super) followed_tasks: Arc<tokio::sync::Semaphore>,
+    /// Places for the tasks listen requests follow at once (`limits.max_followed_tasks`, and
+    /// its share per principal).
+    pub(super) followed_tasks: FollowedTasks,
     /// Samples and roots the tools of this replica's jobs ask their callers in rounds for.
     pub(super) round_requests: Arc<RoundRequests>,
     pub(super) metrics: Arc<Metrics>,

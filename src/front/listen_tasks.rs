@@ -13,7 +13,6 @@
 use std::{collections::HashMap, sync::Arc};
 
 use parking_lot::Mutex;
-use tokio::sync::OwnedSemaphorePermit;
 
 use axum::{extract::Request, http::header, middleware::Next, response::Response};
 use futures::future::join_all;
@@ -27,7 +26,7 @@ use rmcp::{
 };
 use serde_json::Value;
 
-use super::{core::Core, tasks};
+use super::{core::Core, quota::Place, tasks};
 use crate::{
     auth::{Identity, ToolAccess},
     model::{JobId, McpMessage},
@@ -42,13 +41,13 @@ const ACKNOWLEDGED: &str = "notifications/subscriptions/acknowledged";
 const MAX_EVENT: usize = 1024 * 1024;
 
 /// The task IDs a `subscriptions/listen` request follows, as acknowledged, each with its place
-/// of `limits.max_followed_tasks` (taken by its follower, which holds it while it follows;
-/// those never taken go when the request does).
-#[derive(Debug, Clone)]
+/// (taken by its follower, which holds it while it follows; those never taken go when the
+/// request does).
+#[derive(Clone)]
 pub(super) struct ListenTasks(Arc<Vec<JobId>>, Places);
 
 /// The places of a listen request's acknowledged tasks, by task.
-pub(super) type Places = Arc<Mutex<HashMap<JobId, OwnedSemaphorePermit>>>;
+pub(super) type Places = Arc<Mutex<HashMap<JobId, Place>>>;
 
 /// A `subscriptions/listen` request on its way to rmcp (see the module docs; `front::wire`
 /// hands it here).
@@ -143,13 +142,12 @@ pub(super) fn listed(context: &RequestContext<RoleServer>) -> (Arc<Vec<JobId>>, 
 }
 
 /// Of `requested`, the first `limits.max_listen_task_ids` (without repeats) that
-/// `identity` may see, as far as places of `limits.max_followed_tasks` are free: each with
-/// its place.
+/// `identity` may see, as far as places are free (`quota::FollowedTasks`): each with its place.
 async fn acknowledge_tasks(
     core: &Core,
     mut requested: Vec<String>,
     identity: &Identity,
-) -> (Vec<JobId>, HashMap<JobId, OwnedSemaphorePermit>) {
+) -> (Vec<JobId>, HashMap<JobId, Place>) {
     let mut seen = std::collections::HashSet::new();
     requested.retain(|id| seen.insert(id.clone()));
     let max = core.max_listen_task_ids;
@@ -167,17 +165,17 @@ async fn acknowledge_tasks(
             continue;
         };
         // Each followed task holds a subscription to its job's channel, like an SSE
-        // reader: bounded for the replica, as readers are by `limits.max_subscribers`.
-        let Ok(place) = core.followed_tasks.clone().try_acquire_owned() else {
-            core.metrics
-                .limit_hits
-                .with_label_values(&["max_followed_tasks"])
-                .inc();
-            tracing::info!(
-                "subscriptions/listen: limits.max_followed_tasks tasks are followed already; \
-                     the rest of this request's tasks are not acknowledged (their client polls)"
-            );
-            break;
+        // reader: bounded for the replica and per principal, as readers are.
+        let place = match core.followed_tasks.try_take(&identity.principal) {
+            Ok(place) => place,
+            Err(key) => {
+                core.metrics.limit_hits.with_label_values(&[key]).inc();
+                tracing::info!(
+                    "subscriptions/listen: limits.{key} tasks are followed already; the rest \
+                     of this request's tasks are not acknowledged (their client polls)"
+                );
+                break;
+            }
         };
         acknowledged.push(snapshot.job_id);
         places.insert(snapshot.job_id, place);
@@ -205,7 +203,7 @@ async fn follow_one(
     peer: &Peer<RoleServer>,
     subscription: &RequestId,
     id: JobId,
-    _place: Option<OwnedSemaphorePermit>,
+    _place: Option<Place>,
 ) {
     let Ok(Some(mut changes)) = core.jobs.status_changes(id).await else {
         return;

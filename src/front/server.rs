@@ -55,7 +55,7 @@ pub struct Front {
 impl Front {
     /// `max_resource_subscriptions`: resource URIs one session or listen request may follow;
     /// `max_listen_task_ids`: task IDs one listen request may follow; `max_followed_tasks`:
-    /// tasks all listen requests follow at once. List changes and resource updates are fanned
+    /// tasks all listen requests follow at once, and those of one principal. List changes and resource updates are fanned
     /// out to the callers by a task on `tasks` (the HTTP stage: it stops with the sessions).
     #[allow(clippy::too_many_arguments)]
     pub fn new(
@@ -68,7 +68,7 @@ impl Front {
         (max_resource_subscriptions, max_listen_task_ids, max_followed_tasks): (
             usize,
             usize,
-            usize,
+            (usize, usize),
         ),
         metrics: Arc<Metrics>,
         tasks: &Tasks,
@@ -92,7 +92,10 @@ impl Front {
             correlation_header,
             quota,
             max_listen_task_ids,
-            followed_tasks: Arc::new(tokio::sync::Semaphore::new(max_followed_tasks)),
+            followed_tasks: super::quota::FollowedTasks::new(
+                max_followed_tasks.0,
+                max_followed_tasks.1,
+            ),
             round_requests,
             metrics,
             tasks: tasks.clone(),

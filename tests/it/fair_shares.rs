@@ -275,3 +275,54 @@ async fn one_principal_takes_at_most_a_quarter_of_sessions_and_streams() {
     drop((held, own));
     bridge.stop().await;
 }
+
+/// One principal cannot take the places of followed tasks others need: with
+/// `max_followed_tasks = 4`, alice's listen requests follow one task (a quarter; the rest are
+/// not acknowledged, counted under the key) while bob's task is still acknowledged. (Before,
+/// alice's listen requests could follow all four.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_principal_follows_at_most_a_quarter_of_the_followed_tasks() {
+    use crate::listen_tasks::{TOKEN_A, TOKEN_B, acknowledged, listen, slow_task};
+    use mcp_progress_bridge::config::{CallMode, McpToken, Secret};
+    use serde_json::json;
+    let bridge = start_bridge(|c| {
+        c.jobs.mode = CallMode::Auto;
+        c.jobs.sync_budget_ms = 200;
+        c.limits.max_followed_tasks = 4;
+        c.auth.mcp_tokens = vec![
+            McpToken::named("a", Secret::literal(TOKEN_A)),
+            McpToken::named("b", Secret::literal(TOKEN_B)),
+        ];
+    })
+    .await;
+    let alices = [
+        slow_task(&bridge, TOKEN_A, 100).await,
+        slow_task(&bridge, TOKEN_A, 100).await,
+    ];
+    let bobs = slow_task(&bridge, TOKEN_B, 100).await;
+    let (first, _held) =
+        acknowledged(listen(&bridge, TOKEN_A, json!({"taskIds": alices})).await).await;
+    assert_eq!(
+        first["params"]["notifications"]["taskIds"],
+        json!([alices[0]]),
+        "alice follows her share: {first}"
+    );
+    let (again, _) =
+        acknowledged(listen(&bridge, TOKEN_A, json!({"taskIds": [alices[1]]})).await).await;
+    assert_eq!(
+        again["params"]["notifications"]["taskIds"],
+        json!([]),
+        "{again}"
+    );
+    let (bobs_ack, _) =
+        acknowledged(listen(&bridge, TOKEN_B, json!({"taskIds": [bobs]})).await).await;
+    assert_eq!(
+        bobs_ack["params"]["notifications"]["taskIds"],
+        json!([bobs]),
+        "bob still follows his task: {bobs_ack}"
+    );
+    let metrics = bridge.running().metrics.render();
+    let line = "bridge_limit_hits_total{limit=\"max_followed_tasks_per_principal\"} 2";
+    assert!(metrics.contains(line), "{line} in\n{metrics}");
+    bridge.shutdown(Duration::from_secs(1)).await;
+}

@@ -12,8 +12,8 @@ use mcp_progress_bridge::config::{CallMode, McpToken, Secret};
 use rmcp::model::{CallToolResponse, UpdateTaskParams};
 use serde_json::{Value, json};
 
-const TOKEN_A: &str = "token-of-a-0123456789abcdef";
-const TOKEN_B: &str = "token-of-b-0123456789abcdef";
+pub(crate) const TOKEN_A: &str = "token-of-a-0123456789abcdef";
+pub(crate) const TOKEN_B: &str = "token-of-b-0123456789abcdef";
 
 async fn start(max_listen_task_ids: usize) -> TestBridge {
     start_bridge(|c| {
@@ -29,7 +29,7 @@ async fn start(max_listen_task_ids: usize) -> TestBridge {
 }
 
 /// A slow demo call of `token`'s that comes back as a task: its ID.
-async fn slow_task(bridge: &TestBridge, token: &str, to: u32) -> String {
+pub(crate) async fn slow_task(bridge: &TestBridge, token: &str, to: u32) -> String {
     let client = connect_2026(&bridge.mcp_url(), Some(token), true).await;
     let answer = within(
         "tools/call",
@@ -47,7 +47,11 @@ async fn slow_task(bridge: &TestBridge, token: &str, to: u32) -> String {
 }
 
 /// POST `subscriptions/listen` as `token` with this filter; the open response.
-async fn listen(bridge: &TestBridge, token: &str, notifications: Value) -> reqwest::Response {
+pub(crate) async fn listen(
+    bridge: &TestBridge,
+    token: &str,
+    notifications: Value,
+) -> reqwest::Response {
     let body = json!({
         "jsonrpc": "2.0", "id": 9, "method": "subscriptions/listen",
         "params": {
@@ -322,7 +326,7 @@ async fn a_question_and_its_answer_are_pushed() {
 
 /// The acknowledgment of a listen request, and its stream (kept open while the caller holds
 /// it: the request lasts as long).
-async fn acknowledged(
+pub(crate) async fn acknowledged(
     response: reqwest::Response,
 ) -> (
     Value,
@@ -364,6 +368,7 @@ async fn the_tasks_all_listens_follow_are_bounded_and_given_back() {
         c.jobs.mode = CallMode::Auto;
         c.jobs.sync_budget_ms = 200;
         c.limits.max_followed_tasks = 2;
+        c.limits.max_followed_tasks_per_principal = Some(3);
         c.auth.mcp_tokens = vec![McpToken::named("a", Secret::literal(TOKEN_A))];
     })
     .await;
