@@ -312,10 +312,12 @@ fn event_job(data: &[u8]) -> Option<JobId> {
 
 impl Drop for Tail {
     fn drop(&mut self) {
-        if self.parked {
-            self.outflow.take_back();
+        if self.parked
+            && let Some(seat) = self.outflow.seat()
+        {
+            seat.take_back();
         }
-        self.outflow.discarded(self.queued);
+        self.outflow.meter().discarded(self.queued);
         self.outflow.disarm();
     }
 }
@@ -435,14 +437,14 @@ impl Tail {
     /// Queue a frame, counting its bytes as held by the reader.
     fn push(&mut self, frame: Bytes) {
         self.queued += frame.len();
-        self.outflow.queued(frame.len());
+        self.outflow.meter().queued(frame.len());
         self.queue.push_back(frame);
     }
 
     /// Whether one more frame may be queued: the reader holds less than the bound, or
     /// nothing is queued (a frame larger than the bound goes alone).
     fn has_room(&self) -> bool {
-        self.queue.is_empty() || self.outflow.held() < self.bound
+        self.queue.is_empty() || self.outflow.meter().held() < self.bound
     }
 
     /// Deliver `events` (history, oldest first) while there is room; past it, the rest is
@@ -467,7 +469,7 @@ impl Tail {
             if let Some(frame) = self.queue.pop_front() {
                 self.queued -= frame.len();
                 self.idle_deadline = Instant::now() + self.keep_alive;
-                return Some(self.outflow.send(frame));
+                return Some(self.outflow.meter().send(frame));
             }
             if self.done {
                 return None;
@@ -487,7 +489,7 @@ impl Tail {
             let item = tokio::select! {
                 biased;
                 item = self.live.next(), if !parked => item,
-                () = std::future::poll_fn(|cx| self.outflow.poll_handed_back(cx)), if parked => {
+                () = Self::handed_back(&self.outflow), if parked => {
                     self.unpark();
                     continue;
                 }
@@ -527,7 +529,8 @@ impl Tail {
             self.catch_up().await;
             return true;
         }
-        self.parked = self.outflow.park(&self.channel, self.last, &self.store);
+        self.parked = (self.outflow.seat())
+            .is_some_and(|seat| seat.park(&self.channel, self.last, &self.store));
         false
     }
 
@@ -536,7 +539,7 @@ impl Tail {
         // The writer wrote since: no keep-alive is due, and the socket stays with it (taken
         // back, a busy job's stream would find its own subscription lagged and read history at
         // every interval).
-        if parked && let Some(at) = self.outflow.parked_wrote_at() {
+        if parked && let Some(at) = self.outflow.seat().and_then(|seat| seat.parked_wrote_at()) {
             self.idle_deadline = self.idle_deadline.max(at + self.keep_alive);
             if Instant::now() < self.idle_deadline {
                 let deadline = self.idle_deadline;
@@ -583,7 +586,7 @@ impl Tail {
         if !std::mem::take(&mut self.parked) {
             return;
         }
-        let Some(back) = self.outflow.take_back() else {
+        let Some(back) = self.outflow.seat().map(|seat| seat.take_back()) else {
             return;
         };
         self.last = self.last.max(back.last);
@@ -635,6 +638,14 @@ impl Tail {
             self.push(Bytes::from_static(sse_frame::CLOSING));
         }
         self.done = true;
+    }
+
+    /// Ready once the shared writer has handed the socket back (at once without a writer).
+    fn handed_back(outflow: &Outflow) -> impl std::future::Future<Output = ()> + '_ {
+        std::future::poll_fn(|cx| match outflow.seat() {
+            Some(seat) => seat.poll_handed_back(cx),
+            None => std::task::Poll::Ready(()),
+        })
     }
 
     /// Ready once the stream must end for shutdown: its connection is closing, or (not served

@@ -27,7 +27,7 @@ use tokio::{
     time::Instant,
 };
 
-use super::outflow::Metered;
+use super::meter::Metered;
 
 /// Largest request head read here; a longer one goes to hyper, whose own limits apply.
 pub const MAX_HEAD: usize = 16 * 1024;

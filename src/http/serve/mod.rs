@@ -18,6 +18,7 @@ mod body;
 mod connections;
 mod direct;
 mod forwarded;
+mod meter;
 mod outflow;
 mod writers;
 
@@ -54,8 +55,8 @@ use self::{
     body::TimedBody,
     connections::{Caps, Close, Connections, Refused, Signal, Slot},
     direct::{First, Out, Rewind},
-    outflow::{Metered, Shared},
-    writers::Writers,
+    meter::{Metered, Shared},
+    writers::{Seat, Writers},
 };
 use crate::shutdown::Tasks;
 
@@ -255,7 +256,7 @@ impl Listener {
             _ = slot.signal().changed(Close::No) => return,
         };
         let outflow = Arc::new(Outflow::default());
-        let tcp = Metered::new(tcp, outflow.clone());
+        let tcp = Metered::new(tcp, outflow.meter().clone());
         match first {
             First::Closed => {}
             First::TimedOut => self.header_timed_out(),
@@ -461,11 +462,12 @@ async fn pump(
     let head = direct::response_head(&response, chunked, version == Version::HTTP_10);
     let tcp = Arc::new(tcp.into_tcp());
     if let Some(writers) = writers {
-        outflow.install(writers.seat(tcp.clone(), chunked));
+        outflow.install(writers.seat(tcp.clone(), chunked, outflow.meter().clone()));
     }
+    let seat = outflow.seat();
     // No writer writes on the socket once this task has ended.
-    let _unseat = Unseat(outflow);
-    let mut tcp = Shared::new(tcp, outflow.clone());
+    let _unseat = Unseat(seat);
+    let mut tcp = Shared::new(tcp, outflow.meter().clone());
     let mut body = response.into_body();
     let stalled = outflow.stalled();
     tokio::pin!(stalled);
@@ -474,7 +476,7 @@ async fn pump(
     let mut last_chunk = chunked;
     loop {
         if out.is_none()
-            && let Some(rest) = outflow.take_rest()
+            && let Some(rest) = seat.and_then(|seat| seat.take_rest())
         {
             out = Some(Out::raw(rest));
         }
@@ -485,7 +487,7 @@ async fn pump(
                     if written.is_err() {
                         return;
                     }
-                    // A large frame stops counting as held here (see `Outflow::send`).
+                    // A large frame stops counting as held here (see `Meter::send`).
                     out = None;
                 }
                 () = &mut stalled => return,
@@ -499,7 +501,9 @@ async fn pump(
                 out = Some(Out::raw(Bytes::from_static(b"0\r\n\r\n")));
                 continue;
             }
-            outflow.unseat();
+            if let Some(seat) = seat {
+                seat.unseat();
+            }
             drop(body);
             if let Ok(mut tcp) = Arc::try_unwrap(tcp.into_tcp()) {
                 let _ = tcp.shutdown().await;
@@ -533,11 +537,13 @@ async fn pump(
 }
 
 /// Takes a connection's socket from its writer when the connection's task ends.
-struct Unseat<'a>(&'a Outflow);
+struct Unseat<'a>(Option<&'a Arc<Seat>>);
 
 impl Drop for Unseat<'_> {
     fn drop(&mut self) {
-        self.0.unseat();
+        if let Some(seat) = self.0 {
+            seat.unseat();
+        }
     }
 }
 

@@ -2,7 +2,7 @@
 //! each new event to every caught-up socket of its job, instead of one task per reader woken
 //! for every event.
 //!
-//! A stream hands its socket to a writer ([`Outflow::park`]) only when caught up (nothing
+//! A stream hands its socket to a writer ([`Seat::park`]) only when caught up (nothing
 //! queued or held back, no retry pending, no filter, nothing left in its own subscription).
 //! The writer writes an event only when it is that reader's next one, with one non-blocking
 //! write; anything else (a full or partial write, a gap, a lag, an error, the job's end, a
@@ -34,7 +34,7 @@ use prometheus::{IntCounter, IntCounterVec};
 use tokio::{net::TcpStream, sync::mpsc, time::Instant};
 use tokio_stream::StreamMap;
 
-use super::outflow::Outflow;
+use super::meter::Meter;
 use crate::{
     events::{Broker, LiveItem, Opened, StoreError, StoredEvent},
     model::{Channel, Seq},
@@ -90,18 +90,24 @@ impl Writers {
         }))
     }
 
-    /// A seat for a stream written on `tcp` (in HTTP/1.1 chunks when `chunked`).
-    pub fn seat(&self, tcp: Arc<TcpStream>, chunked: bool) -> Seat {
+    /// A seat for a stream written on `tcp` (in HTTP/1.1 chunks when `chunked`), whose bytes
+    /// count in `meter`.
+    pub fn seat(&self, tcp: Arc<TcpStream>, chunked: bool, meter: Arc<Meter>) -> Seat {
         let i = self.next.fetch_add(1, Ordering::Relaxed) % self.lanes.len();
-        Seat::new(self.lanes[i].clone(), tcp, chunked)
+        Seat::new(self.lanes[i].clone(), (tcp, chunked), meter)
     }
 }
 
 impl Seat {
-    fn new(lane: mpsc::UnboundedSender<Park>, tcp: Arc<TcpStream>, chunked: bool) -> Self {
+    fn new(
+        lane: mpsc::UnboundedSender<Park>,
+        (tcp, chunked): (Arc<TcpStream>, bool),
+        meter: Arc<Meter>,
+    ) -> Self {
         Self {
             lane,
             chunked,
+            meter,
             state: Mutex::new(SeatState {
                 tcp: Some(tcp),
                 parked: false,
@@ -132,6 +138,8 @@ struct HandBacks {
 pub struct Seat {
     lane: mpsc::UnboundedSender<Park>,
     chunked: bool,
+    /// The connection's byte counts.
+    meter: Arc<Meter>,
     state: Mutex<SeatState>,
     /// The stream's task, woken when the writer hands the socket back.
     waker: AtomicWaker,
@@ -168,7 +176,7 @@ struct Rest {
 struct Holding {
     rest: Bytes,
     frame: usize,
-    outflow: Arc<Outflow>,
+    meter: Arc<Meter>,
 }
 
 impl AsRef<[u8]> for Holding {
@@ -179,7 +187,7 @@ impl AsRef<[u8]> for Holding {
 
 impl Drop for Holding {
     fn drop(&mut self) {
-        self.outflow.discarded(self.frame);
+        self.meter.discarded(self.frame);
     }
 }
 
@@ -203,16 +211,13 @@ impl Seat {
     }
 }
 
-impl Outflow {
+impl Seat {
     /// Hand the socket to its writer, the reader at `last` on job channel `channel`; `false`
     /// when there is no writer (or it is gone, or the connection still has a frame's end to
     /// write, or the writer's subscription failed a moment ago): the stream writes on.
     pub fn park(self: &Arc<Self>, channel: &Channel, last: Seq, store: &Arc<dyn Broker>) -> bool {
-        let Some(seat) = self.seat() else {
-            return false;
-        };
         let epoch = {
-            let mut state = seat.state.lock();
+            let mut state = self.state.lock();
             if state.tcp.is_none() || state.rest.is_some() {
                 return false;
             }
@@ -231,14 +236,14 @@ impl Outflow {
             state.epoch
         };
         let park = Park {
-            outflow: self.clone(),
+            seat: self.clone(),
             epoch,
             last,
             channel: channel.clone(),
             store: store.clone(),
         };
-        if seat.lane.send(park).is_err() {
-            seat.state.lock().parked = false;
+        if self.lane.send(park).is_err() {
+            self.state.lock().parked = false;
             return false;
         }
         true
@@ -246,11 +251,8 @@ impl Outflow {
 
     /// Ready once the writer has handed the socket back.
     pub fn poll_handed_back(&self, cx: &mut Context<'_>) -> Poll<()> {
-        let Some(seat) = self.seat() else {
-            return Poll::Ready(());
-        };
-        seat.waker.register(cx.waker());
-        if seat.state.lock().parked {
+        self.waker.register(cx.waker());
+        if self.state.lock().parked {
             Poll::Pending
         } else {
             Poll::Ready(())
@@ -259,52 +261,49 @@ impl Outflow {
 
     /// When the writer last wrote on the socket since the stream parked, while it holds it.
     pub fn parked_wrote_at(&self) -> Option<Instant> {
-        let state = self.seat()?.state.lock();
+        let state = self.state.lock();
         state.parked.then_some(state.wrote_at).flatten()
     }
 
     /// Take the socket back (the writer writes no more on it) and learn where the reader is.
-    pub fn take_back(&self) -> Option<Back> {
-        let seat = self.seat()?;
-        let mut state = seat.state.lock();
+    pub fn take_back(&self) -> Back {
+        let mut state = self.state.lock();
         state.parked = false;
         state.epoch += 1;
-        Some(Back {
+        Back {
             last: state.last,
             ended: state.ended,
             wrote_at: state.wrote_at,
             rest: state.rest.is_some(),
             ahead: state.ahead,
-        })
+        }
     }
 
     /// The end of a frame the writer could not write whole, for the connection to write next
     /// (held until dropped).
-    pub fn take_rest(self: &Arc<Self>) -> Option<Bytes> {
-        let Rest { bytes, frame } = self.seat()?.state.lock().rest.take()?;
+    pub fn take_rest(&self) -> Option<Bytes> {
+        let Rest { bytes, frame } = self.state.lock().rest.take()?;
         Some(Bytes::from_owner(Holding {
             rest: bytes,
             frame,
-            outflow: self.clone(),
+            meter: self.meter.clone(),
         }))
     }
 
     /// The connection's task ends: no writer writes on its socket again.
     pub fn unseat(&self) {
-        if let Some(seat) = self.seat() {
-            let mut state = seat.state.lock();
-            state.parked = false;
-            state.tcp = None;
-            if let Some(rest) = state.rest.take() {
-                self.discarded(rest.frame);
-            }
+        let mut state = self.state.lock();
+        state.parked = false;
+        state.tcp = None;
+        if let Some(rest) = state.rest.take() {
+            self.meter.discarded(rest.frame);
         }
     }
 }
 
 /// A stream's socket handed to a writer.
 struct Park {
-    outflow: Arc<Outflow>,
+    seat: Arc<Seat>,
     epoch: u64,
     last: Seq,
     channel: Channel,
@@ -313,7 +312,7 @@ struct Park {
 
 /// A parked stream as a writer holds it: its connection, and which parking it is.
 struct Parked {
-    outflow: Arc<Outflow>,
+    seat: Arc<Seat>,
     epoch: u64,
 }
 
@@ -321,9 +320,8 @@ impl Parked {
     /// The seat and its state while this parking lasts: `None` once the socket has been
     /// handed back, taken back (an entry of an earlier parking), or the connection has ended.
     fn current(&self) -> Option<(&Seat, MutexGuard<'_, SeatState>)> {
-        let seat = self.outflow.seat()?;
-        let state = seat.state.lock();
-        (state.parked && state.epoch == self.epoch).then_some((seat, state))
+        let state = self.seat.state.lock();
+        (state.parked && state.epoch == self.epoch).then_some((&*self.seat, state))
     }
 }
 
@@ -383,13 +381,13 @@ impl Writer {
     /// A stream parks: join its job's group, or open one.
     fn join(&mut self, park: Park) {
         let Park {
-            outflow,
+            seat,
             epoch,
             last,
             channel,
             store,
         } = park;
-        let parked = Parked { outflow, epoch };
+        let parked = Parked { seat, epoch };
         let Some(group) = self.groups.get_mut(&channel) else {
             self.groups.insert(
                 channel.clone(),
@@ -577,7 +575,7 @@ impl Group {
             };
             match written {
                 Ok(n) => {
-                    parked.outflow.wrote(n);
+                    seat.meter.wrote(n);
                     written_to += 1;
                     state.wrote_at = Some(now);
                     if !event.ephemeral {
@@ -587,7 +585,7 @@ impl Group {
                     if n < bytes.len() {
                         // The reader holds the frame until its end is written (as a frame
                         // the connection writes itself), for the byte bound and the drop.
-                        parked.outflow.queued(bytes.len());
+                        seat.meter.queued(bytes.len());
                         state.rest = Some(Rest {
                             bytes: bytes.slice(n..),
                             frame: bytes.len(),
@@ -657,18 +655,16 @@ mod tests {
         }
     }
 
-    /// A connection's outflow with a seat at a writer whose lane is `parks`, and the other
-    /// end of its socket.
-    async fn seated() -> (Arc<Outflow>, mpsc::UnboundedReceiver<Park>, TcpStream) {
+    /// A connection's seat at a writer whose lane is `parks`, and the other end of its socket.
+    async fn seated() -> (Arc<Seat>, mpsc::UnboundedReceiver<Park>, TcpStream) {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let reader = TcpStream::connect(listener.local_addr().unwrap())
             .await
             .unwrap();
         let (tcp, _) = listener.accept().await.unwrap();
         let (lane, parks) = mpsc::unbounded_channel();
-        let outflow = Arc::new(Outflow::default());
-        outflow.install(Seat::new(lane, Arc::new(tcp), true));
-        (outflow, parks, reader)
+        let seat = Seat::new(lane, (Arc::new(tcp), true), Arc::default());
+        (Arc::new(seat), parks, reader)
     }
 
     /// A store, a job's channel, and a writer that already follows the job from its start
@@ -688,9 +684,9 @@ mod tests {
         (store, channel, writer)
     }
 
-    fn handed_back(outflow: &Outflow) -> Option<Back> {
-        let parked = outflow.seat()?.state.lock().parked;
-        if parked { None } else { outflow.take_back() }
+    fn handed_back(seat: &Seat) -> Option<Back> {
+        let parked = seat.state.lock().parked;
+        (!parked).then(|| seat.take_back())
     }
 
     /// A reader that parks again and again on a job with no events (a keep-alive takes the
@@ -698,12 +694,12 @@ mod tests {
     /// their entries, and forgets the job once nobody is parked on it.
     #[tokio::test]
     async fn parkings_that_are_over_do_not_pile_up() {
-        let (outflow, mut parks, _reader) = seated().await;
+        let (seat, mut parks, _reader) = seated().await;
         let (store, channel, mut writer) = following_a_new_job();
         for _ in 0..10_000 {
-            assert!(outflow.park(&channel, 0, &store));
+            assert!(seat.park(&channel, 0, &store));
             writer.join(parks.try_recv().unwrap());
-            outflow.take_back();
+            seat.take_back();
         }
         let seats = writer.groups[&channel].seats.len();
         assert!(seats <= PRUNE_FROM, "{seats} entries kept");
@@ -742,19 +738,19 @@ mod tests {
     /// park again at once (every reader would ask a failing store again).
     #[tokio::test]
     async fn a_failed_opening_holds_its_readers_off() {
-        let (outflow, mut parks, _reader) = seated().await;
+        let (seat, mut parks, _reader) = seated().await;
         let store: Arc<dyn Broker> = Arc::new(MemoryStore::new(100, 60));
         let channel = Channel::Job(JobId::random());
         let mut writer = Writer::new(counts());
-        assert!(outflow.park(&channel, 0, &store));
+        assert!(seat.park(&channel, 0, &store));
         writer.join(parks.try_recv().unwrap());
         let (channel, from, opened) = writer.opening.next().await.unwrap();
         assert!(matches!(opened, Ok(None)), "no such job");
         writer.opened(channel.clone(), from, opened).await;
-        assert!(handed_back(&outflow).is_some());
-        assert!(!outflow.park(&channel, 0, &store), "held off");
+        assert!(handed_back(&seat).is_some());
+        assert!(!seat.park(&channel, 0, &store), "held off");
         tokio::time::sleep(HOLD_OFF).await;
-        assert!(outflow.park(&channel, 0, &store), "parks again later");
+        assert!(seat.park(&channel, 0, &store), "parks again later");
     }
 
     /// A pass over many readers gives the thread back before it ends (one poll held up the
@@ -766,10 +762,10 @@ mod tests {
         let (store, channel, mut writer) = following_a_new_job();
         let mut seated_readers = Vec::new();
         for _ in 0..READERS {
-            let (outflow, mut parks, reader) = seated().await;
-            assert!(outflow.park(&channel, 0, &store));
+            let (seat, mut parks, reader) = seated().await;
+            assert!(seat.park(&channel, 0, &store));
             writer.join(parks.try_recv().unwrap());
-            seated_readers.push((outflow, reader));
+            seated_readers.push((seat, reader));
         }
         let event = StoredEvent::render(1, EventKind::Progress, Bytes::from_static(b"{}"), false);
         let group = writer.groups.get_mut(&channel).unwrap();
@@ -783,7 +779,7 @@ mod tests {
         pass.await;
         assert_eq!(writer.counts.written.get(), READERS as u64);
         let frame = chunked(&event.frame);
-        for (outflow, reader) in &mut seated_readers {
+        for (seat, reader) in &mut seated_readers {
             let mut got = vec![0; frame.len()];
             tokio::io::AsyncReadExt::read_exact(reader, &mut got)
                 .await
@@ -794,7 +790,7 @@ mod tests {
                 more.is_err_and(|e| e.kind() == io::ErrorKind::WouldBlock),
                 "once"
             );
-            assert!(handed_back(outflow).is_none(), "still parked");
+            assert!(handed_back(seat).is_none(), "still parked");
         }
     }
 
