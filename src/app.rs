@@ -13,7 +13,7 @@ use tokio::{net::TcpListener, time::Instant};
 
 use crate::{
     auth::JobTokens,
-    config::{Config, StoreBackend, public_url_on, without_secret_env},
+    config::{Config, EvictionCheck, StoreBackend, public_url_on, without_secret_env},
     events::StoreError,
     front::{Front, JobQuota, Links},
     http::{
@@ -399,6 +399,7 @@ fn redis_options(config: &Config, metrics: &Metrics) -> RedisOptions {
             .max_input_bytes
             .max(config.jobs.max_sample_bytes),
         adoption_events: metrics.adoptions.clone(),
+        refuse_evicting_policy: config.store.redis_eviction_check == EvictionCheck::Refuse,
     }
 }
 

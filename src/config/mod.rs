@@ -288,6 +288,23 @@ pub struct StoreConfig {
     /// job is passed to that one through Redis; the answering client waits at most this long
     /// for its verdict (taken, does not fit, answered already), else is told it is unconfirmed.
     pub input_relay_timeout_ms: u64,
+    /// What the bridge does when Redis's `maxmemory-policy` may evict its keys (every policy
+    /// but `noeviction`: every key the bridge writes has a TTL, so even `volatile-*` policies
+    /// take them, and an evicted job loses its events). `refuse`: the store stays unready
+    /// (`/readyz` says why) until the policy is `noeviction`; `warn`: an error in the log at
+    /// each connect, and the bridge serves. Where `CONFIG` is disabled (managed offerings)
+    /// the policy cannot be read: the log says so and the bridge serves.
+    pub redis_eviction_check: EvictionCheck,
+}
+
+/// `store.redis_eviction_check`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum EvictionCheck {
+    /// Keep the store unready while Redis may evict job keys.
+    Refuse,
+    /// Log an error and serve.
+    Warn,
 }
 
 impl Default for StoreConfig {
@@ -300,6 +317,7 @@ impl Default for StoreConfig {
             outage_buffer: 1000,
             command_timeout_ms: 2000,
             input_relay_timeout_ms: 5000,
+            redis_eviction_check: EvictionCheck::Refuse,
         }
     }
 }

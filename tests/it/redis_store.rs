@@ -1,5 +1,6 @@
 //! What only the Redis store has, against a real Redis: a cancel request is routed to the
-//! owner's replica alone, and finished jobs expire by Redis TTL. (What both stores share is
+//! owner's replica alone, finished jobs expire by Redis TTL, and a Redis that may evict job
+//! keys is refused (or only logged). (What both stores share is
 //! `store_conformance.rs`; outages, leases and connection counts are `replicas.rs`.) Each test
 //! uses its own key prefix, swept when it ends.
 
@@ -442,4 +443,62 @@ async fn a_relayed_answer_gets_the_owners_verdict_or_is_unconfirmed() {
     };
     let (relayed, ()) = tokio::join!(relay, owner_side);
     assert_eq!(relayed.unwrap(), Relayed::Verdict(unfit));
+}
+
+/// `store.redis_eviction_check`: on a Redis whose `maxmemory-policy` may evict keys with a TTL
+/// (a private redis-server set to `allkeys-lru`), the refusing store stays unready and says
+/// what to do; the warning one serves; once the policy is `noeviction` the refusing one
+/// connects by itself, without a restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_that_may_evict_job_keys_is_refused_until_its_policy_is_noeviction() {
+    let Some(redis) = PrivateRedis::start("redis_store::eviction").await else {
+        return;
+    };
+    let set_policy = |policy: &'static str| {
+        let url = redis.url.clone();
+        async move {
+            let client = redis::Client::open(url.as_str()).unwrap();
+            let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+            let _: () = redis::cmd("CONFIG")
+                .arg("SET")
+                .arg("maxmemory-policy")
+                .arg(policy)
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+        }
+    };
+    set_policy("allkeys-lru").await;
+    let prefix = unique_prefix("eviction");
+    let warning = open_store_replica(&redis.url, &prefix, 10, Duration::from_secs(2), false);
+    let refusing = open_store_replica(&redis.url, &prefix, 10, Duration::from_secs(2), true);
+    eventually("the warning store serves", || async {
+        warning.store.ping().await.is_ok()
+    })
+    .await;
+    let refused = eventually("the refusing store says why", || async {
+        let error = refusing.store.ping().await.err()?.to_string();
+        error.contains("maxmemory-policy").then_some(error)
+    })
+    .await;
+    for words in ["allkeys-lru", "noeviction", "store.redis_eviction_check"] {
+        assert!(refused.contains(words), "{words} in: {refused}");
+    }
+    assert!(!refused.contains("unreachable"), "{refused}");
+    let job = new_job(&refusing.name);
+    assert!(
+        refusing.store.create_job(job).await.is_err(),
+        "no job on it"
+    );
+    set_policy("noeviction").await;
+    eventually(
+        "the refusing store connects once the policy is safe",
+        || async { refusing.store.ping().await.is_ok() },
+    )
+    .await;
+    refusing
+        .store
+        .create_job(new_job(&refusing.name))
+        .await
+        .expect("a job once the policy is noeviction");
 }

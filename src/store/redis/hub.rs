@@ -567,6 +567,7 @@ async fn unsubscribe_idle(hub: &Hub, link: &Link) {
 
 #[cfg(test)]
 mod tests {
+    use super::super::link::Role;
     use super::*;
 
     const WAIT: Duration = Duration::from_secs(20);
@@ -605,10 +606,10 @@ mod tests {
         let control = format!("test-hub-late-{:016x}:control", fastrand::u64(..));
         let (hub, task) = Hub::new(control.clone(), 65_536);
         let dispatch = hub.clone();
-        let link = |role, on_push| {
+        let link = |role, name| {
             Link::new(
                 role,
-                format!("test-hub-late:{role}"),
+                format!("test-hub-late:{name}"),
                 client.clone(),
                 "redis://test".into(),
                 Duration::from_secs(5),
@@ -616,14 +617,18 @@ mod tests {
                     first: Duration::from_millis(100),
                     cap: Duration::from_millis(200),
                 },
-                on_push,
             )
         };
         let sub = link(
+            Role::Subscriber(Arc::new(move |push| dispatch.dispatch(push))),
             "sub",
-            Some(Arc::new(move |push| dispatch.dispatch(push)) as _),
         );
-        let cmd = link("cmd", None);
+        let cmd = link(
+            Role::Commands {
+                refuse_evicting: true,
+            },
+            "cmd",
+        );
         let shutdown = crate::shutdown::Shutdown::new();
         let _stop = shutdown.drop_guard();
         let connections = shutdown.tasks(crate::shutdown::Stage::Connections);

@@ -25,6 +25,7 @@ use ::redis::{
 use parking_lot::{Mutex, RwLock};
 use tokio::sync::{Notify, watch};
 
+use super::eviction::{Policy, refusal};
 use crate::{shutdown::Tasks, wait::Backoff};
 
 /// How many command timeouts the liveness probe after a slow command may take before the link
@@ -66,6 +67,15 @@ impl LinkError {
 /// path: it must not block).
 pub(super) type PushHandler = Arc<dyn Fn(PushInfo) + Send + Sync>;
 
+/// What a link is for.
+pub(super) enum Role {
+    /// Every command. `refuse_evicting`: a Redis whose `maxmemory-policy` may evict job keys
+    /// is not used (else only logged); see [`super::eviction`].
+    Commands { refuse_evicting: bool },
+    /// Pub/sub, its messages given to the handler.
+    Subscriber(PushHandler),
+}
+
 pub(super) struct Link {
     role: &'static str,
     name: String,
@@ -91,18 +101,35 @@ pub(super) struct Link {
     /// Bumped after every successful (re)connect.
     connected: watch::Sender<u64>,
     on_push: Option<PushHandler>,
+    /// `Some(refuse)` on the command link: the eviction policy is checked at each connect.
+    eviction: Option<bool>,
+    /// The last connect was refused for the eviction policy (`last_error` says why).
+    refused: AtomicBool,
+}
+
+/// Why a connect attempt failed.
+#[derive(Debug, thiserror::Error)]
+enum ConnectError {
+    #[error(transparent)]
+    Redis(#[from] RedisError),
+    /// Redis answered, but the bridge must not use it.
+    #[error("{0}")]
+    Refused(String),
 }
 
 impl Link {
     pub(super) fn new(
-        role: &'static str,
+        role: Role,
         name: String,
         client: Client,
         target: String,
         timeout: Duration,
         reconnect: Backoff,
-        on_push: Option<PushHandler>,
     ) -> Arc<Self> {
+        let (role, on_push, eviction) = match role {
+            Role::Commands { refuse_evicting } => ("cmd", None, Some(refuse_evicting)),
+            Role::Subscriber(handler) => ("sub", Some(handler), None),
+        };
         Arc::new(Self {
             role,
             name,
@@ -120,6 +147,8 @@ impl Link {
             suspect_generation: AtomicU64::new(0),
             connected: watch::channel(0).0,
             on_push,
+            eviction,
+            refused: AtomicBool::new(false),
         })
     }
 
@@ -147,6 +176,9 @@ impl Link {
     /// Why the link is down, in words for `/readyz` and errors.
     pub(super) fn down_reason(&self) -> String {
         let last = self.last_error.lock().clone();
+        if self.refused.load(Ordering::Acquire) {
+            return format!("Redis at {} is not used: {last}", self.target);
+        }
         format!(
             "Redis at {} is unreachable ({} connection: {last}); the bridge keeps reconnecting, \
              check that Redis runs and store.redis_url is right",
@@ -289,7 +321,12 @@ impl Link {
                     }
                     Err(error) => {
                         *self.last_error.lock() = error.to_string();
-                        if !reported {
+                        let refused = matches!(error, ConnectError::Refused(_));
+                        self.refused.store(refused, Ordering::Release);
+                        if refused && !reported {
+                            tracing::error!(link = self.role, target = %self.target, %error, "not using this Redis");
+                            reported = true;
+                        } else if !reported {
                             tracing::warn!(link = self.role, target = %self.target, %error, "cannot connect to Redis; retrying with backoff");
                             reported = true;
                         }
@@ -323,7 +360,7 @@ impl Link {
         *self.up_since.lock() = None;
     }
 
-    async fn connect(self: &Arc<Self>, tasks: &Tasks) -> Result<(), RedisError> {
+    async fn connect(self: &Arc<Self>, tasks: &Tasks) -> Result<(), ConnectError> {
         let generation = self.generation.load(Ordering::Acquire) + 1;
         let weak: Weak<Self> = Arc::downgrade(self);
         let on_push = self.on_push.clone();
@@ -357,6 +394,10 @@ impl Link {
         tokio::time::timeout(self.timeout, setname)
             .await
             .map_err(|_| RedisError::from(std::io::Error::from(std::io::ErrorKind::TimedOut)))??;
+        if let Some(refuse) = self.eviction {
+            self.check_eviction(&mut conn, refuse).await?;
+        }
+        self.refused.store(false, Ordering::Release);
         self.generation.store(generation, Ordering::Release);
         *self.conn.write() = Some((generation, conn));
         *self.up_since.lock() = Some(Instant::now());
@@ -364,6 +405,30 @@ impl Link {
         self.connected.send_modify(|n| *n += 1);
         tracing::info!(link = self.role, target = %self.target, name = %self.name, "connected to Redis");
         Ok(())
+    }
+
+    /// Read Redis's eviction policy on a new connection: one that may evict job keys is
+    /// refused (`refuse`) or logged as an error.
+    async fn check_eviction(
+        &self,
+        conn: &mut MultiplexedConnection,
+        refuse: bool,
+    ) -> Result<(), ConnectError> {
+        let read = tokio::time::timeout(self.timeout, Policy::read(conn))
+            .await
+            .map_err(|_| RedisError::from(std::io::Error::from(std::io::ErrorKind::TimedOut)))??;
+        match read {
+            Policy::Safe => Ok(()),
+            Policy::Evicts(policy) if refuse => Err(ConnectError::Refused(refusal(&policy))),
+            Policy::Evicts(policy) => {
+                tracing::error!(target = %self.target, policy = %policy, "Redis may evict job keys (store.redis_eviction_check = \"warn\": serving anyway): {}", refusal(&policy));
+                Ok(())
+            }
+            Policy::Unknown(why) => {
+                tracing::warn!(target = %self.target, %why, "cannot read Redis's maxmemory-policy; make sure it is noeviction, or job keys may be evicted (docs/replicas.md#which-redis)");
+                Ok(())
+            }
+        }
     }
 }
 

@@ -13,6 +13,7 @@
 
 mod adoption;
 mod codec;
+mod eviction;
 mod handover;
 mod hub;
 mod keys;
@@ -38,7 +39,7 @@ use self::{
     codec::{SplitData, all_fields, changed_fields, entry_seq, snapshot_fields},
     hub::{AnswerMessage, ControlMessage, Hub, VerdictMessage},
     keys::Keys,
-    link::{Link, LinkError},
+    link::{Link, LinkError, Role},
     outbox::{Fence, Held, Owned, Write},
     scripts::Scripts,
     shared::SharedHistory,
@@ -78,6 +79,9 @@ pub struct RedisOptions {
     pub max_answer_bytes: usize,
     /// `bridge_job_adoptions_total`.
     pub adoption_events: crate::metrics::Adoptions,
+    /// `store.redis_eviction_check = "refuse"`: a Redis whose `maxmemory-policy` may evict
+    /// job keys is not used (else the policy is only logged).
+    pub refuse_evicting_policy: bool,
 }
 
 #[derive(Clone)]
@@ -167,23 +171,23 @@ impl RedisStore {
             cap: (options.lease / 3).clamp(Duration::from_millis(200), Duration::from_secs(5)),
         };
         let cmd = Link::new(
-            "cmd",
+            Role::Commands {
+                refuse_evicting: options.refuse_evicting_policy,
+            },
             keys.client_name(&replica, "cmd"),
             client.clone(),
             target.clone(),
             options.command_timeout,
             reconnect,
-            None,
         );
         let dispatch = hub.clone();
         let sub = Link::new(
-            "sub",
+            Role::Subscriber(Arc::new(move |push| dispatch.dispatch(push))),
             keys.client_name(&replica, "sub"),
             client,
             target,
             options.command_timeout,
             reconnect,
-            Some(Arc::new(move |push| dispatch.dispatch(push))),
         );
         let inner = Arc::new(Inner {
             keys,

@@ -139,6 +139,23 @@ pub async fn store_replica_with(
     history: usize,
     command_timeout: Duration,
 ) -> StoreReplica {
+    let replica = open_store_replica(url, prefix, history, command_timeout, true);
+    eventually("the store connects", || async {
+        replica.store.ping().await.is_ok()
+    })
+    .await;
+    replica
+}
+
+/// [`store_replica_with`] returned at once, connected or not; `refuse_evicting_policy` as
+/// `store.redis_eviction_check = "refuse"` sets it.
+pub fn open_store_replica(
+    url: &str,
+    prefix: &str,
+    history: usize,
+    command_timeout: Duration,
+    refuse_evicting_policy: bool,
+) -> StoreReplica {
     let name = format!("replica-{:08x}", fastrand::u32(..));
     let shutdown = Shutdown::new();
     let options = RedisOptions {
@@ -152,12 +169,9 @@ pub async fn store_replica_with(
         relay_timeout: Duration::from_secs(5),
         max_answer_bytes: 65_536,
         adoption_events: Default::default(),
+        refuse_evicting_policy,
     };
     let store = RedisStore::start(options, name.clone(), &shutdown).expect("store");
-    eventually("the store connects", || async {
-        store.ping().await.is_ok()
-    })
-    .await;
     StoreReplica {
         store,
         name,
