@@ -148,6 +148,11 @@ async fn answer_when_done(
             },
             finished = waiting.handle.finished() => {
                 forward_queued(context, &mut waiting).await;
+                if finished.taken_over() {
+                    // It goes on on another replica (this one drains): its handle, not an error.
+                    let Answering { name, as_task, .. } = &waiting.answering;
+                    return Ok(not_done_yet(core, id, name, *as_task));
+                }
                 return answer(&finished, &core.links, id, &waiting.answering.name)
                     .map(Into::into);
             }

@@ -105,6 +105,19 @@ pub enum Finished {
     Cancelled(String),
 }
 
+/// The failure message local waiters get for a job another replica took over (the drain's
+/// hand-over, or an adoption after this replica's lease lapsed): it goes on there.
+pub const TAKEN_OVER: &str = "another bridge replica took this job over (this one drained and \
+                              handed it over, or its lease had lapsed); it goes on there: follow \
+                              it by its ID";
+
+impl Finished {
+    /// The job did not end: another replica carries it on ([`TAKEN_OVER`]).
+    pub fn taken_over(&self) -> bool {
+        matches!(self, Finished::Failed(f) if f.reason == FailureReason::OwnerLost && f.message == TAKEN_OVER)
+    }
+}
+
 /// Jobs of this replica, and access to all jobs through the store.
 #[derive(Clone)]
 pub struct Jobs {

@@ -274,8 +274,7 @@ impl Runner {
     /// Another replica adopted the job: write nothing, forget it here, and tell local waiters
     /// it went on elsewhere.
     fn abandon(self) {
-        let message = "another bridge replica took this job over (this one drained and handed \
-                       it over, or its lease had lapsed); it goes on there: follow it by its ID";
+        let message = super::TAKEN_OVER;
         self.metrics
             .jobs_finished
             .with_label_values(&[&self.pending.upstream, "abandoned"])

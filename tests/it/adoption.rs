@@ -18,8 +18,13 @@ const STEP_MS: u64 = 300;
 
 /// A replica with `store` (its `[store]` section) and the upstream `ts` at `url` (http).
 async fn replica(store: &str, name: &str, url: &str) -> BridgeProcess {
+    replica_in("async", store, name, url).await
+}
+
+/// [`replica`] with its calls in `mode`.
+async fn replica_in(mode: &str, store: &str, name: &str, url: &str) -> BridgeProcess {
     let config = format!(
-        "[jobs]\nmode = \"async\"\ndrain_secs = 600\n[auth]\njob_secret = \"{TEST_JOB_SECRET}\"\n\
+        "[jobs]\nmode = \"{mode}\"\ndrain_secs = 600\n[auth]\njob_secret = \"{TEST_JOB_SECRET}\"\n\
          {store}\n[[upstreams]]\nname = \"{name}\"\ntransport = \"http\"\nurl = \"{url}\"\n"
     );
     spawn_bridge(&config, &[]).await
@@ -308,5 +313,64 @@ async fn a_draining_owner_hands_its_task_job_over_and_exits_long_before_the_job_
             .contains("adopted a job its draining owner handed over"),
         "{}",
         b.log_tail()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sync_caller_on_a_draining_owner_gets_the_handle_of_its_handed_over_job() {
+    let Some(url) = test_redis("adoption::handover_sync").await else {
+        return;
+    };
+    let prefix = RedisPrefix::new(&url, "adopt-handover-sync");
+    let Some((_server, upstream, _)) = task_http_server(&["--session-tasks"]).await else {
+        return;
+    };
+    let store = redis_store_toml(&url, &prefix, LEASE_SECS);
+    let (mut a, b) = tokio::join!(
+        replica_in("sync", &store, "ts", &upstream),
+        replica_in("sync", &store, "ts", &upstream)
+    );
+    // The caller's correlation names its job, which a sync call keeps to itself until the end.
+    let cid = "handover-sync-turn";
+    let on_a = connect_with(&a.mcp_url(), None, Some(cid)).await;
+    let caller = tokio::spawn(async move {
+        let arguments = json!({"topic": "sync", "steps": STEPS, "step_ms": STEP_MS});
+        call(&on_a, "ts__staged", arguments).await
+    });
+    let token = job_tokens().correlation(&cid.parse().unwrap());
+    let started = read_sse(
+        &format!("{}/correlations/{cid}/events?token={token}", a.base()),
+        None,
+        |e| e.event == "job_started",
+    )
+    .await;
+    let job_id = started.last().unwrap().data["job_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    eventually(
+        "the job is re-attachable and past its second stage",
+        || async {
+            let s = snapshot(&b, &job_id).await;
+            s["durability"] == "upstream_task" && s["progress"].as_f64() >= Some(2.0)
+        },
+    )
+    .await;
+
+    a.terminate();
+    // Not a bare error: the handle of the job, which goes on elsewhere.
+    let answer = within("the sync caller's answer", caller).await.unwrap();
+    let handle = answer.structured_content.clone().expect("the job handle");
+    assert_eq!(handle["job_id"], job_id.as_str(), "{answer:?}");
+    assert_eq!(handle["status"], "running", "{answer:?}");
+    assert_ne!(answer.is_error, Some(true), "{answer:?}");
+    let exit = within("the draining owner exits", a.wait()).await.unwrap();
+    assert!(exit.success(), "{exit:?}");
+
+    let on_b = connect_url(&b.mcp_url()).await;
+    let arguments = json!({"job_id": job_id, "timeout_seconds": 45});
+    assert_eq!(
+        first_text(&call(&on_b, "wait_for_job", arguments).await),
+        "done: sync"
     );
 }
