@@ -272,6 +272,22 @@ async fn a_draining_owner_hands_its_task_job_over_and_exits_long_before_the_job_
         first_text(&call(&on_b, "wait_for_job", arguments).await)
     });
 
+    // Junk among the offers (a key shared by every replica): taken off, harmlessly.
+    let mut redis = redis::Client::open(url.as_str())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let offers = format!("{prefix}:v2:handover");
+    let unknown = "0123456789abcdef0123456789abcdef";
+    let _: () = redis::cmd("SADD")
+        .arg(&offers)
+        .arg("not a job")
+        .arg(unknown)
+        .query_async(&mut redis)
+        .await
+        .unwrap();
+
     let signalled = std::time::Instant::now();
     a.terminate();
     let exit = within("the draining owner exits", a.wait()).await.unwrap();
@@ -314,6 +330,28 @@ async fn a_draining_owner_hands_its_task_job_over_and_exits_long_before_the_job_
         "{}",
         b.log_tail()
     );
+    eventually("every offer is taken off", || async {
+        let left: i64 = redis::cmd("SCARD")
+            .arg(&offers)
+            .query_async(&mut redis.clone())
+            .await
+            .unwrap();
+        left == 0
+    })
+    .await;
+    let metrics = metrics_text(&b.base()).await;
+    for (event, n) in [
+        ("adopted_handed_over", 1),
+        ("adopted_lease_lapsed", 0),
+        ("claim_lost", 0),
+    ] {
+        assert!(
+            metrics.contains(&format!(
+                "bridge_job_adoptions_total{{event=\"{event}\"}} {n}"
+            )),
+            "{event}: {metrics}"
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -373,4 +411,40 @@ async fn a_sync_caller_on_a_draining_owner_gets_the_handle_of_its_handed_over_jo
         first_text(&call(&on_b, "wait_for_job", arguments).await),
         "done: sync"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_draining_replica_alone_on_redis_runs_its_task_job_to_the_end_then_exits() {
+    let Some(url) = test_redis("adoption::handover_alone").await else {
+        return;
+    };
+    let prefix = RedisPrefix::new(&url, "adopt-handover-alone");
+    let Some((_server, upstream, _)) = task_http_server(&["--session-tasks"]).await else {
+        return;
+    };
+    let store = redis_store_toml(&url, &prefix, LEASE_SECS);
+    let mut a = replica(&store, "ts", &upstream).await;
+    let on_a = connect_url(&a.mcp_url()).await;
+    let steps = 12;
+    let arguments = json!({"topic": "alone", "steps": steps, "step_ms": STEP_MS});
+    let handle = running_job(&on_a, "ts__staged", arguments).await;
+    let events_url = handle.events_url.clone();
+    let reader =
+        tokio::spawn(async move { read_sse(&events_url, Some(0), SseEvent::is_terminal).await });
+    eventually("the job is re-attachable", || async {
+        snapshot(&a, &handle.job_id).await["durability"] == "upstream_task"
+    })
+    .await;
+
+    // Offered, but nobody takes it: the job runs to its end here, as in a plain drain.
+    a.terminate();
+    let events = within("the reader's stream", reader).await.unwrap();
+    assert_eq!(events[0].seq(), 1);
+    assert_consecutive(&events);
+    assert_one_line_of(&events, "alone", steps);
+    let exit = within("the replica exits after its job", a.wait())
+        .await
+        .unwrap();
+    assert!(exit.success(), "{exit:?}");
+    assert!(!a.log().contains("handed over:"), "{}", a.log_tail());
 }
