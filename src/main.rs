@@ -71,6 +71,9 @@ enum Command {
     Call(cli::call::CallArgs),
     /// Print a capability token signed with the config's auth.job_secret.
     Token(TokenArgs),
+    /// Check a config as `serve` would read it (the file, the environment, --listen) without
+    /// starting: every problem on a line naming its key; exit 0 when it is usable, 2 when not.
+    CheckConfig(ServeArgs),
 }
 
 #[derive(clap::Args)]
@@ -171,6 +174,7 @@ async fn main() -> ExitCode {
             let config = token.config.clone().or(outer.config);
             print_token(config, &token)
         }
+        Command::CheckConfig(args) => check_config(&args.or(outer)),
         Command::DemoTools { asking } => {
             refuse_serve_options(&outer, "demo-tools", true);
             match demo_tools::serve_stdio(asking).await {
@@ -338,6 +342,31 @@ fn token_line(
     } else {
         token
     })
+}
+
+/// `check-config`: every problem, each on its line; exit 2 if there is one.
+fn check_config(args: &ServeArgs) -> ExitCode {
+    let problems = match Overrides::from_env() {
+        Err(e) => vec![e],
+        Ok(mut overrides) => {
+            overrides.listen = args.listen.or(overrides.listen);
+            match Config::check(args.config.as_deref(), &overrides) {
+                Ok(config) => {
+                    for line in &config.deprecations {
+                        println!("warning: {line}");
+                    }
+                    println!("{}: the config is valid", config.source.display());
+                    return ExitCode::SUCCESS;
+                }
+                Err(problems) => problems,
+            }
+        }
+    };
+    for problem in &problems {
+        eprintln!("{problem}");
+    }
+    eprintln!("{} problem(s)", problems.len());
+    ExitCode::from(EXIT_CONFIG)
 }
 
 fn load_config(args: &ServeArgs) -> Result<Config, mcp_progress_bridge::config::ConfigError> {

@@ -6,6 +6,7 @@ mod access;
 mod advice;
 mod auth;
 mod bounds;
+mod env;
 mod glob;
 mod issuers;
 mod limits;
@@ -27,6 +28,7 @@ use serde::Deserialize;
 pub use access::{Callers, PolicyConfig, tool_glob};
 pub use advice::{public_url_mismatch, public_url_on};
 pub use auth::{AuthConfig, JobSecrets, McpToken, Secret, without_secret_env};
+pub use env::PREFIX as ENV_KEY_PREFIX;
 pub use glob::{GlobError, GlobList};
 pub use issuers::{IssuerConfig, JWT_ALGORITHMS, JwtLimits, check_key_url};
 pub use limits::LimitsConfig;
@@ -574,6 +576,8 @@ pub struct Overrides {
     pub public_url: Option<String>,
     /// `BRIDGE_REDIS_URL`: keeps Redis credentials out of the config file.
     pub redis_url: Option<String>,
+    /// `BRIDGE__SECTION__KEY=value`: any key (see `env`), laid over the file.
+    pub keys: Vec<(String, String)>,
 }
 
 impl Overrides {
@@ -586,10 +590,14 @@ impl Overrides {
             })?),
             Err(_) => None,
         };
+        let vars = std::env::vars_os().filter_map(|(name, value)| {
+            Some((name.into_string().ok()?, value.into_string().ok()?))
+        });
         Ok(Self {
             listen,
             public_url: std::env::var(PUBLIC_URL_ENV).ok(),
             redis_url: std::env::var(REDIS_URL_ENV).ok(),
+            keys: env::key_vars(vars)?,
         })
     }
 }
@@ -602,13 +610,54 @@ impl Config {
         Self::from_toml(&text, path, overrides)
     }
 
+    /// Load `path` (or the default file) with the overrides, and every problem found: a file
+    /// that cannot be read or parsed has one, a parsed one each section's first
+    /// (`mcp-progress-bridge check-config`).
+    pub fn check(path: Option<&Path>, overrides: &Overrides) -> Result<Self, Vec<ConfigError>> {
+        let mut config = Self::parse(path, overrides).map_err(|e| vec![e])?;
+        let problems: Vec<ConfigError> = config
+            .problems()
+            .into_iter()
+            .map(|e| e.said_of_vars(&overrides.keys))
+            .collect();
+        if problems.is_empty() {
+            Ok(config)
+        } else {
+            Err(problems)
+        }
+    }
+
+    /// Read, parse and override, not validated yet.
+    fn parse(path: Option<&Path>, overrides: &Overrides) -> Result<Self, ConfigError> {
+        let path = path.unwrap_or(Path::new(DEFAULT_CONFIG_PATH));
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError::read(path, &e))?;
+        Self::unchecked(&text, path, overrides)
+    }
+
     /// Parse and validate TOML text; `path` is only used to name the source in errors.
     pub fn from_toml(text: &str, path: &Path, overrides: &Overrides) -> Result<Self, ConfigError> {
+        let mut config = Self::unchecked(text, path, overrides)?;
+        config
+            .validate()
+            .map_err(|e| e.said_of_vars(&overrides.keys))?;
+        Ok(config)
+    }
+
+    /// Parse TOML text and apply the overrides, without validating.
+    fn unchecked(text: &str, path: &Path, overrides: &Overrides) -> Result<Self, ConfigError> {
         let deserializer =
             toml::Deserializer::parse(text).map_err(|e| ConfigError::syntax(path, &e))?;
         let deprecations = advice::deprecated_keys(text, path)?;
-        let mut config: Config = serde_path_to_error::deserialize(deserializer)
-            .map_err(|e| ConfigError::from_serde(path, e))?;
+        let mut config: Config = if overrides.keys.is_empty() {
+            serde_path_to_error::deserialize(deserializer)
+                .map_err(|e| ConfigError::from_serde(path, e))?
+        } else {
+            // The file as a table, the `BRIDGE__…` variables laid over it.
+            let mut table: toml::Table = text.parse().map_err(|e| ConfigError::syntax(path, &e))?;
+            env::overlay(&mut table, &overrides.keys)?;
+            serde_path_to_error::deserialize(toml::Value::Table(table))
+                .map_err(|e| ConfigError::from_serde(path, e).said_of_vars(&overrides.keys))?
+        };
         config.source = path.to_path_buf();
         config.deprecations = deprecations;
         if let Some(listen) = overrides.listen {
@@ -620,7 +669,6 @@ impl Config {
         if let Some(url) = &overrides.redis_url {
             config.store.redis_url = url.clone();
         }
-        config.validate()?;
         Ok(config)
     }
 

@@ -77,22 +77,52 @@ impl ConfigError {
     }
 }
 
+impl ConfigError {
+    /// This error, said of the environment variable that set its key (when one did).
+    pub(super) fn said_of_vars(self, vars: &[(String, String)]) -> Self {
+        let var = vars.iter().find(|(name, _)| {
+            let spelled = name[super::env::PREFIX.len()..]
+                .split("__")
+                .map(|part| match part.parse::<usize>() {
+                    Ok(i) => format!("[{i}]"),
+                    Err(_) => format!(".{}", part.to_ascii_lowercase()),
+                })
+                .collect::<String>();
+            let spelled = spelled.trim_start_matches('.');
+            self.key == spelled || self.key.starts_with(&format!("{spelled}."))
+        });
+        match var {
+            Some((name, _)) => Self {
+                file: format!("{} (with the environment)", self.file),
+                message: format!("{} (set by {name})", self.message),
+                ..self
+            },
+            None => self,
+        }
+    }
+}
+
 /// toml renders errors over several lines with a source excerpt; keep them on one.
 fn one_line(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 impl Config {
-    /// Check every section; the first problem found is the error. Sections that normalize a
-    /// value (a trailing `/`, a header name's case) write it back.
+    /// Check every section; the first problem found is the error.
     pub(super) fn validate(&mut self) -> Result<(), ConfigError> {
+        match self.problems().into_iter().next() {
+            Some(problem) => Err(problem),
+            None => Ok(()),
+        }
+    }
+
+    /// Every section's first problem (`check-config` shows them all). Sections that normalize
+    /// a value (a trailing `/`, a header name's case) write it back.
+    pub(super) fn problems(&mut self) -> Vec<ConfigError> {
         let file = self.source.clone();
         let err = |key: &str, message: String| ConfigError::new(&file, key, message);
-        validate_server(&mut self.server, err)?;
-        validate_jobs(&self.jobs, err)?;
-        auth::validate(&mut self.auth, &self.server, err)?;
-        if self.auth.job_token_ttl_secs < self.jobs.retention_secs {
-            return Err(err(
+        let ttl = if self.auth.job_token_ttl_secs < self.jobs.retention_secs {
+            Err(err(
                 "auth.job_token_ttl_secs",
                 format!(
                     "is {} s, shorter than jobs.retention_secs ({} s): a job's URLs would stop \
@@ -100,13 +130,22 @@ impl Config {
                      retention (default: a day)",
                     self.auth.job_token_ttl_secs, self.jobs.retention_secs
                 ),
-            ));
-        }
-        limits::validate(&self.limits, err)?;
-        upstream_tasks::validate(&self.upstream_tasks, err)?;
-        validate_store(&self.store).map_err(|(field, m)| err(&format!("store.{field}"), m))?;
-        validate_upstreams(&self.upstreams, err)?;
-        validate_ready_requires(&self.server.ready_requires, &self.upstreams, err)
+            ))
+        } else {
+            Ok(())
+        };
+        let checks = [
+            validate_server(&mut self.server, err),
+            validate_jobs(&self.jobs, err),
+            auth::validate(&mut self.auth, &self.server, err),
+            ttl,
+            limits::validate(&self.limits, err),
+            upstream_tasks::validate(&self.upstream_tasks, err),
+            validate_store(&self.store).map_err(|(field, m)| err(&format!("store.{field}"), m)),
+            validate_upstreams(&self.upstreams, err),
+            validate_ready_requires(&self.server.ready_requires, &self.upstreams, err),
+        ];
+        checks.into_iter().filter_map(Result::err).collect()
     }
 }
 

@@ -209,3 +209,79 @@ fn the_shipped_configs_are_valid() {
         }
     }
 }
+
+/// `check-config` as the bridge reads it: on `toml` with `env`, (exit code, stdout, stderr).
+fn check_config(toml: &str, env: &[(&str, &str)]) -> (i32, String, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bridge.toml");
+    std::fs::write(&path, toml).unwrap();
+    let output = Command::new(BIN)
+        .arg("check-config")
+        .arg("--config")
+        .arg(&path)
+        .env_remove("BRIDGE_LISTEN")
+        .envs(env.iter().copied())
+        .output()
+        .unwrap();
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    (
+        output.status.code().unwrap_or(-1),
+        text(&output.stdout),
+        text(&output.stderr),
+    )
+}
+
+/// `check-config` names every problem with its key (one per section), exits 2, and starts
+/// nothing; a valid config exits 0.
+#[test]
+fn check_config_names_every_problem_and_its_exit_status_says_if_it_is_usable() {
+    let bad = "[server]\nkeep_alive_idle_secs = 0\nready_requires = [\"x\"]\n\
+               [limits]\nmax_sessions = 0\n";
+    let (code, _, stderr) = check_config(bad, &[]);
+    assert_eq!(code, 2, "{stderr}");
+    for key in [
+        "server.keep_alive_idle_secs",
+        "limits.max_sessions",
+        "server.ready_requires[0]",
+    ] {
+        assert!(stderr.contains(&format!("key `{key}`")), "{key}: {stderr}");
+    }
+    assert!(stderr.contains("3 problem(s)"), "{stderr}");
+    let (code, stdout, stderr) = check_config("", &[]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("the config is valid"), "{stdout}");
+}
+
+/// Every key from the environment: `BRIDGE__SECTION__KEY`, lists and list entries too; a bad
+/// value names the variable, and an unknown key is refused as in the file.
+#[test]
+fn every_key_can_be_set_from_the_environment() {
+    let (code, _, stderr) = check_config(
+        "",
+        &[
+            ("BRIDGE__LIMITS__MAX_SESSIONS", "0"),
+            ("BRIDGE__SERVER__ALLOWED_HOSTS", "[\"a.example\"]"),
+        ],
+    );
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains("limits.max_sessions") && stderr.contains("BRIDGE__LIMITS__MAX_SESSIONS"),
+        "{stderr}"
+    );
+    let (code, _, stderr) = check_config("", &[("BRIDGE__SERVER__LISTN", "x")]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("listn"), "{stderr}");
+    let upstream = "[[upstreams]]\nname = \"web\"\ntransport = \"http\"\nurl = \"http://a/mcp\"\n";
+    let (code, _, stderr) = check_config(upstream, &[("BRIDGE__UPSTREAMS__0__URL", "ftp://a")]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("upstreams[0].url"), "{stderr}");
+    let (code, _, stderr) = check_config(
+        upstream,
+        &[
+            ("BRIDGE__UPSTREAMS__0__URL", "http://b/mcp"),
+            ("BRIDGE__SERVER__KEEP_ALIVE_IDLE_SECS", "620"),
+            ("BRIDGE__SERVER__TRUSTED_PROXIES", "[\"10.0.0.0/8\"]"),
+        ],
+    );
+    assert_eq!(code, 0, "{stderr}");
+}
