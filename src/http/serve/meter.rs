@@ -65,28 +65,36 @@ impl Meter {
             self.discarded(len);
             return frame;
         }
-        Bytes::from_owner(Sending {
-            frame,
+        self.counted(frame, len)
+    }
+
+    /// `bytes`, with `held` bytes counted as held until dropped (the end of a frame counts as
+    /// the whole frame).
+    pub fn counted(self: &Arc<Self>, bytes: Bytes, held: usize) -> Bytes {
+        Bytes::from_owner(Counted {
+            bytes,
+            held,
             meter: self.clone(),
         })
     }
 }
 
-/// A large frame in hyper's hands; its bytes stop counting when hyper drops it.
-struct Sending {
-    frame: Bytes,
+/// Bytes in hyper's hands; they stop counting when hyper drops them.
+struct Counted {
+    bytes: Bytes,
+    held: usize,
     meter: Arc<Meter>,
 }
 
-impl AsRef<[u8]> for Sending {
+impl AsRef<[u8]> for Counted {
     fn as_ref(&self) -> &[u8] {
-        &self.frame
+        &self.bytes
     }
 }
 
-impl Drop for Sending {
+impl Drop for Counted {
     fn drop(&mut self) {
-        self.meter.discarded(self.frame.len());
+        self.meter.discarded(self.held);
     }
 }
 

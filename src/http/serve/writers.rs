@@ -172,25 +172,6 @@ struct Rest {
     frame: usize,
 }
 
-/// The end of a frame, counted as held (the whole frame) until dropped.
-struct Holding {
-    rest: Bytes,
-    frame: usize,
-    meter: Arc<Meter>,
-}
-
-impl AsRef<[u8]> for Holding {
-    fn as_ref(&self) -> &[u8] {
-        &self.rest
-    }
-}
-
-impl Drop for Holding {
-    fn drop(&mut self) {
-        self.meter.discarded(self.frame);
-    }
-}
-
 /// What a stream learns when it has its socket back.
 pub struct Back {
     pub last: Seq,
@@ -283,11 +264,7 @@ impl Seat {
     /// (held until dropped).
     pub fn take_rest(&self) -> Option<Bytes> {
         let Rest { bytes, frame } = self.state.lock().rest.take()?;
-        Some(Bytes::from_owner(Holding {
-            rest: bytes,
-            frame,
-            meter: self.meter.clone(),
-        }))
+        Some(self.meter.counted(bytes, frame))
     }
 
     /// The connection's task ends: no writer writes on its socket again.
