@@ -16,6 +16,7 @@ pub mod serve;
 pub mod sessions;
 mod sse;
 mod state;
+mod subscriber;
 pub mod surface;
 
 use std::sync::Arc;
@@ -173,7 +174,7 @@ async fn correlation_events(
             if let Some(ids) = &ids {
                 after = after.map(|id| ids.position(id));
             }
-            Some(sse::Only { identity, ids })
+            Some(subscriber::Only { identity, ids })
         }
         _ => None,
     };
