@@ -137,6 +137,7 @@ impl http::InputAnswers for JobInputs {
         use futures::FutureExt;
         async move {
             self.0
+                .inputs()
                 .answer(id, answer, "POST /jobs/{id}/input")
                 .await
                 .map_err(|e| match e {
@@ -158,7 +159,7 @@ impl http::InputAnswers for JobInputs {
     }
 
     fn max_bytes(&self) -> usize {
-        self.0.max_input_bytes()
+        self.0.inputs().max_input_bytes()
     }
 }
 

@@ -151,7 +151,7 @@ impl AskRouter {
         let jobs = core.jobs.clone();
         let router = Arc::new(Self {
             route: Mutex::new(route),
-            patience: jobs.input_timeout(),
+            patience: jobs.inputs().input_timeout(),
             sample_patience: None,
             desk: Some(Desk { jobs, job }),
         });
@@ -216,7 +216,7 @@ impl AskRouter {
         let decline = || ElicitResult::new(ElicitationAction::Decline);
         if let Some(desk) = &self.desk {
             let size = serde_json::to_vec(&request).map_or(usize::MAX, |v| v.len());
-            if !desk.jobs.question_fits(desk.job, size).await {
+            if !desk.jobs.inputs().question_fits(desk.job, size).await {
                 return decline();
             }
         }
@@ -231,7 +231,7 @@ impl AskRouter {
                     "the waiting MCP caller did not take the question; the job asks instead, if any"),
                 Err(_) => {
                     match &self.desk {
-                        Some(desk) => desk.jobs.caller_left_question(desk.job).await,
+                        Some(desk) => desk.jobs.inputs().caller_left_question(desk.job).await,
                         None => tracing::info!(
                             "the MCP caller did not answer a question within jobs.input_timeout_secs"
                         ),
@@ -253,7 +253,7 @@ impl AskRouter {
             return decline();
         };
         let schema = serde_json::to_value(requested_schema).unwrap_or_default();
-        let answer = desk.jobs.ask(desk.job, message, schema).await;
+        let answer = desk.jobs.inputs().ask(desk.job, message, schema).await;
         let action = match answer.action {
             InputAction::Accept => ElicitationAction::Accept,
             InputAction::Decline => ElicitationAction::Decline,

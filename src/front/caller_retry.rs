@@ -124,6 +124,7 @@ async fn take_responses(
                 None => {
                     let verdict = core
                         .jobs
+                        .inputs()
                         .relay_caller_answer(snapshot, &key, response)
                         .await
                         .map_err(|e| answer_refused(&key, e))?;
@@ -144,7 +145,7 @@ async fn take_responses(
             )
         })?;
         answer.key = Some(key.clone());
-        match core.jobs.answer(snapshot.job_id, answer, BY).await {
+        match core.jobs.inputs().answer(snapshot.job_id, answer, BY).await {
             // Timed out or answered elsewhere meanwhile: the job has gone on.
             Ok(()) | Err(InputError::NothingToAnswer | InputError::UnknownJob) => {}
             Err(e) => return Err(answer_refused(&key, e)),

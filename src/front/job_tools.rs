@@ -243,7 +243,12 @@ pub(super) async fn answer_job_input(
         return Ok(unknown_job(id));
     }
     let action = answer.action;
-    match core.jobs.answer(id, answer, ANSWER_JOB_INPUT).await {
+    match core
+        .jobs
+        .inputs()
+        .answer(id, answer, ANSWER_JOB_INPUT)
+        .await
+    {
         Ok(()) => Ok(json_result(json!({
             "job_id": id,
             "answered": true,

@@ -82,7 +82,7 @@ impl Front {
         tasks.spawn_until_stopped(listeners.clone().run());
         // Answers other replicas relay from the callers' retries come to these.
         let round_requests = Arc::new(RoundRequests::default());
-        jobs.serve_caller_requests(round_requests.clone());
+        jobs.inputs().serve_caller_requests(round_requests.clone());
         let core = Core {
             listeners,
             upstreams,

@@ -163,10 +163,10 @@ async fn take_reply(
         content: result.content,
         key: Some(key.clone()),
     };
-    match jobs.answer(id, answer, BY).await {
+    match jobs.inputs().answer(id, answer, BY).await {
         Ok(()) => {}
         Err(e @ (InputError::Mismatch(_) | InputError::TooLarge { .. })) => {
-            if let Err(e) = jobs.decline_unfit(id, &key, &e, BY).await {
+            if let Err(e) = jobs.inputs().decline_unfit(id, &key, &e, BY).await {
                 tracing::info!(job = %id, %key, error = %e, "an unfit answer was not declined");
             }
         }

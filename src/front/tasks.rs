@@ -153,7 +153,7 @@ pub(super) async fn update_task_job(
         };
         answer.key = Some(key.clone());
         let by = "tasks/update";
-        match core.jobs.answer(snapshot.job_id, answer, by).await {
+        match core.jobs.inputs().answer(snapshot.job_id, answer, by).await {
             Ok(()) | Err(InputError::NothingToAnswer | InputError::UnknownJob) => {}
             Err(e) => return Err(answer_refused(&key, e)),
         }

@@ -1,28 +1,30 @@
 //! The job's input desk: questions a running job's tool asks, waiting for an answer.
 //!
-//! [`Jobs::ask`] puts a question on the desk (the job's `input_required` event; status
+//! [`InputDesk::ask`] puts a question on the desk (the job's `input_required` event; status
 //! `input_required`) and waits; the first answer that fits its schema, from any answer path
-//! ([`Jobs::answer`]), goes back to the tool once its `input_answered` event is recorded. A
+//! ([`InputDesk::answer`]), goes back to the tool once its `input_answered` event is recorded. A
 //! question nobody answers within `jobs.input_timeout_secs` is declined. Questions wait in the
 //! replica that runs the call: an answer reaching another replica is relayed here through the
 //! store, checked and taken as a local one, and the verdict goes back (at most
 //! `store.input_relay_timeout_ms`). The same way carries a round caller's answers to the
-//! samples and roots its job's tool asked ([`Jobs::relay_caller_answer`], [`CallerRequests`]).
+//! samples and roots its job's tool asked ([`InputDesk::relay_caller_answer`], [`CallerRequests`]).
 //! docs/design/mcp-asks.md tells where a question comes from and who may answer it.
 
 use std::{collections::HashMap, sync::Arc};
 
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock};
 use serde_json::Value;
 use tokio::sync::oneshot;
 
-use super::Jobs;
 use crate::{
+    config::JobsConfig,
     events::{AnswerRequest, Relayed, RelayedAnswer},
+    metrics::Metrics,
     model::AnswerVerdict,
     model::{
         EventBody, InputAction, InputAnswer, InputMismatch, InputQuestion, JobId, JobSnapshot,
     },
+    store::Store,
 };
 
 /// The answer path named for a relayed answer to a caller request (no event names it: what a
@@ -32,15 +34,6 @@ const CALLER_BY: &str = "tools/call inputResponses";
 /// The longest key of a caller request an answer may name (the front door's keys are
 /// `sample-N` / `roots-N`, N a `u64`); a longer one answers nothing and is not relayed.
 const MAX_CALLER_KEY_BYTES: usize = 64;
-
-/// The requests the jobs running here made of their waiting callers (samples, roots), kept
-/// by the front door, which alone knows them: a relayed answer to one is taken there, checked
-/// exactly as an answer from a retry that reached this replica (`jobs.max_sample_bytes`,
-/// shape, first answer wins), and the verdict goes back. `Taken`, `TooLarge`, `Unfit` or
-/// `NothingToAnswer` (nothing of the job waits under that key).
-pub trait CallerRequests: Send + Sync + 'static {
-    fn answer(&self, job: JobId, key: &str, value: Value) -> AnswerVerdict;
-}
 
 /// Why an answer was not taken.
 #[derive(Debug, thiserror::Error)]
@@ -92,16 +85,39 @@ struct Given {
     recorded: oneshot::Sender<()>,
 }
 
-/// The questions waiting in this replica, by job. A `parking_lot` mutex: every critical
-/// section is a map lookup, never across an `.await`.
-#[derive(Default)]
-pub(super) struct InputDesk {
+/// The questions waiting in this replica, by job (`Jobs::inputs`). A `parking_lot` mutex:
+/// every critical section is a map lookup, never across an `.await`.
+pub struct InputDesk {
     waiting: Mutex<HashMap<JobId, Vec<Waiting>>>,
     /// Numbers question keys within the replica (a key only has to be unique per job).
     next: std::sync::atomic::AtomicU64,
+    store: Arc<dyn Store>,
+    config: JobsConfig,
+    /// This replica, the owner of the jobs it runs.
+    replica: String,
+    metrics: Arc<Metrics>,
+    /// Where relayed answers to what those jobs asked their callers go (the front door's).
+    caller_requests: RwLock<Option<Arc<dyn CallerRequests>>>,
 }
 
 impl InputDesk {
+    pub(super) fn new(
+        store: Arc<dyn Store>,
+        config: JobsConfig,
+        replica: String,
+        metrics: Arc<Metrics>,
+    ) -> Self {
+        Self {
+            waiting: Mutex::default(),
+            next: Default::default(),
+            store,
+            config,
+            replica,
+            metrics,
+            caller_requests: RwLock::new(None),
+        }
+    }
+
     /// The question `answer` is for (its key, else the job's oldest), taken off the desk if
     /// the answer fits its schema. `Err(None)`: no such question waits.
     fn take_fitting(
@@ -126,9 +142,7 @@ impl InputDesk {
     pub(super) fn forget(&self, id: JobId) {
         self.waiting.lock().remove(&id);
     }
-}
 
-impl Jobs {
     /// Ask the people watching job `id` a question, and wait for the answer (declined after
     /// `jobs.input_timeout_secs`, at once past `jobs.max_pending_inputs`; `cancel` if the job
     /// ends meanwhile).
@@ -138,8 +152,8 @@ impl Jobs {
         message: String,
         requested_schema: serde_json::Value,
     ) -> InputAnswer {
-        let desk = &self.inner.inputs;
-        let config = &self.inner.config;
+        let desk = self;
+        let config = &self.config;
         let key = format!(
             "q{}",
             desk.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1
@@ -190,7 +204,7 @@ impl Jobs {
         self.answer_noted(id, answer, by, None).await
     }
 
-    /// [`Jobs::answer`], with `note` recorded on the job's channel after its `input_answered`
+    /// [`InputDesk::answer`], with `note` recorded on the job's channel after its `input_answered`
     /// (before the tool has the answer when the job runs here).
     async fn answer_noted(
         &self,
@@ -200,12 +214,12 @@ impl Jobs {
         note: Option<EventBody>,
     ) -> Result<(), InputError> {
         self.fits_size(&answer)?;
-        let waiting = match self.inner.inputs.take_fitting(id, &answer) {
+        let waiting = match self.take_fitting(id, &answer) {
             Ok(waiting) => waiting,
             Err(Some(mismatch)) => return Err(mismatch.into()),
             Err(None) => {
-                return match self.snapshot(id).await {
-                    Ok(Some(s)) if s.owner != self.inner.replica && !s.status.is_terminal() => {
+                return match self.store.snapshot(id).await {
+                    Ok(Some(s)) if s.owner != self.replica && !s.status.is_terminal() => {
                         self.relay(&s.owner, id, answer, by).await?;
                         // The owner recorded `input_answered`; the note follows from here.
                         if let Some(note) = note {
@@ -224,7 +238,7 @@ impl Jobs {
     /// Decline question `key` of job `id` for an answer that could not be taken (`why`: it
     /// does not fit the schema, or is too large) from a path that cannot be told so (a
     /// client's reply to a request it was sent): the tool goes on with `decline`, and the
-    /// job's channel says why in a `warning` log event. `Err` as [`Jobs::answer`] when the
+    /// job's channel says why in a `warning` log event. `Err` as [`InputDesk::answer`] when the
     /// question no longer waits.
     pub async fn decline_unfit(
         &self,
@@ -252,7 +266,7 @@ impl Jobs {
     /// hit is counted and the job's channel says why in a `warning` log event (written before
     /// the tool has its decline, so before the job can end).
     pub async fn question_fits(&self, id: JobId, size: usize) -> bool {
-        let limit = self.inner.config.max_question_bytes;
+        let limit = self.config.max_question_bytes;
         if size <= limit {
             return true;
         }
@@ -268,7 +282,7 @@ impl Jobs {
     /// How long a question waits for its answer (`jobs.input_timeout_secs`), also when the
     /// waiting caller is asked it.
     pub fn input_timeout(&self) -> std::time::Duration {
-        std::time::Duration::from_secs(self.inner.config.input_timeout_secs)
+        std::time::Duration::from_secs(self.config.input_timeout_secs)
     }
 
     /// The waiting caller was asked job `id`'s question and gave no answer within
@@ -276,7 +290,7 @@ impl Jobs {
     /// says so (before the tool has its decline).
     pub async fn caller_left_question(&self, id: JobId) {
         self.limit_hit("input_timeout_secs");
-        let secs = self.inner.config.input_timeout_secs;
+        let secs = self.config.input_timeout_secs;
         let note = bridge_warning(format!(
             "the waiting MCP caller was asked the tool's question and did not answer within \
              jobs.input_timeout_secs ({secs} s): it was declined"
@@ -287,7 +301,7 @@ impl Jobs {
     /// Where relayed answers to the requests of this replica's jobs made of their callers go
     /// (the front door's desk; the latest one given).
     pub fn serve_caller_requests(&self, desk: Arc<dyn CallerRequests>) {
-        *self.inner.caller_requests.write() = Some(desk);
+        *self.caller_requests.write() = Some(desk);
     }
 
     /// An answer for a job this replica runs, relayed by the replica it reached: checked and
@@ -306,14 +320,14 @@ impl Jobs {
         let verdict = match answer {
             RelayedAnswer::Question(answer) => self.question_answered(id, answer, &by).await,
             RelayedAnswer::CallerRequest { key, value } => {
-                let desk = self.inner.caller_requests.read().clone();
+                let desk = self.caller_requests.read().clone();
                 match desk {
                     Some(desk) => desk.answer(id, &key, value),
                     None => AnswerVerdict::NothingToAnswer,
                 }
             }
         };
-        if let Err(e) = self.inner.store.reply_answer(reply, verdict).await {
+        if let Err(e) = self.store.reply_answer(reply, verdict).await {
             tracing::warn!(job = %id, error = %e, "the verdict on a relayed answer was not sent");
         }
     }
@@ -323,7 +337,7 @@ impl Jobs {
     async fn question_answered(&self, id: JobId, answer: InputAnswer, by: &str) -> AnswerVerdict {
         let outcome = match self.fits_size(&answer) {
             Err(e) => Err(e),
-            Ok(()) => match self.inner.inputs.take_fitting(id, &answer) {
+            Ok(()) => match self.take_fitting(id, &answer) {
                 Ok(waiting) => self.give(waiting, answer, by, None).await,
                 Err(Some(mismatch)) => Err(mismatch.into()),
                 Err(None) => Err(self.no_question(id).await),
@@ -355,14 +369,12 @@ impl Jobs {
         key: &str,
         value: Value,
     ) -> Result<AnswerVerdict, InputError> {
-        if job.owner == self.inner.replica
-            || job.status.is_terminal()
-            || key.len() > MAX_CALLER_KEY_BYTES
+        if job.owner == self.replica || job.status.is_terminal() || key.len() > MAX_CALLER_KEY_BYTES
         {
             return Ok(AnswerVerdict::NothingToAnswer);
         }
         let size = serde_json::to_vec(&value).map_or(usize::MAX, |v| v.len());
-        let limit = self.inner.config.max_sample_bytes;
+        let limit = self.config.max_sample_bytes;
         if size > limit {
             self.limit_hit("max_sample_bytes");
             return Ok(AnswerVerdict::TooLarge { size, limit });
@@ -409,7 +421,6 @@ impl Jobs {
         by: &str,
     ) -> Result<AnswerVerdict, InputError> {
         let relayed = self
-            .inner
             .store
             .relay_answer(owner, id, answer, by.to_string())
             .await;
@@ -481,7 +492,7 @@ impl Jobs {
         Ok(())
     }
 
-    /// The asker's side of [`Jobs::give`]: record what the job's channel says of the answer,
+    /// The asker's side of [`InputDesk::give`]: record what the job's channel says of the answer,
     /// then hand the answer to the tool.
     async fn receive(&self, id: JobId, key: &str, given: Given) -> InputAnswer {
         let Given {
@@ -500,7 +511,7 @@ impl Jobs {
 
     fn fits_size(&self, answer: &InputAnswer) -> Result<(), InputError> {
         let size = serde_json::to_vec(answer).map_or(0, |v| v.len());
-        let limit = self.inner.config.max_input_bytes;
+        let limit = self.config.max_input_bytes;
         if size > limit {
             self.limit_hit("max_input_bytes");
             return Err(InputError::TooLarge { size, limit });
@@ -509,19 +520,18 @@ impl Jobs {
     }
 
     fn relay_counted(&self, outcome: &str) {
-        self.inner
-            .metrics
+        self.metrics
             .input_relays
             .with_label_values(&[outcome])
             .inc();
     }
 
     pub fn max_input_bytes(&self) -> usize {
-        self.inner.config.max_input_bytes
+        self.config.max_input_bytes
     }
 
     fn take(&self, id: JobId, key: Option<&str>) -> Option<Waiting> {
-        let mut all = self.inner.inputs.waiting.lock();
+        let mut all = self.waiting.lock();
         let of_job = all.get_mut(&id)?;
         let at = of_job
             .iter()
@@ -530,7 +540,7 @@ impl Jobs {
     }
 
     async fn no_question(&self, id: JobId) -> InputError {
-        match self.snapshot(id).await {
+        match self.store.snapshot(id).await {
             Ok(Some(_)) => InputError::NothingToAnswer,
             _ => InputError::UnknownJob,
         }
@@ -546,17 +556,13 @@ impl Jobs {
     }
 
     async fn record(&self, id: JobId, body: EventBody) {
-        if let Err(e) = self.inner.store.append(id, body).await {
+        if let Err(e) = self.store.append(id, body).await {
             tracing::warn!(job = %id, error = %e, "an input event was not stored");
         }
     }
 
     fn limit_hit(&self, limit: &str) {
-        self.inner
-            .metrics
-            .limit_hits
-            .with_label_values(&[limit])
-            .inc();
+        self.metrics.limit_hits.with_label_values(&[limit]).inc();
     }
 }
 
@@ -567,4 +573,13 @@ fn bridge_warning(text: String) -> EventBody {
         logger: Some("mcp-progress-bridge".into()),
         data: serde_json::Value::String(text),
     }
+}
+
+/// The requests the jobs running here made of their waiting callers (samples, roots), kept
+/// by the front door, which alone knows them: a relayed answer to one is taken there, checked
+/// exactly as an answer from a retry that reached this replica (`jobs.max_sample_bytes`,
+/// shape, first answer wins), and the verdict goes back. `Taken`, `TooLarge`, `Unfit` or
+/// `NothingToAnswer` (nothing of the job waits under that key).
+pub trait CallerRequests: Send + Sync + 'static {
+    fn answer(&self, job: JobId, key: &str, value: Value) -> AnswerVerdict;
 }

@@ -11,26 +11,20 @@ mod intake_fuzz;
 mod runner;
 mod status_changes;
 
-use std::{
-    sync::{
-        Arc,
-        atomic::{AtomicBool, Ordering},
-    },
-    time::Duration,
-};
+use std::{sync::Arc, time::Duration};
 
 use dashmap::DashMap;
-use futures::{StreamExt, future::BoxFuture};
-use parking_lot::Mutex;
-use rmcp::{ErrorData, model::CallToolResult};
+use futures::StreamExt;
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc, watch};
-use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 pub use drain::{DRAIN_CUT_SHORT, DRAIN_TIME_PASSED, DrainEnd};
-pub use input::{CallerRequests, InputError};
+pub use input::{CallerRequests, InputDesk, InputError};
 pub use intake::{Intake, MAX_LOG_BYTES, MAX_MESSAGE_BYTES};
+pub use runner::{Finished, TAKEN_OVER, Work, WorkOutcome};
 pub use status_changes::StatusChanges;
+
+use runner::{Pacing, Runner, Running};
 
 use crate::{
     config::{CallLimits, JobsConfig},
@@ -38,8 +32,8 @@ use crate::{
     metrics::Metrics,
     model::CancelAck,
     model::{
-        Channel, CorrelationId, EventBody, EventKind, FailureReason, JobFailure, JobId,
-        JobSnapshot, JobStatus, NewJob, Principal, ProgressUpdate,
+        Channel, CorrelationId, EventKind, FailureReason, JobFailure, JobId, JobSnapshot,
+        JobStatus, NewJob, Principal, ProgressUpdate,
     },
     shutdown::Tasks,
     store::Store,
@@ -82,42 +76,6 @@ pub struct JobSpec {
     pub principal: Principal,
 }
 
-/// The work a job runs: the outcome of the upstream call, and how to cancel it upstream.
-pub struct Work {
-    pub outcome: BoxFuture<'static, WorkOutcome>,
-    pub cancel: Box<dyn FnOnce(String) -> BoxFuture<'static, ()> + Send>,
-}
-
-#[derive(Debug)]
-pub enum WorkOutcome {
-    /// A tool result; `is_error: Some(true)` ends the job `failed`.
-    Result(CallToolResult),
-    RpcError(ErrorData),
-    Failed(JobFailure),
-}
-
-/// How a job ended, for callers in this process waiting on it (sync calls).
-#[derive(Debug)]
-pub enum Finished {
-    Result(CallToolResult),
-    RpcError(ErrorData),
-    Failed(JobFailure),
-    Cancelled(String),
-}
-
-/// The failure message local waiters get for a job another replica took over (the drain's
-/// hand-over, or an adoption after this replica's lease lapsed): it goes on there.
-pub const TAKEN_OVER: &str = "another bridge replica took this job over (this one drained and \
-                              handed it over, or its lease had lapsed); it goes on there: follow \
-                              it by its ID";
-
-impl Finished {
-    /// The job did not end: another replica carries it on ([`TAKEN_OVER`]).
-    pub fn taken_over(&self) -> bool {
-        matches!(self, Finished::Failed(f) if f.reason == FailureReason::OwnerLost && f.message == TAKEN_OVER)
-    }
-}
-
 /// Jobs of this replica, and access to all jobs through the store.
 #[derive(Clone)]
 pub struct Jobs {
@@ -140,48 +98,7 @@ struct Inner {
     /// Where the job runners and the cancel routing run (the shutdown's jobs stage).
     tasks: Tasks,
     /// Questions the jobs running here asked, waiting for answers.
-    inputs: input::InputDesk,
-    /// Where relayed answers to what those jobs asked their callers go (the front door's).
-    caller_requests: parking_lot::RwLock<Option<Arc<dyn CallerRequests>>>,
-}
-
-/// The cancel switch of a job running here.
-struct Running {
-    cancel: CancellationToken,
-    reason: Mutex<Option<String>>,
-    /// Another replica adopted the job: stop, leaving its upstream call alone.
-    abandoned: AtomicBool,
-}
-
-impl Running {
-    fn new() -> Arc<Self> {
-        Arc::new(Self {
-            cancel: CancellationToken::new(),
-            reason: Mutex::new(None),
-            abandoned: AtomicBool::new(false),
-        })
-    }
-
-    fn cancel(&self, reason: String) {
-        self.reason.lock().get_or_insert(reason);
-        self.cancel.cancel();
-    }
-
-    fn abandon(&self, reason: String) {
-        self.abandoned.store(true, Ordering::Release);
-        self.cancel(reason);
-    }
-
-    fn is_abandoned(&self) -> bool {
-        self.abandoned.load(Ordering::Acquire)
-    }
-
-    fn reason(&self) -> String {
-        self.reason
-            .lock()
-            .clone()
-            .unwrap_or_else(|| "cancelled".into())
-    }
+    inputs: InputDesk,
 }
 
 impl Jobs {
@@ -196,6 +113,12 @@ impl Jobs {
     ) -> Self {
         // Past the semaphore's maximum (2^61) there is no practical difference: no limit.
         let places = Arc::new(Semaphore::new(config.max_jobs.min(Semaphore::MAX_PERMITS)));
+        let inputs = InputDesk::new(
+            store.clone(),
+            config.clone(),
+            replica.clone(),
+            metrics.clone(),
+        );
         let jobs = Self {
             inner: Arc::new(Inner {
                 store,
@@ -210,8 +133,7 @@ impl Jobs {
                 ended: Notify::new(),
                 metrics,
                 tasks: tasks.clone(),
-                inputs: input::InputDesk::default(),
-                caller_requests: parking_lot::RwLock::new(None),
+                inputs,
             }),
         };
         tasks.spawn_until_stopped(jobs.clone().route_cancels());
@@ -227,12 +149,9 @@ impl Jobs {
         &self.inner.replica
     }
 
-    fn metrics(&self) -> &Arc<Metrics> {
-        &self.inner.metrics
-    }
-
-    fn pacing(&self) -> runner::Pacing {
-        runner::Pacing::from(&self.inner.config)
+    /// The questions the jobs running here asked, and the answers to them.
+    pub fn inputs(&self) -> &InputDesk {
+        &self.inner.inputs
     }
 
     /// A job of this replica ended: forget it here, and wake a shutdown waiting for the last.
@@ -269,7 +188,7 @@ impl Jobs {
             let jobs = self.clone();
             self.inner
                 .tasks
-                .spawn_until_stopped(async move { jobs.answer_relayed(request).await });
+                .spawn_until_stopped(async move { jobs.inputs().answer_relayed(request).await });
         }
     }
 
@@ -308,15 +227,8 @@ impl Jobs {
             .with_label_values(&[&spec.upstream])
             .inc();
         self.inner.metrics.jobs_running.inc();
-        Ok(PendingJob {
-            jobs: self.clone(),
-            _place: Some(place),
-            id,
-            upstream: spec.upstream.clone(),
-            intake: Intake::new(spec.upstream, self.inner.metrics.clone()),
-            running,
-            span,
-        })
+        let intake = Intake::new(spec.upstream.clone(), self.inner.metrics.clone());
+        Ok(self.pending(id, spec.upstream, intake, running, Some(place), span))
     }
 
     /// Carry on a job this replica adopted (`events::Adopted`): it runs here from now on,
@@ -334,15 +246,55 @@ impl Jobs {
         let running = Running::new();
         self.inner.running.insert(id, running.clone());
         self.inner.metrics.jobs_running.inc();
+        let intake = Intake::new(snapshot.upstream.clone(), self.inner.metrics.clone());
+        let place = self.inner.places.clone().try_acquire_owned().ok();
+        self.pending(id, snapshot.upstream.clone(), intake, running, place, span)
+    }
+
+    fn pending(
+        &self,
+        id: JobId,
+        upstream: String,
+        intake: Arc<Intake>,
+        running: Arc<Running>,
+        place: Option<OwnedSemaphorePermit>,
+        span: tracing::Span,
+    ) -> PendingJob {
         PendingJob {
             jobs: self.clone(),
-            _place: self.inner.places.clone().try_acquire_owned().ok(),
-            id,
-            upstream: snapshot.upstream.clone(),
-            intake: Intake::new(snapshot.upstream.clone(), self.inner.metrics.clone()),
-            running,
+            _place: place,
+            job: runner::Job {
+                id,
+                upstream,
+                intake,
+                running,
+            },
             span,
         }
+    }
+
+    fn runner(
+        &self,
+        job: runner::Job,
+        limits: CallLimits,
+        mirror: Option<mpsc::Sender<ProgressUpdate>>,
+    ) -> Runner {
+        let store = self.inner.store.clone();
+        let pacing = Pacing::from(&self.inner.config);
+        Runner::new(
+            job,
+            store,
+            self.inner.metrics.clone(),
+            pacing,
+            limits,
+            mirror,
+        )
+    }
+
+    /// A job of this replica ended as `finished`: forget it here, then tell local waiters.
+    fn ended(&self, id: JobId, finished: Finished, done: &watch::Sender<Option<Arc<Finished>>>) {
+        self.forget(id);
+        done.send_replace(Some(Arc::new(finished)));
     }
 
     pub async fn snapshot(&self, id: JobId) -> Result<Option<JobSnapshot>, JobsError> {
@@ -550,10 +502,7 @@ pub struct PendingJob {
     /// over. An adopted job takes one if there is one, and runs without otherwise: it was
     /// admitted once, and would be lost if refused now.
     _place: Option<OwnedSemaphorePermit>,
-    id: JobId,
-    upstream: String,
-    intake: Arc<Intake>,
-    running: Arc<Running>,
+    job: runner::Job,
     /// Every log line about the job, from its creation to its terminal event, is in this span
     /// (see [`job_span`]).
     span: tracing::Span,
@@ -603,12 +552,12 @@ fn unreachable_finished() -> Arc<Finished> {
 
 impl PendingJob {
     pub fn id(&self) -> JobId {
-        self.id
+        self.job.id
     }
 
     /// Where the upstream's reports for this job go.
     pub fn intake(&self) -> Arc<Intake> {
-        self.intake.clone()
+        self.job.intake.clone()
     }
 
     /// The job's span: run what concerns the job in it (`Instrument::instrument`).
@@ -625,67 +574,33 @@ impl PendingJob {
         mirror: Option<mpsc::Sender<ProgressUpdate>>,
     ) -> JobHandle {
         let (done_tx, done) = watch::channel(None);
-        let id = self.id;
-        let tasks = self.jobs.inner.tasks.clone();
-        let span = self.span.clone();
-        let runner = runner::Runner::new(self, limits, mirror, done_tx);
-        tasks.spawn(runner.run(work).instrument(span));
+        let PendingJob {
+            jobs,
+            _place: place,
+            job,
+            span,
+        } = self;
+        let id = job.id;
+        let runner = jobs.runner(job, limits, mirror);
+        let tasks = jobs.inner.tasks.clone();
+        let run = async move {
+            let finished = runner.run(work).await;
+            jobs.ended(id, finished, &done_tx);
+            drop(place);
+        };
+        tasks.spawn(run.instrument(span));
         JobHandle { id, done }
     }
 
     /// End a job whose work never started (the upstream was unreachable).
     pub async fn fail(self, failure: JobFailure) {
         let (done_tx, _) = watch::channel(None);
-        let span = self.span.clone();
-        let runner = runner::Runner::new(self, CallLimits::default(), None, done_tx);
-        runner
+        let id = self.id();
+        let runner = self.jobs.runner(self.job, CallLimits::default(), None);
+        let finished = runner
             .finish(Finished::Failed(failure))
-            .instrument(span)
+            .instrument(self.span)
             .await;
+        self.jobs.ended(id, finished, &done_tx);
     }
-}
-
-/// The terminal event for an outcome.
-fn terminal_body(finished: &Finished) -> EventBody {
-    match finished {
-        Finished::Result(result) if result.is_error == Some(true) => EventBody::Failed {
-            failure: JobFailure {
-                reason: FailureReason::ToolError,
-                message: first_text(result),
-            },
-            result: serde_json::to_value(result).ok(),
-            rpc_error: None,
-        },
-        Finished::Result(result) => EventBody::Completed {
-            result: serde_json::to_value(result).unwrap_or_default(),
-        },
-        Finished::RpcError(error) => EventBody::Failed {
-            failure: JobFailure {
-                reason: FailureReason::UpstreamError,
-                message: format!(
-                    "the upstream answered with error {}: {}",
-                    error.code.0, error.message
-                ),
-            },
-            result: None,
-            rpc_error: serde_json::to_value(error).ok(),
-        },
-        Finished::Failed(failure) => EventBody::Failed {
-            failure: failure.clone(),
-            result: None,
-            rpc_error: None,
-        },
-        Finished::Cancelled(reason) => EventBody::Cancelled {
-            reason: reason.clone(),
-        },
-    }
-}
-
-/// The first text content of a result, for a one-line error message.
-fn first_text(result: &CallToolResult) -> String {
-    result
-        .content
-        .iter()
-        .find_map(|c| c.as_text().map(|t| t.text.clone()))
-        .unwrap_or_else(|| "the tool reported an error".into())
 }

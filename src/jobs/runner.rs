@@ -7,13 +7,16 @@
 
 use std::{collections::VecDeque, sync::Arc, time::Duration};
 
-use tokio::{
-    sync::{mpsc, watch},
-    time::Instant,
-};
+use tokio::{sync::mpsc, time::Instant};
 use tracing::Instrument;
 
-use super::{Finished, Intake, PendingJob, Running, Work, WorkOutcome, terminal_body};
+use futures::future::BoxFuture;
+use parking_lot::Mutex;
+use rmcp::{ErrorData, model::CallToolResult};
+use std::sync::atomic::{AtomicBool, Ordering};
+use tokio_util::sync::CancellationToken;
+
+use super::intake::Intake;
 use crate::{
     config::{CallLimits, JobsConfig},
     events::StoreError,
@@ -24,6 +27,81 @@ use crate::{
     traces,
     wait::sleep_until,
 };
+
+/// The work a job runs: the outcome of the upstream call, and how to cancel it upstream.
+pub struct Work {
+    pub outcome: BoxFuture<'static, WorkOutcome>,
+    pub cancel: Box<dyn FnOnce(String) -> BoxFuture<'static, ()> + Send>,
+}
+
+#[derive(Debug)]
+pub enum WorkOutcome {
+    /// A tool result; `is_error: Some(true)` ends the job `failed`.
+    Result(CallToolResult),
+    RpcError(ErrorData),
+    Failed(JobFailure),
+}
+
+/// How a job ended, for callers in this process waiting on it (sync calls).
+#[derive(Debug)]
+pub enum Finished {
+    Result(CallToolResult),
+    RpcError(ErrorData),
+    Failed(JobFailure),
+    Cancelled(String),
+}
+
+/// The failure message local waiters get for a job another replica took over (the drain's
+/// hand-over, or an adoption after this replica's lease lapsed): it goes on there.
+pub const TAKEN_OVER: &str = "another bridge replica took this job over (this one drained and \
+                              handed it over, or its lease had lapsed); it goes on there: follow \
+                              it by its ID";
+
+impl Finished {
+    /// The job did not end: another replica carries it on ([`TAKEN_OVER`]).
+    pub fn taken_over(&self) -> bool {
+        matches!(self, Finished::Failed(f) if f.reason == FailureReason::OwnerLost && f.message == TAKEN_OVER)
+    }
+}
+
+/// The cancel switch of a job running here.
+pub(super) struct Running {
+    cancel: CancellationToken,
+    reason: Mutex<Option<String>>,
+    /// Another replica adopted the job: stop, leaving its upstream call alone.
+    abandoned: AtomicBool,
+}
+
+impl Running {
+    pub(super) fn new() -> Arc<Self> {
+        Arc::new(Self {
+            cancel: CancellationToken::new(),
+            reason: Mutex::new(None),
+            abandoned: AtomicBool::new(false),
+        })
+    }
+
+    pub(super) fn cancel(&self, reason: String) {
+        self.reason.lock().get_or_insert(reason);
+        self.cancel.cancel();
+    }
+
+    pub(super) fn abandon(&self, reason: String) {
+        self.abandoned.store(true, Ordering::Release);
+        self.cancel(reason);
+    }
+
+    fn is_abandoned(&self) -> bool {
+        self.abandoned.load(Ordering::Acquire)
+    }
+
+    fn reason(&self) -> String {
+        self.reason
+            .lock()
+            .clone()
+            .unwrap_or_else(|| "cancelled".into())
+    }
+}
 
 /// How a runner paces what it publishes (from `[jobs]`).
 #[derive(Debug, Clone, Copy)]
@@ -44,13 +122,20 @@ impl From<&JobsConfig> for Pacing {
     }
 }
 
+/// The job a runner runs.
+pub(super) struct Job {
+    pub id: JobId,
+    pub upstream: String,
+    pub intake: Arc<Intake>,
+    pub running: Arc<Running>,
+}
+
 pub(super) struct Runner {
-    pending: PendingJob,
+    job: Job,
     store: Arc<dyn Store>,
     metrics: Arc<Metrics>,
     limits: CallLimits,
     mirror: Option<mpsc::Sender<ProgressUpdate>>,
-    done: watch::Sender<Option<Arc<Finished>>>,
     coalesce: Duration,
     started: Instant,
     /// When progress was last published (for coalescing).
@@ -67,23 +152,24 @@ pub(super) struct Runner {
 
 impl Runner {
     pub(super) fn new(
-        pending: PendingJob,
+        job: Job,
+        store: Arc<dyn Store>,
+        metrics: Arc<Metrics>,
+        pacing: Pacing,
         limits: CallLimits,
         mirror: Option<mpsc::Sender<ProgressUpdate>>,
-        done: watch::Sender<Option<Arc<Finished>>>,
     ) -> Self {
         let Pacing {
             coalesce,
             heartbeat,
-        } = pending.jobs.pacing();
+        } = pacing;
         let now = Instant::now();
         Self {
-            store: pending.jobs.store().clone(),
-            metrics: pending.jobs.metrics().clone(),
-            pending,
+            job,
+            store,
+            metrics,
             limits,
             mirror,
-            done,
             coalesce,
             started: now,
             last_progress: None,
@@ -96,19 +182,20 @@ impl Runner {
     }
 
     fn id(&self) -> JobId {
-        self.pending.id
+        self.job.id
     }
 
     fn intake(&self) -> &Arc<Intake> {
-        &self.pending.intake
+        &self.job.intake
     }
 
     fn running(&self) -> &Arc<Running> {
-        &self.pending.running
+        &self.job.running
     }
 
+    /// Run the job to its end; how it ended.
     // Long because: one select over every way a job's work ends, and its reports meanwhile.
-    pub(super) async fn run(mut self, work: Work) {
+    pub(super) async fn run(mut self, work: Work) -> Finished {
         let Work {
             mut outcome,
             cancel,
@@ -171,7 +258,7 @@ impl Runner {
         self.release_held().await;
         // Boxed: the state of the job's last steps (1.2 KB, a second copy of the runner's among
         // it) would otherwise be reserved in every running job's task for its whole life.
-        Box::pin(self.finish(finished)).await;
+        Box::pin(self.finish(finished)).await
     }
 
     /// Tell subscribers the job is alive although it reports nothing.
@@ -252,7 +339,7 @@ impl Runner {
         if self.append(EventBody::Progress(update)).await {
             self.metrics
                 .progress_events
-                .with_label_values(&[&self.pending.upstream])
+                .with_label_values(&[&self.job.upstream])
                 .inc();
         }
     }
@@ -271,27 +358,25 @@ impl Runner {
         tracing::error!(job = %self.id(), %error, "could not write a job event");
     }
 
-    /// Another replica adopted the job: write nothing, forget it here, and tell local waiters
-    /// it went on elsewhere.
-    fn abandon(self) {
-        let message = super::TAKEN_OVER;
+    /// Another replica adopted the job: write nothing, and tell local waiters it went on
+    /// elsewhere.
+    fn abandon(self) -> Finished {
+        let message = TAKEN_OVER;
         self.metrics
             .jobs_finished
-            .with_label_values(&[&self.pending.upstream, "abandoned"])
+            .with_label_values(&[&self.job.upstream, "abandoned"])
             .inc();
-        self.pending.jobs.forget(self.id());
         tracing::warn!("job left to the replica that adopted it");
-        self.done
-            .send_replace(Some(Arc::new(Finished::Failed(JobFailure {
-                reason: FailureReason::OwnerLost,
-                message: message.into(),
-            }))));
+        Finished::Failed(JobFailure {
+            reason: FailureReason::OwnerLost,
+            message: message.into(),
+        })
     }
 
-    /// Write the terminal event, tell local waiters, and forget the job here. Runs in the
-    /// job's span; with traces on, the write has a span of its own (`terminal_event`), so a
-    /// trace shows when readers could see the end.
-    pub(super) async fn finish(self, mut finished: Finished) {
+    /// Write the terminal event; how the job ended, for local waiters. Runs in the job's span;
+    /// with traces on, the write has a span of its own (`terminal_event`), so a trace shows
+    /// when readers could see the end.
+    pub(super) async fn finish(self, mut finished: Finished) -> Finished {
         // A failure's message may quote an upstream's error, which may quote its URL.
         match &mut finished {
             Finished::Failed(failure) => {
@@ -319,14 +404,58 @@ impl Runner {
         }
         self.metrics
             .jobs_finished
-            .with_label_values(&[&self.pending.upstream, status])
+            .with_label_values(&[&self.job.upstream, status])
             .inc();
-        self.pending.jobs.forget(self.id());
         tracing::info!(status, "job ended");
-        self.done.send_replace(Some(Arc::new(finished)));
+        finished
     }
 }
 
 fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// The terminal event for an outcome.
+fn terminal_body(finished: &Finished) -> EventBody {
+    match finished {
+        Finished::Result(result) if result.is_error == Some(true) => EventBody::Failed {
+            failure: JobFailure {
+                reason: FailureReason::ToolError,
+                message: first_text(result),
+            },
+            result: serde_json::to_value(result).ok(),
+            rpc_error: None,
+        },
+        Finished::Result(result) => EventBody::Completed {
+            result: serde_json::to_value(result).unwrap_or_default(),
+        },
+        Finished::RpcError(error) => EventBody::Failed {
+            failure: JobFailure {
+                reason: FailureReason::UpstreamError,
+                message: format!(
+                    "the upstream answered with error {}: {}",
+                    error.code.0, error.message
+                ),
+            },
+            result: None,
+            rpc_error: serde_json::to_value(error).ok(),
+        },
+        Finished::Failed(failure) => EventBody::Failed {
+            failure: failure.clone(),
+            result: None,
+            rpc_error: None,
+        },
+        Finished::Cancelled(reason) => EventBody::Cancelled {
+            reason: reason.clone(),
+        },
+    }
+}
+
+/// The first text content of a result, for a one-line error message.
+fn first_text(result: &CallToolResult) -> String {
+    result
+        .content
+        .iter()
+        .find_map(|c| c.as_text().map(|t| t.text.clone()))
+        .unwrap_or_else(|| "the tool reported an error".into())
 }

@@ -63,7 +63,7 @@ fn ask_then_end(
     tokio::spawn(async move {
         let schema = json!({"type": "object", "properties": {"answer": {"type": "string"}},
             "required": ["answer"]});
-        let answer = jobs.ask(id, "Port?".into(), schema).await;
+        let answer = jobs.inputs().ask(id, "Port?".into(), schema).await;
         let result = json!({"content": [{"type": "text", "text": "done"}]});
         store
             .append(id, EventBody::Completed { result })
@@ -97,7 +97,7 @@ async fn input_answered_is_recorded_before_the_tool_has_the_answer() {
         content: Some(json!({"answer": "8080"})),
         key: None,
     };
-    within("the answer", jobs.answer(id, answer, "test"))
+    within("the answer", jobs.inputs().answer(id, answer, "test"))
         .await
         .expect("taken");
     let given = within("the tool", tool).await.unwrap();
@@ -124,9 +124,12 @@ async fn the_note_on_an_unfit_answer_is_recorded_before_the_tool_has_the_decline
         size: 100_000,
         limit: 65_536,
     };
-    within("the decline", jobs.decline_unfit(id, &key, &why, "test"))
-        .await
-        .expect("declined");
+    within(
+        "the decline",
+        jobs.inputs().decline_unfit(id, &key, &why, "test"),
+    )
+    .await
+    .expect("declined");
     let given = within("the tool", tool).await.unwrap();
     assert_eq!(given.action, InputAction::Decline);
     assert_eq!(
