@@ -310,6 +310,17 @@ impl From<String> for Secret {
     }
 }
 
+/// `"env:NAME"` or `"file:/path"` read (as a [`Secret`] is); `None` for any other text, which is
+/// its own value. For the secret-bearing fields that are plain text (an upstream's `url`,
+/// `headers` and `env`).
+pub(super) fn indirect(spec: &str) -> Option<Result<String, String>> {
+    let mut secret = Secret::from(spec.to_string());
+    if matches!(secret.origin, Origin::Literal) {
+        return None;
+    }
+    Some(secret.resolve().map(|()| secret.value().to_string()))
+}
+
 impl Secret {
     /// A secret given directly (tests, embedding).
     pub fn literal(value: impl Into<String>) -> Self {

@@ -346,7 +346,8 @@ pub struct UpstreamConfig {
     pub cwd: Option<PathBuf>,
     /// http: the Streamable HTTP endpoint of the server.
     pub url: Option<String>,
-    /// http: headers sent with every request (for example `Authorization`).
+    /// http: headers sent with every request (for example `Authorization`). A value, as each of
+    /// `env`'s and `url`, may be `env:NAME` or `file:/path`: read at start.
     #[serde(default)]
     pub headers: BTreeMap<String, String>,
     /// http: a PEM file of CA certificates trusted for this upstream's https URL, on top of the

@@ -142,7 +142,7 @@ impl Config {
             limits::validate(&self.limits, err),
             upstream_tasks::validate(&self.upstream_tasks, err),
             validate_store(&self.store).map_err(|(field, m)| err(&format!("store.{field}"), m)),
-            validate_upstreams(&self.upstreams, err),
+            validate_upstreams(&mut self.upstreams, err),
             validate_ready_requires(&self.server.ready_requires, &self.upstreams, err),
         ];
         checks.into_iter().filter_map(Result::err).collect()
@@ -291,12 +291,14 @@ fn validate_tasks(
 /// `[[upstreams]]`: unique valid names, a transport with the fields it needs (and none of the
 /// other's), and no zero time limit, for the upstream or any of its tools.
 fn validate_upstreams(
-    upstreams: &[UpstreamConfig],
+    upstreams: &mut [UpstreamConfig],
     err: impl Fn(&str, String) -> ConfigError,
 ) -> Result<(), ConfigError> {
     let mut names = HashSet::new();
-    for (i, upstream) in upstreams.iter().enumerate() {
+    for (i, upstream) in upstreams.iter_mut().enumerate() {
         let at = |field: &str| format!("upstreams[{i}].{field}");
+        resolve_indirect(upstream).map_err(|(field, m)| err(&at(&field), m))?;
+        let upstream = &*upstream;
         validate_name(&upstream.name).map_err(|m| err(&at("name"), m))?;
         if !names.insert(upstream.name.clone()) {
             return Err(err(
@@ -319,6 +321,27 @@ fn validate_upstreams(
             }
             check_limits(overrides.timeout_secs, overrides.idle_timeout_secs)
                 .map_err(|(field, m)| err(&at(&format!("tools.{tool}.{field}")), m))?;
+        }
+    }
+    Ok(())
+}
+
+/// An upstream's `url` and each value of its `headers` and `env` may be `"env:NAME"` or
+/// `"file:/path"` (a credential kept out of the file): read here, once, at start.
+fn resolve_indirect(upstream: &mut UpstreamConfig) -> Result<(), (String, String)> {
+    if let Some(url) = &mut upstream.url
+        && let Some(value) = auth::indirect(url)
+    {
+        *url = value.map_err(|m| ("url".to_string(), m))?;
+    }
+    for (field, map) in [
+        ("headers", &mut upstream.headers),
+        ("env", &mut upstream.env),
+    ] {
+        for (name, text) in map.iter_mut() {
+            if let Some(value) = auth::indirect(text) {
+                *text = value.map_err(|m| (format!("{field}.{name}"), m))?;
+            }
         }
     }
     Ok(())

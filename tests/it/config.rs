@@ -285,3 +285,49 @@ fn every_key_can_be_set_from_the_environment() {
     );
     assert_eq!(code, 0, "{stderr}");
 }
+
+/// An upstream's `url`, `headers` and `env` values may be `env:NAME` or `file:/path`: the
+/// credential stays out of the file, and one that cannot be read is named by its key.
+#[test]
+fn upstream_secrets_come_from_the_environment_or_a_file() {
+    let upstream = "[[upstreams]]\nname = \"web\"\ntransport = \"http\"\nurl = \"env:UP_URL\"\n\
+                    headers = { Authorization = \"env:UP_AUTH\" }\n";
+    let (code, _, stderr) = check_config(upstream, &[("UP_URL", "http://up.example/mcp")]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains("upstreams[0].headers.Authorization"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("UP_AUTH is not set"), "{stderr}");
+    let (code, _, stderr) = check_config(
+        upstream,
+        &[("UP_URL", "ftp://up.example"), ("UP_AUTH", "Bearer x")],
+    );
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("upstreams[0].url"), "{stderr}");
+    let dir = tempfile::tempdir().unwrap();
+    let key = dir.path().join("key");
+    std::fs::write(&key, "s3cret\n").unwrap();
+    let stdio = format!(
+        "[[upstreams]]\nname = \"child\"\ntransport = \"stdio\"\ncommand = \"x\"\n\
+         env = {{ API_KEY = \"file:{}\" }}\n",
+        key.display()
+    );
+    let (code, _, stderr) = check_config(&stdio, &[]);
+    assert_eq!(code, 0, "{stderr}");
+    let config = mcp_progress_bridge::config::Config::from_toml(
+        &stdio,
+        Path::new("bridge.toml"),
+        &Default::default(),
+    )
+    .unwrap();
+    assert_eq!(
+        config.upstreams[0].env["API_KEY"], "s3cret",
+        "read, without the newline"
+    );
+    let (code, _, stderr) = check_config(
+        upstream,
+        &[("UP_URL", "http://up.example/mcp"), ("UP_AUTH", "Bearer x")],
+    );
+    assert_eq!(code, 0, "{stderr}");
+}
