@@ -369,6 +369,8 @@ fn start_store(
         ),
         StoreBackend::Redis => {
             let options = redis_options(config, metrics);
+            // A `rediss://` client builds a rustls config: ring must be the provider first.
+            crate::tls::use_ring();
             let redis = RedisStore::start(options, replica.to_string(), shutdown)?;
             let sessions = redis.mcp_sessions(Duration::from_secs(config.server.session_idle_secs));
             (Arc::new(redis), Some(sessions))
@@ -401,6 +403,7 @@ fn redis_options(config: &Config, metrics: &Metrics) -> RedisOptions {
             .max(config.jobs.max_sample_bytes),
         adoption_events: metrics.adoptions.clone(),
         refuse_evicting_policy: config.store.redis_eviction_check == EvictionCheck::Refuse,
+        ca_file: config.store.redis_ca_file.clone(),
     }
 }
 

@@ -297,6 +297,9 @@ pub struct StoreConfig {
     /// each connect, and the bridge serves. Where `CONFIG` is disabled (managed offerings)
     /// the policy cannot be read: the log says so and the bridge serves.
     pub redis_eviction_check: EvictionCheck,
+    /// A PEM file of the CA certificates that sign Redis's TLS certificate (a private CA), for
+    /// a `rediss://` URL; trusted instead of the system's roots. Read at start.
+    pub redis_ca_file: Option<PathBuf>,
 }
 
 /// `store.redis_eviction_check`.
@@ -320,6 +323,7 @@ impl Default for StoreConfig {
             command_timeout_ms: 2000,
             input_relay_timeout_ms: 5000,
             redis_eviction_check: EvictionCheck::Refuse,
+            redis_ca_file: None,
         }
     }
 }

@@ -487,6 +487,15 @@ fn validate_http(upstream: &UpstreamConfig) -> Result<(), (&'static str, String)
 fn validate_store(store: &StoreConfig) -> Result<(), (&'static str, String)> {
     if store.backend == StoreBackend::Redis {
         validate_redis_url(&store.redis_url).map_err(|m| ("redis_url", m))?;
+        if let Some(ca_file) = &store.redis_ca_file {
+            if !store.redis_url.starts_with("rediss://") {
+                return Err((
+                    "redis_ca_file",
+                    "is for a rediss:// (TLS) redis_url; this one is not".into(),
+                ));
+            }
+            crate::tls::read_ca_file(ca_file).map_err(|e| ("redis_ca_file", e.to_string()))?;
+        }
     }
     let prefix = &store.key_prefix;
     let plain = prefix

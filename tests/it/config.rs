@@ -124,6 +124,21 @@ fn bad_configs_exit_2_naming_the_file_and_key() {
         ),
         ("unknown store key", "[store]\nredis = 1\n", "redis"),
         (
+            "redis CA file for a plain redis url",
+            "[store]\nbackend = \"redis\"\nredis_ca_file = \"/etc/hostname\"\n",
+            "store.redis_ca_file",
+        ),
+        (
+            "missing redis CA file",
+            "[store]\nbackend = \"redis\"\nredis_url = \"rediss://x:6380\"\nredis_ca_file = \"/nonexistent/ca.pem\"\n",
+            "store.redis_ca_file",
+        ),
+        (
+            "bad eviction check",
+            "[store]\nredis_eviction_check = \"ignore\"\n",
+            "store.redis_eviction_check",
+        ),
+        (
             "missing ca_file",
             "[[upstreams]]\nname = \"t\"\ntransport = \"http\"\nurl = \"https://x/mcp\"\nca_file = \"/nonexistent/ca.pem\"\n",
             "upstreams[0].ca_file",

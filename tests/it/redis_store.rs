@@ -1,6 +1,6 @@
 //! What only the Redis store has, against a real Redis: a cancel request is routed to the
 //! owner's replica alone, finished jobs expire by Redis TTL, and a Redis that may evict job
-//! keys is refused (or only logged). (What both stores share is
+//! keys is refused (or only logged); `rediss://` with a private CA and an ACL user. (What both stores share is
 //! `store_conformance.rs`; outages, leases and connection counts are `replicas.rs`.) Each test
 //! uses its own key prefix, swept when it ends.
 
@@ -470,8 +470,8 @@ async fn a_redis_that_may_evict_job_keys_is_refused_until_its_policy_is_noevicti
     };
     set_policy("allkeys-lru").await;
     let prefix = unique_prefix("eviction");
-    let warning = open_store_replica(&redis.url, &prefix, 10, Duration::from_secs(2), false);
-    let refusing = open_store_replica(&redis.url, &prefix, 10, Duration::from_secs(2), true);
+    let warning = open_store_replica(&redis.url, &prefix, 10, Duration::from_secs(2), false, None);
+    let refusing = open_store_replica(&redis.url, &prefix, 10, Duration::from_secs(2), true, None);
     eventually("the warning store serves", || async {
         warning.store.ping().await.is_ok()
     })
@@ -501,4 +501,99 @@ async fn a_redis_that_may_evict_job_keys_is_refused_until_its_policy_is_noevicti
         .create_job(new_job(&refusing.name))
         .await
         .expect("a job once the policy is noeviction");
+}
+
+/// A redis-server of the test's own serving TLS only, with a certificate of a private CA, the
+/// `default` user off and an ACL user that may not run `CONFIG`. Killed when dropped.
+struct TlsRedis {
+    port: u16,
+    dir: tempfile::TempDir,
+    child: std::process::Child,
+}
+
+impl Drop for TlsRedis {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl TlsRedis {
+    fn start(test: &str) -> Option<Self> {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        if !make_certificates(dir.path()) {
+            return skip(test, "the openssl command is missing");
+        }
+        let port = free_port();
+        let child = std::process::Command::new("redis-server")
+            .args(["--port", "0", "--bind", "127.0.0.1"])
+            .args(["--tls-port", &port.to_string(), "--tls-auth-clients", "no"])
+            .args(["--tls-cert-file", "leaf.pem", "--tls-key-file", "leaf.key"])
+            .args([
+                "--tls-ca-cert-file",
+                "ca.pem",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ])
+            .args(["--user", "default", "off"])
+            .args([
+                "--user",
+                "bridge",
+                "on",
+                ">s3cret-pass",
+                "~*",
+                "&*",
+                "+@all",
+                "-config",
+            ])
+            .args(["--logfile", "redis.log"])
+            .current_dir(dir.path())
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .ok()?;
+        Some(Self { port, dir, child })
+    }
+}
+
+/// `rediss://` with `store.redis_ca_file` and an ACL user in the URL: the store connects and
+/// serves (the user may not read `maxmemory-policy`: logged, not refused); without the CA the
+/// certificate is refused, and a wrong password is refused, neither message showing it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tls_redis_of_a_private_ca_serves_an_acl_user() {
+    let Some(redis) = TlsRedis::start("redis_store::tls") else {
+        return;
+    };
+    let ca = Some(redis.dir.path().join("ca.pem"));
+    let port = redis.port;
+    let url = format!("rediss://bridge:s3cret-pass@localhost:{port}");
+    let prefix = unique_prefix("tls");
+    let open = |url: &str, ca: Option<std::path::PathBuf>| {
+        open_store_replica(url, &prefix, 10, Duration::from_secs(2), true, ca)
+    };
+    let trusted = open(&url, ca.clone());
+    eventually("the store connects over TLS as the ACL user", || async {
+        trusted.store.ping().await.is_ok()
+    })
+    .await;
+    trusted
+        .store
+        .create_job(new_job(&trusted.name))
+        .await
+        .expect("a job over TLS");
+    let untrusted = open(&url, None);
+    let wrong_user = open(&format!("rediss://bridge:not-it@localhost:{port}"), ca);
+    for (replica, says) in [(&untrusted, "certificate"), (&wrong_user, "WRONGPASS")] {
+        let error = eventually(says, || async {
+            let error = replica.store.ping().await.err()?.to_string();
+            error.contains(says).then_some(error)
+        })
+        .await;
+        assert!(
+            !error.contains("s3cret-pass") && !error.contains("not-it"),
+            "{error}"
+        );
+    }
 }

@@ -82,6 +82,9 @@ pub struct RedisOptions {
     /// `store.redis_eviction_check = "refuse"`: a Redis whose `maxmemory-policy` may evict
     /// job keys is not used (else the policy is only logged).
     pub refuse_evicting_policy: bool,
+    /// `store.redis_ca_file`: the PEM roots a `rediss://` Redis's certificate is checked
+    /// against, instead of the system's.
+    pub ca_file: Option<std::path::PathBuf>,
 }
 
 #[derive(Clone)]
@@ -161,7 +164,7 @@ impl RedisStore {
         shutdown: &Shutdown,
     ) -> Result<Self, StoreError> {
         let target = redact_url(&options.url);
-        let client = resp3_client(&options.url, &target)?;
+        let client = resp3_client(&options.url, &target, options.ca_file.as_deref())?;
         let keys = Keys::new(&options.key_prefix);
         let (hub, hub_task) = Hub::new(keys.control(&replica), options.max_answer_bytes);
         // Reconnect at least every third of a lease, so a replica that lost Redis renews its
@@ -229,7 +232,11 @@ fn live_ttl_ms(retention: Duration) -> u64 {
 
 /// A client for `url` (shown as `target`, its password hidden) that speaks RESP3: pub/sub
 /// pushes on a connection that also answers commands (CLIENT SETNAME).
-fn resp3_client(url: &str, target: &str) -> Result<Client, StoreError> {
+fn resp3_client(
+    url: &str,
+    target: &str,
+    ca_file: Option<&std::path::Path>,
+) -> Result<Client, StoreError> {
     let unusable = |what, cause| {
         StoreError::Unavailable(Box::new(UnusableUrl {
             target: target.to_string(),
@@ -244,7 +251,19 @@ fn resp3_client(url: &str, target: &str) -> Result<Client, StoreError> {
         .redis_settings()
         .clone()
         .set_protocol(ProtocolVersion::RESP3);
-    Client::open(info.set_redis_settings(settings)).map_err(|e| unusable("", e))
+    let info = info.set_redis_settings(settings);
+    let Some(ca_file) = ca_file else {
+        return Client::open(info).map_err(|e| unusable("", e));
+    };
+    let root = std::fs::read(ca_file).map_err(|e| {
+        let what = " has a store.redis_ca_file that cannot be read";
+        unusable(what, ::redis::RedisError::from(e))
+    })?;
+    let roots = ::redis::TlsCertificates {
+        client_tls: None,
+        root_cert: Some(root),
+    };
+    Client::build_with_tls(info, roots).map_err(|e| unusable(" with store.redis_ca_file", e))
 }
 
 /// How long a caller's task index outlives its newest task beyond the retention: a day for

@@ -139,7 +139,7 @@ pub async fn store_replica_with(
     history: usize,
     command_timeout: Duration,
 ) -> StoreReplica {
-    let replica = open_store_replica(url, prefix, history, command_timeout, true);
+    let replica = open_store_replica(url, prefix, history, command_timeout, true, None);
     eventually("the store connects", || async {
         replica.store.ping().await.is_ok()
     })
@@ -155,6 +155,7 @@ pub fn open_store_replica(
     history: usize,
     command_timeout: Duration,
     refuse_evicting_policy: bool,
+    ca_file: Option<std::path::PathBuf>,
 ) -> StoreReplica {
     let name = format!("replica-{:08x}", fastrand::u32(..));
     let shutdown = Shutdown::new();
@@ -170,6 +171,7 @@ pub fn open_store_replica(
         max_answer_bytes: 65_536,
         adoption_events: Default::default(),
         refuse_evicting_policy,
+        ca_file,
     };
     let store = RedisStore::start(options, name.clone(), &shutdown).expect("store");
     StoreReplica {

@@ -94,7 +94,7 @@ impl TlsFront {
 
 /// A CA (`ca.pem`) and a server certificate it signed for `localhost` and 127.0.0.1
 /// (`leaf.pem`, `leaf.key`) in `dir`; false without the `openssl` command.
-fn make_certificates(dir: &Path) -> bool {
+pub fn make_certificates(dir: &Path) -> bool {
     let openssl = |args: &[&str]| {
         let output = std::process::Command::new(OPENSSL)
             .args(args)
