@@ -304,6 +304,12 @@ async fn a_draining_owner_hands_its_task_job_over_and_exits_long_before_the_job_
         a.log_tail()
     );
     assert!(a.log().contains("handed over"), "{}", a.log_tail());
+    // Its connection to the upstream closed without ending the session the task lives in.
+    assert!(
+        a.log().contains("upstream session left open"),
+        "{}",
+        a.log_tail()
+    );
 
     // The reader on the owner was closed, not cut: it comes back on the survivor.
     let first = reader.await.unwrap();
