@@ -74,6 +74,11 @@ pub fn tool_glob(pattern: &str) -> Result<globset::Glob, globset::Error> {
         .build()
 }
 
+/// One rule over a config entry: the field it names (`""`: the entry itself) and, when the entry
+/// breaks it, what to do.
+type Rule = (&'static str, Option<String>);
+
+/// `[auth.admin]` and `[[auth.policies]]`: the first rule an entry breaks is the error.
 pub(super) fn validate(
     admin: &Callers,
     policies: &[PolicyConfig],
@@ -81,64 +86,76 @@ pub(super) fn validate(
     issuers: &[&str],
     err: &impl Fn(&str, String) -> ConfigError,
 ) -> Result<(), ConfigError> {
-    let check = |key: &str, callers: &Callers| -> Result<(), ConfigError> {
-        for name in &callers.tokens {
-            if !token_names.contains(name) {
-                return Err(err(
-                    &format!("{key}.tokens"),
-                    format!(
-                        "no auth.mcp_tokens entry is named {name:?} (the names are {token_names:?}; \
-                         a plain entry is named token-<its position from 1>)"
-                    ),
-                ));
-            }
-        }
-        if let Some(issuer) = &callers.issuer
-            && !issuers.contains(&issuer.as_str())
-        {
-            return Err(err(
-                &format!("{key}.issuer"),
-                format!("{issuer:?} is not one of the auth.issuers; copy its `issuer` exactly"),
-            ));
-        }
-        // Fail closed: a role, subject or scope of the least trusted issuer would count.
-        let jwt_matches =
-            !(callers.subjects.is_empty() && callers.roles.is_empty() && callers.scopes.is_empty());
-        if callers.issuer.is_none() && jwt_matches && issuers.len() > 1 {
-            return Err(err(
-                &format!("{key}.issuer"),
-                format!(
-                    "{} issuers are configured, and this entry matches JWT subjects, roles or \
-                     scopes of any of them: name the issuer they are trusted from (one entry \
-                     per issuer)",
-                    issuers.len()
-                ),
-            ));
-        }
-        Ok(())
-    };
-    check("auth.admin", admin)?;
-    for (i, policy) in policies.iter().enumerate() {
+    let admin = caller_rules(admin, token_names, issuers).map(|rule| ("auth.admin".into(), rule));
+    let policies = policies.iter().enumerate().flat_map(|(i, policy)| {
         let key = format!("auth.policies[{i}]");
-        let callers = policy.callers();
-        check(&key, &callers)?;
-        if callers.is_empty() && !policy.everyone {
-            return Err(err(
-                &key,
-                "names no caller: set tokens, subjects, roles or scopes (or everyone = true)"
-                    .into(),
-            ));
-        }
-        if policy.tools.is_empty() {
-            return Err(err(
-                &format!("{key}.tools"),
-                "list the tools (globs such as \"demo__*\") these callers may use".into(),
-            ));
-        }
-        for pattern in &policy.tools {
-            tool_glob(pattern)
-                .map_err(|e| err(&format!("{key}.tools"), format!("{pattern:?}: {e}")))?;
-        }
+        let callers = caller_rules(&policy.callers(), token_names, issuers);
+        let rules = callers.into_iter().chain(policy_rules(policy));
+        rules.map(move |rule| (key.clone(), rule))
+    });
+    let broken = admin
+        .into_iter()
+        .chain(policies)
+        .find_map(|(key, (field, broken))| Some((key, field, broken?)));
+    match broken {
+        Some((key, "", message)) => Err(err(&key, message)),
+        Some((key, field, message)) => Err(err(&format!("{key}.{field}"), message)),
+        None => Ok(()),
     }
-    Ok(())
+}
+
+/// What any entry that names callers must hold: known token names, a known issuer, and an issuer
+/// named when JWT matches could come from several (fail closed: a role, subject or scope of the
+/// least trusted issuer would count).
+fn caller_rules(callers: &Callers, token_names: &[String], issuers: &[&str]) -> [Rule; 3] {
+    let jwt_matches =
+        !(callers.subjects.is_empty() && callers.roles.is_empty() && callers.scopes.is_empty());
+    let unknown_token = callers
+        .tokens
+        .iter()
+        .find(|name| !token_names.contains(name));
+    let unknown_issuer = callers
+        .issuer
+        .as_ref()
+        .filter(|i| !issuers.contains(&i.as_str()));
+    [
+        ("tokens", unknown_token.map(|name| format!(
+            "no auth.mcp_tokens entry is named {name:?} (the names are {token_names:?}; a plain \
+             entry is named token-<its position from 1>)"
+        ))),
+        ("issuer", unknown_issuer.map(|issuer| format!(
+            "{issuer:?} is not one of the auth.issuers; copy its `issuer` exactly"
+        ))),
+        ("issuer", (callers.issuer.is_none() && jwt_matches && issuers.len() > 1).then(|| format!(
+            "{} issuers are configured, and this entry matches JWT subjects, roles or scopes of \
+             any of them: name the issuer they are trusted from (one entry per issuer)",
+            issuers.len()
+        ))),
+    ]
+}
+
+/// What a policy must hold besides: it names callers, and tools as valid globs.
+fn policy_rules(policy: &PolicyConfig) -> [Rule; 3] {
+    let no_callers = policy.callers().is_empty() && !policy.everyone;
+    let bad_glob = policy.tools.iter().find_map(|pattern| {
+        tool_glob(pattern)
+            .err()
+            .map(|e| format!("{pattern:?}: {e}"))
+    });
+    [
+        (
+            "",
+            no_callers.then(|| {
+                "names no caller: set tokens, subjects, roles or scopes (or everyone = true)".into()
+            }),
+        ),
+        (
+            "tools",
+            policy
+                .tools
+                .is_empty()
+                .then(|| "list the tools (globs such as \"demo__*\") these callers may use".into()),
+        ),
+        ("tools", bad_glob),
+    ]
 }

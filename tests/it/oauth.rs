@@ -860,6 +860,16 @@ fn auth_config_names_tokens_and_refuses_unsafe_issuers_and_dangling_names() {
             "demo__[",
         ),
         (
+            format!("[auth]\n{tokens}\n[[auth.policies]]\neveryone = true\ntools = []\n"),
+            "auth.policies[0].tools",
+            "list the tools",
+        ),
+        (
+            format!("[auth]\n{tokens}\n[auth.admin]\ntokens = [\"token-1\"]\nissuer = \"https://nowhere/\"\n"),
+            "auth.admin.issuer",
+            "not one of the auth.issuers",
+        ),
+        (
             "[auth]\nmcp_tokens = [{ name = \"x\", token = \"a-token-0123456789abc\" }, { name = \"x\", token = \"b-token-0123456789abc\" }]\n".into(),
             "auth.mcp_tokens[1].name",
             "two tokens",
