@@ -79,7 +79,7 @@ pub fn no_sampling() -> ErrorData {
         "sampling is not available: this call's MCP caller is not waiting on it, or did not \
          declare the sampling capability, or did not answer in time (the bridge relays \
          sampling/createMessage only to a waiting caller that declared it: on its session, or \
-         at 2026-07-28 in an input_required round)",
+         in an input_required round)",
         None,
     )
 }
