@@ -33,7 +33,7 @@ use super::{
 use crate::{
     config::CallMode,
     jobs::{Intake, JobSpec, JobsError, PendingJob, Work, WorkOutcome},
-    model::{CorrelationId, FailureReason, JobFailure},
+    model::{CorrelationId, FailureReason, JobFailure, Principal},
     upstream::{CallOutcome, CallSink, Upstream, UpstreamError},
 };
 
@@ -51,6 +51,7 @@ type CallerLogs = (LoggingLevel, mpsc::Sender<LoggingMessageNotificationParam>);
 /// sent upstream. What the tool asks goes to the call's [`AskRouter`].
 struct JobSink {
     intake: Arc<Intake>,
+    principal: Principal,
     caller_logs: Option<CallerLogs>,
     asks: Arc<AskRouter>,
 }
@@ -90,6 +91,10 @@ impl CallSink for JobSink {
     #[allow(deprecated)]
     fn roots(&self) -> BoxFuture<'static, ListRootsResult> {
         self.asks.ask_roots()
+    }
+
+    fn principal(&self) -> Option<Principal> {
+        Some(self.principal.clone())
     }
 
     fn reattach(&self, record: crate::model::Reattach) {
@@ -196,6 +201,7 @@ async fn start_job(
     let (asks, waiter) = AskRouter::for_call(core, &caller, &context.peer, waits, pending.id());
     let sink = Arc::new(JobSink {
         intake: pending.intake(),
+        principal: caller.identity.principal.clone(),
         caller_logs,
         asks,
     });

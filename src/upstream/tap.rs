@@ -34,7 +34,7 @@ use rmcp::{
     transport::Transport,
 };
 
-use crate::{config::LogAttribution, metrics::Metrics};
+use crate::{config::LogAttribution, metrics::Metrics, model::Principal};
 
 /// Receives what an upstream reports about one call while it runs. Called on the connection's
 /// read path: implementations must be quick and must not block.
@@ -63,6 +63,11 @@ pub trait CallSink: Send + Sync + 'static {
     #[allow(deprecated)]
     fn roots(&self) -> BoxFuture<'static, ListRootsResult> {
         std::future::ready(ListRootsResult::default()).boxed()
+    }
+    /// Whose call this is: a question that names no call goes to the only call in flight
+    /// only when no call of another principal (or of nobody known) may still be asking.
+    fn principal(&self) -> Option<Principal> {
+        None
     }
     /// The call became an upstream task another replica can re-attach to (`durable`). The
     /// default keeps nothing.
@@ -114,13 +119,54 @@ pub(super) struct CallRoutes {
     /// (`upstream_tasks.max_status_message_bytes`): see [`kept_status`].
     max_message: usize,
     logs: LogAttribution,
+    /// Calls that ended here before their upstream answered (cancelled, abandoned): their
+    /// upstream may still be asking for them, for [`UNANSWERED_FOR`] after they ended.
+    unanswered: parking_lot::Mutex<Unanswered>,
     metrics: Arc<Metrics>,
+}
+
+/// How long a call that ended unanswered may still be asking (its upstream notices a cancel
+/// late, or its question was on the wire): a question naming no call is not guessed to be
+/// another principal's meanwhile.
+const UNANSWERED_FOR: std::time::Duration = std::time::Duration::from_secs(60);
+/// Calls ended unanswered remembered per connection; past it, no guess is made at all until
+/// the forgotten ones' time is over.
+const MAX_UNANSWERED: usize = 256;
+
+/// The principals of calls that ended unanswered, each with when it may stop asking.
+#[derive(Default)]
+struct Unanswered {
+    calls: std::collections::VecDeque<(Option<Principal>, std::time::Instant)>,
+    /// Until then, guess for nobody: a forgotten entry's time is not over.
+    unsure_until: Option<std::time::Instant>,
+}
+
+impl Unanswered {
+    fn push(&mut self, principal: Option<Principal>, now: std::time::Instant) {
+        self.calls.retain(|(_, until)| *until > now);
+        if self.calls.len() >= MAX_UNANSWERED
+            && let Some((_, until)) = self.calls.pop_front()
+        {
+            self.unsure_until = Some(until);
+        }
+        self.calls.push_back((principal, now + UNANSWERED_FOR));
+    }
+
+    /// Whether a call of `principal` is the only one that may be asking now.
+    fn only(&self, principal: Option<&Principal>, now: std::time::Instant) -> bool {
+        self.unsure_until.is_none_or(|until| until <= now)
+            && self.calls.iter().all(|(other, until)| {
+                *until <= now || (principal.is_some() && other.as_ref() == principal)
+            })
+    }
 }
 
 struct Route {
     sink: Arc<dyn CallSink>,
     token: Option<ProgressToken>,
     request: Option<RequestId>,
+    /// Its upstream answered the request now in flight.
+    answered: bool,
     /// The answer was larger than this limit and was dropped unread (see `oversize`).
     too_large: Option<usize>,
 }
@@ -150,6 +196,7 @@ impl CallRoutes {
             max_statuses: max_statuses.max(1),
             max_message,
             logs,
+            unanswered: Default::default(),
             metrics,
         })
     }
@@ -161,6 +208,7 @@ impl CallRoutes {
             sink,
             token: None,
             request: None,
+            answered: false,
             too_large: None,
         };
         self.routes.insert(key, route);
@@ -169,6 +217,10 @@ impl CallRoutes {
 
     pub(super) fn remove(&self, marker: RouteMarker) {
         if let Some((_, route)) = self.routes.remove(&marker.0) {
+            if !route.answered {
+                let now = std::time::Instant::now();
+                self.unanswered.lock().push(route.sink.principal(), now);
+            }
             if let Some(token) = route.token {
                 self.by_token.remove(&token);
             }
@@ -182,6 +234,7 @@ impl CallRoutes {
         // A call retried after an `input_required` round is a new request on the same route:
         // the previous request's entries go.
         if let Some(mut route) = self.routes.get_mut(&marker.0) {
+            route.answered = false;
             self.by_request.insert(request.clone(), marker.0);
             if let Some(old) = route.request.replace(request.clone())
                 && old != request
@@ -196,6 +249,16 @@ impl CallRoutes {
                 }
                 self.by_token.insert(token, marker.0);
             }
+        }
+    }
+
+    /// The upstream answered `request`: if it is a call's, that call asks nothing more.
+    fn answered(&self, request: &RequestId) {
+        let key = self.by_request.get(request).map(|key| *key.value());
+        if let Some(key) = key
+            && let Some(mut route) = self.routes.get_mut(&key)
+        {
+            route.answered = true;
         }
     }
 
@@ -340,11 +403,14 @@ impl CallRoutes {
         }
     }
 
-    /// An `elicitation/create` carries no request ID or token either: like a log message, it
-    /// goes to the call only when that is the only call in flight here; otherwise it is
-    /// declined (guessing would show one caller's question to another).
+    /// An `elicitation/create` names no call: its `_meta.progressToken`, if any, is the
+    /// upstream's own token for progress of the question, and the request it belongs to is
+    /// known only to the upstream's transport. So it goes to the only call in flight here,
+    /// and only when no call of another principal may still be asking ([`Unanswered`]: a
+    /// call cancelled here whose upstream has not noticed); otherwise it is declined
+    /// (guessing would show one caller's question to another).
     pub(super) fn input(&self, request: ElicitRequestParams) -> BoxFuture<'static, ElicitResult> {
-        match self.only_call("input") {
+        match self.asker("input") {
             Some(sink) => sink.input(request),
             None => std::future::ready(ElicitResult::new(ElicitationAction::Decline)).boxed(),
         }
@@ -356,7 +422,7 @@ impl CallRoutes {
         &self,
         request: CreateMessageRequestParams,
     ) -> BoxFuture<'static, Result<CreateMessageResult, ErrorData>> {
-        match self.only_call("sampling") {
+        match self.asker("sampling") {
             Some(sink) => sink.sample(request),
             None => std::future::ready(Err(no_sampling())).boxed(),
         }
@@ -365,33 +431,48 @@ impl CallRoutes {
     /// A `roots/list`, routed as `input` is (no roots with no single call).
     #[allow(deprecated)]
     pub(super) fn roots(&self) -> BoxFuture<'static, ListRootsResult> {
-        match self.only_call("roots") {
+        match self.asker("roots") {
             Some(sink) => sink.roots(),
             None => std::future::ready(ListRootsResult::default()).boxed(),
         }
     }
 
-    /// The sink of the only call in flight here, if there is exactly one; otherwise the
-    /// request (`what`) is counted (`limit="ambiguous_input"`) and answered without a call.
-    fn only_call(&self, what: &str) -> Option<Arc<dyn CallSink>> {
+    /// The sink of the call a request (`what`) asks for: the only call in flight here when no
+    /// other principal's call may be asking; otherwise the request is counted
+    /// (`limit="ambiguous_input"`) and answered without a call.
+    fn asker(&self, what: &str) -> Option<Arc<dyn CallSink>> {
         let only = if self.routes.len() == 1 {
             self.routes.iter().next().map(|r| r.sink.clone())
         } else {
             None
         };
+        let only = only.filter(|sink| {
+            let principal = sink.principal();
+            let now = std::time::Instant::now();
+            let alone = self.unanswered.lock().only(principal.as_ref(), now);
+            if !alone {
+                self.ambiguous(what, "another caller's cancelled call may be asking");
+            }
+            alone
+        });
         // A session-level `roots/list` (a server may ask at connection) belongs to no call and
         // is no ambiguity.
-        let ambiguous = !(what == "roots" && self.routes.is_empty());
-        if only.is_none() && ambiguous {
-            self.metrics
-                .limit_hits
-                .with_label_values(&["ambiguous_input"])
-                .inc();
-            tracing::info!(upstream = %self.upstream, calls = self.routes.len(), request = what,
-                "an upstream asked its client something with no single call in flight: \
-                 answered without a caller");
+        if only.is_none() && self.routes.len() != 1 && !(what == "roots" && self.routes.is_empty())
+        {
+            self.ambiguous(what, "no single call in flight");
         }
         only
+    }
+
+    /// A request of the upstream's that no call can be shown: counted and logged.
+    fn ambiguous(&self, what: &str, why: &str) {
+        self.metrics
+            .limit_hits
+            .with_label_values(&["ambiguous_input"])
+            .inc();
+        tracing::info!(upstream = %self.upstream, calls = self.routes.len(), request = what,
+            "an upstream asked its client something that no call can be shown ({why}): \
+             answered without a caller");
     }
 
     pub(super) fn in_flight(&self) -> usize {
@@ -434,6 +515,11 @@ where
     async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleClient>> {
         loop {
             let message = self.inner.receive().await?;
+            match &message {
+                JsonRpcMessage::Response(r) => self.routes.answered(&r.id),
+                JsonRpcMessage::Error(e) => e.id.iter().for_each(|id| self.routes.answered(id)),
+                _ => {}
+            }
             if let JsonRpcMessage::Notification(n) = &message {
                 #[allow(deprecated)]
                 match &n.notification {
@@ -538,5 +624,31 @@ mod tests {
             &json!({"taskId": "x".repeat(2000), "status": "working"}),
         ));
         assert_eq!(routes.unclaimed_bytes(), before);
+    }
+
+    /// A call of alice's that ended unanswered keeps a guess from going to bob's call (not to
+    /// another of alice's, nor to a call of nobody known) until its time is over; past the
+    /// bound, no guess is made until the forgotten call's time is over.
+    #[test]
+    fn a_call_ended_unanswered_keeps_guesses_within_its_principal() {
+        let (alice, bob) = (Principal::token("alice"), Principal::token("bob"));
+        let now = std::time::Instant::now();
+        let mut unanswered = Unanswered::default();
+        assert!(unanswered.only(Some(&bob), now));
+        assert!(unanswered.only(None, now));
+        unanswered.push(Some(alice.clone()), now);
+        assert!(!unanswered.only(Some(&bob), now));
+        assert!(!unanswered.only(None, now));
+        assert!(unanswered.only(Some(&alice), now));
+        assert!(unanswered.only(Some(&bob), now + UNANSWERED_FOR));
+        for _ in 0..MAX_UNANSWERED {
+            unanswered.push(Some(bob.clone()), now);
+        }
+        assert!(unanswered.calls.len() <= MAX_UNANSWERED);
+        assert!(
+            !unanswered.only(Some(&bob), now),
+            "alice's was forgotten, not over"
+        );
+        assert!(unanswered.only(Some(&bob), now + UNANSWERED_FOR));
     }
 }

@@ -465,3 +465,43 @@ async fn the_python_sdk_answers_sampling_and_roots_in_input_required_rounds() {
     run_python_client(&python, "python_sampling.py", &bridge.mcp_url()).await;
     bridge.shutdown(Duration::from_secs(1)).await;
 }
+
+/// A question of a call cancelled here, which its upstream sends after the cancel (a server
+/// that notices it late), never lands on another principal's job, even when that job's call
+/// is the only one in flight on the connection: it is declined and counted. (It went to "the
+/// only call in flight": bob's job showed alice's question, and bob could answer it.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_calls_late_question_never_reaches_another_principals_job() {
+    const ALICE: &str = "alice-asking-token-0123456789ab";
+    const BOB: &str = "bob-asking-token-0123456789abcd";
+    let bridge = start_bridge(|c| {
+        c.jobs.mode = CallMode::Async;
+        c.auth.mcp_tokens = vec![
+            McpToken::named("alice", Secret::literal(ALICE)),
+            McpToken::named("bob", Secret::literal(BOB)),
+        ];
+    })
+    .await;
+    let alice = connect_with_token(&bridge, ALICE).await;
+    let bob = connect_with_token(&bridge, BOB).await;
+    let question = json!({"question": "alice's secret question", "deaf_ms": 2000});
+    let asking = running_job(&alice, "demo__ask", question).await;
+    call(&alice, "cancel_job", json!({"job_id": asking.job_id})).await;
+    let ended = read_job_events(&asking.events_url).await;
+    assert_eq!(ended.last().unwrap().event, "cancelled");
+    let bobs = running_job(&bob, "demo__slow_count", json!({"to": 50, "delay_ms": 100})).await;
+    let hit = "bridge_limit_hits_total{limit=\"ambiguous_input\"}";
+    let snapshot = eventually("alice's late question arrives", || async {
+        let (_, snapshot) = get_json(&bobs.status_url).await;
+        let declined = bridge.running().metrics.render().contains(hit);
+        (declined || snapshot["status"] == "input_required").then_some(snapshot)
+    })
+    .await;
+    assert_ne!(snapshot["status"], "input_required", "{snapshot}");
+    let (_, snapshot) = get_json(&bobs.status_url).await;
+    assert!(
+        !snapshot.to_string().contains("alice's secret"),
+        "bob's job shows nothing of alice's: {snapshot}"
+    );
+    bridge.shutdown(Duration::from_secs(1)).await;
+}

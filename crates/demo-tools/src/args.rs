@@ -212,6 +212,11 @@ pub struct AskArgs {
     /// How many times to ask it, one after the other (default 1, at most 100).
     #[serde(default = "once")]
     pub times: u32,
+    /// Wait this long (ms, at most 60,000) before the first question, deaf to a cancel
+    /// meanwhile and while it is sent: a server that notices `notifications/cancelled` late,
+    /// so its question arrives after its call was cancelled.
+    #[serde(default)]
+    pub deaf_ms: u64,
 }
 
 fn once() -> u32 {

@@ -162,11 +162,15 @@ impl DemoTools {
     }
 
     #[tool(
-        description = "Asks the person behind the client `question` (default \"What is your name?\") with elicitation/create: a form with one required text field `answer`; `times` times over (default 1, at most 100), one after the other. Reports progress before and after, and returns \"you said: <answer>\", or \"no answer: declined\" / \"no answer: cancelled\" / \"no answer: <why>\" when there is none (several: each, joined by \"; \")."
+        description = "Asks the person behind the client `question` (default \"What is your name?\") with elicitation/create: a form with one required text field `answer`; `times` times over (default 1, at most 100), one after the other; with `deaf_ms`, only after that long, deaf to a cancel until the first question is answered (a server that notices a cancel late). Reports progress before and after, and returns \"you said: <answer>\", or \"no answer: declined\" / \"no answer: cancelled\" / \"no answer: <why>\" when there is none (several: each, joined by \"; \")."
     )]
     async fn ask(
         &self,
-        Parameters(AskArgs { question, times }): Parameters<AskArgs>,
+        Parameters(AskArgs {
+            question,
+            times,
+            deaf_ms,
+        }): Parameters<AskArgs>,
         context: RequestContext<RoleServer>,
     ) -> CallToolResult {
         let reporter = CallReporter::new(&context);
@@ -181,19 +185,26 @@ impl DemoTools {
             Err(why) => return text_result(format!("no answer: {why}")),
         };
         let mut said_all = Vec::new();
+        let deaf = Duration::from_millis(deaf_ms.min(60_000));
+        tokio::time::sleep(deaf).await;
         for step in 0..times {
             let request = ElicitRequestParams::FormElicitationParams {
                 meta: None,
                 message: question.clone(),
                 requested_schema: schema.clone(),
             };
-            let said = tokio::select! {
-                biased;
-                () = context.ct.cancelled() => {
-                    self.cancel_log.record("ask", &context.id, u64::from(step) + 1);
-                    return cancelled_result(u64::from(step) + 1);
+            let request = ServerRequest::ElicitRequest(ElicitRequest::new(request));
+            let said = if step == 0 && !deaf.is_zero() {
+                context.peer.send_request(request).await
+            } else {
+                tokio::select! {
+                    biased;
+                    () = context.ct.cancelled() => {
+                        self.cancel_log.record("ask", &context.id, u64::from(step) + 1);
+                        return cancelled_result(u64::from(step) + 1);
+                    }
+                    answer = context.peer.send_request(request) => answer,
                 }
-                answer = context.peer.send_request(ServerRequest::ElicitRequest(ElicitRequest::new(request))) => answer,
             };
             said_all.push(match said {
                 Ok(ClientResult::ElicitResult(answer)) => match (answer.action, answer.content) {
