@@ -571,7 +571,7 @@ fn kept_status(params: &serde_json::Value, max_message: usize) -> Option<serde_j
             let text = if text.len() <= max {
                 text.to_string()
             } else {
-                super::task_call::cut(text, max)
+                cut(text, max)
             };
             kept.insert(field.into(), text.into());
         }
@@ -582,6 +582,15 @@ fn kept_status(params: &serde_json::Value, max_message: usize) -> Option<serde_j
         }
     }
     Some(serde_json::Value::Object(kept))
+}
+
+/// `text` cut to at most `max` bytes at a character boundary, ended with `…`.
+pub(super) fn cut(text: &str, max: usize) -> String {
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
 }
 
 #[cfg(test)]

@@ -33,7 +33,7 @@ use super::{
     call_outcome::{CallOutcome, tool_result},
     session_poller::SessionPoller,
     session_seen::SessionSeen,
-    tap::{CallRoutes, CallSink},
+    tap::{CallRoutes, CallSink, cut},
 };
 use crate::{
     config::UpstreamTasksConfig,
@@ -525,15 +525,6 @@ impl TaskState {
             .map(|m| format!(": {m}"))
             .unwrap_or_default()
     }
-}
-
-/// `text` cut to at most `max` bytes at a character boundary, ended with `…`.
-pub(super) fn cut(text: &str, max: usize) -> String {
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &text[..end])
 }
 
 /// One task request by its method, answered as JSON.
