@@ -218,9 +218,10 @@ pub struct JobsConfig {
     /// Largest answer a 2026-07-28 caller gives in `inputResponses` to an upstream's
     /// `sampling/createMessage` or `roots/list` (relayed to it in an `input_required` round).
     pub max_sample_bytes: usize,
-    /// Tasks remembered for `tasks/list` (MCP 2025-11-25): with the memory store across all
-    /// callers of the replica, with Redis per caller (shared by every replica); the oldest is
-    /// forgotten first (it stays readable by `tasks/get`).
+    /// Tasks remembered for `tasks/list` (MCP 2025-11-25) per caller: with the memory store
+    /// in the replica (all callers together at most four times this, the longest list
+    /// forgetting first), with Redis shared by every replica; the oldest is forgotten first
+    /// (it stays readable by `tasks/get`).
     pub max_listed_tasks: usize,
     /// Tasks in one page of `tasks/list`.
     pub task_list_page_size: usize,

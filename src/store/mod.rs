@@ -25,8 +25,9 @@ use crate::model::{AnswerVerdict, CancelAck, JobId, Principal};
 #[async_trait]
 pub trait Store: Broker + Bus {
     /// Remember task `job` of `principal` for `tasks/list` (MCP 2025-11-25), newest last,
-    /// within `cap` (the memory store: `cap` tasks of all callers; Redis: `cap` of each
-    /// caller, shared by every replica); whether an older one was forgotten for it.
+    /// within `cap` tasks of each caller (the memory store: in the replica, all callers
+    /// together within four times `cap`; Redis: shared by every replica); whether an older
+    /// one was forgotten for it.
     async fn list_task(
         &self,
         principal: &Principal,
