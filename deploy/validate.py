@@ -7,7 +7,7 @@
 - the compose file against the Compose Specification's schema (check-jsonschema's copy), and
   through `podman-compose config` (anchors, interpolation, required variables);
 - that the parts agree with each other and with the bridge: the config the bridge really
-  accepts (the binary loads it), the ConfigMap carrying the same text, stop timeouts that
+  accepts (the binary loads it) and docs/config.schema.json accepts, the ConfigMap carrying the same text, stop timeouts that
   leave the drain its time and the bounds after it (summed from src/app.rs's constants), the
   docs saying the same, probes on /healthz and /readyz, non-root read-only containers,
   selectors, secret keys and variables that exist.
@@ -126,6 +126,16 @@ def main() -> int:
     loaded = run([binary, "--config", str(DEPLOY / "bridge.toml"), "token", "correlation", "check"],
                  env=dict(env, BRIDGE_REDIS_URL="redis://127.0.0.1:1"))
     check(loaded.returncode == 0, "the bridge accepts deploy/bridge.toml (with its env: secrets set)")
+    schema = ROOT / "docs/config.schema.json"
+    configs = [DEPLOY / "bridge.toml", *sorted((ROOT / "config").glob("*.toml"))]
+    done = run([str(VENV_BIN / "check-jsonschema"), "--schemafile", str(schema),
+                *map(str, configs)])
+    check(done.returncode == 0, "deploy/bridge.toml and config/*.toml match docs/config.schema.json")
+    misspelt = Path(os.environ.get("TMPDIR", "/tmp")) / "bridge-schema-probe.toml"
+    misspelt.write_text('[server]\nlisten = "0.0.0.0:8080"\nlistne = "x"\n')
+    done = subprocess.run([str(VENV_BIN / "check-jsonschema"), "--schemafile", str(schema),
+                           str(misspelt)], capture_output=True, text=True)
+    check(done.returncode != 0 and "listne" in done.stdout + done.stderr, "docs/config.schema.json refuses a misspelt key")
 
     docs = {}
     for path in manifests:

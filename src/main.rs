@@ -74,6 +74,9 @@ enum Command {
     /// Check a config as `serve` would read it (the file, the environment, --listen) without
     /// starting: every problem on a line naming its key; exit 0 when it is usable, 2 when not.
     CheckConfig(ServeArgs),
+    /// Print the JSON Schema of the config file (docs/config.schema.json): its keys, types and
+    /// defaults, for editors and CI; ranges and cross-key rules are check-config's.
+    ConfigSchema,
 }
 
 #[derive(clap::Args)]
@@ -175,6 +178,15 @@ async fn main() -> ExitCode {
             print_token(config, &token)
         }
         Command::CheckConfig(args) => check_config(&args.or(outer)),
+        Command::ConfigSchema => {
+            refuse_serve_options(&outer, "config-schema", true);
+            let schema = Config::file_schema();
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&schema).unwrap_or_default()
+            );
+            ExitCode::SUCCESS
+        }
         Command::DemoTools { asking } => {
             refuse_serve_options(&outer, "demo-tools", true);
             match demo_tools::serve_stdio(asking).await {

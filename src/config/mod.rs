@@ -609,6 +609,18 @@ impl Overrides {
 }
 
 impl Config {
+    /// The config file's JSON Schema (draft 2020-12), generated from the types serde reads the
+    /// file into: what `mcp-progress-bridge config-schema` prints and docs/config.schema.json
+    /// holds, for editors (taplo's `#:schema`) and CI checks of a config before it ships. It
+    /// describes the file's shape; ranges and cross-key rules are `check-config`'s.
+    pub fn file_schema() -> serde_json::Value {
+        let mut schema = schemars::generate::SchemaSettings::draft2020_12()
+            .into_generator()
+            .into_root_schema_for::<Config>();
+        schema.insert("title".into(), "mcp-progress-bridge configuration".into());
+        schema.to_value()
+    }
+
     /// Load `path` (or the default file), apply overrides, validate.
     pub fn load(path: Option<&Path>, overrides: &Overrides) -> Result<Self, ConfigError> {
         let path = path.unwrap_or(Path::new(DEFAULT_CONFIG_PATH));

@@ -17,6 +17,7 @@ use mcp_progress_bridge::config::{Config, ENV_OVERRIDES};
 use serde_json::Value;
 
 const DOC: &str = "docs/configuration.md";
+const SCHEMA: &str = "docs/config.schema.json";
 /// Where the key tables are: from this heading to the next `## `.
 const KEYS_HEADING: &str = "## Keys";
 
@@ -106,6 +107,29 @@ fn key(path: &str, default: Option<Value>, description: &str) -> Key {
         required: false,
         description: description.into(),
     }
+}
+
+/// docs/config.schema.json is what `mcp-progress-bridge config-schema` prints, so an editor
+/// or a CI check of a config reads the keys this build knows.
+#[test]
+fn the_committed_config_schema_is_the_generated_one() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let committed = std::fs::read_to_string(root.join(SCHEMA)).unwrap_or_default();
+    let generated = serde_json::to_string_pretty(&Config::file_schema()).unwrap() + "\n";
+    assert!(
+        committed == generated,
+        "{SCHEMA} is not the config types' schema: regenerate it with \
+         `cargo run -- config-schema > {SCHEMA}`"
+    );
+    let schema: Value = serde_json::from_str(&committed).unwrap();
+    assert_eq!(
+        schema["properties"]["server"]["$ref"],
+        "#/$defs/ServerConfig"
+    );
+    assert_eq!(
+        schema["additionalProperties"], false,
+        "unknown keys are refused"
+    );
 }
 
 /// Every leaf key of `Config`, with `[]` for an array of tables (`upstreams[].name`) and
