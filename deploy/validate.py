@@ -86,14 +86,17 @@ def after_drain_secs() -> int:
 
 def main() -> int:
     binary = sys.argv[1] if len(sys.argv) > 1 else str(ROOT / "target/debug/mcp-progress-bridge")
+    # What `kubectl apply -f deploy/kubernetes/` applies, and the Secret's template beside it
+    # (not applied: applying the directory must never overwrite a real Secret).
     manifests = sorted((DEPLOY / "kubernetes").glob("*.yaml"))
+    secret_example = DEPLOY / "kubernetes" / "secret.yaml.example"
 
     # --- schemas ---------------------------------------------------------------------------
     for version in KUBERNETES_VERSIONS:
         argv = [str(VENV_BIN / "kubernetes-validate"), "--strict", "--quiet"]
         if version:
             argv += ["-k", version]
-        done = run(argv + [str(m) for m in manifests])
+        done = run(argv + [str(m) for m in [*manifests, secret_example]])
         check(done.returncode == 0, f"manifests valid for Kubernetes {version or 'latest'} (strict)")
     compose_file = DEPLOY / "compose.yaml"
     done = run([str(VENV_BIN / "check-jsonschema"), "--builtin-schema", "vendor.compose-spec",
@@ -137,10 +140,13 @@ def main() -> int:
                            str(misspelt)], capture_output=True, text=True)
     check(done.returncode != 0 and "listne" in done.stdout + done.stderr, "docs/config.schema.json refuses a misspelt key")
 
-    docs = {}
-    for path in manifests:
-        for doc in yaml.safe_load_all(path.read_text()):
-            docs[doc["kind"]] = doc
+    applied = [doc for path in manifests for doc in yaml.safe_load_all(path.read_text())]
+    check(all(doc["kind"] != "Secret" for doc in applied),
+          "kubectl apply -f deploy/kubernetes/ applies no Secret (it would overwrite the real one)")
+    # The bridge's objects are all named mcp-progress-bridge; Redis's are redis.
+    docs = {d["kind"]: d for d in applied if d["metadata"]["name"] == "mcp-progress-bridge"}
+    docs["Secret"] = yaml.safe_load(secret_example.read_text())
+    redis = {d["kind"]: d for d in applied if d["metadata"]["name"] == "redis"}
     check(docs["ConfigMap"]["data"]["bridge.toml"] == config_text,
           "kubernetes/configmap.yaml carries exactly deploy/bridge.toml")
 
@@ -178,9 +184,31 @@ def main() -> int:
     check(secret_vars <= env_names, f"Deployment sets {sorted(secret_vars)}")
     secret_keys = set(docs["Secret"]["stringData"])
     refs = {e["valueFrom"]["secretKeyRef"]["key"] for e in container["env"] if "valueFrom" in e}
-    check(refs <= secret_keys, f"every secretKeyRef key exists in secret.yaml: {sorted(refs)}")
+    check(refs <= secret_keys, f"every secretKeyRef key exists in secret.yaml.example: {sorted(refs)}")
     check(pod["volumes"][0]["configMap"]["name"] == docs["ConfigMap"]["metadata"]["name"],
           "the config volume is the ConfigMap")
+    # --- Kubernetes: the shipped Redis ---------------------------------------------------------
+    redis_pod = redis["StatefulSet"]["spec"]["template"]["spec"]
+    redis_container = redis_pod["containers"][0]
+    redis_args = redis_container["args"]
+    policy = redis_args[redis_args.index("--maxmemory-policy") + 1]
+    check(policy == "noeviction", f"Redis runs with maxmemory-policy noeviction (not {policy})")
+    check("--requirepass" in redis_args, "Redis requires a password")
+    redis_refs = {e["valueFrom"]["secretKeyRef"]["key"] for e in redis_container["env"]
+                  if "valueFrom" in e}
+    check(redis_refs <= secret_keys, f"Redis's secretKeyRef keys exist in the Secret: {sorted(redis_refs)}")
+    redis_port = redis["Service"]["spec"]["ports"][0]["port"]
+    check(f"redis://:$pw@{redis['Service']['metadata']['name']}:{redis_port}"
+          in secret_example.read_text(),
+          "the Secret's instructions build redis-url from the Redis Service's name and port")
+    check(redis["Service"]["spec"]["selector"].items()
+          <= redis["StatefulSet"]["spec"]["template"]["metadata"]["labels"].items(), "the redis Service selects Redis")
+    allowed = redis["NetworkPolicy"]["spec"]["ingress"][0]["from"][0]["podSelector"]["matchLabels"]
+    check(allowed.items() <= labels.items(), "Redis's NetworkPolicy lets the bridge's pods in")
+    check(redis_container["securityContext"].get("readOnlyRootFilesystem") is True
+          and redis_pod["securityContext"].get("runAsNonRoot") is True,
+          "Redis: non-root, read-only root filesystem")
+
     backend = docs["Ingress"]["spec"]["rules"][0]["http"]["paths"][0]["backend"]["service"]
     check(backend["name"] == docs["Service"]["metadata"]["name"], "Ingress routes to the Service")
 
