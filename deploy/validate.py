@@ -225,6 +225,9 @@ def main() -> int:
         check(secret_vars <= set(service["environment"]), f"compose sets {sorted(secret_vars)}")
         for volume in service["volumes"]:
             check((DEPLOY / volume.split(":")[0]).exists(), f"compose mounts {volume.split(':')[0]}")
+    redis_command = compose["services"]["redis"]["command"]
+    check(redis_command[redis_command.index("--maxmemory-policy") + 1] == "noeviction",
+          "compose's Redis runs with maxmemory-policy noeviction")
     for volume in compose["services"]["nginx"]["volumes"]:
         check((DEPLOY / volume.split(":")[0]).exists(), f"compose mounts {volume.split(':')[0]}")
 
