@@ -2,12 +2,14 @@
 
     python deploy/validate.py path/to/mcp-progress-bridge
 
-- the Kubernetes manifests against the API schemas (kubernetes-validate, strict: an unknown
-  or misspelt field fails), for the oldest and the newest Kubernetes version we claim;
+- the Kubernetes manifests as `kubectl kustomize deploy/` renders them, against the API
+  schemas (kubernetes-validate, strict: an unknown or misspelt field fails), for the oldest
+  and the newest Kubernetes version we claim;
 - the compose file against the Compose Specification's schema (check-jsonschema's copy), and
   through `podman-compose config` (anchors, interpolation, required variables);
 - that the parts agree with each other and with the bridge: the config the bridge really
-  accepts (the binary loads it) and docs/config.schema.json accepts, the ConfigMap carrying the same text, stop timeouts that
+  accepts (the binary loads it) and docs/config.schema.json accepts, the ConfigMap kustomize
+  generates from it (hash-named, mounted by the Deployment), stop timeouts that
   leave the drain its time and the bounds after it (summed from src/app.rs's constants), the
   docs saying the same, probes on /healthz and /readyz, non-root read-only containers,
   selectors, secret keys and variables that exist.
@@ -86,9 +88,17 @@ def after_drain_secs() -> int:
 
 def main() -> int:
     binary = sys.argv[1] if len(sys.argv) > 1 else str(ROOT / "target/debug/mcp-progress-bridge")
-    # What `kubectl apply -f deploy/kubernetes/` applies, and the Secret's template beside it
-    # (not applied: applying the directory must never overwrite a real Secret).
+    # What `kubectl apply -k deploy/` applies (rendered by kubectl's kustomize), and the
+    # Secret's template (not applied: applying must never overwrite a real Secret).
     manifests = sorted((DEPLOY / "kubernetes").glob("*.yaml"))
+    listed = yaml.safe_load((DEPLOY / "kustomization.yaml").read_text())["resources"]
+    check(sorted(DEPLOY / r for r in listed) == manifests,
+          f"deploy/kustomization.yaml lists every manifest of deploy/kubernetes/: {listed}")
+    rendered_file = Path(os.environ.get("TMPDIR", "/tmp")) / "mcp-progress-bridge-kustomized.yaml"
+    rendered = run(["kubectl", "kustomize", str(DEPLOY)])
+    check(rendered.returncode == 0, "kubectl kustomize deploy/ renders (kubectl: Debian's "
+          "kubernetes-client, or any kubectl 1.14+)")
+    rendered_file.write_text(rendered.stdout)
     secret_example = DEPLOY / "kubernetes" / "secret.yaml.example"
 
     # --- schemas ---------------------------------------------------------------------------
@@ -96,7 +106,7 @@ def main() -> int:
         argv = [str(VENV_BIN / "kubernetes-validate"), "--strict", "--quiet"]
         if version:
             argv += ["-k", version]
-        done = run(argv + [str(m) for m in [*manifests, secret_example]])
+        done = run(argv + [str(rendered_file), str(secret_example)])
         check(done.returncode == 0, f"manifests valid for Kubernetes {version or 'latest'} (strict)")
     compose_file = DEPLOY / "compose.yaml"
     done = run([str(VENV_BIN / "check-jsonschema"), "--builtin-schema", "vendor.compose-spec",
@@ -140,15 +150,19 @@ def main() -> int:
                            str(misspelt)], capture_output=True, text=True)
     check(done.returncode != 0 and "listne" in done.stdout + done.stderr, "docs/config.schema.json refuses a misspelt key")
 
-    applied = [doc for path in manifests for doc in yaml.safe_load_all(path.read_text())]
+    applied = [doc for doc in yaml.safe_load_all(rendered.stdout) if doc]
     check(all(doc["kind"] != "Secret" for doc in applied),
-          "kubectl apply -f deploy/kubernetes/ applies no Secret (it would overwrite the real one)")
-    # The bridge's objects are all named mcp-progress-bridge; Redis's are redis.
-    docs = {d["kind"]: d for d in applied if d["metadata"]["name"] == "mcp-progress-bridge"}
+          "kubectl apply -k deploy/ applies no Secret (it would overwrite the real one)")
+    # The bridge's objects are all named mcp-progress-bridge (the ConfigMap with kustomize's
+    # content hash after it); Redis's are redis.
+    docs = {d["kind"]: d for d in applied
+            if d["metadata"]["name"].startswith("mcp-progress-bridge")}
     docs["Secret"] = yaml.safe_load(secret_example.read_text())
     redis = {d["kind"]: d for d in applied if d["metadata"]["name"] == "redis"}
     check(docs["ConfigMap"]["data"]["bridge.toml"] == config_text,
-          "kubernetes/configmap.yaml carries exactly deploy/bridge.toml")
+          "the generated ConfigMap carries exactly deploy/bridge.toml")
+    check(docs["ConfigMap"]["metadata"]["name"] != "mcp-progress-bridge",
+          "the ConfigMap's name carries its content's hash (a changed config rolls the pods)")
 
     # --- Kubernetes: drain, probes, security, wiring ------------------------------------------
     deployment = docs["Deployment"]
