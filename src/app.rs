@@ -12,8 +12,8 @@ use serde_json::json;
 use tokio::{net::TcpListener, time::Instant};
 
 use crate::{
-    auth::JobTokens,
-    config::{Config, EvictionCheck, StoreBackend, public_url_on, without_secret_env},
+    auth::{CurrentAuthenticator, JobTokens},
+    config::{Config, ConfigError, EvictionCheck, StoreBackend, public_url_on, without_secret_env},
     events::StoreError,
     front::{Front, JobQuota, Links},
     http::{
@@ -114,6 +114,8 @@ pub struct RunningBridge {
     shutdown: Shutdown,
     /// The `tools/call` answers being written, which shutdown lets finish.
     answers: McpAnswers,
+    /// Who may call: replaced on a config reload.
+    access: Arc<CurrentAuthenticator>,
     _stop_on_drop: ShutdownGuard,
 }
 
@@ -293,6 +295,7 @@ pub async fn start_with_listener(
         metrics,
         shutdown,
         answers,
+        access: guard.authn.clone(),
         _stop_on_drop: stop_on_drop,
     })
 }
@@ -661,6 +664,47 @@ impl RunningBridge {
     /// shutdown (see [`Stage::Traces`]).
     pub fn export_traces(&self, traces: Traces) {
         traces.flush_at_shutdown(&self.shutdown.tasks(Stage::Traces));
+    }
+
+    /// A re-read config (SIGHUP): its static tokens, admins and policies are put in force for
+    /// the next request; the rest of `running` stays, and a changed key that waits for a
+    /// restart is named in the log. Returns the config now in force: `running` itself when the
+    /// new one cannot be used (logged, `bridge_config_reloads_total{result="refused"}`).
+    pub fn reload(&self, running: Config, next: Result<Config, ConfigError>) -> Config {
+        let refused = |why: &dyn std::fmt::Display| {
+            self.metrics
+                .config_reloads
+                .with_label_values(&["refused"])
+                .inc();
+            tracing::error!(error = %why, "config reload refused: the running config stays");
+        };
+        let next = match next {
+            Ok(next) => next,
+            Err(e) => {
+                refused(&e);
+                return running;
+            }
+        };
+        let applied = running.reloaded(&next);
+        applied.register_secrets();
+        if let Err(e) = self.access.replace(&applied, &self.metrics) {
+            refused(&e);
+            return running;
+        }
+        self.metrics
+            .config_reloads
+            .with_label_values(&["applied"])
+            .inc();
+        tracing::info!(
+            mcp_tokens = applied.auth.mcp_tokens.len(),
+            policies = applied.auth.policies.len(),
+            "config reloaded: static tokens, admins and policies in force"
+        );
+        let kept = running.kept_until_restart(&next);
+        if !kept.is_empty() {
+            tracing::warn!(keys = ?kept, "config reload: these changed keys take effect only after a restart");
+        }
+        applied
     }
 
     /// [`RunningBridge::shutdown_unless`] with nothing to cut the drain short.

@@ -266,7 +266,7 @@ async fn serve(args: ServeArgs, traces: Option<Traces>) -> ExitCode {
             return ExitCode::from(EXIT_CONFIG);
         }
     };
-    match run(config, traces).await {
+    match run(config, &args, traces).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => fail(&e),
     }
@@ -389,14 +389,16 @@ fn load_config(args: &ServeArgs) -> Result<Config, mcp_progress_bridge::config::
     Config::load(args.config.as_deref(), &overrides)
 }
 
-async fn run(config: Config, traces: Option<Traces>) -> anyhow::Result<()> {
+async fn run(config: Config, args: &ServeArgs, traces: Option<Traces>) -> anyhow::Result<()> {
     tracing::info!(config = %config.source.display(), "starting");
     for line in &config.deprecations {
         tracing::warn!("{line}");
     }
     // Registered before the bridge starts: a signal from then on starts its drain.
     let mut signals = Signals::new().context("listening for shutdown signals")?;
+    let mut hangups = signal(SignalKind::hangup()).context("listening for SIGHUP")?;
     let drain = Duration::from_secs(config.jobs.drain_secs);
+    let mut running = config.clone();
     let bridge = app::start(config).await?;
     let public_url = bridge.public_url.clone();
     if let Some(traces) = traces {
@@ -413,7 +415,17 @@ async fn run(config: Config, traces: Option<Traces>) -> anyhow::Result<()> {
     if let Some(admin) = bridge.admin_addr {
         println!("  admin:        http://{admin} (/upstreams, /metrics)");
     }
-    let first = signals.next().await;
+    // SIGHUP re-reads the config (what it applies: RunningBridge::reload); one during the
+    // drain is ignored.
+    let first = loop {
+        tokio::select! {
+            first = signals.next() => break first,
+            Some(()) = hangups.recv() => {
+                tracing::info!(config = %running.source.display(), "SIGHUP: reloading the config");
+                running = bridge.reload(running, load_config(args));
+            }
+        }
+    };
     tracing::info!(signal = first, "shutdown requested: draining");
     // A second signal during the drain cuts it short: the jobs left are cancelled now.
     let second = async move {

@@ -174,6 +174,8 @@ pub struct Metrics {
     pub draining: IntGauge,
     /// Calls that would have started a job, refused because the replica was draining.
     pub calls_refused_draining: IntCounter,
+    /// Config reloads (SIGHUP), by result: `applied`, `refused` (the running config stays).
+    pub config_reloads: IntCounterVec,
     /// Jobs passing between replicas (adoption, the drain's hand-over), by [`AdoptionEvent`].
     pub adoptions: Adoptions,
 }
@@ -287,6 +289,14 @@ impl Metrics {
         registry
             .register(Box::new(calls_refused_draining.clone()))
             .expect("unique metric");
+        let config_reloads = counter(
+            "bridge_config_reloads_total",
+            "Config reloads on SIGHUP, by result: applied (tokens, admins, policies in force), refused (the file has a problem; the running config stays)",
+            &["result"],
+        );
+        for result in ["applied", "refused"] {
+            config_reloads.with_label_values(&[result]);
+        }
         let refused = counter(
             "bridge_requests_refused_total",
             "Requests refused before any handler ran, by reason (connections refused at accept: bridge_connections_refused_total)",
@@ -390,6 +400,7 @@ impl Metrics {
             sse_shared_deliveries,
             draining,
             calls_refused_draining,
+            config_reloads,
             adoptions: Adoptions(adoptions),
         }
     }

@@ -14,7 +14,7 @@ mod positions;
 mod rejection;
 pub mod resource;
 
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 
 pub use bearer::{StaticTokens, bearer_token};
 pub use identity::{Claims, Identity, ToolAccess};
@@ -91,5 +91,69 @@ impl Authenticator {
             }
             _ => Err(Rejection::UnknownToken),
         }
+    }
+}
+
+/// The [`Authenticator`] in force. A config reload (SIGHUP) replaces it whole, so tokens,
+/// issuers, admins and policies change between two requests, never within one. Whether the
+/// bridge is open (no credential at all) is fixed at start: a reload may not switch it.
+pub struct CurrentAuthenticator {
+    /// A std lock held only to clone the `Arc`, never across an await.
+    current: RwLock<Arc<Authenticator>>,
+    open: bool,
+}
+
+/// Why a reload's authenticator was not put in force.
+#[derive(Debug, thiserror::Error)]
+pub enum ReplaceError {
+    #[error(transparent)]
+    Policy(#[from] PolicyError),
+    #[error(
+        "the new config {} credentials; switching between an open bridge and one that \
+         authenticates needs a restart",
+        if *.0 { "removes every" } else { "adds the first" }
+    )]
+    OpennessChanged(bool),
+}
+
+impl CurrentAuthenticator {
+    pub fn new(authenticator: Authenticator) -> Self {
+        Self {
+            open: authenticator.is_open(),
+            current: RwLock::new(Arc::new(authenticator)),
+        }
+    }
+
+    fn get(&self) -> Arc<Authenticator> {
+        self.current
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Build the authenticator `config` describes and put it in force for the next request.
+    pub fn replace(&self, config: &Config, metrics: &Metrics) -> Result<(), ReplaceError> {
+        let next = Authenticator::new(config, metrics)?;
+        if next.is_open() != self.open {
+            return Err(ReplaceError::OpennessChanged(next.is_open()));
+        }
+        *self
+            .current
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(next);
+        Ok(())
+    }
+
+    /// See [`Authenticator::is_open`]; fixed for the bridge's life.
+    pub fn is_open(&self) -> bool {
+        self.open
+    }
+
+    /// See [`Authenticator::authenticate`], by the authenticator in force.
+    pub async fn authenticate(
+        &self,
+        authorization: Option<&[u8]>,
+    ) -> Result<Arc<Identity>, Rejection> {
+        self.get().authenticate(authorization).await
     }
 }

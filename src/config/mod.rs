@@ -12,6 +12,7 @@ mod issuers;
 mod limits;
 mod proxies;
 mod redact;
+mod reload;
 mod upstream_tasks;
 mod validate;
 

@@ -36,8 +36,8 @@ use super::{
 };
 use crate::{
     auth::{
-        Authenticator, Identity, JobTokens, PolicyError, ProtectedResource, Rejection, TokenScope,
-        may_access,
+        Authenticator, CurrentAuthenticator, Identity, JobTokens, PolicyError, ProtectedResource,
+        Rejection, TokenScope, may_access,
     },
     config::Config,
     events::Broker,
@@ -53,7 +53,7 @@ const KEYS_RETRY_AFTER: Duration = Duration::from_secs(5);
 /// Everything the access checks need; a cheap handle.
 #[derive(Clone)]
 pub struct Guard {
-    pub authn: Arc<Authenticator>,
+    pub authn: Arc<CurrentAuthenticator>,
     /// The Protected Resource Metadata, when issuers are configured.
     pub resource: Option<Arc<ProtectedResource>>,
     pub job_tokens: JobTokens,
@@ -89,7 +89,9 @@ impl Guard {
         metrics: &Metrics,
     ) -> Result<Self, PolicyError> {
         Ok(Self {
-            authn: Arc::new(Authenticator::new(config, metrics)?),
+            authn: Arc::new(CurrentAuthenticator::new(Authenticator::new(
+                config, metrics,
+            )?)),
             resource: ProtectedResource::from_config(config).map(Arc::new),
             job_tokens,
             require_job_tokens: config.auth.require_job_tokens,

@@ -36,6 +36,7 @@ mod observability;
 mod proxy;
 mod redaction;
 mod redis_store;
+mod reload;
 mod replicas;
 mod security;
 mod sessions;

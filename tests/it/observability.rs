@@ -24,6 +24,7 @@ const LABELS: &[(&str, &[&str])] = &[
     ("bridge_jobs_running", &[]),
     ("bridge_draining", &[]),
     ("bridge_calls_refused_draining_total", &[]),
+    ("bridge_config_reloads_total", &["result"]),
     ("bridge_progress_events_total", &["upstream"]),
     ("bridge_progress_dropped_total", &["reason"]),
     ("bridge_log_dropped_total", &["reason"]),
