@@ -409,6 +409,8 @@ pub enum Durable {
     #[default]
     Auto,
     Tasks,
+    /// Plain calls whose response stream can be resumed (`GET` + `Last-Event-ID`).
+    Resume,
     Off,
 }
 
@@ -418,6 +420,7 @@ impl Durable {
         match self {
             Durable::Auto => "auto",
             Durable::Tasks => "tasks",
+            Durable::Resume => "resume",
             Durable::Off => "off",
         }
     }

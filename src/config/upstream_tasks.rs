@@ -39,6 +39,10 @@ pub struct UpstreamTasksConfig {
     /// second time for `execution.taskSupport`, in bytes; a larger list loses its declarations
     /// and its tools are called the plain way.
     pub max_declaration_bytes: usize,
+    /// Longest SSE event id of an upstream's call stream kept as the job's resume cursor
+    /// (`durable`), in bytes of visible ASCII; a longer or odd one is not kept (counted), so
+    /// the cursor stays on the last good id.
+    pub max_event_id_bytes: usize,
 }
 
 impl Default for UpstreamTasksConfig {
@@ -52,6 +56,7 @@ impl Default for UpstreamTasksConfig {
             max_status_message_bytes: 4096,
             max_declaration_bytes: 4 * 1024 * 1024,
             resume_within_secs: 300,
+            max_event_id_bytes: 256,
         }
     }
 }
@@ -71,6 +76,7 @@ pub(super) fn validate(
         Bound::new("max_queued_statuses", t.max_queued_statuses, 1..=10_000),
         Bound::new("max_status_message_bytes", t.max_status_message_bytes, 16..=MIB),
         Bound::new("max_declaration_bytes", t.max_declaration_bytes, 1024..=256 * MIB),
+        Bound::new("max_event_id_bytes", t.max_event_id_bytes, 16..=4096),
     ];
     bounds::check("upstream_tasks", bounds).map_err(|(key, message)| err(&key, message))?;
     if tasks.min_poll_ms > tasks.max_poll_ms {

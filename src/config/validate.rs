@@ -416,12 +416,17 @@ fn validate_stdio(upstream: &UpstreamConfig) -> Result<(), (&'static str, String
             "`ca_file` is for http upstreams; this one is stdio".into(),
         ));
     }
-    if upstream.durable == super::Durable::Tasks {
+    if matches!(
+        upstream.durable,
+        super::Durable::Tasks | super::Durable::Resume
+    ) {
         return Err((
             "durable",
-            "\"tasks\" needs an http upstream: a stdio child dies with the replica that runs \
-             it, so no other replica can take its calls over; use \"auto\" or \"off\""
-                .into(),
+            format!(
+                "\"{}\" needs an http upstream: a stdio child dies with the replica that runs \
+                 it, so no other replica can take its calls over; use \"auto\" or \"off\"",
+                upstream.durable.as_str()
+            ),
         ));
     }
     Ok(())

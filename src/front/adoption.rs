@@ -1,7 +1,8 @@
 //! The jobs this replica adopted from owners whose lease lapsed (the store hands them up as
 //! `events::Adopted`: it never calls into jobs or upstreams), carried on: each re-attached to
-//! its upstream task (`Upstream::reattach`) and run by a job runner here, its events going on
-//! the same `seq` line. One that cannot be re-attached here ends `owner_lost` at once.
+//! its upstream task or its resumable call stream (`Upstream::reattach`) and run by a job
+//! runner here, its events going on the same `seq` line. One that cannot be re-attached here
+//! ends `owner_lost` at once.
 
 use std::sync::Arc;
 
@@ -46,7 +47,17 @@ impl CallSink for AdoptedSink {
     }
 
     #[allow(deprecated)]
-    fn log(&self, _message: &rmcp::model::LoggingMessageNotificationParam) {}
+    fn log(&self, m: &rmcp::model::LoggingMessageNotificationParam) {
+        let level = serde_json::to_value(m.level)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_else(|| "info".into());
+        self.intake.log(level, m.logger.clone(), m.data.clone());
+    }
+
+    fn stream_cursor(&self, event_id: &str) {
+        self.intake.stream_cursor(event_id);
+    }
 }
 
 /// Carry `job` on; false when it could not be and ended `owner_lost`.
@@ -67,9 +78,10 @@ async fn carry_on(upstreams: &Upstreams, pending: PendingJob, job: Adopted) -> b
         steps: snapshot.progress.map_or(0, |p| p.max(0.0) as u32),
         message: snapshot.message.clone(),
     };
-    let sink = Arc::new(AdoptedSink {
-        intake: pending.intake(),
-    });
+    let intake = pending.intake();
+    // Kept again by this replica (fenced at its generation): the cursor moves on from here.
+    intake.reattach(record.clone());
+    let sink = Arc::new(AdoptedSink { intake });
     match upstream.reattach(&record, resume, sink) {
         Ok(call) => {
             let canceller = call.canceller;
@@ -77,7 +89,12 @@ async fn carry_on(upstreams: &Upstreams, pending: PendingJob, job: Adopted) -> b
                 outcome: call.outcome.map(work_outcome).boxed(),
                 cancel: Box::new(move |_reason| async move { canceller.cancel().await }.boxed()),
             };
-            tracing::info!(task = %record.task_id, "adopted job: following its upstream task");
+            match &record.stream {
+                Some(cursor) => tracing::info!(last_event_id = %cursor.last_event_id,
+                    "adopted job: resuming its upstream call stream"),
+                None => tracing::info!(task = %record.task_id,
+                    "adopted job: following its upstream task"),
+            }
             pending.start(
                 work,
                 upstream.config().limits_for(&snapshot.upstream_tool),

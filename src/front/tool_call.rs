@@ -100,6 +100,10 @@ impl CallSink for JobSink {
     fn reattach(&self, record: crate::model::Reattach) {
         self.intake.reattach(record);
     }
+
+    fn stream_cursor(&self, event_id: &str) {
+        self.intake.stream_cursor(event_id);
+    }
 }
 
 /// A call on its way upstream: the request, the upstream and its own name of the tool, and the

@@ -34,8 +34,10 @@ struct State {
     last_progress: Option<f64>,
     closed: bool,
     queue: VecDeque<EventBody>,
-    /// How another replica can re-attach to the call, not yet kept by the store.
+    /// How another replica can re-attach to the call, as it now stands.
     reattach: Option<Reattach>,
+    /// Bumped at each change of `reattach` (the runner keeps the version it wrote).
+    reattach_version: u64,
 }
 
 impl Intake {
@@ -132,13 +134,43 @@ impl Intake {
                 return;
             }
             state.reattach = Some(record);
+            state.reattach_version += 1;
         }
         self.wake.notify_one();
     }
 
-    /// The re-attach record not yet kept, if any.
-    pub(super) fn take_reattach(&self) -> Option<Reattach> {
-        self.lock().reattach.take()
+    /// The call's resumable stream reached event `event_id`, after the report it carried was
+    /// queued: the record's cursor moves there (the runner keeps it once that report is
+    /// written). Bounded by the upstream's `max_event_id_bytes` check.
+    pub fn stream_cursor(&self, event_id: &str) {
+        let mut state = self.lock();
+        if state.closed {
+            return;
+        }
+        if let Some(cursor) = state.reattach.as_mut().and_then(|r| r.stream.as_mut())
+            && cursor.last_event_id != event_id
+        {
+            cursor.last_event_id.clear();
+            cursor.last_event_id.push_str(event_id);
+            state.reattach_version += 1;
+        }
+    }
+
+    /// An adopted job's intake: progress up to `progress` is the job's already (a resumed
+    /// stream replays from a cursor that may be behind it), so it is dropped as not
+    /// increasing.
+    pub(super) fn resume_after(&self, progress: Option<f64>) {
+        self.lock().last_progress = progress;
+    }
+
+    /// The re-attach record and its version, if it changed since version `kept`. A stream's
+    /// cursor names only reports queued before this call.
+    pub(super) fn reattach_since(&self, kept: u64) -> Option<(Reattach, u64)> {
+        let state = self.lock();
+        if state.reattach_version == kept {
+            return None;
+        }
+        Some((state.reattach.clone()?, state.reattach_version))
     }
 
     /// Everything queued so far, oldest first.
@@ -190,6 +222,50 @@ mod tests {
 
     fn intake() -> Arc<Intake> {
         Intake::new("t".into(), Arc::new(Metrics::new()))
+    }
+
+    fn stream_record(cursor: &str) -> Reattach {
+        Reattach {
+            upstream: "u".into(),
+            session_id: Some("s".into()),
+            protocol: None,
+            task_id: String::new(),
+            stream: Some(crate::model::StreamCursor {
+                request_id: Value::from(1),
+                last_event_id: cursor.into(),
+            }),
+        }
+    }
+
+    #[test]
+    fn a_stream_cursor_moves_the_record_and_each_change_is_taken_once() {
+        let i = intake();
+        assert!(i.reattach_since(0).is_none());
+        // No record yet: a cursor alone is not kept.
+        i.stream_cursor("3");
+        assert!(i.reattach_since(0).is_none());
+        i.reattach(stream_record("4"));
+        let (record, version) = i.reattach_since(0).unwrap();
+        assert_eq!(record.stream.unwrap().last_event_id, "4");
+        assert!(i.reattach_since(version).is_none());
+        i.stream_cursor("4");
+        assert!(
+            i.reattach_since(version).is_none(),
+            "the same id is no change"
+        );
+        i.stream_cursor("9");
+        let (record, _) = i.reattach_since(version).unwrap();
+        assert_eq!(record.stream.unwrap().last_event_id, "9");
+    }
+
+    #[test]
+    fn an_adopted_intake_drops_replayed_progress() {
+        let i = intake();
+        i.resume_after(Some(5.0));
+        for p in [4.0, 5.0, 6.0] {
+            i.progress(p, None, None);
+        }
+        assert_eq!(progress_values(&i), vec![6.0]);
     }
 
     fn progress_values(i: &Intake) -> Vec<f64> {

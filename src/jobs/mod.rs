@@ -247,6 +247,7 @@ impl Jobs {
         self.inner.running.insert(id, running.clone());
         self.inner.metrics.jobs_running.inc();
         let intake = Intake::new(snapshot.upstream.clone(), self.inner.metrics.clone());
+        intake.resume_after(snapshot.progress);
         let place = self.inner.places.clone().try_acquire_owned().ok();
         self.pending(id, snapshot.upstream.clone(), intake, running, place, span)
     }

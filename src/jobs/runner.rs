@@ -21,7 +21,7 @@ use crate::{
     config::{CallLimits, JobsConfig},
     events::StoreError,
     metrics::Metrics,
-    model::{EventBody, FailureReason, Heartbeat, JobFailure, JobId, ProgressUpdate},
+    model::{EventBody, FailureReason, Heartbeat, JobFailure, JobId, ProgressUpdate, Reattach},
     redact,
     store::Store,
     traces,
@@ -148,6 +148,8 @@ pub(super) struct Runner {
     held: Option<ProgressUpdate>,
     /// The drained reports, kept between drains for its capacity (see `Intake::take_into`).
     batch: VecDeque<EventBody>,
+    /// The version of the re-attach record the store has (`Intake::reattach_since`).
+    record_kept: u64,
 }
 
 impl Runner {
@@ -178,6 +180,7 @@ impl Runner {
             next_heartbeat: heartbeat.map(|h| now + h),
             held: None,
             batch: VecDeque::new(),
+            record_kept: 0,
         }
     }
 
@@ -282,14 +285,39 @@ impl Runner {
         )
     }
 
-    /// Move everything the intake has queued into the store, in order.
+    /// Move everything the intake has queued into the store, in order. A task's re-attach
+    /// record goes before the reports that follow it; a resumable stream's after the reports
+    /// its cursor covers (taken before them, so it names none that is not written), and not
+    /// while one is held back: an adopter resumes after the cursor, so it must never be ahead
+    /// of the job. One write per drain, not per event.
     async fn drain(&mut self) {
-        if let Some(record) = self.intake().take_reattach() {
-            match self.store.record_reattach(self.id(), &record).await {
-                Ok(kept) => tracing::debug!(kept, task = %record.task_id, "re-attach record"),
-                Err(error) => self.store_failed(&error),
-            }
+        let record = self.intake().reattach_since(self.record_kept);
+        let (before, after) = match record {
+            Some(r) if r.0.stream.is_none() => (Some(r), None),
+            r => (None, r),
+        };
+        if let Some(record) = before {
+            self.keep_record(record).await;
         }
+        self.drain_reports().await;
+        if let Some(record) = after
+            && self.held.is_none()
+        {
+            self.keep_record(record).await;
+        }
+    }
+
+    async fn keep_record(&mut self, (record, version): (Reattach, u64)) {
+        match self.store.record_reattach(self.id(), &record).await {
+            Ok(kept) => {
+                self.record_kept = version;
+                tracing::debug!(kept, task = %record.task_id, "re-attach record");
+            }
+            Err(error) => self.store_failed(&error),
+        }
+    }
+
+    async fn drain_reports(&mut self) {
         let mut batch = std::mem::take(&mut self.batch);
         self.intake().take_into(&mut batch);
         for body in batch.drain(..) {

@@ -24,7 +24,7 @@ pub mod wire;
 
 pub use channel::{Channel, Seq};
 pub use clock::{iso8601, now_ms};
-pub use durability::{Durability, Reattach};
+pub use durability::{Durability, Reattach, StreamCursor};
 pub use event::{EventBody, EventKind, Heartbeat, ProgressUpdate};
 pub use failure::{FailureReason, JobFailure};
 pub use ids::{CorrelationId, InvalidId, JobId};

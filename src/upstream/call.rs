@@ -1,6 +1,9 @@
 //! One `tools/call` in flight on an upstream: its outcome, and the way to cancel it.
 
-use std::{sync::Arc, time::Duration};
+use std::{
+    sync::{Arc, atomic::AtomicBool},
+    time::Duration,
+};
 
 use futures::{FutureExt, future::BoxFuture};
 use parking_lot::Mutex;
@@ -20,6 +23,8 @@ use super::{
     Upstream, UpstreamError, UpstreamLimits,
     call_outcome::{CallOutcome, tool_result},
     input_required::{self, Bounds, Round, Stop},
+    session_seen::SessionSeen,
+    stream_resume::{KeepUnlessAnswered, ResumableSink},
     tap::{CallRoutes, CallSink, RouteMarker},
     task_call::{self, TaskCall, TaskLine},
 };
@@ -47,6 +52,14 @@ pub struct UpstreamCall {
     task: Option<TaskCall>,
     /// To send the call again when the upstream answers `input_required`.
     resend: Resend,
+    /// Set for a plain call another replica may resume (`stream_resume.rs`).
+    resumable: Option<Resumable>,
+}
+
+/// A plain call's resumable stream: its session, and whether its resume record was made.
+struct Resumable {
+    seen: SessionSeen,
+    recorded: Arc<AtomicBool>,
 }
 
 /// Sends `notifications/cancelled` for one call, to the one upstream that runs it (and
@@ -90,12 +103,31 @@ impl Upstream {
         let Some(live) = self.live() else {
             return Err(self.not_connected());
         };
+        let durability = self.durability(tool);
+        let durable = durability == Durability::UpstreamTask;
+        let as_task = durable || self.task_support(tool) == Some(TaskSupport::Required);
+        let current = Arc::new(Mutex::new(RequestId::Number(0)));
+        let resumable = (durability == Durability::UpstreamStream && !as_task)
+            .then(|| live.seen.clone())
+            .flatten()
+            .map(|seen| Resumable {
+                seen,
+                recorded: Arc::default(),
+            });
+        let sink = match &resumable {
+            Some(r) => Arc::new(ResumableSink {
+                inner: sink,
+                upstream: self.name().to_string(),
+                seen: r.seen.clone(),
+                request: current.clone(),
+                recorded: r.recorded.clone(),
+            }) as Arc<dyn CallSink>,
+            None => sink,
+        };
         let route = RouteGuard {
             routes: self.inner.routes.clone(),
             marker: self.inner.routes.add(sink.clone()),
         };
-        let durable = self.durability(tool) == Durability::UpstreamTask;
-        let as_task = durable || self.task_support(tool) == Some(TaskSupport::Required);
         let resend_arguments = arguments.clone();
         let request = first_request(tool, arguments, as_task, route.marker);
         let span = call_span(self.name(), tool);
@@ -107,7 +139,7 @@ impl Upstream {
                 name: self.name().to_string(),
                 source,
             })?;
-        let current = Arc::new(Mutex::new(handle.id));
+        *current.lock() = handle.id;
         let resend = Resend {
             peer: live.peer.clone(),
             tool: tool.to_string(),
@@ -134,6 +166,7 @@ impl Upstream {
             },
             task,
             resend,
+            resumable,
         })
     }
 
@@ -279,12 +312,24 @@ impl UpstreamCall {
             canceller,
             task,
             resend,
+            resumable,
         } = self;
         // The outcome is held for the call's whole life, so its size is every running job's
         // memory: the rarer paths after the first answer (input rounds, 3.5 KB; following an
         // upstream task, 5.4 KB) are boxed when taken, not reserved in every call's future.
+        let keep = KeepUnlessAnswered {
+            recorded: resumable
+                .as_ref()
+                .map(|r| r.recorded.clone())
+                .unwrap_or_default(),
+            seen: resumable.map(|r| r.seen),
+            answered: false,
+        };
         let outcome = async move {
+            // The guard whole, not its field: dropped with the call's future.
+            let mut keep = keep;
             let first = answer(&upstream, rx, closed.clone(), &route).await;
+            keep.answered = true;
             match (first, task) {
                 // The upstream asks for input (SEP-2322): answer, and call again.
                 (Ok(ServerResult::InputRequiredResult(asked)), None) => {

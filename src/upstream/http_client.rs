@@ -27,7 +27,7 @@ use rmcp::{
 use rustls::pki_types::CertificateDer;
 use sse_stream::Sse;
 
-use super::{oversize::Oversize, session_seen::SessionSeen};
+use super::{oversize::Oversize, session_seen::SessionSeen, stream_resume::EventIds};
 use crate::rmcp_ext::{envelope::Envelope, task_support::TaskSupportMap};
 
 /// Room for an SSE event's framing (`event:`, `id:`, `data: ` and line ends) above the limit.
@@ -49,6 +49,8 @@ pub(super) struct BoundedHttp {
     task_support: TaskSupportMap,
     /// Where the session of each POST is noted (`session_seen.rs`).
     seen: SessionSeen,
+    /// Where a call stream's event ids are noted (`stream_resume.rs`).
+    ids: EventIds,
 }
 
 impl BoundedHttp {
@@ -57,7 +59,7 @@ impl BoundedHttp {
     pub(super) fn new(
         oversize: Oversize,
         task_support: TaskSupportMap,
-        seen: SessionSeen,
+        (seen, ids): (SessionSeen, EventIds),
         extra_roots: Vec<CertificateDer<'static>>,
         config: StreamableHttpClientTransportConfig,
     ) -> Result<(Self, StreamableHttpClientTransportConfig), reqwest::Error> {
@@ -81,6 +83,7 @@ impl BoundedHttp {
                 oversize,
                 task_support,
                 seen,
+                ids,
             },
             config,
         ))
@@ -112,6 +115,9 @@ impl BoundedHttp {
     fn bound_events(&self, events: Events, request: Option<RequestId>) -> Events {
         let oversize = self.oversize.clone();
         let task_support = self.task_support.clone();
+        // Only a call's own stream (a POST's) is resumed by its id; the GET stream's ids
+        // belong to that stream.
+        let ids = request.is_some().then(|| self.ids.clone());
         events
             .map(move |event| match event {
                 Ok(mut sse) => {
@@ -124,6 +130,9 @@ impl BoundedHttp {
                         .is_some_and(|d| d.len() > oversize.limit())
                     {
                         sse.data = replace(&oversize, sse.data.as_deref().unwrap_or_default());
+                    }
+                    if let (Some(ids), Some(id), Some(data)) = (&ids, &sse.id, &mut sse.data) {
+                        ids.note(id, data);
                     }
                     Ok(sse)
                 }
@@ -470,7 +479,9 @@ impl StreamableHttpClient for BoundedHttp {
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<(), StreamableHttpError<Self::Error>> {
         if self.seen.kept() {
-            tracing::info!("upstream session left open: another replica follows a task made in it");
+            tracing::info!(
+                "upstream session left open: another replica carries on a call made in it"
+            );
             return Ok(());
         }
         self.inner

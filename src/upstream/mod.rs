@@ -20,6 +20,7 @@ mod requests;
 mod session_poller;
 mod session_seen;
 mod stdio;
+mod stream_resume;
 mod supervisor;
 mod tap;
 mod task_call;
@@ -39,7 +40,7 @@ pub use call_outcome::CallOutcome;
 pub use error::{SessionError, Unreachable, UpstreamError};
 pub use input_required::Asking;
 pub use offer::ListKind;
-pub use reattach::{AdoptedCall, TaskCanceller};
+pub use reattach::{AdoptedCall, AdoptedCanceller};
 pub use requests::RequestError;
 pub use tap::{CallSink, no_sampling};
 pub use task_call::TaskResume;
@@ -207,6 +208,9 @@ pub struct UpstreamStatus {
     pub protocol: Option<String>,
     /// `durable`: whether calls are made so that another replica can adopt them.
     pub durable: &'static str,
+    /// Whether this upstream's call streams carry SSE event ids (seen on one): with `durable`
+    /// `auto` or `resume`, its plain calls are resumed by an adopter.
+    pub resumable_streams: bool,
 }
 
 /// One upstream: a cheap handle shared by the supervisor and every caller.
@@ -236,6 +240,8 @@ struct Inner {
     tasks: Tasks,
     /// The tools' `execution.taskSupport`, as the last `tools/list` answers declared it.
     task_support: TaskSupportMap,
+    /// Set once a call's response stream carried an SSE event id (`http_client.rs`).
+    resumable: Arc<std::sync::atomic::AtomicBool>,
 }
 
 #[derive(Clone)]
@@ -293,6 +299,7 @@ impl Upstream {
                 metrics,
                 tasks,
                 task_support,
+                resumable: Arc::default(),
             }),
         }
     }
@@ -307,20 +314,25 @@ impl Upstream {
         &self.inner.config.name
     }
 
-    /// Whether a call of `tool` is made re-attachable (`durable`, docs/replicas.md): as an
-    /// upstream task, on a Streamable HTTP upstream (a stdio child dies with its replica),
-    /// when the tool takes tasks (`execution.taskSupport` `optional` or `required`).
+    /// How a call of `tool` is made re-attachable (`durable`, docs/replicas.md), on a
+    /// Streamable HTTP upstream only (a stdio child dies with its replica): as an upstream
+    /// task when the tool takes tasks (`execution.taskSupport` `optional` or `required`) and
+    /// `durable` is `auto` or `tasks`; else as a plain call whose response stream another
+    /// replica resumes, when `durable` is `auto` or `resume` (it becomes so once its stream
+    /// carries an event id); else not at all.
     pub fn durability(&self, tool: &str) -> Durability {
         let config = &self.inner.config;
+        if config.transport != TransportKind::Http {
+            return Durability::None;
+        }
         let takes_tasks = matches!(
             self.task_support(tool),
             Some(TaskSupport::Optional | TaskSupport::Required)
         );
-        let http = config.transport == TransportKind::Http;
-        if http && config.durable != Durable::Off && takes_tasks {
-            Durability::UpstreamTask
-        } else {
-            Durability::None
+        match config.durable {
+            Durable::Auto | Durable::Tasks if takes_tasks => Durability::UpstreamTask,
+            Durable::Auto | Durable::Resume => Durability::UpstreamStream,
+            Durable::Tasks | Durable::Off => Durability::None,
         }
     }
 
@@ -372,6 +384,10 @@ impl Upstream {
             in_flight: self.inner.routes.in_flight(),
             protocol: details.protocol.clone(),
             durable: self.inner.config.durable.as_str(),
+            resumable_streams: self
+                .inner
+                .resumable
+                .load(std::sync::atomic::Ordering::Relaxed),
         }
     }
 

@@ -1,7 +1,8 @@
-//! An adopted job's upstream call: the task another replica made, followed from this one on
-//! the session it was made in (`session_poller.rs`), from where its job stood.
+//! An adopted job's upstream call, carried on from this replica on the session another replica
+//! made it in: the upstream task, followed (`session_poller.rs`, `task_call.rs`), or the call's
+//! resumable response stream, resumed (`stream_resume.rs`); from where its job stood.
 
-use std::sync::Arc;
+use std::{sync::Arc, time::Duration};
 
 use futures::{FutureExt, future::BoxFuture};
 
@@ -9,45 +10,62 @@ use super::{
     Upstream, UpstreamError,
     call_outcome::CallOutcome,
     session_poller::SessionPoller,
+    stream_resume,
     tap::CallSink,
     task_call::{self, TaskLine, TaskResume},
 };
 use crate::{config::TransportKind, metrics::Metrics, model::Reattach};
 
-/// A re-attached call: its outcome, and the way to cancel its task.
+/// A re-attached call: its outcome, and the way to cancel it.
 pub struct AdoptedCall {
     pub outcome: BoxFuture<'static, CallOutcome>,
-    pub canceller: TaskCanceller,
+    pub canceller: AdoptedCanceller,
 }
 
-/// Sends `tasks/cancel` for an adopted task, on its session.
-pub struct TaskCanceller {
+/// Cancels an adopted call on its session: `tasks/cancel` for a task, `notifications/cancelled`
+/// for a resumed call.
+pub struct AdoptedCanceller {
     poller: Arc<SessionPoller>,
-    task_id: String,
+    target: Target,
     metrics: Arc<Metrics>,
 }
 
-impl TaskCanceller {
-    /// Ask the upstream to stop the task; its answer only acknowledges it.
+enum Target {
+    Task(String),
+    Request(serde_json::Value),
+}
+
+impl AdoptedCanceller {
+    /// Ask the upstream to stop the call; its answer only acknowledges it.
     pub async fn cancel(&self) {
-        let answer = self
-            .poller
-            .request("tasks/cancel", &self.task_id, Some(CANCEL_WITHIN))
-            .await;
-        let outcome = if answer.is_ok() { "ok" } else { "error" };
-        self.metrics
-            .upstream_task_requests
-            .with_label_values(&["tasks/cancel", outcome])
-            .inc();
+        match &self.target {
+            Target::Task(task_id) => {
+                let answer = self
+                    .poller
+                    .request("tasks/cancel", task_id, Some(CANCEL_WITHIN))
+                    .await;
+                let outcome = if answer.is_ok() { "ok" } else { "error" };
+                self.metrics
+                    .upstream_task_requests
+                    .with_label_values(&["tasks/cancel", outcome])
+                    .inc();
+            }
+            Target::Request(id) => {
+                let sent = tokio::time::timeout(CANCEL_WITHIN, self.poller.cancel_request(id));
+                if !matches!(sent.await, Ok(Ok(()))) {
+                    tracing::debug!("the cancel of a resumed call did not reach the upstream");
+                }
+            }
+        }
     }
 }
 
-/// How long a `tasks/cancel` of an adopted task may take.
-const CANCEL_WITHIN: std::time::Duration = std::time::Duration::from_secs(30);
+/// How long a cancel of an adopted call may take.
+const CANCEL_WITHIN: Duration = Duration::from_secs(30);
 
 impl Upstream {
-    /// Carry on the call `record` names (an upstream task made by another replica, on this
-    /// upstream), its reports going to `sink`, from where its job stood (`resume`).
+    /// Carry on the call `record` names (made by another replica, on this upstream), its
+    /// reports going to `sink`, from where its job stood (`resume`: a task's steps).
     pub fn reattach(
         &self,
         record: &Reattach,
@@ -64,10 +82,35 @@ impl Upstream {
             record,
             self.inner.limits.max_result_bytes,
         )?);
-        let canceller = TaskCanceller {
+        let metrics = self.inner.metrics.clone();
+        if let Some(cursor) = &record.stream {
+            let tasks = self.inner.limits.tasks;
+            let bounds = (
+                Duration::from_secs(tasks.resume_within_secs),
+                tasks.max_event_id_bytes,
+            );
+            let outcome = stream_resume::follow_stream(
+                self.name().to_string(),
+                poller.clone(),
+                cursor.clone(),
+                sink,
+                bounds,
+            )
+            .boxed();
+            let target = Target::Request(cursor.request_id.clone());
+            return Ok(AdoptedCall {
+                outcome,
+                canceller: AdoptedCanceller {
+                    poller,
+                    target,
+                    metrics,
+                },
+            });
+        }
+        let canceller = AdoptedCanceller {
             poller: poller.clone(),
-            task_id: record.task_id.clone(),
-            metrics: self.inner.metrics.clone(),
+            target: Target::Task(record.task_id.clone()),
+            metrics,
         };
         let call = self.task_call(sink, TaskLine::Session(poller));
         let outcome = task_call::follow_adopted(

@@ -3,8 +3,8 @@
 //! existing session (its worker opens every connection with `initialize` and keeps the
 //! `Mcp-Session-Id` to itself), and a server that binds tasks to their session (the TypeScript
 //! SDK's, server-everything) knows the task only there. So this is the bridge's own
-//! JSON-RPC-over-HTTP client for the two requests an adopter needs, `tasks/get` and
-//! `tasks/result` (and `tasks/cancel`): POSTs with the task's `Mcp-Session-Id`, its
+//! JSON-RPC-over-HTTP client for what an adopter needs: `tasks/get` and `tasks/result` (and
+//! `tasks/cancel`), or the `GET` that resumes a call's stream (`stream_resume.rs`): POSTs with the task's `Mcp-Session-Id`, its
 //! `MCP-Protocol-Version` and the upstream's configured headers, the answer read as JSON or as
 //! an SSE stream within `limits.max_result_bytes`, as `http_client.rs` reads rmcp's.
 
@@ -24,6 +24,7 @@ use super::{
     call_outcome::CallOutcome,
     http_client::{SESSION_HEADER, SSE_FRAMING, bounded_bytes, same_origin_redirects},
     session_seen::PROTOCOL_HEADER,
+    stream_resume::{Resume, ResumedEvent},
 };
 use crate::{config::UpstreamConfig, model::FailureReason, model::Reattach};
 
@@ -211,3 +212,65 @@ impl SessionPoller {
         Err("the stream ended without the answer".into())
     }
 }
+
+impl SessionPoller {
+    /// `GET` the session's stream after `last_event_id` (`Last-Event-ID`): the events of the
+    /// call stream that id belongs to, each within the limit, until the upstream or the
+    /// connection ends it.
+    pub(super) async fn resume(
+        &self,
+        last_event_id: &str,
+    ) -> Result<futures::stream::BoxStream<'static, ResumedEvent>, Resume> {
+        let response = self
+            .client
+            .get(&self.url)
+            .headers(self.headers.clone())
+            .header(http::header::ACCEPT, "text/event-stream")
+            .header(LAST_EVENT_ID, last_event_id)
+            .send()
+            .await
+            .map_err(|e| Resume::Broken(e.to_string()))?;
+        let status = response.status();
+        if matches!(status.as_u16(), 400 | 404 | 405) {
+            return Err(Resume::Gone(status.as_u16()));
+        }
+        if !status.is_success() {
+            return Err(Resume::Broken(format!("HTTP {status}")));
+        }
+        let max = self.limit.saturating_add(SSE_FRAMING);
+        let events =
+            sse_stream::SseStream::from_bytes_stream(bounded_bytes(response.bytes_stream(), max))
+                .take_while(|event| std::future::ready(event.is_ok()))
+                .filter_map(|event| {
+                    std::future::ready(event.ok().map(|sse| ResumedEvent {
+                        id: sse.id,
+                        data: sse.data,
+                    }))
+                });
+        Ok(events.boxed())
+    }
+
+    /// Tell the upstream the call `request_id` is cancelled (`notifications/cancelled`).
+    pub(super) async fn cancel_request(&self, request_id: &Value) -> Result<(), String> {
+        let body = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+            "params": {"requestId": request_id, "reason": "cancelled"}});
+        let response = self
+            .client
+            .post(&self.url)
+            .headers(self.headers.clone())
+            .header(http::header::ACCEPT, "application/json, text/event-stream")
+            .header(http::header::CONTENT_TYPE, "application/json")
+            .body(body.to_string())
+            .send()
+            .await
+            .map_err(|e| e.to_string())?;
+        if response.status().is_success() {
+            Ok(())
+        } else {
+            Err(format!("HTTP {}", response.status()))
+        }
+    }
+}
+
+/// The header a resuming `GET` names its last event in.
+const LAST_EVENT_ID: &str = "last-event-id";

@@ -23,6 +23,7 @@ use super::{
     oversize::Oversize,
     session_seen::SessionSeen,
     stdio,
+    stream_resume::EventIds,
     tap::Tap,
 };
 use crate::{
@@ -120,6 +121,15 @@ impl Upstream {
             self.inner.routes.clone(),
             self.inner.metrics.clone(),
         )
+    }
+
+    /// What this upstream's HTTP connections note of their call streams' event ids.
+    fn event_ids(&self) -> EventIds {
+        EventIds {
+            max: self.inner.limits.tasks.max_event_id_bytes,
+            metrics: self.inner.metrics.clone(),
+            seen: self.inner.resumable.clone(),
+        }
     }
 
     fn handler(&self) -> UpstreamClient {
@@ -227,7 +237,7 @@ impl Upstream {
         let (client, transport_config) = BoundedHttp::new(
             self.oversize(),
             self.inner.task_support.clone(),
-            seen.clone(),
+            (seen.clone(), self.event_ids()),
             extra_roots,
             transport_config,
         )

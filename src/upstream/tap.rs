@@ -74,6 +74,11 @@ pub trait CallSink: Send + Sync + 'static {
     fn reattach(&self, record: crate::model::Reattach) {
         let _ = record;
     }
+    /// The call's resumable response stream has reached event `event_id` (after the report it
+    /// carried was taken in): the job's resume cursor moves there. The default keeps nothing.
+    fn stream_cursor(&self, event_id: &str) {
+        let _ = event_id;
+    }
 }
 
 /// The answer to a `sampling/createMessage` nobody can take: there is no model behind the
@@ -524,7 +529,8 @@ where
                 #[allow(deprecated)]
                 match &n.notification {
                     ServerNotification::ProgressNotification(p) => {
-                        self.routes.progress(&p.params);
+                        self.routes
+                            .progress(&super::stream_resume::with_event_id(p));
                         // Delivered: rmcp has nothing left to do with it (the bridge's client
                         // handler ignores progress and no request sets a progress timeout),
                         // and handing it on would cost a spawned task per notification.

@@ -112,6 +112,7 @@ pub(super) async fn follow(
             session_id: Some(seen.session_id.to_string()),
             protocol: seen.protocol,
             task_id: id.clone(),
+            stream: None,
         });
         keep = Some(KeepUnlessFollowed {
             session: session.clone(),

@@ -211,14 +211,18 @@ async fn a_plain_http_job_still_fails_owner_lost_when_its_owner_is_killed() {
         return;
     };
     let prefix = RedisPrefix::new(&url, "adopt-plain");
-    let demo = start_http_demo().await;
+    // The Python SDK server without an event store: its SSE events carry no ids, so its calls
+    // cannot be resumed (rmcp's own server, the demo's, puts ids on them).
+    let Some((_server, upstream)) = resumable_http_server(&["--no-store"]).await else {
+        return;
+    };
     let store = redis_store_toml(&url, &prefix, LEASE_SECS);
-    let (mut a, b) = two_replicas(&store, "demo", &demo.url).await;
+    let (mut a, b) = two_replicas(&store, "py", &upstream).await;
     let on_a = connect_url(&a.mcp_url()).await;
     let handle = running_job(
         &on_a,
-        "demo__slow_count",
-        json!({"to": 1000, "delay_ms": 50}),
+        "py__counted",
+        json!({"topic": "plain", "steps": 1000, "step_ms": 50}),
     )
     .await;
     let url_b = job_events_url(&b.base(), &handle.job_id);

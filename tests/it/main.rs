@@ -8,6 +8,7 @@
 mod common;
 
 mod adoption;
+mod adoption_resume;
 mod bad_input;
 mod bridge;
 mod cli;

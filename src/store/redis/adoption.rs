@@ -22,9 +22,7 @@ use super::{
 };
 use crate::events::Adopted;
 use crate::metrics::AdoptionEvent;
-use crate::model::{
-    Durability, EventBody, FailureReason, JobFailure, JobId, JobSnapshot, Reattach,
-};
+use crate::model::{EventBody, FailureReason, JobFailure, JobId, JobSnapshot, Reattach};
 
 /// The hash field of a job's re-attach record (JSON of `model::Reattach`).
 const REATTACH_FIELD: &str = "_reattach";
@@ -203,7 +201,7 @@ impl Inner {
             return Ok(false);
         };
         let fence = Fence::new(&self.replica, owned.generation);
-        let durability = serde_json::to_string(&Durability::UpstreamTask).unwrap_or_default();
+        let durability = serde_json::to_string(&record.durability()).unwrap_or_default();
         let mut call = self.scripts.record_reattach.prepare_invoke();
         call.key(self.keys.job(job))
             .arg(&fence.owner)
@@ -216,7 +214,7 @@ impl Inner {
             .await?;
         match kept {
             1 => {
-                owned.lock().snapshot.durability = Durability::UpstreamTask;
+                owned.lock().snapshot.durability = record.durability();
                 Ok(true)
             }
             -3 => {

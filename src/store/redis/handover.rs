@@ -61,7 +61,7 @@ impl Inner {
             self.owned
                 .iter()
                 .filter(|o| !offered.contains(o.key()))
-                .filter(|o| o.lock().snapshot.durability == Durability::UpstreamTask)
+                .filter(|o| o.lock().snapshot.durability != Durability::None)
                 .map(|o| *o.key())
                 .collect()
         };
@@ -85,7 +85,7 @@ impl Inner {
         self.handover.offered.lock().extend(new.iter().copied());
         tracing::info!(
             offered = new.len(),
-            "draining: jobs whose upstream task another replica can follow offered for adoption"
+            "draining: jobs whose upstream task or call stream another replica can carry on offered for adoption"
         );
         self.nudge_others().await;
     }

@@ -15,6 +15,7 @@
 //! - `idp`: a real OpenID Connect provider (npm `oidc-provider`) that issues JWT access tokens;
 //! - `prereq`: prerequisites outside Rust (Python, node, Chromium) and running them;
 //! - `task_server`: the TypeScript SDK server whose tool runs as an upstream task (HTTP);
+//! - `resumable_server`: the Python SDK server whose SSE events carry ids (HTTP);
 //! - `listen`: the TCP ports a child process listens on (children bind port 0);
 //! - `alone`: a test that needs a process of its own (its RSS, its environment variables).
 //!
@@ -37,6 +38,7 @@ mod prereq;
 mod process;
 mod proxy;
 mod redis;
+mod resumable_server;
 mod sse;
 mod task_server;
 mod tls;
@@ -44,5 +46,6 @@ mod wait;
 
 pub use self::{
     alone::*, bridge::*, faulty_store::*, http::*, idp::*, job::*, listen::*, mcp::*, prereq::*,
-    process::BridgeProcess, proxy::*, redis::*, sse::*, task_server::*, tls::*, wait::*,
+    process::BridgeProcess, proxy::*, redis::*, resumable_server::*, sse::*, task_server::*,
+    tls::*, wait::*,
 };

@@ -1,0 +1,63 @@
+"""A Streamable HTTP MCP server (the official Python SDK) whose SSE events carry ids: an
+in-memory event store, so a client that lost a POST's response stream resumes it with `GET`
+and `Last-Event-ID` on the same session (the spec's resumability). One tool, `counted`:
+`steps` progress notifications `step_ms` apart, then the text `counted: TOPIC`.
+
+usage: resumable_http_server.py PORT [--no-store]
+"""
+
+import asyncio
+import itertools
+import sys
+
+import uvicorn
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.streamable_http import EventStore
+
+
+class MemoryEventStore(EventStore):
+    """Every event of every stream, in order; ids are decimal counters."""
+
+    def __init__(self):
+        self.events = []  # (id, stream_id, message)
+        self.ids = itertools.count(1)
+
+    async def store_event(self, stream_id, message):
+        event_id = str(next(self.ids))
+        self.events.append((event_id, stream_id, message))
+        return event_id
+
+    async def replay_events_after(self, last_event_id, send_callback):
+        from mcp.server.streamable_http import EventMessage
+
+        position = next((i for i, e in enumerate(self.events) if e[0] == last_event_id), None)
+        if position is None:
+            return None
+        stream_id = self.events[position][1]
+        for event_id, stream, message in self.events[position + 1 :]:
+            if stream == stream_id and message is not None:
+                await send_callback(EventMessage(message, event_id))
+        return stream_id
+
+
+server = MCPServer("resumable")
+
+
+@server.tool()
+async def counted(topic: str, steps: int = 60, step_ms: int = 100, ctx: Context = None) -> str:
+    """Count `steps` steps, `step_ms` apart, reporting each as progress."""
+    for step in range(1, steps + 1):
+        await asyncio.sleep(step_ms / 1000)
+        await ctx.report_progress(step, steps, f"step {step}/{steps}")
+    return f"counted: {topic}"
+
+
+def main():
+    port = int(sys.argv[1])
+    store = None if "--no-store" in sys.argv else MemoryEventStore()
+    app = server.streamable_http_app(event_store=store)
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,237 @@
+//! A plain call outlives the replica that runs it when its upstream's SSE events carry ids:
+//! two bridge processes on one Redis, the Python SDK server with an event store
+//! (tests/interop/resumable_http_server.py) as upstream, and the owner killed (`kill -9`) or
+//! drained (SIGTERM) in the middle of a 60-step job. The other replica resumes the call's
+//! stream (`GET` + `Last-Event-ID` on the same upstream session): every step once and in
+//! order on one `seq` line, and the result a direct call gives. An upstream that forgot the
+//! session answers the resuming `GET` with 404: the job fails `owner_lost` at once.
+
+use crate::common::*;
+use serde_json::{Value, json};
+
+/// The lease the replicas hold (seconds): short, so a lost owner is noticed in a few seconds.
+const LEASE_SECS: u64 = 2;
+/// The tool's steps, and the time between them (9 s in all): long enough for the owner to be
+/// lost and the job adopted while it runs.
+const STEPS: u64 = 60;
+const STEP_MS: u64 = 150;
+
+async fn replica(store: &str, url: &str) -> BridgeProcess {
+    let config = format!(
+        "[jobs]\nmode = \"async\"\ndrain_secs = 600\n[auth]\njob_secret = \"{TEST_JOB_SECRET}\"\n\
+         {store}\n[[upstreams]]\nname = \"py\"\ntransport = \"http\"\nurl = \"{url}\"\n"
+    );
+    spawn_bridge(&config, &[]).await
+}
+
+async fn snapshot(replica: &BridgeProcess, job_id: &str) -> Value {
+    let (status, snapshot) = get_json(&job_status_url(&replica.base(), job_id)).await;
+    assert_eq!(status, 200, "{snapshot}");
+    snapshot
+}
+
+fn arguments(topic: &str) -> Value {
+    json!({"topic": topic, "steps": STEPS, "step_ms": STEP_MS})
+}
+
+/// The tool's own answer for `arguments`, from a direct call (no bridge between).
+fn direct_call(url: &str, arguments: Value) -> tokio::task::JoinHandle<String> {
+    let url = url.to_string();
+    tokio::spawn(async move {
+        let client = connect_url(&url).await;
+        let result = client
+            .call_tool(call_params("counted", arguments))
+            .await
+            .expect("a direct call");
+        first_text(&result)
+    })
+}
+
+/// Every step once, in order, each with its own message, then the result.
+fn assert_every_step_once(events: &[SseEvent], expected: &str) {
+    let progress = progress_values(events);
+    let steps: Vec<f64> = (1..=STEPS).map(|p| p as f64).collect();
+    assert_eq!(progress, steps, "every step once, in order: {events:#?}");
+    let done = events.last().unwrap();
+    assert_eq!(done.event, "completed", "{events:#?}");
+    assert_eq!(done.data["result"]["content"][0]["text"], expected);
+}
+
+/// A reader that was on the owner comes back on `survivor` after `first` and reads to the end:
+/// one line, every step once, and the result `expected`.
+async fn reader_rides_through(
+    survivor: &BridgeProcess,
+    job_id: &str,
+    first: Vec<SseEvent>,
+    expected: &str,
+) {
+    let last_seen = first.last().unwrap().seq();
+    let rest = read_sse(
+        &job_events_url(&survivor.base(), job_id),
+        Some(last_seen),
+        SseEvent::is_terminal,
+    )
+    .await;
+    assert_eq!(rest[0].seq(), last_seen + 1, "no gap: {rest:#?}");
+    let all: Vec<SseEvent> = first.into_iter().chain(rest).collect();
+    assert_eq!(all[0].seq(), 1);
+    assert_consecutive(&all);
+    assert_every_step_once(&all, expected);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resumable_stream_job_whose_owner_is_killed_completes_on_the_other_replica() {
+    let Some(url) = test_redis("adoption_resume::kill").await else {
+        return;
+    };
+    let prefix = RedisPrefix::new(&url, "resume-kill");
+    let Some((_server, upstream)) = resumable_http_server(&[]).await else {
+        return;
+    };
+    let direct = direct_call(&upstream, arguments("resumed"));
+    let store = redis_store_toml(&url, &prefix, LEASE_SECS);
+    let (mut a, b) = tokio::join!(replica(&store, &upstream), replica(&store, &upstream));
+
+    let on_a = connect_url(&a.mcp_url()).await;
+    let handle = running_job(&on_a, "py__counted", arguments("resumed")).await;
+    let job_id = handle.job_id.clone();
+    let first = read_sse(&handle.events_url, Some(0), |e| {
+        e.event == "progress" && e.data["progress"] == 5.0
+    })
+    .await;
+    let before = eventually("the job is resumable", || async {
+        let s = snapshot(&b, &job_id).await;
+        (s["durability"] == "upstream_stream").then_some(s)
+    })
+    .await;
+    assert_eq!(before["status"], "running", "{before}");
+    let (_, upstreams) = get_json(&format!("{}/upstreams", a.base())).await;
+    assert_eq!(upstreams["upstreams"][0]["durable"], "auto", "{upstreams}");
+    assert_eq!(
+        upstreams["upstreams"][0]["resumable_streams"], true,
+        "{upstreams}"
+    );
+
+    let on_b = connect_url(&b.mcp_url()).await;
+    let waited_id = job_id.clone();
+    let waiter = tokio::spawn(async move {
+        let arguments = json!({"job_id": waited_id, "timeout_seconds": 45});
+        first_text(&call(&on_b, "wait_for_job", arguments).await)
+    });
+    a.kill();
+
+    let direct = direct.await.unwrap();
+    assert_eq!(direct, "counted: resumed");
+    reader_rides_through(&b, &job_id, first, &direct).await;
+    assert_eq!(waiter.await.unwrap(), direct);
+    let after = snapshot(&b, &job_id).await;
+    assert_eq!(after["status"], "completed", "{after}");
+    assert_ne!(after["owner"], before["owner"], "adopted: {after}");
+    assert!(
+        b.log().contains("resuming its upstream call stream"),
+        "{}",
+        b.log_tail()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_draining_owner_hands_its_resumable_stream_job_over_and_exits() {
+    let Some(url) = test_redis("adoption_resume::handover").await else {
+        return;
+    };
+    let prefix = RedisPrefix::new(&url, "resume-handover");
+    let Some((_server, upstream)) = resumable_http_server(&[]).await else {
+        return;
+    };
+    let direct = direct_call(&upstream, arguments("handed"));
+    let store = redis_store_toml(&url, &prefix, LEASE_SECS);
+    let (mut a, b) = tokio::join!(replica(&store, &upstream), replica(&store, &upstream));
+    let on_a = connect_url(&a.mcp_url()).await;
+    let handle = running_job(&on_a, "py__counted", arguments("handed")).await;
+    let job_id = handle.job_id.clone();
+    let events_url = handle.events_url.clone();
+    let reader =
+        tokio::spawn(async move { read_sse(&events_url, Some(0), SseEvent::is_terminal).await });
+    let before = eventually("the job is resumable and past its third step", || async {
+        let s = snapshot(&b, &job_id).await;
+        (s["durability"] == "upstream_stream" && s["progress"].as_f64() >= Some(3.0)).then_some(s)
+    })
+    .await;
+    let on_b = connect_url(&b.mcp_url()).await;
+    let waited_id = job_id.clone();
+    let waiter = tokio::spawn(async move {
+        let arguments = json!({"job_id": waited_id, "timeout_seconds": 45});
+        first_text(&call(&on_b, "wait_for_job", arguments).await)
+    });
+
+    a.terminate();
+    let exit = within("the draining owner exits", a.wait()).await.unwrap();
+    assert!(exit.success(), "{exit:?}: {}", a.log_tail());
+    assert!(a.log().contains("handed over"), "{}", a.log_tail());
+    assert!(
+        a.log().contains("upstream session left open"),
+        "{}",
+        a.log_tail()
+    );
+    let at_exit = snapshot(&b, &job_id).await;
+    assert_eq!(
+        at_exit["status"], "running",
+        "outlived its owner: {at_exit}"
+    );
+
+    let first = reader.await.unwrap();
+    let direct = direct.await.unwrap();
+    reader_rides_through(&b, &job_id, first, &direct).await;
+    assert_eq!(waiter.await.unwrap(), direct);
+    let after = snapshot(&b, &job_id).await;
+    assert_eq!(after["status"], "completed", "{after}");
+    assert_ne!(after["owner"], before["owner"], "handed over: {after}");
+    assert!(
+        b.log()
+            .contains("adopted a job its draining owner handed over"),
+        "{}",
+        b.log_tail()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resumed_stream_whose_session_the_upstream_forgot_fails_owner_lost_at_once() {
+    let Some(url) = test_redis("adoption_resume::forgot").await else {
+        return;
+    };
+    let prefix = RedisPrefix::new(&url, "resume-forgot");
+    let Some((mut server, upstream)) = resumable_http_server(&[]).await else {
+        return;
+    };
+    let store = redis_store_toml(&url, &prefix, LEASE_SECS);
+    let (mut a, b) = tokio::join!(replica(&store, &upstream), replica(&store, &upstream));
+    let on_a = connect_url(&a.mcp_url()).await;
+    let handle = running_job(&on_a, "py__counted", arguments("forgotten")).await;
+    let job_id = handle.job_id.clone();
+    eventually("the job is resumable", || async {
+        snapshot(&b, &job_id).await["durability"] == "upstream_stream"
+    })
+    .await;
+    // The owner dies, and the upstream restarts on the same port without the session.
+    a.kill();
+    server.kill().await.unwrap();
+    let port: u16 = upstream
+        .trim_end_matches("/mcp")
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let _again = resumable_http_server_on(port).await;
+    let end = read_sse(
+        &job_events_url(&b.base(), &job_id),
+        Some(0),
+        SseEvent::is_terminal,
+    )
+    .await;
+    let failed = end.last().unwrap();
+    assert_eq!(failed.event, "failed", "{end:#?}");
+    assert_eq!(failed.data["reason"], "owner_lost", "{failed:?}");
+    let message = failed.data["message"].as_str().unwrap();
+    assert!(message.contains("HTTP 404"), "{message}");
+}
