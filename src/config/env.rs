@@ -120,6 +120,29 @@ fn set_in_list(
     }
 }
 
+/// `error`, said of the environment variable that set its key (when one did).
+pub(super) fn said_of_vars(error: ConfigError, vars: &[(String, String)]) -> ConfigError {
+    let var = vars.iter().find(|(name, _)| {
+        let spelled = name[PREFIX.len()..]
+            .split("__")
+            .map(|part| match part.parse::<usize>() {
+                Ok(i) => format!("[{i}]"),
+                Err(_) => format!(".{}", part.to_ascii_lowercase()),
+            })
+            .collect::<String>();
+        let spelled = spelled.trim_start_matches('.');
+        error.key == spelled || error.key.starts_with(&format!("{spelled}."))
+    });
+    match var {
+        Some((name, _)) => ConfigError {
+            file: format!("{} (with the environment)", error.file),
+            message: format!("{} (set by {name})", error.message),
+            ..error
+        },
+        None => error,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,156 +1,19 @@
 //! Checks a parsed config and turns every problem into one line naming the file and the key.
 
-use std::{collections::HashSet, fmt, path::Path};
+use std::collections::HashSet;
 
 use super::{
-    Config, JobsConfig, ServerConfig, StoreBackend, StoreConfig, TransportKind, UpstreamConfig,
-    auth,
+    ConfigError, JobsConfig, ServerConfig, StoreBackend, StoreConfig, TransportKind,
+    UpstreamConfig, auth,
     bounds::{self, Bound},
-    limits, upstream_tasks,
 };
 
 /// The longest drain `jobs.drain_secs` may ask for: a day. A drain waits for the longest job
 /// the operator means to let finish, and the stop timeouts of the deployment must cover it.
 const MAX_DRAIN_SECS: u64 = 86_400;
 
-/// A config problem: which file, which key, what is wrong and (in the message) what to do.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConfigError {
-    pub file: String,
-    pub key: String,
-    pub message: String,
-}
-
-impl fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.key.is_empty() {
-            write!(f, "config error in {}: {}", self.file, self.message)
-        } else {
-            write!(
-                f,
-                "config error in {}: key `{}`: {}",
-                self.file, self.key, self.message
-            )
-        }
-    }
-}
-
-impl std::error::Error for ConfigError {}
-
-impl ConfigError {
-    pub(super) fn new(file: &Path, key: impl Into<String>, message: impl Into<String>) -> Self {
-        Self {
-            file: file.display().to_string(),
-            key: key.into(),
-            message: message.into(),
-        }
-    }
-
-    pub(super) fn read(file: &Path, error: &std::io::Error) -> Self {
-        let hint = if error.kind() == std::io::ErrorKind::NotFound {
-            " (pass --config PATH, or run from the repository root where config/bridge.toml is)"
-        } else {
-            ""
-        };
-        Self::new(file, "", format!("cannot read the file: {error}{hint}"))
-    }
-
-    pub(super) fn env(var: &str, message: String) -> Self {
-        Self {
-            file: "environment".into(),
-            key: var.into(),
-            message,
-        }
-    }
-
-    pub(super) fn syntax(file: &Path, error: &toml::de::Error) -> Self {
-        Self::new(file, "", one_line(&error.to_string()))
-    }
-
-    pub(super) fn from_serde(
-        file: &Path,
-        error: serde_path_to_error::Error<toml::de::Error>,
-    ) -> Self {
-        let key = error.path().to_string();
-        let key = if key == "." { String::new() } else { key };
-        Self::new(file, key, one_line(error.inner().message()))
-    }
-}
-
-impl ConfigError {
-    /// This error, said of the environment variable that set its key (when one did).
-    pub(super) fn said_of_vars(self, vars: &[(String, String)]) -> Self {
-        let var = vars.iter().find(|(name, _)| {
-            let spelled = name[super::env::PREFIX.len()..]
-                .split("__")
-                .map(|part| match part.parse::<usize>() {
-                    Ok(i) => format!("[{i}]"),
-                    Err(_) => format!(".{}", part.to_ascii_lowercase()),
-                })
-                .collect::<String>();
-            let spelled = spelled.trim_start_matches('.');
-            self.key == spelled || self.key.starts_with(&format!("{spelled}."))
-        });
-        match var {
-            Some((name, _)) => Self {
-                file: format!("{} (with the environment)", self.file),
-                message: format!("{} (set by {name})", self.message),
-                ..self
-            },
-            None => self,
-        }
-    }
-}
-
-/// toml renders errors over several lines with a source excerpt; keep them on one.
-fn one_line(text: &str) -> String {
-    text.split_whitespace().collect::<Vec<_>>().join(" ")
-}
-
-impl Config {
-    /// Check every section; the first problem found is the error.
-    pub(super) fn validate(&mut self) -> Result<(), ConfigError> {
-        match self.problems().into_iter().next() {
-            Some(problem) => Err(problem),
-            None => Ok(()),
-        }
-    }
-
-    /// Every section's first problem (`check-config` shows them all). Sections that normalize
-    /// a value (a trailing `/`, a header name's case) write it back.
-    pub(super) fn problems(&mut self) -> Vec<ConfigError> {
-        let file = self.source.clone();
-        let err = |key: &str, message: String| ConfigError::new(&file, key, message);
-        let ttl = if self.auth.job_token_ttl_secs < self.jobs.retention_secs {
-            Err(err(
-                "auth.job_token_ttl_secs",
-                format!(
-                    "is {} s, shorter than jobs.retention_secs ({} s): a job's URLs would stop \
-                     working before the job is forgotten. Raise it to cover a job's run plus its \
-                     retention (default: a day)",
-                    self.auth.job_token_ttl_secs, self.jobs.retention_secs
-                ),
-            ))
-        } else {
-            Ok(())
-        };
-        let checks = [
-            validate_server(&mut self.server, err),
-            validate_jobs(&self.jobs, err),
-            auth::validate(&mut self.auth, &self.server, err),
-            ttl,
-            limits::validate(&self.limits, err),
-            upstream_tasks::validate(&self.upstream_tasks, err),
-            validate_store(&self.store).map_err(|(field, m)| err(&format!("store.{field}"), m)),
-            validate_upstreams(&mut self.upstreams, err),
-            validate_ready_requires(&self.server.ready_requires, &self.upstreams, err),
-        ];
-        checks.into_iter().filter_map(Result::err).collect()
-    }
-}
-
 /// `server.ready_requires`: `"*"` or the names of configured upstreams.
-fn validate_ready_requires(
+pub(super) fn validate_ready_requires(
     names: &[String],
     upstreams: &[UpstreamConfig],
     err: impl Fn(&str, String) -> ConfigError,
@@ -170,7 +33,7 @@ fn validate_ready_requires(
 
 /// `[server]`: the public URL (its trailing `/` dropped), host names, the correlation header
 /// (lower-cased) and the keep-alive period.
-fn validate_server(
+pub(super) fn validate_server(
     server: &mut ServerConfig,
     err: impl Fn(&str, String) -> ConfigError,
 ) -> Result<(), ConfigError> {
@@ -228,7 +91,7 @@ fn validate_server(
 }
 
 /// `[jobs]`: each bound with the reason it has.
-fn validate_jobs(
+pub(super) fn validate_jobs(
     jobs: &JobsConfig,
     err: impl Fn(&str, String) -> ConfigError,
 ) -> Result<(), ConfigError> {
@@ -290,7 +153,7 @@ fn validate_tasks(
 
 /// `[[upstreams]]`: unique valid names, a transport with the fields it needs (and none of the
 /// other's), and no zero time limit, for the upstream or any of its tools.
-fn validate_upstreams(
+pub(super) fn validate_upstreams(
     upstreams: &mut [UpstreamConfig],
     err: impl Fn(&str, String) -> ConfigError,
 ) -> Result<(), ConfigError> {
@@ -489,7 +352,7 @@ fn validate_http(upstream: &UpstreamConfig) -> Result<(), (&'static str, String)
 
 /// The Redis settings are checked whatever the backend, except the URL, which only has to
 /// work when it is used.
-fn validate_store(store: &StoreConfig) -> Result<(), (&'static str, String)> {
+pub(super) fn validate_store(store: &StoreConfig) -> Result<(), (&'static str, String)> {
     if store.backend == StoreBackend::Redis {
         validate_redis_url(&store.redis_url).map_err(|m| ("redis_url", m))?;
         if let Some(ca_file) = &store.redis_ca_file {
