@@ -61,6 +61,8 @@ function newServer() {
         const task = await extra.taskStore.createTask({ ttl: 600000, pollInterval: 200 });
         const steps = args.steps ?? 3;
         const stepMs = args.step_ms ?? 300;
+        // A task cancelled meanwhile ends its stages with an error and is terminal: no status may
+        // follow, so the attempt to mark it failed is let go (unhandled, it would stop node).
         (async () => {
           for (let i = 1; i <= steps; i++) {
             await store.updateTaskStatus(task.taskId, "working", `stage ${i}/${steps}`);
@@ -69,7 +71,7 @@ function newServer() {
           await store.storeTaskResult(task.taskId, "completed", {
             content: [{ type: "text", text: `done: ${args.topic}` }],
           });
-        })().catch((e) => store.updateTaskStatus(task.taskId, "failed", String(e)));
+        })().catch((e) => store.updateTaskStatus(task.taskId, "failed", String(e)).catch(() => {}));
         return { task };
       },
       getTask: async (_args, extra) => store.getTask(extra.taskId, extra.sessionId),

@@ -15,6 +15,7 @@ mod ingest;
 mod latency;
 mod many_jobs;
 mod mcp;
+mod nginx;
 mod passthrough;
 mod peers;
 mod proc;
@@ -25,11 +26,14 @@ mod proc;
 mod process;
 mod redis;
 mod report;
+mod resume;
+mod rollout;
 mod sessions;
 mod soak;
 mod sse;
 mod stalled;
 mod stats;
+mod task_server;
 mod upstream;
 
 use std::{
@@ -58,7 +62,7 @@ pub struct Args {
     #[arg(long, value_name = "PATH")]
     markdown: Option<PathBuf>,
     /// Run only these scenarios (comma-separated): passthrough, latency, redis, ingest,
-    /// many-jobs, fanout, soak, stalled, sessions.
+    /// many-jobs, fanout, soak, stalled, sessions, rollout.
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// The bridge binary (default: `mcp-progress-bridge` next to this one, built if needed).
@@ -173,7 +177,7 @@ pub fn stdio_upstream_config(bin: &Path, mode: &str) -> String {
     )
 }
 
-const SCENARIOS: [&str; 9] = [
+const SCENARIOS: [&str; 10] = [
     "passthrough",
     "latency",
     "redis",
@@ -183,6 +187,7 @@ const SCENARIOS: [&str; 9] = [
     "soak",
     "sessions",
     "stalled",
+    "rollout",
 ];
 
 #[tokio::main]
@@ -302,6 +307,7 @@ async fn run_plan(
             "soak" => soak::run(ctx).await,
             "sessions" => sessions::run(ctx).await,
             "stalled" => stalled::run(ctx).await,
+            "rollout" => rollout::run(ctx).await,
             _ => unreachable!("checked in main"),
         };
         match result {

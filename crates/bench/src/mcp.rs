@@ -158,7 +158,16 @@ pub fn job_id(result: &CallToolResult) -> Result<String, String> {
 /// The path and query of a job handle's `events_url`, as given (it carries the job's read
 /// token), for the harness's own SSE reader.
 pub fn events_path(result: &CallToolResult) -> Result<String, String> {
-    let url = handle_field(result, "events_url")?;
+    handle_path(result, "events_url")
+}
+
+/// The path and query of a job handle's `status_url` (with the job's read token).
+pub fn status_path(result: &CallToolResult) -> Result<String, String> {
+    handle_path(result, "status_url")
+}
+
+fn handle_path(result: &CallToolResult, field: &str) -> Result<String, String> {
+    let url = handle_field(result, field)?;
     let url = url.as_str();
     let after_scheme = url.split_once("://").map_or(url, |(_, rest)| rest);
     let path = after_scheme.find('/').map_or("/", |i| &after_scheme[i..]);

@@ -3,7 +3,7 @@
 //! files, metrics); the other processes a scenario runs. Starting and stopping the bridge is
 //! the tests' own way (`tests/it/common/process.rs`, the `process` module here).
 
-use std::{path::Path, process::Stdio, time::Duration};
+use std::{net::SocketAddr, path::Path, process::Stdio, time::Duration};
 
 use tokio::process::{Child, Command};
 
@@ -34,16 +34,35 @@ pub async fn start_bridge_with_writers(
     config: &str,
     writers: Option<usize>,
 ) -> Result<BridgeProcess, StartError> {
-    // The limits are raised past what the scenarios need (10,000 readers of one job, 10,000
-    // jobs, bursts of calls): the benchmark measures the engine, not the default limits.
+    let listen = SocketAddr::from(([127, 0, 0, 1], 0));
+    let text = format!("{}{config}", generated(listen, writers));
+    BridgeProcess::start(bin, Some(dir), name, &text, &[]).await
+}
+
+/// [`start_bridge`] listening on `listen` (a replica that comes back on its address after a
+/// restart, behind a proxy that knows it by that address).
+pub async fn start_bridge_on(
+    bin: &Path,
+    dir: &Path,
+    name: &str,
+    listen: SocketAddr,
+    config: &str,
+) -> Result<BridgeProcess, StartError> {
+    let text = format!("{}{config}", generated(listen, None));
+    BridgeProcess::start(bin, Some(dir), name, &text, &[]).await
+}
+
+/// The `[server]` and `[limits]` sections. The limits are raised past what the scenarios need
+/// (10,000 readers of one job, 10,000 jobs, bursts of calls): the benchmark measures the
+/// engine, not the default limits.
+fn generated(listen: SocketAddr, writers: Option<usize>) -> String {
     let writers = writers.map_or(String::new(), |n| format!("sse_writers = {n}\n"));
-    let text = format!(
-        "[server]\nlisten = \"127.0.0.1:0\"\nallowed_hosts = []\n{writers}\n\
+    format!(
+        "[server]\nlisten = \"{listen}\"\nallowed_hosts = []\n{writers}\n\
          [limits]\nmax_jobs_per_token = 100000\ncalls_per_minute = 10000000\n\
          max_subscribers_per_channel = 100000\nmax_subscribers = 100000\n\
-         max_connections = 100000\nmax_connections_per_address = 100000\n\n{config}"
-    );
-    BridgeProcess::start(bin, Some(dir), name, &text, &[]).await
+         max_connections = 100000\nmax_connections_per_address = 100000\n\n"
+    )
 }
 
 /// What the benchmark measures of the bridge process.

@@ -46,15 +46,29 @@ pub enum SseError {
     Io(#[from] std::io::Error),
     #[error("SSE response: {0}")]
     Protocol(String),
+    /// An answer other than 200: its status, and the request with the status line.
+    #[error("SSE response: {1}")]
+    Status(u16, String),
 }
 
 impl SseReader {
     /// `GET path` on `addr` and read the response head; fails unless the answer is 200.
     pub async fn open(addr: SocketAddr, path: &str) -> Result<Self, SseError> {
+        Self::open_from(addr, path, None).await
+    }
+
+    /// [`SseReader::open`], resuming after the event `last_event_id` (`Last-Event-ID`).
+    pub async fn open_from(
+        addr: SocketAddr,
+        path: &str,
+        last_event_id: Option<u64>,
+    ) -> Result<Self, SseError> {
         let mut stream = TcpStream::connect(addr).await?;
         stream.set_nodelay(true)?;
-        let request =
-            format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nAccept: text/event-stream\r\n\r\n");
+        let resume = last_event_id.map_or(String::new(), |id| format!("Last-Event-ID: {id}\r\n"));
+        let request = format!(
+            "GET {path} HTTP/1.1\r\nHost: {addr}\r\nAccept: text/event-stream\r\n{resume}\r\n"
+        );
         stream.write_all(request.as_bytes()).await?;
         let mut head = Vec::with_capacity(512);
         let end = loop {
@@ -71,7 +85,11 @@ impl SseReader {
         let text = String::from_utf8_lossy(&head[..end]).to_ascii_lowercase();
         if !text.starts_with("http/1.1 200") {
             let line = text.lines().next().unwrap_or_default().to_string();
-            return Err(SseError::Protocol(format!("GET {path}: {line}")));
+            let status = line.split_whitespace().nth(1).and_then(|s| s.parse().ok());
+            return Err(SseError::Status(
+                status.unwrap_or(0),
+                format!("GET {path}: {line}"),
+            ));
         }
         let chunked = text.contains("transfer-encoding: chunked");
         Ok(Self {
