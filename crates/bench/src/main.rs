@@ -8,6 +8,7 @@
 //! writes into each progress message (Unix µs, one machine, one clock). A scenario that errors
 //! or loses an event fails the run; speed is judged only in the table, never by the exit code.
 
+mod attack;
 mod crowd;
 mod fanout;
 mod floor;
@@ -62,7 +63,7 @@ pub struct Args {
     #[arg(long, value_name = "PATH")]
     markdown: Option<PathBuf>,
     /// Run only these scenarios (comma-separated): passthrough, latency, redis, ingest,
-    /// many-jobs, fanout, soak, stalled, sessions, rollout.
+    /// many-jobs, fanout, soak, stalled, sessions, rollout, attack.
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// The bridge binary (default: `mcp-progress-bridge` next to this one, built if needed).
@@ -177,7 +178,7 @@ pub fn stdio_upstream_config(bin: &Path, mode: &str) -> String {
     )
 }
 
-const SCENARIOS: [&str; 10] = [
+const SCENARIOS: [&str; 11] = [
     "passthrough",
     "latency",
     "redis",
@@ -188,6 +189,7 @@ const SCENARIOS: [&str; 10] = [
     "sessions",
     "stalled",
     "rollout",
+    "attack",
 ];
 
 #[tokio::main]
@@ -308,6 +310,7 @@ async fn run_plan(
             "sessions" => sessions::run(ctx).await,
             "stalled" => stalled::run(ctx).await,
             "rollout" => rollout::run(ctx).await,
+            "attack" => attack::run(ctx).await,
             _ => unreachable!("checked in main"),
         };
         match result {

@@ -86,8 +86,20 @@ pub type Client<H = BenchClient> = RunningService<RoleClient, H>;
 
 /// An MCP client over Streamable HTTP, allowed many calls in flight at once.
 pub async fn connect_http<H: ClientHandler>(url: &str, handler: H) -> Result<Client<H>, String> {
-    let config =
+    connect_http_as(url, None, handler).await
+}
+
+/// [`connect_http`] with `Authorization: Bearer <token>` on every request.
+pub async fn connect_http_as<H: ClientHandler>(
+    url: &str,
+    token: Option<&str>,
+    handler: H,
+) -> Result<Client<H>, String> {
+    let mut config =
         StreamableHttpClientTransportConfig::with_uri(url.to_string()).max_concurrent_requests(512);
+    if let Some(token) = token {
+        config = config.auth_header(token.to_string());
+    }
     mcp_progress_bridge::tls::use_ring();
     let transport = StreamableHttpClientTransport::from_config(config);
     match tokio::time::timeout(CALL_TIMEOUT, handler.serve(transport)).await {

@@ -45,6 +45,10 @@ impl Samples {
         self.0.extend(other);
     }
 
+    pub fn values(&self) -> impl Iterator<Item = u64> + '_ {
+        self.0.iter().copied()
+    }
+
     pub fn count(&self) -> usize {
         self.0.len()
     }
