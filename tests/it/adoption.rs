@@ -282,7 +282,7 @@ async fn a_draining_owner_hands_its_task_job_over_and_exits_long_before_the_job_
         .get_multiplexed_async_connection()
         .await
         .unwrap();
-    let offers = format!("{prefix}:v2:handover");
+    let offers = format!("{prefix}:v3:handover");
     let unknown = "0123456789abcdef0123456789abcdef";
     let _: () = redis::cmd("SADD")
         .arg(&offers)

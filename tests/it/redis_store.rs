@@ -90,7 +90,7 @@ async fn a_finished_job_expires_by_redis_ttl() {
     let mut conn = client.get_multiplexed_async_connection().await.unwrap();
     let ttl = |id: JobId, kind: &str| {
         redis::cmd("PTTL")
-            .arg(format!("{prefix}:v2:{kind}:{{{id}}}"))
+            .arg(format!("{prefix}:v3:{kind}:{{{id}}}"))
             .clone()
     };
     let done_ttl: i64 = ttl(done, "job").query_async(&mut conn).await.unwrap();
@@ -207,7 +207,7 @@ async fn a_create_that_fails_writes_nothing() {
     let client = redis::Client::open(url.as_str()).unwrap();
     let mut conn = client.get_multiplexed_async_connection().await.unwrap();
     let _: () = redis::cmd("SET")
-        .arg(format!("{prefix}:v2:corr-events:{{taken}}"))
+        .arg(format!("{prefix}:v3:corr-events:{{taken}}"))
         .arg("not a stream")
         .query_async(&mut conn)
         .await
@@ -224,7 +224,7 @@ async fn a_create_that_fails_writes_nothing() {
     keys.retain(|k| !k.contains(":lease:") && !k.ends_with(":replicas"));
     assert_eq!(
         keys,
-        vec![format!("{prefix}:v2:corr-events:{{taken}}")],
+        vec![format!("{prefix}:v3:corr-events:{{taken}}")],
         "nothing but the foreign key"
     );
 }
@@ -285,7 +285,7 @@ async fn a_slow_command_fails_alone_and_the_connection_stays() {
 /// Wait until `replica`'s control channel has its subscriber (the store subscribes it once its
 /// pub/sub connection is up, which may be after `ping` first answers).
 async fn until_listening(url: &str, prefix: &str, replica: &str) {
-    let channel = format!("{prefix}:v2:control:{{{replica}}}");
+    let channel = format!("{prefix}:v3:control:{{{replica}}}");
     let client = redis::Client::open(url).unwrap();
     let mut conn = client.get_multiplexed_async_connection().await.unwrap();
     eventually("the control channel is subscribed", || {
@@ -391,7 +391,7 @@ async fn a_relayed_answer_gets_the_owners_verdict_or_is_unconfirmed() {
     assert_eq!(relayed, Relayed::OwnerAway);
 
     // Too large a control message is dropped; the one after it arrives.
-    let channel = format!("{prefix}:v2:control:{{{}}}", owner.name);
+    let channel = format!("{prefix}:v3:control:{{{}}}", owner.name);
     let message = |text: &str| {
         serde_json::json!({
             "answer_for": job, "answer": {"action": "accept", "content": {"answer": text}},

@@ -310,16 +310,18 @@ impl Inner {
         job: JobId,
         (generation, record, how): (u64, Reattach, Claim),
     ) -> Option<bool> {
+        // Listed as this replica's before the claim, so that once claimed it is found if this
+        // replica is lost in turn; taken off again if the claim is lost.
+        let member = job.to_string();
+        if let Err(error) = self.enlist(&self.replica, &member).await {
+            tracing::warn!(job = %job, %error, "could not claim a lost replica's job");
+            return None;
+        }
         let mut call = self.scripts.adopt.prepare_invoke();
         call.key(self.keys.job(job))
-            .key(self.keys.running(replica))
-            .key(self.keys.running(&self.replica))
-            .key(self.keys.replicas())
-            .arg(job.to_string())
             .arg(Fence::new(replica, generation).owner)
             .arg(generation)
             .arg(Fence::new(&self.replica, 0).owner)
-            .arg(&self.replica)
             .arg(self.live_ttl_ms);
         let reply: Value = match self
             .cmd
@@ -343,8 +345,10 @@ impl Inner {
         let (Some(generation), Some(Some(found))) = (claimed, fields.map(|f| stored(&f))) else {
             // Another replica claimed it first, or it ended meanwhile.
             self.adoption_events.count(AdoptionEvent::ClaimLost);
+            self.delist(&self.replica, &member).await;
             return Some(true);
         };
+        self.delist(replica, &member).await;
         self.adoption_events.count(match how {
             Claim::LeaseLapsed => AdoptionEvent::AdoptedLeaseLapsed,
             Claim::HandedOver => AdoptionEvent::AdoptedHandedOver,

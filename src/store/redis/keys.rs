@@ -1,9 +1,9 @@
 //! Every Redis key and pub/sub channel name the bridge uses, in one place.
 //!
-//! The scheme is `<key_prefix>:v2:<kind>:{<id>}`. The prefix keeps bridges (and tests) sharing
+//! The scheme is `<key_prefix>:v3:<kind>:{<id>}`. The prefix keeps bridges (and tests) sharing
 //! one Redis apart, pub/sub channels included. The kind is a fixed word before the ID and the
 //! ID is last, between braces that no ID may contain, so two keys are equal only if kind and ID
-//! both are. The braces are a Redis Cluster hash tag (one job's keys share a slot); `v2` names
+//! both are. The braces are a Redis Cluster hash tag (one job's keys share a slot); `v3` names
 //! the scheme, so a bridge of another scheme finds nothing instead of misreading it.
 //! Why this shape: docs/design/store.md.
 
@@ -17,7 +17,7 @@ pub(super) struct Keys {
 }
 
 /// The version of the key scheme, part of every key.
-const SCHEME: &str = "v2";
+const SCHEME: &str = "v3";
 
 impl Keys {
     pub(super) fn new(prefix: &str) -> Self {
@@ -155,7 +155,7 @@ mod tests {
         }
         assert_eq!(
             keys.corr(&"T:events".parse().unwrap()),
-            "p:v2:corr:{T:events}"
+            "p:v3:corr:{T:events}"
         );
         assert_eq!(
             format!("{}r}}", keys.control_prefix()),

@@ -13,6 +13,7 @@
 
 mod adoption;
 mod codec;
+mod creation;
 mod eviction;
 mod handover;
 mod hub;
@@ -24,7 +25,13 @@ mod scripts;
 mod sessions;
 mod shared;
 
-use std::{sync::Arc, time::Duration};
+use std::{
+    sync::{
+        Arc,
+        atomic::{AtomicU64, Ordering},
+    },
+    time::Duration,
+};
 
 use ::redis::{Client, IntoConnectionInfo, ProtocolVersion, Value};
 use async_trait::async_trait;
@@ -36,7 +43,8 @@ use tokio_stream::wrappers::BroadcastStream;
 
 use self::{
     adoption::Adoptions,
-    codec::{SplitData, all_fields, changed_fields, entry_seq, snapshot_fields},
+    codec::{SplitData, changed_fields, entry_seq, snapshot_fields},
+    creation::Created,
     hub::{AnswerMessage, ControlMessage, Hub, VerdictMessage},
     keys::Keys,
     link::{Link, LinkError, Role},
@@ -50,8 +58,8 @@ use super::{
 };
 use crate::config::redact_url;
 use crate::model::{
-    Channel, EventBody, FailureReason, Heartbeat, JobFailure, JobId, JobSnapshot, NewJob,
-    Principal, Reattach, Seq, now_ms,
+    Channel, CorrelationId, EventBody, FailureReason, Heartbeat, JobFailure, JobId, JobSnapshot,
+    NewJob, Principal, Reattach, Seq, now_ms,
     wire::{render_heartbeat, render_job_event},
 };
 use crate::shutdown::{Shutdown, Stage};
@@ -318,32 +326,43 @@ impl Inner {
             .await
     }
 
-    /// Run the append script for one event.
+    /// Write one event: the job's script, then its correlation's copy (a slot of its own, so
+    /// a script of its own, made idempotent by the job's mark there); a terminal event then
+    /// takes the job off its owner's `running` set (if that fails, the owner-loss check does).
+    /// A retry after the job's part ran (`Write::stored`) only copies.
     async fn write(&self, job: JobId, w: &Write) -> Result<Written, LinkError> {
+        let (written, seq) = match w.stored.load(Ordering::Acquire) {
+            0 => match self.write_job(job, w).await? {
+                (Written::Stored(head), seq) => {
+                    w.stored.store(seq, Ordering::Release);
+                    (Written::Stored(head), seq)
+                }
+                (other, _) => return Ok(other),
+            },
+            seq => (Written::Stored(seq), seq),
+        };
+        if let Some(c) = &w.correlation {
+            self.copy_to_correlation(job, c, seq, w).await?;
+        }
+        if w.terminal {
+            self.delist(&w.owner, &job.to_string()).await;
+        }
+        Ok(written)
+    }
+
+    /// The append script on the job's own keys: how it ended, and the seq of this event (for
+    /// a retried write already stored, the one it had then).
+    async fn write_job(&self, job: JobId, w: &Write) -> Result<(Written, Seq), LinkError> {
         let keys = &self.keys;
         let mut call = self.scripts.append.prepare_invoke();
-        call.key(keys.job(job))
-            .key(keys.job_events(job))
-            .key(keys.running(&w.owner));
-        if let Some(c) = &w.correlation {
-            call.key(keys.corr(c))
-                .key(keys.corr_events(c))
-                .key(keys.corr_jobs(c));
-        }
-        call.arg(job.to_string())
-            .arg(w.kind.as_str())
+        call.key(keys.job(job)).key(keys.job_events(job));
+        call.arg(w.kind.as_str())
             .arg(&w.data.before[..])
             .arg(&w.data.after[..])
             .arg(if w.terminal { "1" } else { "0" })
             .arg(self.history)
             .arg(self.retention_ms)
             .arg(keys.job_channel(job))
-            .arg(
-                w.correlation
-                    .as_ref()
-                    .map(|c| keys.corr_channel(c))
-                    .unwrap_or_default(),
-            )
             .arg(w.expect)
             .arg(self.live_ttl_ms);
         match &w.fence {
@@ -358,12 +377,43 @@ impl Inner {
             .run(|mut conn| async move { call.invoke_async(&mut conn).await })
             .await?;
         Ok(match code {
-            0 => Written::Unknown,
-            -1 => Written::Ended,
-            -2 => Written::Stored(head as Seq),
-            -3 => Written::Fenced(head.max(0) as u64),
-            seq => Written::Stored(seq as Seq),
+            0 => (Written::Unknown, 0),
+            -1 => (Written::Ended, 0),
+            -2 => (Written::Stored(head as Seq), w.expect),
+            -3 => (Written::Fenced(head.max(0) as u64), 0),
+            seq => (Written::Stored(seq as Seq), seq as Seq),
         })
+    }
+
+    /// The correlation's copy of the job's event `seq` (`CORR_COPY`).
+    async fn copy_to_correlation(
+        &self,
+        job: JobId,
+        correlation: &CorrelationId,
+        seq: Seq,
+        w: &Write,
+    ) -> Result<(), LinkError> {
+        let keys = &self.keys;
+        let mut data = Vec::with_capacity(w.data.before.len() + w.data.after.len() + 20);
+        data.extend_from_slice(&w.data.before);
+        data.extend_from_slice(seq.to_string().as_bytes());
+        data.extend_from_slice(&w.data.after);
+        let mut call = self.scripts.corr_copy.prepare_invoke();
+        call.key(keys.corr(correlation))
+            .key(keys.corr_events(correlation))
+            .key(keys.corr_jobs(correlation))
+            .arg(job.to_string())
+            .arg(seq)
+            .arg(w.kind.as_str())
+            .arg(data)
+            .arg(if w.terminal { "1" } else { "0" })
+            .arg(self.history)
+            .arg(self.retention_ms)
+            .arg(keys.corr_channel(correlation));
+        self.cmd
+            .run(|mut conn| async move { call.invoke_async::<i64>(&mut conn).await })
+            .await?;
+        Ok(())
     }
 
     /// Fold `body` into the owner's copy of the snapshot: the write for Redis, and the number
@@ -383,6 +433,7 @@ impl Inner {
             owner: snapshot.owner.clone(),
             correlation: snapshot.correlation_id.clone(),
             fence: None,
+            stored: AtomicU64::new(0),
         }
     }
 
@@ -641,45 +692,14 @@ async fn wall_clock_past(expires_ms: u64, cap: Duration, now_ms: impl Fn() -> u6
 impl Broker for RedisStore {
     async fn create_job(&self, job: NewJob) -> Result<JobSnapshot, StoreError> {
         let inner = &self.inner;
-        let keys = &inner.keys;
         let snapshot = JobSnapshot::new(&job, now_ms());
-        let mut call = inner.scripts.create.prepare_invoke();
-        call.key(keys.job(job.id))
-            .key(keys.job_events(job.id))
-            .key(keys.running(&job.owner))
-            .key(keys.replicas());
-        if let Some(c) = &job.correlation_id {
-            call.key(keys.corr(c))
-                .key(keys.corr_events(c))
-                .key(keys.corr_jobs(c));
-        }
-        let started = serde_json::to_vec(&snapshot).unwrap_or_else(|_| b"{}".to_vec());
-        call.arg(job.id.to_string())
-            .arg(&job.owner)
-            .arg(inner.history)
-            .arg(
-                job.correlation_id
-                    .as_ref()
-                    .map(|c| keys.corr_channel(c))
-                    .unwrap_or_default(),
-            )
-            .arg(started)
-            .arg(MAX_CORRELATION_JOBS)
-            .arg(inner.live_ttl_ms);
-        for (name, value) in all_fields(&snapshot) {
-            call.arg(name).arg(value);
-        }
         let owned_here = job.owner == inner.replica;
         if !inner.cmd.is_up() {
             return Err(inner.cmd.down_error().into());
         }
-        let created: Result<i64, LinkError> = inner
-            .cmd
-            .run(|mut conn| async move { call.invoke_async(&mut conn).await })
-            .await;
-        match created {
-            Ok(0) => Err(StoreError::Duplicate(job.id)),
-            Ok(_) => {
+        match inner.create(&job, &snapshot).await {
+            Ok(Created::Duplicate) => Err(StoreError::Duplicate(job.id)),
+            Ok(Created::Created) => {
                 if owned_here {
                     inner.owned.insert(job.id, Owned::new(snapshot.clone(), 0));
                 }
@@ -719,28 +739,33 @@ impl Broker for RedisStore {
         let fence = Fence::new(&inner.replica, owned.generation);
         let data = SplitData::new(job, render_heartbeat(job, 0, now_ms(), &beat));
         let mut call = inner.scripts.heartbeat.prepare_invoke();
-        call.key(keys.job(job));
-        if let Some(c) = &correlation {
-            call.key(keys.corr(c));
-        }
-        call.arg(&data.before[..])
+        call.key(keys.job(job))
+            .arg(&data.before[..])
             .arg(&data.after[..])
             .arg(keys.job_channel(job))
-            .arg(
-                correlation
-                    .as_ref()
-                    .map(|c| keys.corr_channel(c))
-                    .unwrap_or_default(),
-            )
             .arg(&fence.owner)
             .arg(fence.generation);
-        let beat: i64 = inner
+        let seq: i64 = inner
             .cmd
             .run(|mut conn| async move { call.invoke_async(&mut conn).await })
             .await?;
-        if beat == -3 {
+        if seq == -3 {
             inner.fenced(job, fence.generation + 1);
         }
+        let Some(c) = correlation.filter(|_| seq >= 0) else {
+            return Ok(());
+        };
+        let mut filled = data.before.to_vec();
+        filled.extend_from_slice(seq.to_string().as_bytes());
+        filled.extend_from_slice(&data.after);
+        let mut call = inner.scripts.corr_heartbeat.prepare_invoke();
+        call.key(keys.corr(&c))
+            .arg(filled)
+            .arg(keys.corr_channel(&c));
+        inner
+            .cmd
+            .run(|mut conn| async move { call.invoke_async::<i64>(&mut conn).await })
+            .await?;
         Ok(())
     }
 

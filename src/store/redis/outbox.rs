@@ -8,7 +8,10 @@
 //! held. If the job was ended elsewhere meanwhile (owner lost), the held events are discarded
 //! and the upstream call is cancelled.
 
-use std::{collections::VecDeque, sync::Arc};
+use std::{
+    collections::VecDeque,
+    sync::{Arc, atomic::AtomicU64},
+};
 
 use parking_lot::{Mutex, MutexGuard};
 
@@ -30,6 +33,9 @@ pub(super) struct Write {
     /// Whose write this is: refused by Redis unless the job is still theirs (none: a write
     /// that is not fenced).
     pub fence: Option<Fence>,
+    /// The seq the job's own keys stored this event at (0: not yet): a retry after the job's
+    /// part ran only copies it to the correlation, which is written in another slot.
+    pub stored: AtomicU64,
 }
 
 /// The owner (its name as the job hash holds it, JSON text) and the generation a write is
@@ -124,6 +130,7 @@ impl OwnedState {
             owner: back.owner.clone(),
             correlation: back.correlation.clone(),
             fence: back.fence.clone(),
+            stored: AtomicU64::new(0),
         });
         if merge { Held::Merged } else { Held::Dropped }
     }
@@ -148,6 +155,7 @@ mod tests {
             owner: "r".into(),
             correlation: None,
             fence: None,
+            stored: AtomicU64::new(0),
         }
     }
 
