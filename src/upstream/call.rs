@@ -106,7 +106,7 @@ impl Upstream {
         let durability = self.durability(tool);
         let durable = durability == Durability::UpstreamTask;
         let as_task = durable || self.task_support(tool) == Some(TaskSupport::Required);
-        let current = Arc::new(Mutex::new(RequestId::Number(0)));
+        let sent_id = Arc::new(std::sync::OnceLock::new());
         let resumable = (durability == Durability::UpstreamStream && !as_task)
             .then(|| live.seen.clone())
             .flatten()
@@ -119,7 +119,7 @@ impl Upstream {
                 inner: sink,
                 upstream: self.name().to_string(),
                 seen: r.seen.clone(),
-                request: current.clone(),
+                request: sent_id.clone(),
                 recorded: r.recorded.clone(),
             }) as Arc<dyn CallSink>,
             None => sink,
@@ -139,7 +139,8 @@ impl Upstream {
                 name: self.name().to_string(),
                 source,
             })?;
-        *current.lock() = handle.id;
+        let _ = sent_id.set(handle.id.clone());
+        let current = Arc::new(Mutex::new(handle.id));
         let resend = Resend {
             peer: live.peer.clone(),
             tool: tool.to_string(),

@@ -18,7 +18,6 @@ use std::{
 };
 
 use futures::StreamExt;
-use parking_lot::Mutex;
 use rmcp::model::{ProgressNotificationParam, RequestId};
 use serde_json::Value;
 use tokio::time::Instant;
@@ -72,8 +71,9 @@ pub(super) struct ResumableSink {
     pub inner: Arc<dyn CallSink>,
     pub upstream: String,
     pub seen: SessionSeen,
-    /// The request in flight (the one the resumed stream answers).
-    pub request: Arc<Mutex<RequestId>>,
+    /// The `tools/call`'s id, once rmcp has sent it (the resumed stream answers it; a cancel
+    /// names it). A progress event that comes before it is known makes no record: the next does.
+    pub request: Arc<std::sync::OnceLock<RequestId>>,
     /// Set once the record is made: a handed-over call keeps its upstream session open.
     pub recorded: Arc<AtomicBool>,
 }
@@ -89,10 +89,10 @@ impl CallSink for ResumableSink {
             self.inner.stream_cursor(id);
             return;
         }
-        let Some(seen) = self.seen.get() else {
+        let (Some(seen), Some(request)) = (self.seen.get(), self.request.get()) else {
             return;
         };
-        let request = serde_json::to_value(&*self.request.lock()).unwrap_or_default();
+        let request = serde_json::to_value(request).unwrap_or_default();
         self.recorded.store(true, Ordering::Release);
         self.inner.reattach(Reattach {
             upstream: self.upstream.clone(),
