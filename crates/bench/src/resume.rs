@@ -145,3 +145,45 @@ fn step(data: &[u8]) -> Option<u64> {
     });
     stage.or_else(|| data["progress"].as_f64().map(|p| p as u64))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{Followed, Position};
+    use crate::sse::Frame;
+
+    fn frame(event: &str, id: u64, data: &str) -> Frame {
+        Frame {
+            id: Some(id),
+            event: event.into(),
+            data: data.as_bytes().to_vec(),
+            read_at_us: 0,
+        }
+    }
+
+    #[test]
+    fn holes_and_repeats_in_the_id_line_are_counted_and_heartbeats_move_nothing() {
+        let (mut at, mut seen) = (Position::default(), Followed::default());
+        let stage = |i: u64| format!(r#"{{"progress":{i},"message":"stage {i}/9"}}"#);
+        assert!(
+            !at.take(&frame("status", 3, "{}"), &mut seen),
+            "status: a position"
+        );
+        assert!(at.take(&frame("progress", 4, &stage(1)), &mut seen));
+        assert!(!at.take(&frame("heartbeat", 4, ""), &mut seen));
+        // A reconnect that replays what the reader had, then one that skips two events.
+        at.take(&frame("progress", 4, &stage(1)), &mut seen);
+        at.take(&frame("progress", 7, &stage(4)), &mut seen);
+        at.take(&frame("completed", 8, "{}"), &mut seen);
+        assert_eq!((seen.events, seen.duplicated, seen.lost), (3, 1, 2));
+        assert_eq!(seen.steps.iter().copied().collect::<Vec<_>>(), [1, 4]);
+        assert_eq!(seen.terminal.as_deref(), Some("completed"));
+    }
+
+    #[test]
+    fn a_reset_is_an_error() {
+        let (mut at, mut seen) = (Position::default(), Followed::default());
+        at.take(&frame("progress", 1, "{}"), &mut seen);
+        at.take(&frame("reset", 9, "{}"), &mut seen);
+        assert!(seen.error.is_some_and(|e| e.contains("reset")));
+    }
+}
