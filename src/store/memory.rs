@@ -24,10 +24,11 @@ use parking_lot::{Mutex, MutexGuard};
 use tokio::sync::broadcast;
 use tokio_stream::wrappers::{BroadcastStream, errors::BroadcastStreamRecvError};
 
-use super::{
-    Broker, Bus, CancelAck, CancelRequest, ChannelSnapshot, LiveItem, Opened, Replay, Store,
-    StoreError, StoredEvent, task_index::TaskIndex,
+use super::task_index::{Store, TaskIndex};
+use crate::events::{
+    Broker, Bus, CancelRequest, ChannelSnapshot, LiveItem, Opened, Replay, StoreError, StoredEvent,
 };
+use crate::model::CancelAck;
 use crate::model::{
     Channel, CorrelationId, EventBody, EventKind, Heartbeat, JobId, JobSnapshot, NewJob, Principal,
     Reattach, Seq, now_ms,

@@ -1,5 +1,5 @@
-//! The tasks `tasks/list` (MCP 2025-11-25) shows, for a store of one replica
-//! ([`super::MemoryStore`]): the last `jobs.max_listed_tasks` tasks of each caller, newest
+//! The index of the tasks `tasks/list` (MCP 2025-11-25) shows: the [`Store`] (a `Broker` and a
+//! `Bus` that keep it), and the index of a store of one replica ([`super::MemoryStore`]): the last `jobs.max_listed_tasks` tasks of each caller, newest
 //! last, as the Redis store keeps them (`redis::tasks`), so one caller's tasks never push
 //! another's out. The callers of one replica are not bounded in number (every JWT subject is
 //! one), its memory must be: all lists together hold at most [`TOTAL_PER_CAP`] times that,
@@ -7,9 +7,38 @@
 
 use std::collections::{HashMap, VecDeque};
 
+use async_trait::async_trait;
 use parking_lot::Mutex;
 
-use crate::model::{JobId, Principal};
+use crate::{
+    events::{Broker, Bus, StoreError},
+    model::{JobId, Principal},
+};
+
+/// A store: the events' [`Broker`] and [`Bus`], and the index of tasks for `tasks/list`.
+#[async_trait]
+pub trait Store: Broker + Bus {
+    /// Remember task `job` of `principal` for `tasks/list` (MCP 2025-11-25), newest last,
+    /// within `cap` tasks of each caller (the memory store: in the replica, all callers
+    /// together within four times `cap`; Redis: shared by every replica); whether an older
+    /// one was forgotten for it.
+    async fn list_task(
+        &self,
+        principal: &Principal,
+        job: JobId,
+        cap: usize,
+    ) -> Result<bool, StoreError>;
+
+    /// Up to `limit` of `principal`'s listed tasks, newest first, after `after` (a task of an
+    /// earlier page); `None` if `after` is not one of theirs (or no longer listed). A task
+    /// whose job has expired may be among them: the caller skips what it cannot read.
+    async fn listed_tasks(
+        &self,
+        principal: &Principal,
+        after: Option<JobId>,
+        limit: usize,
+    ) -> Result<Option<Vec<JobId>>, StoreError>;
+}
 
 /// All callers' lists together hold at most this many times `jobs.max_listed_tasks`: no
 /// caller has more than a quarter of the replica's index.

@@ -27,11 +27,10 @@ use tokio_util::sync::CancellationToken;
 
 use super::link::{Link, LinkError};
 use crate::{
-    events::StoredEvent,
-    model::{InputAnswer, JobId},
-    store::{
-        AnswerRequest, AnswerVerdict, CancelRequest, LiveItem, LiveStream, RelayedAnswer, ReplyTo,
+    events::{
+        AnswerRequest, CancelRequest, LiveItem, LiveStream, RelayedAnswer, ReplyTo, StoredEvent,
     },
+    model::{AnswerVerdict, InputAnswer, JobId},
 };
 
 /// Live events buffered per channel for readers momentarily behind (as in the memory store).

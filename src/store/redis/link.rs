@@ -467,7 +467,7 @@ mod tests {
     #[test]
     fn a_redis_error_is_in_the_message_and_is_the_source() {
         use std::error::Error as _;
-        let error: crate::store::StoreError = LinkError::Server {
+        let error: crate::events::StoreError = LinkError::Server {
             target: "redis://cache:6379".into(),
             cause: server_error("-WRONGTYPE Operation against a key holding the wrong kind\r\n"),
         }

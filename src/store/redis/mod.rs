@@ -52,11 +52,13 @@ use self::{
     scripts::Scripts,
     shared::SharedHistory,
 };
-use super::{
-    Adopted, AnswerRequest, AnswerVerdict, Broker, Bus, CancelAck, CancelRequest, ChannelSnapshot,
-    Opened, Relayed, RelayedAnswer, Replay, ReplyTo, Store, StoreError, StoredEvent,
-};
+use super::task_index::Store;
 use crate::config::redact_url;
+use crate::events::{
+    Adopted, AnswerRequest, Broker, Bus, CancelRequest, ChannelSnapshot, Opened, Relayed,
+    RelayedAnswer, Replay, ReplyTo, StoreError, StoredEvent,
+};
+use crate::model::{AnswerVerdict, CancelAck};
 use crate::model::{
     Channel, CorrelationId, EventBody, FailureReason, Heartbeat, JobFailure, JobId, JobSnapshot,
     NewJob, Principal, Reattach, Seq, now_ms,
@@ -160,6 +162,19 @@ struct UnusableUrl {
 }
 
 impl RedisStore {
+    /// The MCP session store for rmcp's Streamable HTTP server (see the module doc); a record
+    /// lives `ttl` (the sessions' idle time) unless a replica restores its session.
+    pub fn mcp_sessions(
+        &self,
+        ttl: Duration,
+    ) -> Arc<dyn rmcp::transport::streamable_http_server::session::SessionStore> {
+        Arc::new(sessions::RedisSessions {
+            cmd: self.inner.cmd.clone(),
+            keys: self.inner.keys.clone(),
+            ttl,
+        })
+    }
+
     /// Start the store for replica `replica`. Returns at once: the connections are made in the
     /// background (until then every call fails with the reason, and `ping` says why), so a
     /// bridge starts even while Redis is down. The subscription task and the lease maintenance

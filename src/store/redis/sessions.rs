@@ -15,18 +15,17 @@ use rmcp::transport::streamable_http_server::session::{
 };
 
 use super::{
-    RedisStore,
     keys::Keys,
     link::{Link, LinkError},
 };
 
 pub(super) struct RedisSessions {
-    cmd: Arc<Link>,
-    keys: Keys,
+    pub(super) cmd: Arc<Link>,
+    pub(super) keys: Keys,
     /// How long a record stays unless a replica restores the session from it (which renews
     /// it): the sessions' idle time (`server.session_idle_secs`), after which the replica that
     /// held the session has closed it too.
-    ttl: Duration,
+    pub(super) ttl: Duration,
 }
 
 impl RedisSessions {
@@ -96,17 +95,5 @@ impl SessionStore for RedisSessions {
             .await
             .map_err(|e| e.to_string())?;
         Ok(())
-    }
-}
-
-impl RedisStore {
-    /// The MCP session store for rmcp's Streamable HTTP server (see the module doc); a record
-    /// lives `ttl` (the sessions' idle time) unless a replica restores its session.
-    pub fn mcp_sessions(&self, ttl: Duration) -> Arc<dyn SessionStore> {
-        Arc::new(RedisSessions {
-            cmd: self.inner.cmd.clone(),
-            keys: self.inner.keys.clone(),
-            ttl,
-        })
     }
 }

@@ -14,8 +14,8 @@ use std::{
 use parking_lot::Mutex;
 
 use crate::{
+    events::StoredEvent,
     model::{Channel, Seq},
-    store::StoredEvent,
 };
 
 /// Frames from this size up are shared; a smaller copy costs less than looking it up.
