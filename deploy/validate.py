@@ -194,6 +194,28 @@ def main() -> int:
     check(docs["Service"]["spec"]["selector"].items() <= labels.items(), "Service selects the pods")
     check(docs["PodDisruptionBudget"]["spec"]["selector"]["matchLabels"].items() <= labels.items(),
           "PodDisruptionBudget selects the pods")
+    budget = docs["PodDisruptionBudget"]["spec"]
+    check(budget.get("maxUnavailable") == 1 and "minAvailable" not in budget,
+          "PodDisruptionBudget: maxUnavailable 1 (one replica at a time, whatever the count)")
+    spread = pod.get("topologySpreadConstraints", [])
+    check({c["topologyKey"] for c in spread} >= {"kubernetes.io/hostname", "topology.kubernetes.io/zone"}
+          and all(c["labelSelector"]["matchLabels"].items() <= labels.items() for c in spread),
+          "topology spread over nodes and zones, selecting the pods")
+    policy = docs["NetworkPolicy"]["spec"]
+    check(policy["podSelector"]["matchLabels"].items() <= labels.items()
+          and policy["policyTypes"] == ["Ingress"], "NetworkPolicy selects the pods (ingress)")
+    rules = policy["ingress"]
+    to_port = lambda port: [r for r in rules if any(p["port"] in (port, ports.get(port)) for p in r["ports"])]
+    metrics_rules = to_port("metrics")
+    check(bool(metrics_rules) and all(
+              r.get("from") and all(set(f) == {"namespaceSelector"} for f in r["from"])
+              for r in metrics_rules)
+          and all("metrics" not in [p["port"] for p in r["ports"]] or r.get("from") for r in rules),
+          f"NetworkPolicy: the admin port {admin_port} only from the monitoring namespace")
+    check(bool(to_port("http")), "NetworkPolicy: the API port is reachable")
+    for upstream in config["upstreams"]:
+        check("demo-tools" not in upstream.get("args", []),
+              f"deploy/bridge.toml: upstream {upstream['name']!r} is not the demo tool server")
     env_names = {e["name"] for e in container["env"]}
     check(secret_vars <= env_names, f"Deployment sets {sorted(secret_vars)}")
     secret_keys = set(docs["Secret"]["stringData"])
