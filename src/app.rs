@@ -15,7 +15,7 @@ use crate::{
     auth::{CurrentAuthenticator, JobTokens},
     config::{Config, ConfigError, EvictionCheck, StoreBackend, public_url_on, without_secret_env},
     events::StoreError,
-    front::{Front, JobQuota, Links},
+    front::{Front, JobQuota, Links, SEPARATOR},
     http::{
         self, ApiState, Readiness,
         admin::{AdminState, UpstreamsReport},
@@ -27,7 +27,7 @@ use crate::{
     jobs::{DrainEnd, InputError, Jobs},
     metrics::Metrics,
     shutdown::{DROP_WAIT, Shutdown, ShutdownGuard, Stage, TaskCount, Tasks},
-    store::{MemoryStore, RedisOptions, RedisStore, Store},
+    store::{MemoryStore, RedisOptions, RedisStore, Store, TimedStore},
     traces::{self, Traces},
     upstream::{UpstreamLimits, UpstreamState, Upstreams},
 };
@@ -306,7 +306,11 @@ fn start_core(
     config: &Config,
     shutdown: &Shutdown,
 ) -> Result<(Core, Option<McpSessions>), StartError> {
-    let metrics = Arc::new(Metrics::new());
+    // The tools the config names get their own series in the job histograms.
+    let tools = config.upstreams.iter().flat_map(|upstream| {
+        (upstream.tools.keys()).map(move |tool| format!("{}{SEPARATOR}{tool}", upstream.name))
+    });
+    let metrics = Arc::new(Metrics::with_tools(tools));
     // Names this process as the owner of the jobs it runs (cancel routing, owner-loss
     // detection): random, because a restarted process has lost its upstream calls and must
     // not inherit the old one's jobs.
@@ -359,7 +363,7 @@ type McpSessions = Arc<dyn SessionStore>;
 fn start_store(
     config: &Config,
     replica: &str,
-    metrics: &Metrics,
+    metrics: &Arc<Metrics>,
     shutdown: &Shutdown,
 ) -> Result<(Arc<dyn Store>, Option<McpSessions>), StartError> {
     let (store, sessions): (Arc<dyn Store>, _) = match config.store.backend {
@@ -379,6 +383,7 @@ fn start_store(
             (Arc::new(redis), Some(sessions))
         }
     };
+    let store = TimedStore::wrap(store, metrics.clone());
     let sweep = Duration::from_millis(config.jobs.retention_secs.saturating_mul(500))
         .clamp(Duration::from_millis(200), EXPIRY_INTERVAL);
     shutdown
@@ -543,7 +548,10 @@ fn routes(
             answers,
             SessionGate::new(sessions, &config.limits, &core.metrics),
         ),
-        config.limits.max_request_bytes,
+        (
+            config.limits.max_request_bytes,
+            &core.metrics.mcp_request_duration,
+        ),
         config.server.admin_listen.is_some(),
     )
 }
@@ -575,6 +583,7 @@ async fn serve(
         closed: metrics.connections_closed.clone(),
         handbacks: metrics.sse_handbacks.clone(),
         shared_deliveries: metrics.sse_shared_deliveries.clone(),
+        delivery_lag: metrics.delivery_lag.clone(),
     };
     let options = serve_options(config, metrics);
     let main = final_routes(surface.main);

@@ -1,6 +1,6 @@
 //! The read and write side of event channels: append, history, live subscription.
 
-use std::sync::Arc;
+use std::{sync::Arc, time::Instant};
 
 use async_trait::async_trait;
 use futures::stream::BoxStream;
@@ -59,6 +59,19 @@ pub trait Broker: Send + Sync + 'static {
     /// Returns `None`, appending nothing, when the job is unknown or already ended: nothing
     /// follows a terminal event.
     async fn append(&self, job: JobId, body: EventBody) -> Result<Option<Seq>, StoreError>;
+
+    /// [`Broker::append`] of what an upstream reported at `received`: the event's
+    /// [`StoredEvent::born`] where the store keeps the instant (in this process), so that
+    /// the delivery lag counts from the report.
+    async fn append_received(
+        &self,
+        job: JobId,
+        body: EventBody,
+        received: Instant,
+    ) -> Result<Option<Seq>, StoreError> {
+        let _ = received;
+        self.append(job, body).await
+    }
 
     /// Keep, beside the running job, how another replica re-attaches to its upstream call, and
     /// show the job as durable (its snapshot's `durability`). True when kept; false when this

@@ -4,6 +4,8 @@
 //! history back), and readers take it from the store. The format it is rendered in is the
 //! model's ([`crate::model::wire`]).
 
+use std::time::Instant;
+
 use bytes::Bytes;
 
 use super::sse_frame;
@@ -22,6 +24,10 @@ pub struct StoredEvent {
     pub frame: Bytes,
     /// Live-only (heartbeat): not in history, does not advance the position.
     pub ephemeral: bool,
+    /// When what it carries reached this process: the upstream's report (see
+    /// `Broker::append_received`), else the event's making here or its arrival from Redis.
+    /// What `bridge_sse_delivery_lag_seconds` counts from.
+    pub born: Instant,
 }
 
 impl StoredEvent {
@@ -38,6 +44,7 @@ impl StoredEvent {
             data,
             frame,
             ephemeral,
+            born: Instant::now(),
         }
     }
 
@@ -52,6 +59,7 @@ impl StoredEvent {
             data: frame.slice(data),
             frame,
             ephemeral: kind == EventKind::Heartbeat,
+            born: Instant::now(),
         })
     }
 }

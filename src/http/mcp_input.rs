@@ -9,6 +9,7 @@
 //!   `method` not a string → 400, -32600
 //! - `tools/call` whose `params.name` is not a string or `params.arguments` not an object →
 //!   400, -32602. Arguments that do not match the tool's schema go upstream: it owns its schema.
+//! - a message that passes is timed to its answer's head, by method (`mcp_method_label`)
 
 use axum::{
     Json,
@@ -21,7 +22,7 @@ use axum::{
 use serde_json::{Value, json};
 
 use crate::{
-    metrics::{Refusal, RefusedRequests},
+    metrics::{HistogramVec, Metrics, Refusal, RefusedRequests, mcp_method_label},
     model::McpMessage,
 };
 
@@ -33,13 +34,14 @@ const INVALID_PARAMS: i64 = -32602;
 /// `refused`.
 pub async fn check_mcp_post(
     max_bytes: usize,
-    refused: RefusedRequests,
+    (refused, timing): (RefusedRequests, HistogramVec),
     request: Request,
     next: Next,
 ) -> Response {
     if request.method() != Method::POST {
         return next.run(request).await;
     }
+    let started = std::time::Instant::now();
     let (parts, body) = request.into_parts();
     let bytes = match axum::body::to_bytes(body, max_bytes).await {
         Ok(bytes) => bytes,
@@ -69,14 +71,19 @@ pub async fn check_mcp_post(
         }
     };
     let mut parts = parts;
-    match checked(&bytes) {
+    let method = match checked(&bytes) {
         Ok(message) => {
+            let method = mcp_method_label(message.method());
             parts.extensions.insert(message);
+            method
         }
         Err(rejection) => return rejection.into_response(),
-    }
-    next.run(Request::from_parts(parts, Body::from(bytes)))
-        .await
+    };
+    let response = next
+        .run(Request::from_parts(parts, Body::from(bytes)))
+        .await;
+    Metrics::observe(&timing.with_label_values(&[method]), started.elapsed());
+    response
 }
 
 fn error(status: StatusCode, id: Value, code: i64, message: String) -> Response {

@@ -28,7 +28,7 @@ use crate::{
     events::{
         Broker, ChannelSnapshot, LiveItem, LiveStream, Opened, StoreError, StoredEvent, sse_frame,
     },
-    metrics::Metrics,
+    metrics::{Histogram, Metrics},
     model::{Channel, EventKind, JobId, JobSnapshot, Seq},
     wait::{Backoff, Pauses, sleep_until},
 };
@@ -73,8 +73,10 @@ pub struct Subscriber {
     last: Seq,
     live: LiveStream,
     /// Frames made and not yet handed to hyper; their bytes are counted in `outflow` (and in
-    /// `queued`, to take them off if the stream ends first).
-    queue: VecDeque<Bytes>,
+    /// `queued`, to take them off if the stream ends first), each live event's with when it
+    /// reached the bridge (for `bridge_sse_delivery_lag_seconds`, observed when handed on).
+    queue: VecDeque<(Bytes, Option<std::time::Instant>)>,
+    lag: Histogram,
     queued: usize,
     /// What this reader holds unread, and the bound on it (`limits.max_sse_buffer_bytes`):
     /// past it, history is not queued but read again once the queue has gone out.
@@ -242,6 +244,7 @@ impl Subscriber {
             last: head,
             live,
             queue: VecDeque::new(),
+            lag: state.metrics.delivery_lag.clone(),
             queued: 0,
             outflow,
             bound: state.max_sse_buffer_bytes,
@@ -316,7 +319,7 @@ impl Subscriber {
     fn push(&mut self, frame: Bytes) {
         self.queued += frame.len();
         self.outflow.meter().queued(frame.len());
-        self.queue.push_back(frame);
+        self.queue.push_back((frame, None));
     }
 
     /// Whether one more frame may be queued: the reader holds less than the bound, or
@@ -344,7 +347,10 @@ impl Subscriber {
             if std::mem::take(&mut self.rest) {
                 return Some(Bytes::new());
             }
-            if let Some(frame) = self.queue.pop_front() {
+            if let Some((frame, born)) = self.queue.pop_front() {
+                if let Some(born) = born {
+                    self.lag.observe(born.elapsed().as_secs_f64());
+                }
                 self.queued -= frame.len();
                 self.idle_deadline = Instant::now() + self.keep_alive;
                 return Some(self.outflow.meter().send(frame));
@@ -495,7 +501,13 @@ impl Subscriber {
             }
             Some(LiveItem::Event(event)) if event.seq <= self.last => {}
             Some(LiveItem::Event(event)) if event.seq == self.last + 1 => {
-                self.deliver(&event).await
+                let queued = self.queue.len();
+                self.deliver(&event).await;
+                if self.queue.len() > queued
+                    && let Some((_, born)) = self.queue.back_mut()
+                {
+                    *born = Some(event.born);
+                }
             }
             Some(LiveItem::Event(_)) | Some(LiveItem::Lagged) => self.catch_up().await,
             // The channel is gone (expired): nothing more will come.

@@ -10,6 +10,7 @@ use super::{
     mcp_answers::{self, McpAnswers},
     mcp_input, origins, sessions,
 };
+use crate::metrics::HistogramVec;
 
 /// The routers to serve: the main one, and the admin one when it has a listener of its own.
 pub struct Surface {
@@ -26,13 +27,13 @@ pub fn assemble(
     admin: Router,
     guard: &auth::Guard,
     (answers, sessions): (&McpAnswers, sessions::SessionGate),
-    max_request_bytes: usize,
+    (max_request_bytes, mcp_timing): (usize, &HistogramVec),
     admin_apart: bool,
 ) -> Surface {
     // The last route layer added runs first: the token, then the message, then the session,
     // then the count of answers under way, then rmcp (whose Host and Origin refusals get a
     // hint on the way out).
-    let refused = guard.refused.clone();
+    let checks = (guard.refused.clone(), mcp_timing.clone());
     let mcp = mcp
         .route_layer(middleware::from_fn(origins::explain_forbidden))
         .route_layer(middleware::from_fn_with_state(
@@ -41,7 +42,7 @@ pub fn assemble(
         ))
         .route_layer(middleware::from_fn_with_state(sessions, sessions::gate))
         .route_layer(middleware::from_fn(move |request, next| {
-            mcp_input::check_mcp_post(max_request_bytes, refused.clone(), request, next)
+            mcp_input::check_mcp_post(max_request_bytes, checks.clone(), request, next)
         }))
         .route_layer(middleware::from_fn_with_state(
             guard.clone(),

@@ -3,7 +3,7 @@
 //! Called synchronously from the upstream connection's read path, so it only takes a short
 //! lock and wakes the job's runner, which does the (possibly slow) store writes.
 
-use std::{collections::VecDeque, sync::Arc};
+use std::{collections::VecDeque, sync::Arc, time::Instant};
 
 use parking_lot::{Mutex, MutexGuard};
 use serde_json::Value;
@@ -29,11 +29,18 @@ pub struct Intake {
     metrics: Arc<Metrics>,
 }
 
+/// A report as queued: what the upstream said, and when it reached the bridge (where the
+/// delivery lag counts from).
+pub(super) struct Report {
+    pub body: EventBody,
+    pub received: Instant,
+}
+
 #[derive(Default)]
 struct State {
     last_progress: Option<f64>,
     closed: bool,
-    queue: VecDeque<EventBody>,
+    queue: VecDeque<Report>,
     /// How another replica can re-attach to the call, as it now stands.
     reattach: Option<Reattach>,
     /// Bumped at each change of `reattach` (the runner keeps the version it wrote).
@@ -91,13 +98,20 @@ impl Intake {
             }
             state.last_progress = Some(progress);
             let full = state.queue.len() >= MAX_QUEUED;
+            let received = Instant::now();
             match state.queue.back_mut() {
-                Some(EventBody::Progress(newest)) if full => {
-                    *newest = update;
+                Some(Report {
+                    body: EventBody::Progress(newest),
+                    received: when,
+                }) if full => {
+                    (*newest, *when) = (update, received);
                     drop(state);
                     self.dropped("coalesced");
                 }
-                _ => state.queue.push_back(EventBody::Progress(update)),
+                _ => state.queue.push_back(Report {
+                    body: EventBody::Progress(update),
+                    received,
+                }),
             }
         }
         self.wake.notify_one();
@@ -116,10 +130,13 @@ impl Intake {
                     .inc();
                 return;
             }
-            state.queue.push_back(EventBody::Log {
-                level,
-                logger,
-                data,
+            state.queue.push_back(Report {
+                body: EventBody::Log {
+                    level,
+                    logger,
+                    data,
+                },
+                received: Instant::now(),
             });
         }
         self.wake.notify_one();
@@ -176,13 +193,14 @@ impl Intake {
     /// Everything queued so far, oldest first.
     #[cfg(test)]
     pub(super) fn take(&self) -> VecDeque<EventBody> {
-        std::mem::take(&mut self.lock().queue)
+        let queue = std::mem::take(&mut self.lock().queue);
+        queue.into_iter().map(|report| report.body).collect()
     }
 
     /// Swap everything queued so far into `out` (which must be empty), oldest first. The two
     /// buffers trade places and both keep their capacity, so a steady stream of reports
     /// allocates no queue at all (a fresh `VecDeque` per drain showed in the ingest profile).
-    pub(super) fn take_into(&self, out: &mut VecDeque<EventBody>) {
+    pub(super) fn take_into(&self, out: &mut VecDeque<Report>) {
         debug_assert!(out.is_empty());
         std::mem::swap(&mut self.lock().queue, out);
     }

@@ -207,6 +207,7 @@ impl Jobs {
             .map_err(|_| JobsError::AtCapacity(self.inner.config.max_jobs))?;
         let id = JobId::random();
         let span = job_span(id, &spec);
+        let tool = self.inner.metrics.tool_label(&spec.tool).to_string();
         self.inner
             .store
             .create_job(NewJob {
@@ -228,7 +229,14 @@ impl Jobs {
             .inc();
         self.inner.metrics.jobs_running.inc();
         let intake = Intake::new(spec.upstream.clone(), self.inner.metrics.clone());
-        Ok(self.pending(id, spec.upstream, intake, running, Some(place), span))
+        let job = runner::Job {
+            id,
+            upstream: spec.upstream,
+            tool,
+            intake,
+            running,
+        };
+        Ok(self.pending(job, Some(place), span))
     }
 
     /// Carry on a job this replica adopted (`events::Adopted`): it runs here from now on,
@@ -249,27 +257,26 @@ impl Jobs {
         let intake = Intake::new(snapshot.upstream.clone(), self.inner.metrics.clone());
         intake.resume_after(snapshot.progress);
         let place = self.inner.places.clone().try_acquire_owned().ok();
-        self.pending(id, snapshot.upstream.clone(), intake, running, place, span)
+        let job = runner::Job {
+            id,
+            upstream: snapshot.upstream.clone(),
+            tool: self.inner.metrics.tool_label(&snapshot.tool).to_string(),
+            intake,
+            running,
+        };
+        self.pending(job, place, span)
     }
 
     fn pending(
         &self,
-        id: JobId,
-        upstream: String,
-        intake: Arc<Intake>,
-        running: Arc<Running>,
+        job: runner::Job,
         place: Option<OwnedSemaphorePermit>,
         span: tracing::Span,
     ) -> PendingJob {
         PendingJob {
             jobs: self.clone(),
             _place: place,
-            job: runner::Job {
-                id,
-                upstream,
-                intake,
-                running,
-            },
+            job,
             span,
         }
     }

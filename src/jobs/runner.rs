@@ -16,7 +16,7 @@ use rmcp::{ErrorData, model::CallToolResult};
 use std::sync::atomic::{AtomicBool, Ordering};
 use tokio_util::sync::CancellationToken;
 
-use super::intake::Intake;
+use super::intake::{Intake, Report};
 use crate::{
     config::{CallLimits, JobsConfig},
     events::StoreError,
@@ -129,6 +129,8 @@ impl From<&JobsConfig> for Pacing {
 pub(super) struct Job {
     pub id: JobId,
     pub upstream: String,
+    /// The tool's label in the job histograms (`Metrics::tool_label`).
+    pub tool: String,
     pub intake: Arc<Intake>,
     pub running: Arc<Running>,
 }
@@ -148,9 +150,9 @@ pub(super) struct Runner {
     heartbeat: Option<Duration>,
     next_heartbeat: Option<Instant>,
     /// The newest progress held back by coalescing; always delivered before the job ends.
-    held: Option<ProgressUpdate>,
+    held: Option<(ProgressUpdate, std::time::Instant)>,
     /// The drained reports, kept between drains for its capacity (see `Intake::take_into`).
-    batch: VecDeque<EventBody>,
+    batch: VecDeque<Report>,
     /// The version of the re-attach record the store has (`Intake::reattach_since`).
     record_kept: u64,
     /// When a resumable stream's record was last written.
@@ -333,7 +335,7 @@ impl Runner {
     async fn drain_reports(&mut self) {
         let mut batch = std::mem::take(&mut self.batch);
         self.intake().take_into(&mut batch);
-        for body in batch.drain(..) {
+        for Report { body, received } in batch.drain(..) {
             match body {
                 EventBody::Progress(update) => {
                     let now = Instant::now();
@@ -343,7 +345,7 @@ impl Runner {
                         .last_progress
                         .is_some_and(|last| now < last + self.coalesce);
                     if too_soon {
-                        if self.held.replace(update).is_some() {
+                        if self.held.replace((update, received)).is_some() {
                             self.metrics
                                 .progress_dropped
                                 .with_label_values(&["coalesced"])
@@ -351,7 +353,7 @@ impl Runner {
                         }
                     } else {
                         self.held = None;
-                        self.publish_progress(update).await;
+                        self.publish_progress(update, received).await;
                     }
                 }
                 other => {
@@ -363,12 +365,12 @@ impl Runner {
     }
 
     async fn release_held(&mut self) {
-        if let Some(update) = self.held.take() {
-            self.publish_progress(update).await;
+        if let Some((update, received)) = self.held.take() {
+            self.publish_progress(update, received).await;
         }
     }
 
-    async fn publish_progress(&mut self, update: ProgressUpdate) {
+    async fn publish_progress(&mut self, update: ProgressUpdate, received: std::time::Instant) {
         self.last_progress = Some(Instant::now());
         if let Some(mirror) = &self.mirror
             && mirror.try_send(update.clone()).is_err()
@@ -377,7 +379,16 @@ impl Runner {
             // still goes to the job channel.
             self.mirror = None;
         }
-        if self.append(EventBody::Progress(update)).await {
+        let appended = (self.store)
+            .append_received(self.id(), EventBody::Progress(update), received)
+            .await;
+        if appended
+            .unwrap_or_else(|error| {
+                self.store_failed(&error);
+                None
+            })
+            .is_some()
+        {
             self.metrics
                 .progress_events
                 .with_label_values(&[&self.job.upstream])
@@ -447,6 +458,12 @@ impl Runner {
             .jobs_finished
             .with_label_values(&[&self.job.upstream, status])
             .inc();
+        let duration = (self.metrics.job_duration).with_label_values(&[
+            self.job.upstream.as_str(),
+            &self.job.tool,
+            status,
+        ]);
+        Metrics::observe(&duration, self.started.elapsed());
         tracing::info!(status, "job ended");
         finished
     }

@@ -14,6 +14,7 @@
 use std::{
     collections::VecDeque,
     sync::{Arc, Weak},
+    time::Instant,
 };
 
 use async_trait::async_trait;
@@ -281,6 +282,36 @@ impl MemoryStore {
     }
 
     /// Copy a job event to its correlation channel, numbered in that channel's own sequence.
+    /// `Broker::append`, with the instant the event's report reached the bridge, if known.
+    fn append_born(&self, job: JobId, body: EventBody, born: Option<Instant>) -> Option<Seq> {
+        let log = self.job(job)?;
+        let (seq, data, correlation) = {
+            let mut state = log.lock();
+            let LogKind::Job(snapshot) = &mut state.kind else {
+                return None;
+            };
+            if snapshot.status.is_terminal() {
+                return None;
+            }
+            let seq = snapshot.seq + 1;
+            let ts = now_ms();
+            snapshot.apply(seq, ts, &body);
+            let correlation = snapshot.correlation_id.clone();
+            let data = render_job_event(job, seq, ts, &body);
+            let mut event = StoredEvent::render(seq, body.kind(), data.clone(), false);
+            if let Some(born) = born {
+                event.born = born;
+            }
+            let event = Arc::new(event);
+            state.push(event, self.inner.history);
+            (seq, data, correlation)
+        };
+        if let Some(cid) = correlation {
+            self.copy_to_correlation(&cid, body.kind(), data, None);
+        }
+        Some(seq)
+    }
+
     fn copy_to_correlation(
         &self,
         cid: &CorrelationId,
@@ -345,30 +376,16 @@ impl Broker for MemoryStore {
     }
 
     async fn append(&self, job: JobId, body: EventBody) -> Result<Option<Seq>, StoreError> {
-        let Some(log) = self.job(job) else {
-            return Ok(None);
-        };
-        let (seq, data, correlation) = {
-            let mut state = log.lock();
-            let LogKind::Job(snapshot) = &mut state.kind else {
-                return Ok(None);
-            };
-            if snapshot.status.is_terminal() {
-                return Ok(None);
-            }
-            let seq = snapshot.seq + 1;
-            let ts = now_ms();
-            snapshot.apply(seq, ts, &body);
-            let correlation = snapshot.correlation_id.clone();
-            let data = render_job_event(job, seq, ts, &body);
-            let event = Arc::new(StoredEvent::render(seq, body.kind(), data.clone(), false));
-            state.push(event, self.inner.history);
-            (seq, data, correlation)
-        };
-        if let Some(cid) = correlation {
-            self.copy_to_correlation(&cid, body.kind(), data, None);
-        }
-        Ok(Some(seq))
+        Ok(self.append_born(job, body, None))
+    }
+
+    async fn append_received(
+        &self,
+        job: JobId,
+        body: EventBody,
+        received: Instant,
+    ) -> Result<Option<Seq>, StoreError> {
+        Ok(self.append_born(job, body, Some(received)))
     }
 
     /// Nothing outlives this process, and no other replica shares its jobs: a record would

@@ -9,7 +9,9 @@
 pub mod memory;
 pub mod redis;
 mod task_index;
+mod timed;
 
 pub use memory::MemoryStore;
 pub use redis::{RedisOptions, RedisStore};
 pub use task_index::Store;
+pub use timed::TimedStore;

@@ -30,6 +30,7 @@ use super::{
 };
 use crate::{
     config::TransportKind,
+    metrics::Metrics,
     model::{Durability, FailureReason},
     rmcp_ext::task_support::TaskSupport,
     traces,
@@ -54,6 +55,8 @@ pub struct UpstreamCall {
     resend: Resend,
     /// Set for a plain call another replica may resume (`stream_resume.rs`).
     resumable: Option<Resumable>,
+    /// When the request was sent (`bridge_upstream_call_duration_seconds`).
+    sent: std::time::Instant,
 }
 
 /// A plain call's resumable stream: its session, and whether its resume record was made.
@@ -131,6 +134,7 @@ impl Upstream {
         let resend_arguments = arguments.clone();
         let request = first_request(tool, arguments, as_task, route.marker);
         let span = call_span(self.name(), tool);
+        let sent = std::time::Instant::now();
         let handle = live
             .peer
             .send_request_with_option(request, traced_options(&span))
@@ -168,6 +172,7 @@ impl Upstream {
             task,
             resend,
             resumable,
+            sent,
         })
     }
 
@@ -314,6 +319,7 @@ impl UpstreamCall {
             task,
             resend,
             resumable,
+            sent,
         } = self;
         // The outcome is held for the call's whole life, so its size is every running job's
         // memory: the rarer paths after the first answer (input rounds, 3.5 KB; following an
@@ -331,6 +337,10 @@ impl UpstreamCall {
             let mut keep = keep;
             let first = answer(&upstream, rx, closed.clone(), &route).await;
             keep.answered = true;
+            let outcome = if first.is_ok() { "ok" } else { "error" };
+            let timing = (resend.metrics.upstream_call_duration)
+                .with_label_values(&[upstream.as_str(), outcome]);
+            Metrics::observe(&timing, sent.elapsed());
             match (first, task) {
                 // The upstream asks for input (SEP-2322): answer, and call again.
                 (Ok(ServerResult::InputRequiredResult(asked)), None) => {

@@ -50,6 +50,18 @@ const LABELS: &[(&str, &[&str])] = &[
     ("bridge_connections_refused_total", &["reason"]),
     ("bridge_connections_closed_total", &["reason"]),
     ("bridge_build_info", &["version", "profile"]),
+    // Histograms (their `_sum` and `_count` carry the same labels; `le` is the bucket's).
+    (
+        "bridge_job_duration_seconds",
+        &["upstream", "tool", "status"],
+    ),
+    ("bridge_mcp_request_duration_seconds", &["method"]),
+    ("bridge_sse_delivery_lag_seconds", &[]),
+    ("bridge_store_call_duration_seconds", &["operation"]),
+    (
+        "bridge_upstream_call_duration_seconds",
+        &["upstream", "outcome"],
+    ),
 ];
 
 /// Most series one metric may have after this run: label values come from fixed sets or
@@ -175,6 +187,85 @@ async fn metrics_count_refusals_sessions_and_the_build_with_bounded_series() {
             && value(&now, "bridge_mcp_session_states", &[]) == Some(0.0)
     })
     .await;
+    bridge.shutdown(Duration::from_secs(1)).await;
+}
+
+/// The histograms after a run: a job of a tool the config names under its name, one of a tool
+/// it does not under `other`; `/mcp` requests by method, an unknown method (a client's made-up
+/// string) under `other`; each progress event's delivery to the reader; store and upstream calls.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn histograms_time_jobs_requests_deliveries_and_calls_with_bounded_labels() {
+    let bridge = start_bridge(|c| {
+        c.auth.mcp_tokens = vec![McpToken::named("ops", Secret::literal(TOKEN))];
+        c.upstreams[0]
+            .tools
+            .insert("slow_count".into(), Default::default());
+        c.jobs.mode = CallMode::Async;
+    })
+    .await;
+    let client = connect_correlated_with_token(&bridge, TOKEN, CORRELATION).await;
+    let job = running_job(
+        &client,
+        "demo__slow_count",
+        json!({"to": 3, "delay_ms": 100}),
+    )
+    .await;
+    read_job_events(&job.events_url).await;
+    let other = running_job(&client, "demo__echo_meta", json!({})).await;
+    read_job_events(&other.events_url).await;
+    let made_up = format!("x/{}", "f".repeat(40));
+    let answer = RawMcp::new(&bridge.mcp_url(), Some(TOKEN))
+        .post(
+            json!({"jsonrpc": "2.0", "id": 1, "method": made_up}).to_string(),
+            &[],
+        )
+        .await;
+    assert_ne!(answer.status, 0);
+    let after = scrape(&bridge.base).await;
+    let count = |metric: &str, labels: &[(&str, &str)]| {
+        value(&after, &format!("{metric}_count"), labels).unwrap_or(-1.0)
+    };
+    let job_duration = "bridge_job_duration_seconds";
+    let named = [("upstream", "demo"), ("tool", "demo__slow_count")];
+    assert_eq!(
+        count(job_duration, &[named[0], named[1], ("status", "completed")]),
+        1.0
+    );
+    let unnamed = [
+        ("upstream", "demo"),
+        ("tool", "other"),
+        ("status", "completed"),
+    ];
+    assert_eq!(
+        count(job_duration, &unnamed),
+        1.0,
+        "a tool the config does not name"
+    );
+    let requests = "bridge_mcp_request_duration_seconds";
+    assert!(count(requests, &[("method", "tools/call")]) >= 2.0);
+    assert!(count(requests, &[("method", "initialize")]) >= 1.0);
+    assert_eq!(
+        count(requests, &[("method", "other")]),
+        1.0,
+        "the made-up method"
+    );
+    // Three progress events and the terminal one of the first job, one reader.
+    assert!(count("bridge_sse_delivery_lag_seconds", &[]) >= 3.0);
+    let store = "bridge_store_call_duration_seconds";
+    assert!(count(store, &[("operation", "create_job")]) >= 2.0);
+    assert!(count(store, &[("operation", "append")]) >= 5.0);
+    assert_eq!(
+        count(store, &[("operation", "relay_answer")]),
+        0.0,
+        "every operation's series from the start"
+    );
+    let calls = "bridge_upstream_call_duration_seconds";
+    assert_eq!(
+        count(calls, &[("upstream", "demo"), ("outcome", "ok")]),
+        2.0
+    );
+    assert_bounded(&after, &[job.job_id.as_str(), &made_up, TOKEN]);
+    client.cancel().await.unwrap();
     bridge.shutdown(Duration::from_secs(1)).await;
 }
 
@@ -307,7 +398,12 @@ fn assert_bounded(scrape: &prometheus_parse::Scrape, never: &[&str]) {
     let mut series: BTreeMap<&str, usize> = BTreeMap::new();
     for sample in &scrape.samples {
         let metric = sample.metric.as_str();
-        let Some(names) = allowed.get(metric) else {
+        let family = [metric.strip_suffix("_sum"), metric.strip_suffix("_count")]
+            .into_iter()
+            .flatten()
+            .find(|base| base.ends_with("_seconds") && allowed.contains_key(base))
+            .unwrap_or(metric);
+        let Some(names) = allowed.get(family) else {
             panic!(
                 "{metric} is not in LABELS (tests/it/observability.rs): add it with its label \
                  names once its label values are known to be bounded, and give it a row in \

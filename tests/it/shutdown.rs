@@ -410,6 +410,7 @@ fn a_terminal_event_still_on_its_way_live_at_shutdown_ends_its_stream_whole() {
                 closed: metrics.connections_closed.clone(),
                 handbacks: metrics.sse_handbacks.clone(),
                 shared_deliveries: metrics.sse_shared_deliveries.clone(),
+                delivery_lag: metrics.delivery_lag.clone(),
             };
             serve::spawn(
                 &http_tasks,

@@ -38,7 +38,7 @@ use http::Version;
 use http_body::Body as _;
 use hyper::{body::Incoming, server::conn::http1};
 use hyper_util::rt::{TokioIo, TokioTimer};
-use prometheus::{IntCounter, IntCounterVec, IntGauge};
+use prometheus::{Histogram, IntCounter, IntCounterVec, IntGauge};
 use tokio::{
     io::{AsyncReadExt, AsyncWriteExt},
     net::{TcpListener, TcpStream},
@@ -91,13 +91,15 @@ pub struct Options {
 
 /// The listener's counters: `bridge_connections_open{listener}`, and (shared by the listeners)
 /// `bridge_connections_refused_total{reason}`, `bridge_connections_closed_total{reason}`,
-/// `bridge_sse_handbacks_total{reason}` and `bridge_sse_shared_deliveries_total`.
+/// `bridge_sse_handbacks_total{reason}`, `bridge_sse_shared_deliveries_total` and
+/// `bridge_sse_delivery_lag_seconds`.
 pub struct Counters {
     pub open: IntGauge,
     pub refused: IntCounterVec,
     pub closed: IntCounterVec,
     pub handbacks: IntCounterVec,
     pub shared_deliveries: IntCounter,
+    pub delivery_lag: Histogram,
 }
 
 /// The total cap for `max_connections`, lowered so that `reserved_fds` file descriptors (and
@@ -158,6 +160,7 @@ pub fn spawn(
             options.sse_writers,
             http,
             (&counters.handbacks, &counters.shared_deliveries),
+            &counters.delivery_lag,
         ),
         counters,
     });

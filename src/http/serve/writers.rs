@@ -30,7 +30,7 @@ use futures::{
     task::AtomicWaker,
 };
 use parking_lot::{Mutex, MutexGuard};
-use prometheus::{IntCounter, IntCounterVec};
+use prometheus::{Histogram, IntCounter, IntCounterVec};
 use tokio::{net::TcpStream, sync::mpsc, time::Instant};
 use tokio_stream::StreamMap;
 
@@ -66,6 +66,7 @@ impl Writers {
         count: usize,
         http: &Tasks,
         (handbacks, written): (&IntCounterVec, &IntCounter),
+        lag: &Histogram,
     ) -> Option<Arc<Self>> {
         if count == 0 {
             return None;
@@ -76,6 +77,7 @@ impl Writers {
             partial: handbacks.with_label_values(&["partial"]),
             behind: handbacks.with_label_values(&["behind"]),
             error: handbacks.with_label_values(&["error"]),
+            lag: lag.clone(),
         };
         let lanes = (0..count.min(MAX_WRITERS))
             .map(|_| {
@@ -132,6 +134,8 @@ struct HandBacks {
     partial: IntCounter,
     behind: IntCounter,
     error: IntCounter,
+    /// From each event's arrival to its write, per reader (`bridge_sse_delivery_lag_seconds`).
+    lag: Histogram,
 }
 
 /// A stream's place at a writer: the socket, and who writes on it now.
@@ -519,6 +523,7 @@ impl Group {
         }
         let mut chunk: Option<Bytes> = None;
         let now = Instant::now();
+        let live = (!event.ephemeral).then_some(event.born);
         let mut written_to = 0;
         // An event the reader would miss if it were handed back now (not a heartbeat).
         let missed = if event.ephemeral { 0 } else { event.seq };
@@ -554,6 +559,9 @@ impl Group {
                 Ok(n) => {
                     seat.meter.wrote(n);
                     written_to += 1;
+                    if let Some(born) = live {
+                        counts.lag.observe(born.elapsed().as_secs_f64());
+                    }
                     state.wrote_at = Some(now);
                     if !event.ephemeral {
                         state.last = event.seq;
@@ -629,6 +637,7 @@ mod tests {
             partial: counter(),
             behind: counter(),
             error: counter(),
+            lag: Histogram::with_opts(prometheus::HistogramOpts::new("h", "h")).unwrap(),
         }
     }
 

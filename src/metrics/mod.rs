@@ -1,11 +1,18 @@
 //! Prometheus metrics. One registry per bridge instance (not the process-global default), so
 //! tests that run several bridges in one process see only their own figures.
 
+use std::{collections::BTreeSet, time::Duration};
+
 use prometheus::{
     Encoder, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder,
     core::{Collector, Desc},
     proto::MetricFamily,
 };
+pub use prometheus::{Histogram, HistogramVec};
+
+mod timings;
+
+pub use timings::{StoreOp, mcp_method_label};
 
 /// Why a request was refused before any handler ran: the `reason` label of
 /// `bridge_requests_refused_total`, a fixed set so the series stay bounded whatever clients
@@ -178,6 +185,21 @@ pub struct Metrics {
     pub config_reloads: IntCounterVec,
     /// Jobs passing between replicas (adoption, the drain's hand-over), by [`AdoptionEvent`].
     pub adoptions: Adoptions,
+    /// How long jobs ran on this replica, by upstream, tool ([`Metrics::tool_label`]) and
+    /// terminal status.
+    pub job_duration: HistogramVec,
+    /// `/mcp` POSTs from the body's first byte to the response's head, by JSON-RPC method
+    /// ([`mcp_method_label`]).
+    pub mcp_request_duration: HistogramVec,
+    /// From an upstream's progress notification reaching this replica (Redis: the event
+    /// reaching this replica's pub/sub link) to its frame being handed to a reader's socket.
+    pub delivery_lag: Histogram,
+    /// Store calls, by [`StoreOp`].
+    pub store_call_duration: HistogramVec,
+    /// Upstream `tools/call` requests, from sending to the answer, by upstream and outcome.
+    pub upstream_call_duration: HistogramVec,
+    /// The tools the job histograms name; any other is `other` (see [`Metrics::tool_label`]).
+    tools: BTreeSet<String>,
 }
 
 impl Metrics {
@@ -375,6 +397,7 @@ impl Metrics {
         registry
             .register(Box::new(connections_open.clone()))
             .expect("unique metric");
+        let timings = timings::Timings::register(&registry);
         Self {
             registry,
             jobs_started,
@@ -402,7 +425,37 @@ impl Metrics {
             calls_refused_draining,
             config_reloads,
             adoptions: Adoptions(adoptions),
+            job_duration: timings.job_duration,
+            mcp_request_duration: timings.mcp_request_duration,
+            delivery_lag: timings.delivery_lag,
+            store_call_duration: timings.store_call_duration,
+            upstream_call_duration: timings.upstream_call_duration,
+            tools: BTreeSet::new(),
         }
+    }
+
+    /// These metrics, with `tools` (namespaced, `<upstream>__<tool>`: the tools the config
+    /// names) as the values the job histograms may carry in their `tool` label.
+    pub fn with_tools(tools: impl IntoIterator<Item = String>) -> Self {
+        Self {
+            tools: tools.into_iter().collect(),
+            ..Self::new()
+        }
+    }
+
+    /// The `tool` label of `tool`: itself when the config names it, else `other`. Upstreams
+    /// list what they like, as many as they like; the config is the operator's, and bounded.
+    pub fn tool_label<'a>(&self, tool: &'a str) -> &'a str {
+        if self.tools.contains(tool) {
+            tool
+        } else {
+            timings::OTHER
+        }
+    }
+
+    /// Count `elapsed` in `histogram`, in seconds.
+    pub fn observe(histogram: &Histogram, elapsed: Duration) {
+        histogram.observe(elapsed.as_secs_f64());
     }
 
     /// A gauge whose value is read when `/metrics` is scraped: `read` returns the current
