@@ -15,7 +15,7 @@ use crate::{
     auth::{CurrentAuthenticator, JobTokens},
     config::{Config, ConfigError, EvictionCheck, StoreBackend, public_url_on, without_secret_env},
     events::StoreError,
-    front::{Front, JobQuota, Links, SEPARATOR},
+    front::{Front, JobQuota, Links, SEPARATOR, WaitBounds},
     http::{
         self, ApiState, Readiness,
         admin::{AdminState, UpstreamsReport},
@@ -433,6 +433,11 @@ fn front_door(config: &Config, core: &Core, job_tokens: &JobTokens, http: &Tasks
             ),
         ),
         core.metrics.clone(),
+        WaitBounds::new(
+            config.limits.max_wait_bounds,
+            core.metrics.wait_bounds_learned.clone(),
+            core.metrics.limit_hits.clone(),
+        ),
         http,
     )
 }

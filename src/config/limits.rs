@@ -77,6 +77,11 @@ pub struct LimitsConfig {
     /// MCP sessions of one principal open at once in this replica; unset: a quarter of
     /// `max_sessions`. An `initialize` past it gets 503 with `Retry-After`.
     pub max_sessions_per_principal: Option<usize>,
+    /// Callers (MCP sessions, or principals on the session-less revision) whose
+    /// `wait_for_job` bound this replica keeps, and `wait_for_job` calls it follows to learn
+    /// them; past it the oldest bound is forgotten and a wait that finds no room is not
+    /// followed (counted in `bridge_limit_hits_total`).
+    pub max_wait_bounds: usize,
     /// Largest `initialize` request accepted on `/mcp`, in bytes (413 past it): a session keeps
     /// its client's `initialize` parameters for its whole life.
     pub max_initialize_bytes: usize,
@@ -119,6 +124,7 @@ impl Default for LimitsConfig {
             max_result_bytes: 16 * 1024 * 1024,
             max_sessions: 4096,
             max_sessions_per_principal: None,
+            max_wait_bounds: 4096,
             max_initialize_bytes: 64 * 1024,
             max_sse_buffer_bytes: 4 * 1024 * 1024,
             max_input_rounds: 16,
@@ -191,6 +197,7 @@ pub(super) fn validate(
         Bound::new("max_sse_buffer_bytes", l.max_sse_buffer_bytes, 64 * KIB..=GIB),
         Bound::new("max_sessions", l.max_sessions, 1..=10_000_000),
         Bound::new("max_sessions_per_principal", l.sessions_per_principal(), 1..=10_000_000),
+        Bound::new("max_wait_bounds", l.max_wait_bounds, 1..=10_000_000),
         Bound::new("max_initialize_bytes", l.max_initialize_bytes, 1024..=4 * MIB),
         Bound::new("max_input_rounds", l.max_input_rounds, 1..=1000),
         Bound::new("max_input_requests_per_round", l.max_input_requests_per_round, 1..=1000),

@@ -169,6 +169,10 @@ pub struct JobsConfig {
     /// `notifications/tasks/status` (MCP 2025-11-25) one task's session is sent at most;
     /// past it only the task's end is told.
     pub max_task_status_notifications: usize,
+    /// The longest one `wait_for_job` of a client blocks, in seconds, by the `clientInfo.name`
+    /// its session declared at `initialize` (for a client that reads each answer with a short
+    /// timeout); other clients' bounds are learned (docs/agents.md).
+    pub wait_for_job_secs_by_client: BTreeMap<String, u64>,
 }
 
 impl Default for JobsConfig {
@@ -192,6 +196,7 @@ impl Default for JobsConfig {
             max_listed_tasks: 10_000,
             task_list_page_size: 50,
             max_task_status_notifications: 64,
+            wait_for_job_secs_by_client: BTreeMap::new(),
         }
     }
 }

@@ -113,6 +113,14 @@ pub(super) fn validate_jobs(
             "must be at most 86400 (a day); 0 cancels running jobs at once on SIGTERM"),
     ];
     bounds::check("jobs", bounds).map_err(|(key, message)| err(&key, message))?;
+    for (client, &secs) in &jobs.wait_for_job_secs_by_client {
+        if !(1..=50).contains(&secs) {
+            return Err(err(
+                &format!("jobs.wait_for_job_secs_by_client.{client}"),
+                format!("must be between 1 and 50 (the longest wait_for_job), got {secs}"),
+            ));
+        }
+    }
     validate_tasks(jobs, err)
 }
 

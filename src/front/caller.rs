@@ -74,6 +74,8 @@ pub struct Caller {
     pub takes: Takes,
     /// It listed the Tasks extension (SEP-2663): a call that goes on running is a task.
     pub wants_tasks: bool,
+    /// The `clientInfo.name` its session declared at `initialize`.
+    pub client_name: Option<String>,
 }
 
 impl Caller {
@@ -94,6 +96,7 @@ impl Caller {
                 roots: capabilities.roots.is_some(),
             },
             wants_tasks: capabilities.supports_tasks(),
+            client_name: context.peer.peer_info().map(|i| i.client_info.name.clone()),
         }
     }
 }

@@ -11,6 +11,7 @@ use super::{
     listeners::Listeners,
     quota::{FollowedTasks, JobQuota},
     round_requests::RoundRequests,
+    wait_bound::WaitBounds,
 };
 use crate::{
     auth::{Identity, may_access},
@@ -42,6 +43,8 @@ pub struct Core {
     /// Samples and roots the tools of this replica's jobs ask their callers in rounds for.
     pub(super) round_requests: Arc<RoundRequests>,
     pub(super) metrics: Arc<Metrics>,
+    /// How long each caller can wait for a `wait_for_job` answer, as learned.
+    pub(super) wait_bounds: WaitBounds,
     /// Where the followers of tasks run: the HTTP stage, they stop with the sessions they tell.
     pub(super) tasks: Tasks,
 }

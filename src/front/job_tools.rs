@@ -15,9 +15,13 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 
+use tokio_util::sync::CancellationToken;
+
 use super::{
+    caller::Caller,
     core::Core,
     handle::{error_result, json_result, store_error},
+    wait_bound::Waiter,
 };
 use crate::{
     auth::Identity,
@@ -122,12 +126,17 @@ pub(super) async fn get_job_status(
     }
 }
 
+/// `wait_for_job`: blocks until the job ends or the wait is up, no longer than the caller can
+/// wait (its client's `jobs.wait_for_job_secs_by_client`, or the bound learned of it: see
+/// `wait_bound`); a caller that cancels the wait is answered at once.
 pub(super) async fn wait_for_job(
     core: &Core,
     args: Option<JsonObject>,
-    identity: &Identity,
+    caller: &Caller,
+    cancelled: &CancellationToken,
 ) -> ToolAnswer {
-    let (id, timeout) = match parse_args::<WaitArgs>(args).and_then(|a| {
+    let identity = &caller.identity;
+    let (id, asked) = match parse_args::<WaitArgs>(args).and_then(|a| {
         let id = parse_job_id(&a.job_id)?;
         let secs = a.timeout_seconds.unwrap_or(WAIT_DEFAULT_SECS);
         if !(0.0..=WAIT_MAX_SECS).contains(&secs) {
@@ -143,13 +152,38 @@ pub(super) async fn wait_for_job(
     if core.visible_job(id, identity).await?.is_none() {
         return Ok(unknown_job(id));
     }
-    let Some(snapshot) = core.jobs.wait(id, timeout).await.map_err(store_error)? else {
+    let declared = caller
+        .client_name
+        .as_ref()
+        .and_then(|name| core.config.wait_for_job_secs_by_client.get(name))
+        .map(|&secs| Duration::from_secs(secs));
+    let waiter = Waiter::of(caller.session.as_deref(), &identity.principal);
+    let ticket = core
+        .wait_bounds
+        .begin(waiter, id, declared.map_or(asked, |d| asked.min(d)));
+    let within = ticket.within();
+    let waited = tokio::select! {
+        waited = core.jobs.wait(id, within) => waited.map_err(store_error)?,
+        () = cancelled.cancelled() => {
+            ticket.gave_up();
+            return Ok(error_result("the wait was cancelled by the caller".to_string()));
+        }
+    };
+    drop(ticket);
+    let Some(snapshot) = waited else {
         return Ok(unknown_job(id));
     };
     if snapshot.status.is_terminal() {
         return Ok(core.final_result(&snapshot));
     }
-    Ok(json_result(json!({
+    Ok(json_result(still_running(&snapshot, within)))
+}
+
+/// The answer of a wait that ended before its job: where the job is, and what to do next
+/// (each call waits up to `within`, so the model knows another call is expected).
+fn still_running(snapshot: &JobSnapshot, within: Duration) -> serde_json::Value {
+    let id = snapshot.job_id;
+    json!({
         "job_id": id,
         "status": snapshot.status,
         "progress": snapshot.progress,
@@ -164,11 +198,13 @@ pub(super) async fn wait_for_job(
             )
         } else {
             format!(
-                "The job is still running ({}). Call wait_for_job again with job_id \"{id}\".",
-                progress_phrase(&snapshot)
+                "The job is still running ({}). Call wait_for_job again with job_id \"{id}\" \
+                 (each call waits up to {} s).",
+                progress_phrase(snapshot),
+                within.as_secs_f64().round()
             )
         },
-    })))
+    })
 }
 
 pub(super) async fn cancel_job(

@@ -25,6 +25,7 @@ mod tasks;
 mod tasks_2025;
 mod tool_call;
 mod upstream_requests;
+mod wait_bound;
 mod wire;
 
 pub use adoption::carry_on_adopted;
@@ -34,4 +35,5 @@ pub use job_tools::{ANSWER_JOB_INPUT, CANCEL_JOB, GET_JOB_STATUS, WAIT_FOR_JOB};
 pub use quota::JobQuota;
 pub use resources::URI_PREFIX;
 pub use server::Front;
+pub use wait_bound::WaitBounds;
 pub use wire::adapt as adapt_the_wire;

@@ -35,6 +35,7 @@ use super::{
     quota::JobQuota,
     round_requests::RoundRequests,
     tasks, tasks_2025, tool_call, upstream_requests,
+    wait_bound::WaitBounds,
 };
 use crate::{
     config::JobsConfig, jobs::Jobs, metrics::Metrics, shutdown::Tasks, upstream::Upstreams,
@@ -71,6 +72,7 @@ impl Front {
             (usize, usize),
         ),
         metrics: Arc<Metrics>,
+        wait_bounds: WaitBounds,
         tasks: &Tasks,
     ) -> Self {
         let listeners = Listeners::new(
@@ -98,6 +100,7 @@ impl Front {
             ),
             round_requests,
             metrics,
+            wait_bounds,
             tasks: tasks.clone(),
         };
         Self {
@@ -115,6 +118,7 @@ impl Front {
     /// running (see `call_answer`).
     pub fn session_ended(&self, session: &str) {
         self.core.listeners.end_session(session);
+        self.core.wait_bounds.forget_session(session);
     }
 }
 
@@ -167,9 +171,11 @@ impl ServerHandler for Front {
                 GET_JOB_STATUS => job_tools::get_job_status(core, request.arguments, &identity)
                     .await?
                     .into(),
-                WAIT_FOR_JOB => job_tools::wait_for_job(core, request.arguments, &identity)
-                    .await?
-                    .into(),
+                WAIT_FOR_JOB => {
+                    job_tools::wait_for_job(core, request.arguments, &caller, &context.ct)
+                        .await?
+                        .into()
+                }
                 CANCEL_JOB => job_tools::cancel_job(core, request.arguments, &identity)
                     .await?
                     .into(),

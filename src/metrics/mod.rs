@@ -183,6 +183,8 @@ pub struct Metrics {
     pub calls_refused_draining: IntCounter,
     /// Config reloads (SIGHUP), by result: `applied`, `refused` (the running config stays).
     pub config_reloads: IntCounterVec,
+    /// Callers' `wait_for_job` bounds learned (a caller gave up on a wait and asked again).
+    pub wait_bounds_learned: IntCounter,
     /// Jobs passing between replicas (adoption, the drain's hand-over), by [`AdoptionEvent`].
     pub adoptions: Adoptions,
     /// How long jobs ran on this replica, by upstream, tool ([`Metrics::tool_label`]) and
@@ -319,6 +321,14 @@ impl Metrics {
         for result in ["applied", "refused"] {
             config_reloads.with_label_values(&[result]);
         }
+        let wait_bounds_learned = IntCounter::new(
+            "bridge_wait_bounds_learned_total",
+            "Times a caller gave up on a wait_for_job and asked again, teaching the bridge how long that caller can wait",
+        )
+        .expect("valid metric");
+        registry
+            .register(Box::new(wait_bounds_learned.clone()))
+            .expect("unique metric");
         let refused = counter(
             "bridge_requests_refused_total",
             "Requests refused before any handler ran, by reason (connections refused at accept: bridge_connections_refused_total)",
@@ -424,6 +434,7 @@ impl Metrics {
             draining,
             calls_refused_draining,
             config_reloads,
+            wait_bounds_learned,
             adoptions: Adoptions(adoptions),
             job_duration: timings.job_duration,
             mcp_request_duration: timings.mcp_request_duration,

@@ -25,6 +25,7 @@ const LABELS: &[(&str, &[&str])] = &[
     ("bridge_draining", &[]),
     ("bridge_calls_refused_draining_total", &[]),
     ("bridge_config_reloads_total", &["result"]),
+    ("bridge_wait_bounds_learned_total", &[]),
     ("bridge_progress_events_total", &["upstream"]),
     ("bridge_progress_dropped_total", &["reason"]),
     ("bridge_log_dropped_total", &["reason"]),
