@@ -9,6 +9,7 @@ mod common;
 
 mod adoption;
 mod adoption_resume;
+mod agents;
 mod bad_input;
 mod bridge;
 mod cli;

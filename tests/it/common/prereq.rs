@@ -169,3 +169,23 @@ pub fn python_with_mcp1() -> Option<PathBuf> {
         .is_ok_and(|o| o.status.success());
     ok.then_some(candidate)
 }
+
+/// The Python interpreter of a venv that can `import` every one of `modules`: the one named by
+/// the environment variable `env`, or the repository's `venv` (`.ci/run` makes both).
+pub fn python_in_venv(env: &str, venv: &str, modules: &[&str]) -> Option<PathBuf> {
+    let candidate = std::env::var_os(env)
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo_root().join(venv).join("bin/python"));
+    let ok = std::process::Command::new(&candidate)
+        .args(["-c", &format!("import {}", modules.join(", "))])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    prerequisite(
+        ok,
+        &format!(
+            "a Python with {} ({env} or {venv}; .ci/run makes it)",
+            modules.join(", ")
+        ),
+    );
+    ok.then_some(candidate)
+}
