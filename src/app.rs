@@ -412,6 +412,7 @@ fn redis_options(config: &Config, metrics: &Metrics) -> RedisOptions {
         adoption_events: metrics.adoptions.clone(),
         refuse_evicting_policy: config.store.redis_eviction_check == EvictionCheck::Refuse,
         ca_file: config.store.redis_ca_file.clone(),
+        cluster: config.store.redis_cluster,
     }
 }
 

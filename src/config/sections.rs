@@ -247,6 +247,10 @@ pub struct StoreConfig {
     /// A PEM file of the CA certificates that sign Redis's TLS certificate (a private CA), for
     /// a `rediss://` URL; trusted instead of the system's roots. Read at start.
     pub redis_ca_file: Option<PathBuf>,
+    /// `redis_url` is one node of a Redis Cluster (any node, or the cluster's configuration
+    /// endpoint): the bridge learns the others from it and sends each command to the node that
+    /// holds its keys' slot. Off for one Redis (with or without replicas behind one address).
+    pub redis_cluster: bool,
 }
 
 /// `store.redis_eviction_check`.
@@ -271,6 +275,7 @@ impl Default for StoreConfig {
             input_relay_timeout_ms: 5000,
             redis_eviction_check: EvictionCheck::Refuse,
             redis_ca_file: None,
+            redis_cluster: false,
         }
     }
 }

@@ -372,6 +372,9 @@ pub(super) fn validate_store(store: &StoreConfig) -> Result<(), (&'static str, S
             }
             crate::tls::read_ca_file(ca_file).map_err(|e| ("redis_ca_file", e.to_string()))?;
         }
+        if store.redis_cluster {
+            validate_cluster_url(&store.redis_url).map_err(|m| ("redis_cluster", m))?;
+        }
     }
     let prefix = &store.key_prefix;
     let plain = prefix
@@ -406,6 +409,25 @@ pub(super) fn validate_store(store: &StoreConfig) -> Result<(), (&'static str, S
             "must be between 100 and 60000 (an answer routed to another replica waits this \
              long for its verdict)"
                 .into(),
+        ));
+    }
+    Ok(())
+}
+
+/// A Redis Cluster is reached over TCP and has database 0 only.
+fn validate_cluster_url(raw: &str) -> Result<(), String> {
+    let shown = super::redact_url(raw);
+    let url = url::Url::parse(raw).map_err(|e| format!("invalid URL {shown:?}: {e}"))?;
+    if !matches!(url.scheme(), "redis" | "rediss") {
+        return Err(format!(
+            "is true, so redis_url must be a redis:// or rediss:// address of a cluster node, \
+             got {shown:?}"
+        ));
+    }
+    if !matches!(url.path(), "" | "/" | "/0") {
+        return Err(format!(
+            "is true, and a Redis Cluster has database 0 only: drop the database from \
+             redis_url {shown:?}"
         ));
     }
     Ok(())

@@ -134,6 +134,21 @@ fn bad_configs_exit_2_naming_the_file_and_key() {
             "store.redis_ca_file",
         ),
         (
+            "redis cluster over a unix socket",
+            "[store]\nbackend = \"redis\"\nredis_cluster = true\nredis_url = \"unix:///run/redis.sock\"\n",
+            "store.redis_cluster",
+        ),
+        (
+            "redis cluster with a database",
+            "[store]\nbackend = \"redis\"\nredis_cluster = true\nredis_url = \"redis://x:6379/2\"\n",
+            "store.redis_cluster",
+        ),
+        (
+            "redis cluster not a bool",
+            "[store]\nredis_cluster = \"yes\"\n",
+            "store.redis_cluster",
+        ),
+        (
             "bad eviction check",
             "[store]\nredis_eviction_check = \"ignore\"\n",
             "store.redis_eviction_check",

@@ -2,7 +2,8 @@
 //! `on_redis::…`): numbering, the terminal rule, history and the gap a resuming reader gets,
 //! live delivery, cancel requests, correlation channels. Each behaviour sees the store through
 //! two handles, as two replicas would: the memory store twice (one process is one replica),
-//! or two Redis stores on one key prefix (a real Redis; each run its own prefix, swept after).
+//! or two Redis stores on one key prefix (a real Redis; each run its own prefix, swept after),
+//! and the same on a Redis Cluster of three primaries the test starts (`on_cluster::…`).
 //!
 //! What only one store has is tested with it: expiry by the memory store's sweep in
 //! `src/store/memory.rs`, Redis TTLs and cancel routing in `redis_store.rs`, Redis outages,
@@ -26,6 +27,8 @@ const RETENTION_SECS: u64 = 60;
 enum Backend {
     Memory,
     Redis,
+    /// A Redis Cluster of three primaries started for the test.
+    Cluster,
 }
 
 /// Two handles on one store, each with the replica name it creates jobs under.
@@ -36,6 +39,8 @@ struct Replicas {
     b_name: String,
     /// The Redis replicas (stopped when dropped) and then the key prefix (swept after them).
     _redis: Option<(StoreReplica, StoreReplica, RedisPrefix)>,
+    /// The replicas on a cluster, then the cluster (stopped after them).
+    _cluster: Option<(StoreReplica, StoreReplica, RedisCluster)>,
 }
 
 impl Backend {
@@ -51,6 +56,7 @@ impl Backend {
                     b: store,
                     b_name: "memory".into(),
                     _redis: None,
+                    _cluster: None,
                 })
             }
             Backend::Redis => {
@@ -64,6 +70,21 @@ impl Backend {
                     b: Arc::new(b.store.clone()),
                     b_name: b.name.clone(),
                     _redis: Some((a, b, prefix)),
+                    _cluster: None,
+                })
+            }
+            Backend::Cluster => {
+                let cluster = RedisCluster::start(&format!("store_conformance::{test}")).await?;
+                let prefix = unique_prefix(&format!("conformance-{test}"));
+                let a = cluster_store_replica(&cluster.url(), &prefix, history).await;
+                let b = cluster_store_replica(&cluster.url(), &prefix, history).await;
+                Some(Replicas {
+                    a: Arc::new(a.store.clone()),
+                    a_name: a.name.clone(),
+                    b: Arc::new(b.store.clone()),
+                    b_name: b.name.clone(),
+                    _redis: None,
+                    _cluster: Some((a, b, cluster)),
                 })
             }
         }
@@ -86,6 +107,14 @@ macro_rules! conformance {
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $behaviour() {
                     super::$behaviour(super::Backend::Redis).await;
+                }
+            )*
+        }
+        mod on_cluster {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $behaviour() {
+                    super::$behaviour(super::Backend::Cluster).await;
                 }
             )*
         }

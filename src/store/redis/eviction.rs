@@ -9,7 +9,9 @@
 
 use std::collections::HashMap;
 
-use ::redis::{RedisError, aio::MultiplexedConnection};
+use ::redis::RedisError;
+
+use super::conn::Conn;
 
 /// The only policy that never evicts a key with a TTL.
 const SAFE: &str = "noeviction";
@@ -27,7 +29,7 @@ pub(super) enum Policy {
 impl Policy {
     /// `CONFIG GET maxmemory-policy` on `conn`. A connection failure is an error (the link
     /// is not made); a refusal by Redis (`CONFIG` renamed or not allowed) is `Unknown`.
-    pub(super) async fn read(conn: &mut MultiplexedConnection) -> Result<Self, RedisError> {
+    pub(super) async fn read(conn: &mut Conn) -> Result<Self, RedisError> {
         let mut get = ::redis::cmd("CONFIG");
         get.arg("GET").arg("maxmemory-policy");
         match get.query_async::<HashMap<String, String>>(conn).await {

@@ -609,7 +609,7 @@ mod tests {
             Link::new(
                 role,
                 format!("test-hub-late:{name}"),
-                client.clone(),
+                super::super::link::Endpoint::Node(client.clone()),
                 "redis://test".into(),
                 Duration::from_secs(5),
                 crate::wait::Backoff {

@@ -20,12 +20,15 @@ use std::{
 };
 
 use ::redis::{
-    AsyncConnectionConfig, Client, PushInfo, PushKind, RedisError, aio::MultiplexedConnection,
+    AsyncConnectionConfig, Client, PushInfo, PushKind, RedisError, cluster::ClusterClient,
 };
 use parking_lot::{Mutex, RwLock};
 use tokio::sync::{Notify, watch};
 
-use super::eviction::{Policy, refusal};
+use super::{
+    conn::Conn,
+    eviction::{Policy, refusal},
+};
 use crate::{shutdown::Tasks, wait::Backoff};
 
 /// How many command timeouts the liveness probe after a slow command may take before the link
@@ -67,6 +70,15 @@ impl LinkError {
 /// path: it must not block).
 pub(super) type PushHandler = Arc<dyn Fn(PushInfo) + Send + Sync>;
 
+/// Where a link connects: one Redis, or a Redis Cluster (commands only: see
+/// docs/design/store.md for why pub/sub stays on one node).
+// One per link, made once at start: its size does not matter.
+#[allow(clippy::large_enum_variant)]
+pub(super) enum Endpoint {
+    Node(Client),
+    Cluster(ClusterClient),
+}
+
 /// What a link is for.
 pub(super) enum Role {
     /// Every command. `refuse_evicting`: a Redis whose `maxmemory-policy` may evict job keys
@@ -79,7 +91,7 @@ pub(super) enum Role {
 pub(super) struct Link {
     role: &'static str,
     name: String,
-    client: Client,
+    endpoint: Endpoint,
     /// The URL without its password, for messages.
     target: String,
     timeout: Duration,
@@ -87,7 +99,7 @@ pub(super) struct Link {
     reconnect: Backoff,
     /// The live connection and its generation. A plain (`parking_lot`) lock: held only to clone or swap the
     /// handle, never across an `.await`.
-    conn: RwLock<Option<(u64, MultiplexedConnection)>>,
+    conn: RwLock<Option<(u64, Conn)>>,
     up: AtomicBool,
     generation: AtomicU64,
     last_error: Mutex<String>,
@@ -121,7 +133,7 @@ impl Link {
     pub(super) fn new(
         role: Role,
         name: String,
-        client: Client,
+        endpoint: Endpoint,
         target: String,
         timeout: Duration,
         reconnect: Backoff,
@@ -133,7 +145,7 @@ impl Link {
         Arc::new(Self {
             role,
             name,
-            client,
+            endpoint,
             target,
             timeout,
             reconnect,
@@ -192,7 +204,7 @@ impl Link {
     }
 
     /// The connection, or at once the reason there is none.
-    pub(super) fn get(&self) -> Result<(u64, MultiplexedConnection), LinkError> {
+    pub(super) fn get(&self) -> Result<(u64, Conn), LinkError> {
         if !self.is_up() {
             return Err(self.down_error());
         }
@@ -204,7 +216,7 @@ impl Link {
     /// fails this request only, and has the link probed (see the module doc).
     pub(super) async fn run<T, F, Fut>(&self, request: F) -> Result<T, LinkError>
     where
-        F: FnOnce(MultiplexedConnection) -> Fut,
+        F: FnOnce(Conn) -> Fut,
         Fut: Future<Output = Result<T, RedisError>>,
     {
         let (generation, conn) = self.get()?;
@@ -362,6 +374,41 @@ impl Link {
 
     async fn connect(self: &Arc<Self>, tasks: &Tasks) -> Result<(), ConnectError> {
         let generation = self.generation.load(Ordering::Acquire) + 1;
+        let mut conn = match &self.endpoint {
+            Endpoint::Node(client) => {
+                Conn::Node(self.connect_node(client, generation, tasks).await?)
+            }
+            // The cluster connection makes and mends its connections to the nodes itself;
+            // `run` still takes this link down when a command meets a connection error.
+            Endpoint::Cluster(client) => Conn::Cluster(client.get_async_connection().await?),
+        };
+        let mut setname_cmd = ::redis::cmd("CLIENT");
+        setname_cmd.arg("SETNAME").arg(&self.name);
+        let setname = setname_cmd.exec_async(&mut conn);
+        tokio::time::timeout(self.timeout, setname)
+            .await
+            .map_err(|_| RedisError::from(std::io::Error::from(std::io::ErrorKind::TimedOut)))??;
+        if let Some(refuse) = self.eviction {
+            self.check_eviction(&mut conn, refuse).await?;
+        }
+        self.refused.store(false, Ordering::Release);
+        self.generation.store(generation, Ordering::Release);
+        *self.conn.write() = Some((generation, conn));
+        *self.up_since.lock() = Some(Instant::now());
+        self.up.store(true, Ordering::Release);
+        self.connected.send_modify(|n| *n += 1);
+        tracing::info!(link = self.role, target = %self.target, name = %self.name, "connected to Redis");
+        Ok(())
+    }
+
+    /// A connection to one Redis, its pushes (pub/sub messages, the disconnection notice)
+    /// handed to this link.
+    async fn connect_node(
+        self: &Arc<Self>,
+        client: &Client,
+        generation: u64,
+        tasks: &Tasks,
+    ) -> Result<::redis::aio::MultiplexedConnection, RedisError> {
         let weak: Weak<Self> = Arc::downgrade(self);
         let on_push = self.on_push.clone();
         // The crate drives the connection on a task of its own, which owns this handler and
@@ -384,36 +431,14 @@ impl Link {
             .set_connection_timeout(Some(self.timeout))
             .set_response_timeout(None)
             .set_push_sender(push);
-        let mut conn = self
-            .client
+        client
             .get_multiplexed_async_connection_with_config(&config)
-            .await?;
-        let mut setname_cmd = ::redis::cmd("CLIENT");
-        setname_cmd.arg("SETNAME").arg(&self.name);
-        let setname = setname_cmd.exec_async(&mut conn);
-        tokio::time::timeout(self.timeout, setname)
             .await
-            .map_err(|_| RedisError::from(std::io::Error::from(std::io::ErrorKind::TimedOut)))??;
-        if let Some(refuse) = self.eviction {
-            self.check_eviction(&mut conn, refuse).await?;
-        }
-        self.refused.store(false, Ordering::Release);
-        self.generation.store(generation, Ordering::Release);
-        *self.conn.write() = Some((generation, conn));
-        *self.up_since.lock() = Some(Instant::now());
-        self.up.store(true, Ordering::Release);
-        self.connected.send_modify(|n| *n += 1);
-        tracing::info!(link = self.role, target = %self.target, name = %self.name, "connected to Redis");
-        Ok(())
     }
 
     /// Read Redis's eviction policy on a new connection: one that may evict job keys is
     /// refused (`refuse`) or logged as an error.
-    async fn check_eviction(
-        &self,
-        conn: &mut MultiplexedConnection,
-        refuse: bool,
-    ) -> Result<(), ConnectError> {
+    async fn check_eviction(&self, conn: &mut Conn, refuse: bool) -> Result<(), ConnectError> {
         let read = tokio::time::timeout(self.timeout, Policy::read(conn))
             .await
             .map_err(|_| RedisError::from(std::io::Error::from(std::io::ErrorKind::TimedOut)))??;

@@ -13,6 +13,7 @@
 
 mod adoption;
 mod codec;
+mod conn;
 mod creation;
 mod eviction;
 mod handover;
@@ -47,7 +48,7 @@ use self::{
     creation::Created,
     hub::{AnswerMessage, ControlMessage, Hub, VerdictMessage},
     keys::Keys,
-    link::{Link, LinkError, Role},
+    link::{Endpoint, Link, LinkError, Role},
     outbox::{Fence, Held, Owned, Write},
     scripts::Scripts,
     shared::SharedHistory,
@@ -95,6 +96,9 @@ pub struct RedisOptions {
     /// `store.redis_ca_file`: the PEM roots a `rediss://` Redis's certificate is checked
     /// against, instead of the system's.
     pub ca_file: Option<std::path::PathBuf>,
+    /// `store.redis_cluster`: `url` is a node of a Redis Cluster; commands go to the node of
+    /// their keys' slot.
+    pub cluster: bool,
 }
 
 #[derive(Clone)]
@@ -188,6 +192,10 @@ impl RedisStore {
     ) -> Result<Self, StoreError> {
         let target = redact_url(&options.url);
         let client = resp3_client(&options.url, &target, options.ca_file.as_deref())?;
+        let commands = match options.cluster {
+            true => Endpoint::Cluster(cluster_client(&options, &target)?),
+            false => Endpoint::Node(client.clone()),
+        };
         let keys = Keys::new(&options.key_prefix);
         let (hub, hub_task) = Hub::new(keys.control(&replica), options.max_answer_bytes);
         // Reconnect at least every third of a lease, so a replica that lost Redis renews its
@@ -201,7 +209,7 @@ impl RedisStore {
                 refuse_evicting: options.refuse_evicting_policy,
             },
             keys.client_name(&replica, "cmd"),
-            client.clone(),
+            commands,
             target.clone(),
             options.command_timeout,
             reconnect,
@@ -210,7 +218,7 @@ impl RedisStore {
         let sub = Link::new(
             Role::Subscriber(Arc::new(move |push| dispatch.dispatch(push))),
             keys.client_name(&replica, "sub"),
-            client,
+            Endpoint::Node(client),
             target,
             options.command_timeout,
             reconnect,
@@ -251,6 +259,40 @@ impl RedisStore {
 /// every quarter of that, see `maintenance`).
 fn live_ttl_ms(retention: Duration) -> u64 {
     retention.max(Duration::from_secs(60)).as_millis() as u64
+}
+
+/// A Redis Cluster client seeded with the node at `options.url` (shown as `target`): it reads
+/// the cluster's slots from it and connects to every primary. Its password and TLS (with
+/// `store.redis_ca_file`) are the URL's, for every node.
+fn cluster_client(
+    options: &RedisOptions,
+    target: &str,
+) -> Result<::redis::cluster::ClusterClient, StoreError> {
+    let unusable = |what, cause| {
+        StoreError::Unavailable(Box::new(UnusableUrl {
+            target: target.to_string(),
+            what,
+            cause,
+        }))
+    };
+    let mut builder = ::redis::cluster::ClusterClientBuilder::new(vec![options.url.as_str()])
+        .use_protocol(ProtocolVersion::RESP3)
+        .connection_timeout(options.command_timeout)
+        // Longer than a command may take: `Link::run` bounds those, and its probe waits longer.
+        .response_timeout(options.command_timeout * 3);
+    if let Some(ca_file) = &options.ca_file {
+        let root = std::fs::read(ca_file).map_err(|e| {
+            let what = " has a store.redis_ca_file that cannot be read";
+            unusable(what, ::redis::RedisError::from(e))
+        })?;
+        builder = builder.certs(::redis::TlsCertificates {
+            client_tls: None,
+            root_cert: Some(root),
+        });
+    }
+    builder
+        .build()
+        .map_err(|e| unusable(" is not usable as a Redis Cluster node", e))
 }
 
 /// A client for `url` (shown as `target`, its password hidden) that speaks RESP3: pub/sub

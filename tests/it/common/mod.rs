@@ -12,6 +12,7 @@
 //! - `proxy`: a proxy that cuts connections on demand;
 //! - `tls`: an https front (a private CA, tokio-rustls) for a plain-HTTP server;
 //! - `redis`: the test Redis, per-test key prefixes, a private `redis-server`;
+//! - `cluster`: a Redis Cluster of a test's own (three `redis-server` primaries);
 //! - `idp`: a real OpenID Connect provider (npm `oidc-provider`) that issues JWT access tokens;
 //! - `prereq`: prerequisites outside Rust (Python, node, Chromium) and running them;
 //! - `task_server`: the TypeScript SDK server whose tool runs as an upstream task (HTTP);
@@ -26,6 +27,7 @@
 
 mod alone;
 mod bridge;
+mod cluster;
 mod faulty_store;
 mod http;
 mod idp;
@@ -45,7 +47,7 @@ mod tls;
 mod wait;
 
 pub use self::{
-    alone::*, bridge::*, faulty_store::*, http::*, idp::*, job::*, listen::*, mcp::*, prereq::*,
-    process::BridgeProcess, proxy::*, redis::*, resumable_server::*, sse::*, task_server::*,
-    tls::*, wait::*,
+    alone::*, bridge::*, cluster::*, faulty_store::*, http::*, idp::*, job::*, listen::*, mcp::*,
+    prereq::*, process::BridgeProcess, proxy::*, redis::*, resumable_server::*, sse::*,
+    task_server::*, tls::*, wait::*,
 };

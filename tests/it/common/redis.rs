@@ -158,7 +158,6 @@ pub fn open_store_replica(
     ca_file: Option<std::path::PathBuf>,
 ) -> StoreReplica {
     let name = format!("replica-{:08x}", fastrand::u32(..));
-    let shutdown = Shutdown::new();
     let options = RedisOptions {
         url: url.to_string(),
         key_prefix: prefix.to_string(),
@@ -172,7 +171,39 @@ pub fn open_store_replica(
         adoption_events: Default::default(),
         refuse_evicting_policy,
         ca_file,
+        cluster: false,
     };
+    start_replica(options, name)
+}
+
+/// The Redis store of a replica on the Redis Cluster whose node `url` is, once it answers.
+pub async fn cluster_store_replica(url: &str, prefix: &str, history: usize) -> StoreReplica {
+    let name = format!("replica-{:08x}", fastrand::u32(..));
+    let options = RedisOptions {
+        url: url.to_string(),
+        key_prefix: prefix.to_string(),
+        history,
+        retention: Duration::from_secs(60),
+        lease: Duration::from_secs(15),
+        outage_buffer: 100,
+        command_timeout: Duration::from_secs(2),
+        relay_timeout: Duration::from_secs(5),
+        max_answer_bytes: 65_536,
+        adoption_events: Default::default(),
+        refuse_evicting_policy: true,
+        ca_file: None,
+        cluster: true,
+    };
+    let replica = start_replica(options, name);
+    eventually("the store connects to the cluster", || async {
+        replica.store.ping().await.is_ok()
+    })
+    .await;
+    replica
+}
+
+fn start_replica(options: RedisOptions, name: String) -> StoreReplica {
+    let shutdown = Shutdown::new();
     let store = RedisStore::start(options, name.clone(), &shutdown).expect("store");
     StoreReplica {
         store,

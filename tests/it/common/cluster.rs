@@ -1,0 +1,144 @@
+//! A Redis Cluster of the test's own: three primaries from `redis-server --cluster-enabled yes`
+//! on free ports in a temporary directory, joined by `redis-cli --cluster create`, ready once
+//! every node says `cluster_state:ok`; killed (and the directory removed) when dropped.
+
+use std::process::{Child, Command, Stdio};
+
+use super::{bridge::free_port, listen::child_port, prereq::skip, wait::eventually};
+
+pub struct RedisCluster {
+    /// The nodes' ports; the first is the seed the bridge is given.
+    pub ports: Vec<u16>,
+    nodes: Vec<Child>,
+    _dir: tempfile::TempDir,
+}
+
+impl RedisCluster {
+    /// Three primaries, no replicas. `None` (the test skips; under `BRIDGE_TEST_STRICT=1` it
+    /// fails) when `redis-server` or `redis-cli` is missing.
+    pub async fn start(test: &str) -> Option<Self> {
+        let missing = ["redis-server", "redis-cli"].into_iter().find(|tool| {
+            !["/usr/bin", "/usr/local/bin"]
+                .iter()
+                .any(|d| std::path::Path::new(d).join(tool).exists())
+        });
+        if let Some(tool) = missing {
+            return skip(
+                test,
+                &format!("{tool} is not installed (apt-get install redis-server)"),
+            );
+        }
+        let mut cluster = Self {
+            ports: Vec::new(),
+            nodes: Vec::new(),
+            _dir: tempfile::tempdir().expect("a temporary directory"),
+        };
+        let dir = cluster._dir.path().to_path_buf();
+        for _ in 0..10 {
+            if cluster.nodes.len() == 3 {
+                break;
+            }
+            if let Some((port, child)) = node(&dir).await {
+                cluster.ports.push(port);
+                cluster.nodes.push(child);
+            }
+        }
+        assert_eq!(
+            cluster.nodes.len(),
+            3,
+            "{test}: three cluster nodes could not bind free ports"
+        );
+        let addresses: Vec<String> = cluster
+            .ports
+            .iter()
+            .map(|p| format!("127.0.0.1:{p}"))
+            .collect();
+        let created = tokio::task::spawn_blocking(move || {
+            Command::new("redis-cli")
+                .arg("--cluster")
+                .arg("create")
+                .args(&addresses)
+                .args(["--cluster-replicas", "0", "--cluster-yes"])
+                .stdin(Stdio::null())
+                .output()
+                .expect("redis-cli runs")
+        })
+        .await
+        .expect("redis-cli --cluster create");
+        assert!(
+            created.status.success(),
+            "redis-cli --cluster create: {}",
+            String::from_utf8_lossy(&created.stdout)
+        );
+        for port in cluster.ports.clone() {
+            eventually("every cluster node says cluster_state:ok", || async move {
+                cluster_state_ok(port).await
+            })
+            .await;
+        }
+        Some(cluster)
+    }
+
+    /// The seed node's URL (any node would do).
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.ports[0])
+    }
+}
+
+/// One cluster-enabled node on a free port (its bus port free too), or `None` when another
+/// process took a port first.
+async fn node(dir: &std::path::Path) -> Option<(u16, Child)> {
+    let (port, bus) = (free_port(), free_port());
+    let mut child = Command::new("redis-server")
+        .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+        .args([
+            "--cluster-enabled",
+            "yes",
+            "--cluster-port",
+            &bus.to_string(),
+        ])
+        .args(["--cluster-config-file", &format!("nodes-{port}.conf")])
+        .args(["--save", "", "--appendonly", "no"])
+        .arg("--dir")
+        .arg(dir)
+        .arg("--logfile")
+        .arg(dir.join(format!("redis-{port}.log")))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("redis-server starts");
+    let listens = child_port(child.id(), "a cluster redis-server", || {
+        matches!(child.try_wait(), Ok(Some(_)))
+    })
+    .await;
+    if listens != Some(port) {
+        let _ = child.kill();
+        let _ = child.wait();
+        return None;
+    }
+    Some((port, child))
+}
+
+async fn cluster_state_ok(port: u16) -> bool {
+    let Ok(client) = redis::Client::open(format!("redis://127.0.0.1:{port}")) else {
+        return false;
+    };
+    let Ok(mut conn) = client.get_multiplexed_async_connection().await else {
+        return false;
+    };
+    let info: String = redis::cmd("CLUSTER")
+        .arg("INFO")
+        .query_async(&mut conn)
+        .await
+        .unwrap_or_default();
+    info.contains("cluster_state:ok")
+}
+
+impl Drop for RedisCluster {
+    fn drop(&mut self) {
+        for child in &mut self.nodes {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
