@@ -1,8 +1,7 @@
 //! The caller of one MCP request, as the HTTP layer verified it and as its request declares
 //! itself: who it is, its session, its revision's way of being asked, what it takes, and the
-//! trace its request continues (the request's span: jobs it starts are its children, so every
-//! log line about a job carries the MCP request id; with traces on, the span continues the W3C
-//! `traceparent` of the request's `_meta` (SEP-414), else of its HTTP headers).
+//! trace its request continues (with traces on, the request's span, `served.rs`, continues the
+//! W3C `traceparent` of the request's `_meta` (SEP-414), else of its HTTP headers).
 
 use std::sync::Arc;
 
@@ -10,7 +9,7 @@ use rmcp::{RoleServer, model::ProtocolVersion, service::RequestContext};
 
 use crate::{
     auth::{Identity, ToolAccess},
-    traces::{self, TraceParent},
+    traces::TraceParent,
 };
 
 /// The first revision without sessions: its callers are asked in `input_required` rounds.
@@ -101,20 +100,9 @@ impl Caller {
     }
 }
 
-/// The span `method` (for example `tools/call`) runs in.
-pub fn request_span(method: &str, context: &RequestContext<RoleServer>) -> tracing::Span {
-    let span = tracing::info_span!(
-        "mcp_request",
-        mcp_method = method,
-        mcp_request_id = %context.id,
-    );
-    traces::continue_from(&span, || caller_trace(context));
-    span
-}
-
 /// The trace context the caller sent with the request, if any: the `_meta` one wins (it
 /// belongs to this one request; a header may be set once for a whole connection).
-fn caller_trace(context: &RequestContext<RoleServer>) -> Option<TraceParent> {
+pub(super) fn caller_trace(context: &RequestContext<RoleServer>) -> Option<TraceParent> {
     if let Some(traceparent) = context.meta.get_traceparent() {
         return Some(TraceParent {
             traceparent: traceparent.to_string(),

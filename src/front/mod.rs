@@ -17,6 +17,7 @@ mod listen_tasks;
 mod listeners;
 mod prompts;
 mod quota;
+mod request_span;
 mod resources;
 mod round_requests;
 mod server;

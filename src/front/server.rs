@@ -6,8 +6,6 @@
 
 use std::sync::Arc;
 
-use tracing::Instrument;
-
 // MCP logging and resources/subscribe are deprecated but served to the clients that use them.
 #[allow(deprecated)]
 use rmcp::model::{SetLevelRequestParams, SubscribeRequestParams, UnsubscribeRequestParams};
@@ -15,11 +13,11 @@ use rmcp::{
     ErrorData, RoleServer, ServerHandler,
     model::{
         CallToolRequestParams, CallToolResponse, CancelTaskParams, CompleteRequestParams,
-        CompleteResult, CustomRequest, CustomResult, GetPromptRequestParams, GetPromptResponse,
-        GetTaskParams, GetTaskResult, Implementation, ListPromptsResult,
-        ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
-        ReadResourceRequestParams, ReadResourceResponse, ResultType, ServerConfig,
-        SubscriptionFilter, UpdateTaskParams,
+        CompleteResult, CustomRequest, CustomResult, DiscoverResult, GetPromptRequestParams,
+        GetPromptResponse, GetTaskParams, GetTaskResult, Implementation, InitializeRequestParams,
+        InitializeResult, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
+        ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse,
+        ResultType, ServerConfig, SubscriptionFilter, UpdateTaskParams,
     },
     service::{NotificationContext, RequestContext, SubscriptionContext},
 };
@@ -33,6 +31,7 @@ use super::{
     listen_tasks,
     listeners::Listeners,
     quota::JobQuota,
+    request_span::{self, TOOLS_CALL, Target},
     round_requests::RoundRequests,
     tasks, tasks_2025, tool_call, upstream_requests,
     wait_bound::WaitBounds,
@@ -120,6 +119,48 @@ impl Front {
         self.core.listeners.end_session(session);
         self.core.wait_bounds.forget_session(session);
     }
+
+    /// `tools/call`: a job tool, or an upstream tool (in the request's span: the job it
+    /// starts is its child).
+    async fn call(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let core = &self.core;
+        let caller = Caller::of(&context);
+        let identity = caller.identity.clone();
+        let mut response: CallToolResponse = match request.name.as_ref() {
+            GET_JOB_STATUS => job_tools::get_job_status(core, request.arguments, &identity)
+                .await?
+                .into(),
+            WAIT_FOR_JOB => job_tools::wait_for_job(core, request.arguments, &caller, &context.ct)
+                .await?
+                .into(),
+            CANCEL_JOB => job_tools::cancel_job(core, request.arguments, &identity)
+                .await?
+                .into(),
+            ANSWER_JOB_INPUT => job_tools::answer_job_input(core, request.arguments, &identity)
+                .await?
+                .into(),
+            _ => tool_call::call_tool(core, request, context, caller, false).await?,
+        };
+        // An upstream on an older revision sends no `resultType`; the session-less revision's
+        // clients require it. rmcp strips it again for clients on older revisions.
+        match &mut response {
+            CallToolResponse::Complete(result) => {
+                result.result_type.get_or_insert(ResultType::COMPLETE);
+            }
+            // A task of either revision is the caller's for `tasks/list`.
+            CallToolResponse::Task(created) => {
+                if let Ok(id) = created.task.task_id.parse() {
+                    tasks_2025::remember_task(core, &identity, id).await;
+                }
+            }
+            _ => {}
+        }
+        Ok(response)
+    }
 }
 
 impl ServerHandler for Front {
@@ -130,6 +171,35 @@ impl ServerHandler for Front {
                 env!("CARGO_PKG_VERSION"),
             ))
             .with_instructions(INSTRUCTIONS)
+    }
+
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, ErrorData> {
+        let span = request_span::of("initialize", Target::default(), &context);
+        context.peer.set_peer_info(request.clone());
+        let answer = self.negotiate_initialize(&request);
+        if let Ok(result) = &answer {
+            span.record("mcp.protocol.version", result.protocol_version.as_str());
+        }
+        request_span::served(span, std::future::ready(answer)).await
+    }
+
+    async fn ping(&self, context: RequestContext<RoleServer>) -> Result<(), ErrorData> {
+        let span = request_span::of("ping", Target::default(), &context);
+        request_span::served(span, std::future::ready(Ok(()))).await
+    }
+
+    async fn discover(
+        &self,
+        context: RequestContext<RoleServer>,
+    ) -> Result<DiscoverResult, ErrorData> {
+        let span = request_span::of("server/discover", Target::default(), &context);
+        let versions = self.supported_protocol_versions().into_owned();
+        let answer = DiscoverResult::from_server_info(versions, self.get_info());
+        request_span::served(span, std::future::ready(Ok(answer))).await
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
@@ -149,7 +219,9 @@ impl ServerHandler for Front {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
+        let span = request_span::of("tools/list", Target::default(), &context);
         let identity = caller::identity(&context);
+        let _in = span.enter();
         Ok(ListToolsResult::with_all_items(catalog::list(
             &self.core.upstreams,
             self.core.config.mode,
@@ -162,45 +234,9 @@ impl ServerHandler for Front {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let core = &self.core;
-        let span = caller::request_span("tools/call", &context);
-        let caller = Caller::of(&context);
-        let identity = caller.identity.clone();
-        let mut response: CallToolResponse = async {
-            Ok::<_, ErrorData>(match request.name.as_ref() {
-                GET_JOB_STATUS => job_tools::get_job_status(core, request.arguments, &identity)
-                    .await?
-                    .into(),
-                WAIT_FOR_JOB => {
-                    job_tools::wait_for_job(core, request.arguments, &caller, &context.ct)
-                        .await?
-                        .into()
-                }
-                CANCEL_JOB => job_tools::cancel_job(core, request.arguments, &identity)
-                    .await?
-                    .into(),
-                ANSWER_JOB_INPUT => job_tools::answer_job_input(core, request.arguments, &identity)
-                    .await?
-                    .into(),
-                _ => tool_call::call_tool(core, request, context, caller, false).await?,
-            })
-        }
-        .instrument(span)
-        .await?;
-        // An upstream on an older revision sends no `resultType`; the session-less revision's
-        // clients require it. rmcp strips it again for clients on older revisions.
-        match &mut response {
-            CallToolResponse::Complete(result) => {
-                result.result_type.get_or_insert(ResultType::COMPLETE);
-            }
-            // A task of either revision is the caller's for `tasks/list`.
-            CallToolResponse::Task(created) => {
-                if let Ok(id) = created.task.task_id.parse() {
-                    tasks_2025::remember_task(core, &identity, id).await;
-                }
-            }
-            _ => {}
-        }
+        let span = request_span::of(TOOLS_CALL, Target::tool(&request.name), &context);
+        let response = request_span::served(span.clone(), self.call(request, context)).await?;
+        request_span::tool_answer(&span, &response);
         Ok(response)
     }
 
@@ -210,20 +246,24 @@ impl ServerHandler for Front {
         request: GetTaskParams,
         context: RequestContext<RoleServer>,
     ) -> Result<GetTaskResult, ErrorData> {
+        let span = request_span::of("tasks/get", Target::default(), &context);
         let identity = caller::identity(&context);
-        let task = tasks::read_task(&self.core, &request.task_id, &identity).await?;
-        Ok(GetTaskResult::new(task))
+        let task = tasks::read_task(&self.core, &request.task_id, &identity);
+        request_span::served(span, task)
+            .await
+            .map(GetTaskResult::new)
     }
-
     /// SEP-2663 `tasks/update`: answers to the questions the tool asked.
     async fn update_task(
         &self,
         request: UpdateTaskParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
+        let span = request_span::of("tasks/update", Target::default(), &context);
         let identity = caller::identity(&context);
         let responses = request.input_responses;
-        tasks::update_task_job(&self.core, &request.task_id, responses, &identity).await
+        let update = tasks::update_task_job(&self.core, &request.task_id, responses, &identity);
+        request_span::served(span, update).await
     }
 
     /// SEP-2663 `tasks/cancel`: the job is cancelled, the upstream told to stop.
@@ -232,23 +272,29 @@ impl ServerHandler for Front {
         request: CancelTaskParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
+        let span = request_span::of("tasks/cancel", Target::default(), &context);
         let identity = caller::identity(&context);
-        tasks::cancel_task_job(&self.core, &request.task_id, &identity).await
+        let cancel = tasks::cancel_task_job(&self.core, &request.task_id, &identity);
+        request_span::served(span, cancel).await
     }
 
     async fn list_resources(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
+        let span = request_span::of("resources/list", Target::default(), &context);
+        let _in = span.enter();
         upstream_requests::list_resources(&self.core)
     }
 
     async fn list_resource_templates(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        let span = request_span::of("resources/templates/list", Target::default(), &context);
+        let _in = span.enter();
         upstream_requests::list_resource_templates(&self.core)
     }
 
@@ -257,7 +303,9 @@ impl ServerHandler for Front {
         request: ReadResourceRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
-        upstream_requests::read_resource(&self.core, request, &context).await
+        let span = request_span::of("resources/read", Target::default(), &context);
+        let read = upstream_requests::read_resource(&self.core, request, &context);
+        request_span::served(span, read).await
     }
 
     #[allow(deprecated)]
@@ -266,7 +314,9 @@ impl ServerHandler for Front {
         request: SubscribeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        upstream_requests::subscribe(&self.core, &request.uri, &context).await
+        let span = request_span::of("resources/subscribe", Target::default(), &context);
+        let subscribe = upstream_requests::subscribe(&self.core, &request.uri, &context);
+        request_span::served(span, subscribe).await
     }
 
     #[allow(deprecated)]
@@ -275,14 +325,18 @@ impl ServerHandler for Front {
         request: UnsubscribeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        upstream_requests::unsubscribe(&self.core, &request.uri, &context).await
+        let span = request_span::of("resources/unsubscribe", Target::default(), &context);
+        let unsubscribe = upstream_requests::unsubscribe(&self.core, &request.uri, &context);
+        request_span::served(span, unsubscribe).await
     }
 
     async fn list_prompts(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, ErrorData> {
+        let span = request_span::of("prompts/list", Target::default(), &context);
+        let _in = span.enter();
         upstream_requests::list_prompts(&self.core)
     }
 
@@ -291,15 +345,18 @@ impl ServerHandler for Front {
         request: GetPromptRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
-        upstream_requests::get_prompt(&self.core, request, &context).await
+        let span = request_span::of("prompts/get", Target::prompt(&request.name), &context);
+        let get = upstream_requests::get_prompt(&self.core, request, &context);
+        request_span::served(span, get).await
     }
 
     async fn complete(
         &self,
         request: CompleteRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, ErrorData> {
-        upstream_requests::complete(&self.core, request).await
+        let span = request_span::of("completion/complete", Target::default(), &context);
+        request_span::served(span, upstream_requests::complete(&self.core, request)).await
     }
 
     #[allow(deprecated)]
@@ -308,6 +365,8 @@ impl ServerHandler for Front {
         request: SetLevelRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
+        let span = request_span::of("logging/setLevel", Target::default(), &context);
+        let _in = span.enter();
         upstream_requests::set_level(&self.core, request.level, &context)
     }
 
@@ -339,30 +398,48 @@ impl ServerHandler for Front {
         request: CustomRequest,
         context: RequestContext<RoleServer>,
     ) -> Result<CustomResult, ErrorData> {
-        // The task requests renamed on the way in (see `tasks_2025`).
-        if let Some(answer) = tasks_2025::serve_2025(&self.core, &request, &context).await {
-            return answer.map(CustomResult::new);
-        }
-        let method: String = request.method.chars().take(100).collect();
-        Err(ErrorData::new(
-            rmcp::model::ErrorCode::METHOD_NOT_FOUND,
-            format!("Method not found: {method}"),
-            None,
-        ))
+        // A task-augmented `tools/call` of a 2025-11-25 session is renamed too.
+        let tool = request.params.as_ref().and_then(|p| p["name"].as_str());
+        let target = Target {
+            tool: tool.filter(|_| request.method.ends_with(request_span::TOOLS_CALL)),
+            prompt: None,
+        };
+        let span = request_span::of(&request.method, target, &context);
+        request_span::served(span, async {
+            // The task requests renamed on the way in (see `tasks_2025`).
+            if let Some(answer) = tasks_2025::serve_2025(&self.core, &request, &context).await {
+                return answer.map(CustomResult::new);
+            }
+            let method: String = request.method.chars().take(100).collect();
+            Err(ErrorData::new(
+                rmcp::model::ErrorCode::METHOD_NOT_FOUND,
+                format!("Method not found: {method}"),
+                None,
+            ))
+        })
+        .await
     }
 
     /// Lists and resources through `listeners`; the tasks listed in the filter's `taskIds`
     /// (read and acknowledged on the wire, `listen_tasks`) followed here, until the request
     /// ends.
     async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
-        let listeners = &self.core.listeners;
-        let _registered = listeners.add_listener(context.sink().clone()).await;
-        let request = context.request_context();
-        let tasks = listen_tasks::listed(request);
-        tokio::select! {
-            _ = context.cancelled() => {}
-            _ = listen_tasks::follow(&self.core, request, &tasks) => context.cancelled().await,
-        }
-        Ok(())
+        let span = request_span::of(
+            "subscriptions/listen",
+            Target::default(),
+            context.request_context(),
+        );
+        request_span::served(span, async {
+            let listeners = &self.core.listeners;
+            let _registered = listeners.add_listener(context.sink().clone()).await;
+            let request = context.request_context();
+            let tasks = listen_tasks::listed(request);
+            tokio::select! {
+                _ = context.cancelled() => {}
+                _ = listen_tasks::follow(&self.core, request, &tasks) => context.cancelled().await,
+            }
+            Ok(())
+        })
+        .await
     }
 }

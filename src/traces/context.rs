@@ -94,6 +94,35 @@ pub fn failed(span: &Span, why: impl Into<String>) {
     }
 }
 
+/// An MCP span's request answered with a JSON-RPC error: `error.type` and
+/// `rpc.response.status_code` are its code, the status its message (redacted), as
+/// OpenTelemetry's MCP conventions ask. The span must declare both fields.
+pub fn rpc_error(span: &Span, code: i32, message: &str) {
+    if enabled() {
+        let code = code.to_string();
+        span.record("error.type", code.as_str());
+        span.record("rpc.response.status_code", code.as_str());
+        failed(span, message);
+    }
+}
+
+/// An MCP span's `tools/call` answered with a tool error (`isError`): `error.type` is
+/// `tool_error`, as OpenTelemetry's MCP conventions ask.
+pub fn tool_error(span: &Span) {
+    if enabled() {
+        span.record("error.type", "tool_error");
+        failed(span, "tool error");
+    }
+}
+
+/// An MCP span's request that was never answered: cancelled, or its connection lost.
+pub fn unanswered(span: &Span, why: &'static str) {
+    if enabled() {
+        span.record("error.type", why);
+        failed(span, why);
+    }
+}
+
 struct Fields(HashMap<String, String>);
 
 impl Injector for Fields {

@@ -1,10 +1,11 @@
 //! Traces over OpenTelemetry (OTLP/HTTP, protobuf), when the standard `OTEL_*` variables ask
 //! for them; nothing at all otherwise.
 //!
-//! One trace follows a tool call: `mcp_request` (continuing the caller's W3C `traceparent`,
-//! from the HTTP header or `_meta`), `job`, `upstream_call` (its context sent on in
-//! `_meta.traceparent`) and `terminal_event`. Only these spans of the bridge's own are
-//! exported: no other crate's spans, no log events (a log line may quote what a client sent).
+//! Each MCP request served (`front/request_span.rs`) and sent upstream
+//! (`upstream/request_spans.rs`, `upstream/call.rs`) is a span of OpenTelemetry's MCP
+//! conventions; a tool call's trace is its request, `job`, the upstream call (its context sent
+//! on in `_meta.traceparent`) and `terminal_event`. Only the bridge's own spans are exported:
+//! no other crate's spans, no log events (a log line may quote what a client sent).
 //! Off by default at no cost: without an OTLP endpoint variable [`Traces::from_env`] builds
 //! nothing and [`enabled`] is false, so the request path reads and writes no trace context.
 //! A leaf beside `shutdown`: the modules that own the spans call [`continue_from`],
@@ -20,7 +21,10 @@ use opentelemetry_sdk::trace::SdkTracerProvider;
 use tracing::Subscriber;
 use tracing_subscriber::{Layer, filter::filter_fn, registry::LookupSpan};
 
-pub use context::{TraceParent, continue_from, enabled, failed, propagation, span};
+pub use context::{
+    TraceParent, continue_from, enabled, failed, propagation, rpc_error, span, tool_error,
+    unanswered,
+};
 pub use export::TracesError;
 
 use crate::shutdown::Tasks;

@@ -23,6 +23,7 @@ use super::{
     Upstream, UpstreamError, UpstreamLimits,
     call_outcome::{CallOutcome, tool_result},
     input_required::{self, Bounds, Round, Stop},
+    request_spans,
     session_seen::SessionSeen,
     stream_resume::{KeepUnlessAnswered, ResumableSink},
     tap::{CallRoutes, CallSink, RouteMarker},
@@ -133,7 +134,7 @@ impl Upstream {
         };
         let resend_arguments = arguments.clone();
         let request = first_request(tool, arguments, as_task, route.marker);
-        let span = call_span(self.name(), tool);
+        let span = self.call_span(tool);
         let sent = std::time::Instant::now();
         let handle = live
             .peer
@@ -144,6 +145,7 @@ impl Upstream {
                 source,
             })?;
         let _ = sent_id.set(handle.id.clone());
+        span.record("jsonrpc.request.id", handle.id.to_string());
         let current = Arc::new(Mutex::new(handle.id));
         let resend = Resend {
             peer: live.peer.clone(),
@@ -380,19 +382,41 @@ fn traced(
         .instrument(span.clone())
         .inspect(move |outcome| match outcome {
             CallOutcome::Result(result) if result.is_error == Some(true) => {
-                traces::failed(&span, "tool error");
+                traces::tool_error(&span);
             }
             CallOutcome::Result(_) => {}
-            CallOutcome::RpcError(error) => traces::failed(&span, error.message.as_ref()),
-            CallOutcome::Failed { message, .. } => traces::failed(&span, message.as_str()),
+            CallOutcome::RpcError(error) => traces::rpc_error(&span, error.code.0, &error.message),
+            CallOutcome::Failed { message, .. } => {
+                span.record("error.type", "_OTHER");
+                traces::failed(&span, message.as_str());
+            }
         })
 }
 
-/// The span of one call sent upstream, a child of the job's span (the current one), when
-/// traces are on. It ends when the outcome is known, or when the job stops waiting for it
-/// (cancelled, timed out).
-fn call_span(upstream: &str, tool: &str) -> Span {
-    traces::span(|| tracing::info_span!("upstream_call", upstream, upstream_tool = tool))
+impl Upstream {
+    /// The span of one call sent upstream, a child of the job's span (the current one), when
+    /// traces are on: the `CLIENT` span of OpenTelemetry's MCP conventions for its
+    /// `tools/call` (the tap opens none for it), whose context the tool server gets. It ends
+    /// when the outcome is known, or when the job stops waiting for it (cancelled, timed out).
+    fn call_span(&self, tool: &str) -> Span {
+        traces::span(|| {
+            let transport = request_spans::network_transport(self.inner.config.transport);
+            tracing::info_span!(
+                "upstream_call",
+                otel.name = format!("tools/call {tool}"),
+                otel.kind = "client",
+                upstream = self.name(),
+                mcp.method.name = "tools/call",
+                jsonrpc.request.id = tracing::field::Empty,
+                mcp.protocol.version = self.protocol(),
+                gen_ai.tool.name = tool,
+                gen_ai.operation.name = "execute_tool",
+                network.transport = transport,
+                error.type = tracing::field::Empty,
+                rpc.response.status_code = tracing::field::Empty,
+            )
+        })
+    }
 }
 
 /// The upstream's answer to the request, or how the call ended without one.

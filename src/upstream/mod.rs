@@ -16,6 +16,7 @@ mod line_cap;
 mod offer;
 mod oversize;
 mod reattach;
+mod request_spans;
 mod requests;
 mod session_poller;
 mod session_seen;
@@ -272,8 +273,10 @@ impl Upstream {
         signals: Arc<Signals>,
         tasks: Tasks,
     ) -> Self {
+        let transport = request_spans::network_transport(config.transport);
         let routes = CallRoutes::with_status_queue(
             config.name.clone(),
+            transport,
             config.logs,
             metrics.clone(),
             (

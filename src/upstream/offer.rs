@@ -113,6 +113,8 @@ impl Upstream {
         let mut details = self.details();
         details.offer.capabilities = info.as_ref().map(|info| info.capabilities.clone());
         details.protocol = info.map(|info| info.protocol_version.to_string());
+        let protocol = details.protocol.as_deref();
+        self.inner.routes.spans.learn_protocol(protocol);
     }
 
     /// The MCP revision of the last session (`2026-07-28`, `2025-11-25`, ...), if any.

@@ -26,14 +26,16 @@ use futures::{FutureExt, future::BoxFuture};
 use rmcp::{
     ErrorData, RoleClient,
     model::{
-        ClientRequest, CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams,
-        ElicitResult, ElicitationAction, GetExtensions, GetMeta, JsonRpcMessage, ListRootsResult,
-        ProgressNotificationParam, ProgressToken, RequestId, ServerNotification,
+        ClientNotification, ClientRequest, CreateMessageRequestParams, CreateMessageResult,
+        ElicitRequestParams, ElicitResult, ElicitationAction, GetExtensions, GetMeta,
+        JsonRpcMessage, ListRootsResult, ProgressNotificationParam, ProgressToken, RequestId,
+        ServerNotification,
     },
     service::{RxJsonRpcMessage, TxJsonRpcMessage},
     transport::Transport,
 };
 
+use super::request_spans::RequestSpans;
 use crate::{config::LogAttribution, metrics::Metrics, model::Principal};
 
 /// Receives what an upstream reports about one call while it runs. Called on the connection's
@@ -127,6 +129,8 @@ pub(super) struct CallRoutes {
     /// Calls that ended here before their upstream answered (cancelled, abandoned): their
     /// upstream may still be asking for them, for [`UNANSWERED_FOR`] after they ended.
     unanswered: parking_lot::Mutex<Unanswered>,
+    /// The spans of the requests in flight, when traces are on.
+    pub(super) spans: RequestSpans,
     metrics: Arc<Metrics>,
 }
 
@@ -179,13 +183,15 @@ struct Route {
 impl CallRoutes {
     #[cfg(test)]
     pub(super) fn new(upstream: String, logs: LogAttribution, metrics: Arc<Metrics>) -> Arc<Self> {
-        Self::with_status_queue(upstream, logs, metrics, (16, 4096))
+        Self::with_status_queue(upstream, "pipe", logs, metrics, (16, 4096))
     }
 
+    /// `transport`: `network.transport` of its request spans (`pipe`, `tcp`).
     /// `(max_statuses, max_message)`: `upstream_tasks.max_queued_statuses` and
     /// `upstream_tasks.max_status_message_bytes`.
     pub(super) fn with_status_queue(
         upstream: String,
+        transport: &'static str,
         logs: LogAttribution,
         metrics: Arc<Metrics>,
         (max_statuses, max_message): (usize, usize),
@@ -202,6 +208,7 @@ impl CallRoutes {
             max_message,
             logs,
             unanswered: Default::default(),
+            spans: RequestSpans::new(transport, metrics.clone()),
             metrics,
         })
     }
@@ -507,12 +514,27 @@ where
         &mut self,
         item: TxJsonRpcMessage<RoleClient>,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
-        if let JsonRpcMessage::Request(request) = &item
-            && let ClientRequest::CallToolRequest(call) = &request.request
-            && let Some(marker) = call.extensions().get::<RouteMarker>()
-        {
-            let token = request.request.get_meta().get_progress_token();
-            self.routes.bind(*marker, request.id.clone(), token);
+        match &item {
+            JsonRpcMessage::Request(request) => {
+                if let ClientRequest::CallToolRequest(call) = &request.request
+                    && let Some(marker) = call.extensions().get::<RouteMarker>()
+                {
+                    let token = request.request.get_meta().get_progress_token();
+                    self.routes.bind(*marker, request.id.clone(), token);
+                }
+                // A call's request has the span of the call (see `request_spans`).
+                if request.request.extensions().get::<RouteMarker>().is_none() {
+                    self.routes.spans.sent(&request.id, &request.request);
+                }
+            }
+            JsonRpcMessage::Notification(n) => {
+                if let ClientNotification::CancelledNotification(c) = &n.notification
+                    && let Some(id) = &c.params.request_id
+                {
+                    self.routes.spans.cancelled(id);
+                }
+            }
+            _ => {}
         }
         self.inner.send(item)
     }
@@ -521,8 +543,15 @@ where
         loop {
             let message = self.inner.receive().await?;
             match &message {
-                JsonRpcMessage::Response(r) => self.routes.answered(&r.id),
-                JsonRpcMessage::Error(e) => e.id.iter().for_each(|id| self.routes.answered(id)),
+                JsonRpcMessage::Response(r) => {
+                    self.routes.answered(&r.id);
+                    self.routes.spans.answered(&r.id, None);
+                }
+                JsonRpcMessage::Error(e) => e.id.iter().for_each(|id| {
+                    self.routes.answered(id);
+                    let error = (e.error.code.0, e.error.message.as_ref());
+                    self.routes.spans.answered(id, Some(error));
+                }),
                 _ => {}
             }
             if let JsonRpcMessage::Notification(n) = &message {
@@ -549,6 +578,7 @@ where
     }
 
     fn close(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send {
+        self.routes.spans.closed();
         self.inner.close()
     }
 }
@@ -611,6 +641,7 @@ mod tests {
         let metrics = Arc::new(Metrics::new());
         let routes = CallRoutes::with_status_queue(
             "t".into(),
+            "pipe",
             LogAttribution::default(),
             metrics,
             (16, 4096),

@@ -316,7 +316,7 @@ async fn json_log_lines_about_a_job_carry_its_ids() {
         ("job_id", job_id.as_str()),
         ("tool", "demo__slow_count"),
         ("upstream", "demo"),
-        ("mcp_request_id", "4242"),
+        ("jsonrpc.request.id", "4242"),
         ("correlation_id", CORRELATION),
     ];
     for line in &lines {

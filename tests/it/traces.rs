@@ -3,11 +3,14 @@
 //! tool `echo_meta` showing what reached the tool server.
 //!
 //! One trace follows a tool call: the caller's `traceparent` (HTTP header, or `_meta`) is
-//! continued by the `mcp_request` span, whose child is the `job`, whose children are the
-//! `upstream_call` (whose context the tool server gets in `_meta.traceparent`) and the
-//! `terminal_event`. The batch processor is told to wait a minute between exports, so what
-//! arrives was sent by the flush at shutdown. Without the variables (or with traces turned
-//! off) nothing is sent and the tool server gets no trace context.
+//! continued by the request's `SERVER` span (`tools/call demo__echo_meta`), whose child is the
+//! `job`, whose children are the upstream call's `CLIENT` span (`tools/call echo_meta`, whose
+//! context the tool server gets in `_meta.traceparent`) and the `terminal_event`. Every other
+//! request served (`tools/list`, `initialize`, ...) and sent upstream (`initialize`,
+//! `tools/list`) has its span too, named and attributed by OpenTelemetry's MCP conventions.
+//! The batch processor is told to wait a minute between exports, so what arrives was sent by
+//! the flush at shutdown. Without the variables (or with traces turned off) nothing is sent
+//! and the tool server gets no trace context.
 
 use std::{
     collections::HashMap,
@@ -31,11 +34,16 @@ const HEADER_PARENT: &str = "00f067aa0ba902b7";
 /// The caller's trace when it travels in `_meta` instead.
 const META_TRACE: &str = "0af7651916cd43dd8448eb211c80319c";
 const META_PARENT: &str = "b7ad6b7169203331";
+/// The caller's trace of a `tools/list`, and of a request that fails.
+const LIST_TRACE: &str = "5bf92f3577b34da6a3ce929d0e0e4737";
+const FAIL_TRACE: &str = "6bf92f3577b34da6a3ce929d0e0e4738";
 
 /// One span as the receiver got it.
 #[derive(Debug, Clone)]
 struct Received {
     name: String,
+    /// OTLP's `SpanKind`: 2 server, 3 client.
+    kind: i32,
     trace_id: String,
     span_id: String,
     parent_span_id: String,
@@ -119,6 +127,7 @@ async fn receive(State(sink): State<Sink>, body: Bytes) -> (http::StatusCode, Ve
             for span in scope.spans {
                 spans.push(Received {
                     name: span.name,
+                    kind: span.kind,
                     trace_id: hex(&span.trace_id),
                     span_id: hex(&span.span_id),
                     parent_span_id: hex(&span.parent_span_id),
@@ -147,6 +156,22 @@ fn text(value: any_value::Value) -> Option<String> {
 
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+const SERVER: i32 = 2;
+const CLIENT: i32 = 3;
+
+/// The attribute `key` of `span`.
+fn attr<'a>(span: &'a Received, key: &str) -> Option<&'a str> {
+    span.attributes.get(key).map(String::as_str)
+}
+
+/// `span` is of `kind` and has these attributes.
+fn check_attributes(span: &Received, kind: i32, want: &[(&str, &str)]) {
+    assert_eq!(span.kind, kind, "{span:#?}");
+    for (key, value) in want {
+        assert_eq!(attr(span, key), Some(*value), "{key} of {span:#?}");
+    }
 }
 
 /// The bridge as a process with the demo tools, and `env`.
@@ -206,12 +231,26 @@ fn one<'a>(spans: &'a [Received], trace: &str, name: &str) -> &'a Received {
     found[0]
 }
 
+/// What one traced call is expected to show: its JSON-RPC id, the caller's session (its
+/// nonce), and the upstream's transport.
+struct Call<'a> {
+    id: &'a str,
+    session: &'a str,
+    transport: &'a str,
+}
+
 /// Check the spans of one call in `trace`, called from `caller_span`, and the traceparent the
 /// tool server got.
-fn check_call(spans: &[Received], trace: &str, caller_span: &str, reached_tool: &Value) {
-    let request = one(spans, trace, "mcp_request");
+fn check_call(
+    spans: &[Received],
+    trace: &str,
+    caller_span: &str,
+    reached_tool: &Value,
+    call: Call,
+) {
+    let request = one(spans, trace, "tools/call demo__echo_meta");
     let job = one(spans, trace, "job");
-    let upstream = one(spans, trace, "upstream_call");
+    let upstream = one(spans, trace, "tools/call echo_meta");
     let terminal = one(spans, trace, "terminal_event");
     assert_eq!(request.parent_span_id, caller_span, "continues the caller");
     assert_eq!(job.parent_span_id, request.span_id, "job under the request");
@@ -223,27 +262,42 @@ fn check_call(spans: &[Received], trace: &str, caller_span: &str, reached_tool: 
         terminal.parent_span_id, job.span_id,
         "terminal event under the job"
     );
-    assert_eq!(
-        request.attributes.get("mcp_method").map(String::as_str),
-        Some("tools/call")
+    check_attributes(
+        request,
+        SERVER,
+        &[
+            ("mcp.method.name", "tools/call"),
+            ("jsonrpc.request.id", call.id),
+            ("gen_ai.tool.name", "demo__echo_meta"),
+            ("gen_ai.operation.name", "execute_tool"),
+            ("mcp.session.id", call.session),
+            ("mcp.protocol.version", "2025-06-18"),
+            ("network.transport", "tcp"),
+            ("network.protocol.name", "http"),
+        ],
     );
-    assert_eq!(
-        job.attributes.get("tool").map(String::as_str),
-        Some("demo__echo_meta")
-    );
-    assert_eq!(
-        job.attributes.get("upstream").map(String::as_str),
-        Some("demo")
-    );
+    assert_eq!(attr(request, "error.type"), None, "{request:#?}");
+    assert_eq!(attr(job, "tool"), Some("demo__echo_meta"));
+    assert_eq!(attr(job, "upstream"), Some("demo"));
     assert!(job.attributes.contains_key("job_id"), "{job:?}");
-    assert_eq!(
-        upstream.attributes.get("upstream_tool").map(String::as_str),
-        Some("echo_meta")
+    check_attributes(
+        upstream,
+        CLIENT,
+        &[
+            ("mcp.method.name", "tools/call"),
+            ("gen_ai.tool.name", "echo_meta"),
+            ("gen_ai.operation.name", "execute_tool"),
+            ("network.transport", call.transport),
+            ("upstream", "demo"),
+        ],
     );
-    assert_eq!(
-        terminal.attributes.get("status").map(String::as_str),
-        Some("completed")
-    );
+    for key in ["jsonrpc.request.id", "mcp.protocol.version"] {
+        assert!(
+            upstream.attributes.contains_key(key),
+            "{key}: {upstream:#?}"
+        );
+    }
+    assert_eq!(attr(terminal, "status"), Some("completed"));
     let traceparent = reached_tool["traceparent"]
         .as_str()
         .unwrap_or_else(|| panic!("the tool server got no traceparent: {reached_tool}"));
@@ -258,6 +312,43 @@ fn check_call(spans: &[Received], trace: &str, caller_span: &str, reached_tool: 
     );
     for span in [request, job, upstream, terminal] {
         assert_eq!(span.service_name.as_deref(), Some("mcp-progress-bridge"));
+    }
+}
+
+/// The requests the bridge sent the upstream when it connected, each a `CLIENT` span of its
+/// own; and no attribute of any span holds the session's tag (what opens the session).
+fn check_upstream_requests_and_secrets(spans: &[Received], transport: &str, session: &str) {
+    for method in ["initialize", "tools/list"] {
+        let sent = spans
+            .iter()
+            .find(|s| s.name == method && s.kind == CLIENT)
+            .unwrap_or_else(|| panic!("no {method} sent upstream: {spans:#?}"));
+        check_attributes(
+            sent,
+            CLIENT,
+            &[
+                ("mcp.method.name", method),
+                ("network.transport", transport),
+            ],
+        );
+        assert!(
+            sent.attributes.contains_key("jsonrpc.request.id"),
+            "{sent:#?}"
+        );
+    }
+    let listed = spans
+        .iter()
+        .find(|s| s.name == "tools/list" && s.kind == CLIENT)
+        .expect("tools/list sent");
+    assert!(
+        listed.attributes.contains_key("mcp.protocol.version"),
+        "known after initialize: {listed:#?}"
+    );
+    let (_, tag) = session.split_once('.').expect("<nonce>.<tag>");
+    for span in spans {
+        for value in span.attributes.values() {
+            assert!(!value.contains(tag), "the session's tag in {span:#?}");
+        }
     }
 }
 
@@ -294,6 +385,25 @@ async fn a_tool_call_is_one_trace_from_the_caller_to_the_tool_server() {
     .await;
     // No context at all: a new trace, still passed on.
     let fresh = echo_meta(&mcp, 4, json!({}), &[]).await;
+    // Other requests served have their spans too: a list, and one answered with an error.
+    let listed = format!("00-{LIST_TRACE}-{HEADER_PARENT}-01");
+    let list = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/list", "params": {}});
+    let answer = mcp
+        .post(list.to_string(), &[("traceparent", &listed)])
+        .await;
+    assert!(answer.message.is_some_and(|m| m.get("result").is_some()));
+    let failing = format!("00-{FAIL_TRACE}-{HEADER_PARENT}-01");
+    let read = json!({"jsonrpc": "2.0", "id": "r-6", "method": "resources/read",
+        "params": {"uri": "bridge://nowhere/at-all"}});
+    let answer = mcp
+        .post(read.to_string(), &[("traceparent", &failing)])
+        .await;
+    let error = answer.message.expect("an answer")["error"].clone();
+    let code = error["code"]
+        .as_i64()
+        .unwrap_or_else(|| panic!("an error: {error}"));
+    let session_id = mcp.session.clone().expect("a session");
+    let nonce = session_id.split('.').next().unwrap();
 
     assert!(
         receiver.spans().is_empty(),
@@ -303,24 +413,63 @@ async fn a_tool_call_is_one_trace_from_the_caller_to_the_tool_server() {
     assert!(status.success(), "{status:?}");
 
     let spans = receiver.spans();
-    check_call(&spans, HEADER_TRACE, HEADER_PARENT, &by_header);
-    check_call(&spans, META_TRACE, META_PARENT, &by_meta);
+    let call = |id| Call {
+        id,
+        session: nonce,
+        transport: "pipe",
+    };
+    check_call(&spans, HEADER_TRACE, HEADER_PARENT, &by_header, call("2"));
+    check_call(&spans, META_TRACE, META_PARENT, &by_meta, call("3"));
     let (fresh_trace, _) = parts(fresh["traceparent"].as_str().expect("a traceparent"));
     assert_ne!(fresh_trace, HEADER_TRACE);
     assert_ne!(fresh_trace, META_TRACE);
-    let root = one(&spans, &fresh_trace, "mcp_request");
+    let root = one(&spans, &fresh_trace, "tools/call demo__echo_meta");
     assert_eq!(
         root.parent_span_id, "",
         "a call without a context starts a trace"
     );
-    check_call(&spans, &fresh_trace, "", &fresh);
-    // Only the bridge's own spans: no other crate's, none for the job tools' requests.
-    let names: std::collections::BTreeSet<&str> = spans.iter().map(|s| s.name.as_str()).collect();
-    assert_eq!(
-        names,
-        ["job", "mcp_request", "terminal_event", "upstream_call"].into(),
-        "{spans:#?}"
+    check_call(&spans, &fresh_trace, "", &fresh, call("4"));
+    let list = one(&spans, LIST_TRACE, "tools/list");
+    assert_eq!(list.parent_span_id, HEADER_PARENT);
+    check_attributes(
+        list,
+        SERVER,
+        &[
+            ("mcp.method.name", "tools/list"),
+            ("jsonrpc.request.id", "5"),
+            ("mcp.session.id", nonce),
+            ("network.transport", "tcp"),
+        ],
     );
+    for key in ["gen_ai.tool.name", "gen_ai.operation.name", "error.type"] {
+        assert_eq!(attr(list, key), None, "{key}: {list:#?}");
+    }
+    let read = one(&spans, FAIL_TRACE, "resources/read");
+    let code = code.to_string();
+    check_attributes(
+        read,
+        SERVER,
+        &[
+            ("jsonrpc.request.id", "r-6"),
+            ("error.type", &code),
+            ("rpc.response.status_code", &code),
+        ],
+    );
+    let initialize = spans
+        .iter()
+        .find(|s| s.name == "initialize" && s.kind == SERVER)
+        .unwrap_or_else(|| panic!("the session's initialize: {spans:#?}"));
+    assert_eq!(attr(initialize, "mcp.protocol.version"), Some("2025-06-18"));
+    check_upstream_requests_and_secrets(&spans, "pipe", &session_id);
+    // Only the bridge's own spans: no other crate's. Every one but the job's own is an MCP
+    // request's.
+    for span in &spans {
+        assert!(
+            ["job", "terminal_event"].contains(&span.name.as_str())
+                || span.attributes.contains_key("mcp.method.name"),
+            "{span:#?}"
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -344,7 +493,14 @@ async fn an_http_upstream_gets_the_trace_context_as_a_header_too() {
     let echoed = echo(&mcp, 2, json!({}), &[("traceparent", &header)]).await;
     bridge.stop().await.expect("the bridge stops");
     let spans = receiver.spans();
-    check_call(&spans, HEADER_TRACE, HEADER_PARENT, &echoed["meta"]);
+    let session_id = mcp.session.clone().expect("a session");
+    let call = Call {
+        id: "2",
+        session: session_id.split('.').next().unwrap(),
+        transport: "tcp",
+    };
+    check_call(&spans, HEADER_TRACE, HEADER_PARENT, &echoed["meta"], call);
+    check_upstream_requests_and_secrets(&spans, "tcp", &session_id);
     assert_eq!(
         echoed["traceparent_header"], echoed["meta"]["traceparent"],
         "the header says what `_meta` says: {echoed}"
