@@ -4,13 +4,12 @@
 //! The bridge offers `capabilities.tasks` and `execution: {taskSupport: "optional"}` on every
 //! upstream tool (every call is a job); a task-augmented `tools/call` answers `{task: {…}}`
 //! whose `taskId` is the job ID; `tasks/get`, `tasks/result`, `tasks/list`, `tasks/cancel`
-//! read the job, bound to the caller (another principal's task is "not found").
-//!
+//! read the job, bound to the caller (another principal's task is "not found"); a client that
+//! also declared the Tasks extension gets `tasks/get` and `tasks/cancel` in its shape.
 //! rmcp 3.11 knows none of this, so [`translate`], a layer just in front of rmcp, rewrites the
 //! wire for sessions at 2025-11-25 only: it adds the capability and `execution` to answers,
 //! and renames the task requests to the bridge's own methods ([`PREFIX`], marked [`Tasks2025`]).
-//! The session that created a task is told of its status changes (`notifications/tasks/status`).
-//! Details: docs/design/tasks.md.
+//! The creating session is told of status changes. Details: docs/design/tasks.md.
 
 use std::{sync::Arc, time::Duration};
 
@@ -24,8 +23,8 @@ use axum::{
 use rmcp::{
     ErrorData, RoleServer,
     model::{
-        CallToolRequestParams, CallToolResponse, CustomNotification, CustomRequest,
-        ServerNotification, Task, TaskStatus,
+        CallToolRequestParams, CallToolResponse, CustomNotification, CustomRequest, GetTaskResult,
+        ServerNotification, Task, TaskAckResult, TaskStatus,
     },
     service::{Peer, RequestContext},
 };
@@ -256,8 +255,25 @@ pub(super) async fn serve_2025(
     }
     let identity = caller::identity(context);
     let params = request.params.as_ref();
+    // A client that declared the Tasks extension gets its tasks in the extension's shape, the
+    // shape its `tools/call` answered with: one session, one shape.
+    let extension = context
+        .client_capabilities()
+        .is_some_and(|c| c.supports_tasks());
     Some(match method {
         "tools/call" => call_2025(core, params, context, &identity).await,
+        "tasks/get" if extension => match task_id_param(params) {
+            Ok(task_id) => tasks::read_task(core, &task_id, &identity)
+                .await
+                .map(|task| serde_json::to_value(GetTaskResult::new(task)).unwrap_or_default()),
+            Err(e) => Err(e),
+        },
+        "tasks/cancel" if extension => match task_id_param(params) {
+            Ok(task_id) => tasks::cancel_task_job(core, &task_id, &identity)
+                .await
+                .map(|()| serde_json::to_value(TaskAckResult::new()).unwrap_or_default()),
+            Err(e) => Err(e),
+        },
         "tasks/get" => match task_id_param(params) {
             Ok(task_id) => get_2025(core, &task_id, &identity).await,
             Err(e) => Err(e),

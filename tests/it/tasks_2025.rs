@@ -206,3 +206,90 @@ async fn other_revisions_see_no_2025_11_25_task_fields() {
     assert_eq!(own.rpc_error_code(), Some(-32601), "{}", own.body);
     bridge.shutdown(Duration::from_secs(2)).await;
 }
+
+/// A 2025-11-25 session whose client declared the Tasks extension (raw: no SDK makes such a
+/// session) gets its tasks in the extension's shape throughout: `tools/call` answers an
+/// extension task, and `tasks/get` the extension's task (`ttlMs`, `pollIntervalMs`) with the
+/// tool's result once completed, `tasks/cancel` the extension's empty acknowledgment.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_2025_11_25_session_that_declared_the_extension_gets_one_task_shape() {
+    let bridge = start_bridge(|c| c.jobs.mode = CallMode::Async).await;
+    let http = reqwest::Client::new();
+    let post = |body: Value, session: Option<&str>| {
+        let mut request = http
+            .post(bridge.mcp_url())
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2025-11-25")
+            .body(body.to_string());
+        if let Some(session) = session {
+            request = request.header("mcp-session-id", session);
+        }
+        async move {
+            let response = within("POST", request.send()).await.expect("POST");
+            let session = response
+                .headers()
+                .get("mcp-session-id")
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string);
+            let body = within("body", response.text()).await.unwrap_or_default();
+            let message = body
+                .lines()
+                .filter_map(|l| l.strip_prefix("data:"))
+                .chain(std::iter::once(body.as_str()))
+                .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
+                .find(|m| m.get("id").is_some());
+            (session, message.unwrap_or(Value::Null))
+        }
+    };
+    let (session, init) = post(
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}},
+            "clientInfo": {"name": "raw", "version": "1"}}}),
+        None,
+    )
+    .await;
+    assert_eq!(init["result"]["protocolVersion"], "2025-11-25", "{init}");
+    let session = session.expect("a session");
+    let s = Some(session.as_str());
+    post(
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        s,
+    )
+    .await;
+    let (_, created) = post(
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+            "name": "demo__echo", "arguments": {"text": "one shape"}}}),
+        s,
+    )
+    .await;
+    let created = &created["result"];
+    assert_eq!(created["resultType"], "task", "{created}");
+    let task_id = created["taskId"].as_str().expect("a task").to_string();
+    let get = json!({"jsonrpc": "2.0", "id": 3, "method": "tasks/get",
+        "params": {"taskId": task_id}});
+    let task = eventually("the task completes", || async {
+        let (_, answer) = post(get.clone(), s).await;
+        let task = answer["result"].clone();
+        assert!(task.is_object(), "{answer}");
+        (task["status"] != "working").then_some(task)
+    })
+    .await;
+    assert_eq!(task["status"], "completed", "{task}");
+    assert_eq!(task["resultType"], "complete", "{task}");
+    assert!(
+        task.get("ttlMs").is_some() && task.get("ttl").is_none(),
+        "{task}"
+    );
+    assert!(task.get("pollInterval").is_none(), "{task}");
+    assert_eq!(
+        task["result"]["content"][0]["text"], "one shape",
+        "the result on tasks/get: {task}"
+    );
+    let cancel = json!({"jsonrpc": "2.0", "id": 4, "method": "tasks/cancel",
+        "params": {"taskId": task_id}});
+    let (_, ack) = post(cancel, s).await;
+    assert_eq!(ack["result"], json!({"resultType": "complete"}), "{ack}");
+    bridge.shutdown(Duration::from_secs(2)).await;
+}
