@@ -1,18 +1,15 @@
 //! The HTTP server: the bridge's own accept loop, each connection served by hyper's HTTP/1
-//! connection, on the main listener and on the admin listener (not `axum::serve`, whose
-//! HTTP/2 sniff cost memory for a connection's whole life: docs/design/http-serve.md).
+//! connection, on the main and admin listeners (not `axum::serve`, whose HTTP/2 sniff held
+//! memory for a connection's life: docs/design/http-serve.md).
 //!
-//! Every connection is under the bridge's bounds: `server.header_read_timeout_secs` (a new
-//! connection's first head), `server.keep_alive_idle_secs` (an idle kept-alive one, until its
-//! next head is complete), a body deadline ([`body`]), and caps on open connections in total and
-//! per address ([`connections`], [`connection_cap`]; a refused one gets 503 with `Retry-After`;
-//! a trusted proxy is capped in total only). A caught-up job stream may be written by a shared
-//! writer ([`writers`]). Every request gets the peer's `ConnectInfo<SocketAddr>` and the
-//! [`ClientIp`] the per-address limits count (the peer's, or what a trusted proxy forwards:
-//! [`forwarded`]); every socket
-//! `TCP_NODELAY`. Shutdown: the loop runs on the HTTP stage; it stops accepting, tells each
-//! connection to close gracefully (an SSE stream ends on [`Outflow::close`]) and waits; past
-//! the stage's bound, dropping the loop closes every connection at once.
+//! Bounds: `server.header_read_timeout_secs` (a new connection's first head),
+//! `server.keep_alive_idle_secs` (an idle kept-alive one), a body deadline ([`body`]), caps on
+//! connections in total and per address ([`connections`], [`connection_cap`]; 503 with
+//! `Retry-After`; a trusted proxy is capped in total only). Each request gets the peer's
+//! `ConnectInfo<SocketAddr>` and the [`ClientIp`] the limits count ([`forwarded`]); sockets are
+//! `TCP_NODELAY`; a caught-up job stream may be written by a shared writer ([`writers`]).
+//! Shutdown: stop accepting, close each connection gracefully (an SSE stream ends on
+//! [`Outflow::close`]), and past the HTTP stage's bound drop them all.
 
 mod body;
 mod connections;
