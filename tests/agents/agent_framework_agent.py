@@ -11,7 +11,6 @@ correlation channel); what cancelling the agent's run during the tool call does 
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 
@@ -25,7 +24,9 @@ from agent_framework import (
     Message,
 )
 
-from script import PROMPT, RESULT, TERMINAL, Channel, ScriptedModel, check
+from script import (PROMPT, RESULT, TERMINAL, Channel, ScriptedModel, cancel_at_first_progress,
+                    check,
+                    report_cancel, run_turns)
 
 
 def last_tool_output(messages) -> str | None:
@@ -92,26 +93,9 @@ async def cancel_turn(mcp_url: str, cid: str, events_url: str) -> None:
     async with bridge_tool(mcp_url, cid) as tool:
         agent = Agent(client=ScriptedChatClient(ScriptedModel()), name="counter", tools=tool)
         run = asyncio.create_task(agent.run(PROMPT))
-        await asyncio.to_thread(channel.until, lambda e, d: e == "progress")
-        run.cancel()
-        try:
-            await run
-        except asyncio.CancelledError:
-            pass
-    seen = await asyncio.to_thread(channel.until, lambda e, d: e in TERMINAL, 60)
-    # What cancelling the run did to the job, for the test to compare with docs/agents.md.
-    print(f"CANCEL {seen[-1][0]}", flush=True)
-
-
-async def main() -> None:
-    parser = argparse.ArgumentParser()
-    for name in ("mcp", "result-cid", "result-events", "cancel-cid", "cancel-events"):
-        parser.add_argument(f"--{name}", required=True)
-    a = parser.parse_args()
-    await result_turn(a.mcp, a.result_cid, a.result_events)
-    await cancel_turn(a.mcp, a.cancel_cid, a.cancel_events)
-    print("all checks passed", flush=True)
+        await cancel_at_first_progress(channel, run)
+    await report_cancel(channel)
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    asyncio.run(run_turns(result_turn, cancel_turn))

@@ -12,7 +12,6 @@ the agent's run during the tool call does to the job (it is cancelled).
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 
@@ -27,7 +26,9 @@ from openai.types.responses import (
     ResponseOutputText,
 )
 
-from script import PROMPT, RESULT, TERMINAL, Channel, ScriptedModel, check
+from script import (PROMPT, RESULT, TERMINAL, Channel, ScriptedModel, cancel_at_first_progress,
+                    check,
+                    report_cancel, run_turns)
 
 
 def last_tool_output(items) -> str | None:
@@ -99,26 +100,13 @@ async def cancel_turn(mcp_url: str, cid: str, events_url: str) -> None:
         agent = Agent(name="counter", instructions="Use the tools.", mcp_servers=[bridge],
                       model=ScriptedOpenAIModel(script))
         run = asyncio.create_task(Runner.run(agent, PROMPT, max_turns=80))
-        await asyncio.to_thread(channel.until, lambda e, d: e == "progress")
-        run.cancel()
-        try:
-            await run
-        except asyncio.CancelledError:
-            pass
-    seen = await asyncio.to_thread(channel.until, lambda e, d: e in TERMINAL, 60)
-    # What cancelling the run did to the job, for the test to compare with docs/agents.md.
-    print(f"CANCEL {seen[-1][0]}", flush=True)
+        await cancel_at_first_progress(channel, run)
+    await report_cancel(channel)
 
 
 async def main() -> None:
     set_tracing_disabled(True)
-    parser = argparse.ArgumentParser()
-    for name in ("mcp", "result-cid", "result-events", "cancel-cid", "cancel-events"):
-        parser.add_argument(f"--{name}", required=True)
-    a = parser.parse_args()
-    await result_turn(a.mcp, a.result_cid, a.result_events)
-    await cancel_turn(a.mcp, a.cancel_cid, a.cancel_events)
-    print("all checks passed", flush=True)
+    await run_turns(result_turn, cancel_turn)
 
 
 if __name__ == "__main__":

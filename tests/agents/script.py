@@ -9,6 +9,8 @@ turn with the tool's real result. Each framework's script wraps it in that frame
 
 from __future__ import annotations
 
+import argparse
+import asyncio
 import json
 import queue
 import re
@@ -110,3 +112,31 @@ def check(condition: bool, what: str) -> None:
     if not condition:
         raise SystemExit(f"CHECK FAILED: {what}")
     print(f"ok: {what}", flush=True)
+
+
+async def cancel_at_first_progress(channel: Channel, run: asyncio.Task) -> None:
+    """Cancel the agent's run once its job shows progress, and let the run end."""
+    await asyncio.to_thread(channel.until, lambda e, d: e == "progress")
+    run.cancel()
+    try:
+        await run
+    except asyncio.CancelledError:
+        pass
+
+
+async def report_cancel(channel: Channel) -> None:
+    """Print how the job ended after its run was cancelled, for the test to compare with
+    docs/agents.md."""
+    seen = await asyncio.to_thread(channel.until, lambda e, d: e in TERMINAL, 60)
+    print(f"CANCEL {seen[-1][0]}", flush=True)
+
+
+async def run_turns(result_turn, cancel_turn) -> None:
+    """The scripts' command line: a turn that must reach the result, then one cancelled."""
+    parser = argparse.ArgumentParser()
+    for name in ("mcp", "result-cid", "result-events", "cancel-cid", "cancel-events"):
+        parser.add_argument(f"--{name}", required=True)
+    a = parser.parse_args()
+    await result_turn(a.mcp, a.result_cid, a.result_events)
+    await cancel_turn(a.mcp, a.cancel_cid, a.cancel_events)
+    print("all checks passed", flush=True)
