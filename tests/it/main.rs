@@ -59,4 +59,5 @@ mod upstream_probe;
 mod upstream_rounds;
 mod upstream_tasks;
 mod upstream_tls;
+mod wait_bounds;
 mod web;

@@ -146,6 +146,18 @@ pub async fn connect_with(url: &str, token: Option<&str>, correlation: Option<&s
     start(ProgressRecorder::default(), config, Start::Handshake).await
 }
 
+/// rmcp's client on a handshake revision, declaring `name` as its `clientInfo.name`.
+pub async fn connect_named(url: &str, name: &str) -> McpClient {
+    let recorder = ProgressRecorder {
+        info: Some(ClientConfig::new(
+            ClientCapabilities::default(),
+            Implementation::new(name, "1"),
+        )),
+        ..Default::default()
+    };
+    start(recorder, transport_config(url, None), Start::Handshake).await
+}
+
 /// rmcp's client at 2026-07-28 (`server/discover`, no session: every request carries the
 /// client's capabilities in `_meta`), with a bearer token when given, declaring the Tasks
 /// extension when `tasks`.
