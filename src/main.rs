@@ -12,7 +12,7 @@ use mcp_progress_bridge::{
     config::{Config, Overrides, public_url_mismatch},
     http::access_log,
     model::{CorrelationId, JobId},
-    traces::Traces,
+    traces::{Traces, WithTraceIds},
 };
 use tokio::signal::unix::{Signal, SignalKind, signal};
 use tracing_subscriber::{
@@ -139,7 +139,12 @@ fn init_logging(json: bool, client: bool, traces: Option<&Traces>) {
     let registry = tracing_subscriber::registry();
     if json {
         registry
-            .with(layer.json().with_filter(filter))
+            .with(
+                layer
+                    .json()
+                    .event_format(WithTraceIds(tracing_subscriber::fmt::format().json()))
+                    .with_filter(filter),
+            )
             .with(traces.map(Traces::layer))
             .init();
     } else {

@@ -5,7 +5,8 @@
 //! (`upstream/request_spans.rs`, `upstream/call.rs`) is a span of OpenTelemetry's MCP
 //! conventions; a tool call's trace is its request, `job`, the upstream call (its context sent
 //! on in `_meta.traceparent`) and `terminal_event`. Only the bridge's own spans are exported:
-//! no other crate's spans, no log events (a log line may quote what a client sent).
+//! no other crate's spans, no log events (a log line may quote what a client sent); JSON log
+//! lines written inside a span carry its `trace_id` and `span_id` instead ([`WithTraceIds`]).
 //! Off by default at no cost: without an OTLP endpoint variable [`Traces::from_env`] builds
 //! nothing and [`enabled`] is false, so the request path reads and writes no trace context.
 //! A leaf beside `shutdown`: the modules that own the spans call [`continue_from`],
@@ -13,6 +14,7 @@
 
 mod context;
 mod export;
+mod log_ids;
 
 use std::{sync::atomic::Ordering, time::Duration};
 
@@ -26,6 +28,7 @@ pub use context::{
     unanswered,
 };
 pub use export::TracesError;
+pub use log_ids::WithTraceIds;
 
 use crate::shutdown::Tasks;
 

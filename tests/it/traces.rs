@@ -609,3 +609,79 @@ async fn an_otlp_setting_the_bridge_cannot_honour_stops_it_at_start() {
         assert!(error.contains(says), "{error}");
     }
 }
+
+/// A JSON log line as the bridge wrote it.
+fn json_lines(log: &str) -> Vec<Value> {
+    log.lines()
+        .map(|line| {
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("not a JSON line ({e}): {line}"))
+        })
+        .collect()
+}
+
+/// The one line whose message is `message`.
+fn line_saying<'a>(lines: &'a [Value], message: &str) -> &'a Value {
+    let found: Vec<&Value> = lines
+        .iter()
+        .filter(|l| l["fields"]["message"] == message)
+        .collect();
+    assert_eq!(found.len(), 1, "one {message:?} line: {lines:#?}");
+    found[0]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_log_lines_inside_a_span_carry_the_ids_of_the_exported_span() {
+    let receiver = Receiver::start().await;
+    let bridge = bridge_with(&[
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", &receiver.endpoint),
+        ("OTEL_BSP_SCHEDULE_DELAY", "60000"),
+        ("BRIDGE_LOG_JSON", "true"),
+    ])
+    .await;
+    let mcp = session(&bridge).await;
+    let header = format!("00-{HEADER_TRACE}-{HEADER_PARENT}-01");
+    echo_meta(&mcp, 2, json!({}), &[("traceparent", &header)]).await;
+    eventually("the job's end is logged", || async {
+        bridge.log().contains("\"job ended\"")
+    })
+    .await;
+    let log = bridge.log();
+    bridge.stop().await.expect("the bridge stops");
+    let spans = receiver.spans();
+    let lines = json_lines(&log);
+    let job = one(&spans, HEADER_TRACE, "job");
+    let created = line_saying(&lines, "job created");
+    let ended = line_saying(&lines, "job ended");
+    assert_eq!(created["trace_id"], HEADER_TRACE, "{created}");
+    assert_eq!(created["span_id"], job.span_id.as_str(), "{created}");
+    assert_eq!(ended["trace_id"], HEADER_TRACE, "{ended}");
+    assert_eq!(ended["span_id"], job.span_id.as_str(), "{ended}");
+    let hex = |v: &Value, len: usize| {
+        v.as_str().is_some_and(|s| {
+            s.len() == len
+                && s.bytes()
+                    .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+        })
+    };
+    let mut with_ids = 0;
+    for line in &lines {
+        let (Some(trace), Some(span)) = (line.get("trace_id"), line.get("span_id")) else {
+            assert!(line.get("span_id").is_none(), "{line}");
+            continue;
+        };
+        with_ids += 1;
+        assert!(hex(trace, 32) && hex(span, 16), "well-formed ids: {line}");
+        assert!(
+            spans
+                .iter()
+                .any(|s| s.trace_id == *trace && s.span_id == *span),
+            "the ids of a span the bridge exported: {line}"
+        );
+    }
+    assert!(with_ids >= 2, "{log}");
+    let outside = line_saying(&lines, "bridge listening");
+    assert!(
+        outside.get("trace_id").is_none(),
+        "no span, no ids: {outside}"
+    );
+}
