@@ -155,10 +155,16 @@ impl Jobs {
     }
 
     /// A job of this replica ended: forget it here, and wake a shutdown waiting for the last.
-    fn forget(&self, id: JobId) {
+    /// Only its own entry: a job adopted back after this replica lost it has a new one.
+    fn forget(&self, id: JobId, running: &Arc<Running>) {
         self.inner.metrics.jobs_running.dec();
-        self.inner.running.remove(&id);
-        self.inner.inputs.forget(id);
+        let removed = self
+            .inner
+            .running
+            .remove_if(&id, |_, r| Arc::ptr_eq(r, running));
+        if removed.is_some() {
+            self.inner.inputs.forget(id);
+        }
         self.inner.ended.notify_waiters();
     }
 
@@ -300,8 +306,13 @@ impl Jobs {
     }
 
     /// A job of this replica ended as `finished`: forget it here, then tell local waiters.
-    fn ended(&self, id: JobId, finished: Finished, done: &watch::Sender<Option<Arc<Finished>>>) {
-        self.forget(id);
+    fn ended(
+        &self,
+        (id, running): (JobId, &Arc<Running>),
+        finished: Finished,
+        done: &watch::Sender<Option<Arc<Finished>>>,
+    ) {
+        self.forget(id, running);
         done.send_replace(Some(Arc::new(finished)));
     }
 
@@ -588,12 +599,12 @@ impl PendingJob {
             job,
             span,
         } = self;
-        let id = job.id;
+        let (id, running) = (job.id, job.running.clone());
         let runner = jobs.runner(job, limits, mirror);
         let tasks = jobs.inner.tasks.clone();
         let run = async move {
             let finished = runner.run(work).await;
-            jobs.ended(id, finished, &done_tx);
+            jobs.ended((id, &running), finished, &done_tx);
             drop(place);
         };
         tasks.spawn(run.instrument(span));
@@ -603,12 +614,12 @@ impl PendingJob {
     /// End a job whose work never started (the upstream was unreachable).
     pub async fn fail(self, failure: JobFailure) {
         let (done_tx, _) = watch::channel(None);
-        let id = self.id();
+        let (id, running) = (self.id(), self.job.running.clone());
         let runner = self.jobs.runner(self.job, CallLimits::default(), None);
         let finished = runner
             .finish(Finished::Failed(failure))
             .instrument(self.span)
             .await;
-        self.jobs.ended(id, finished, &done_tx);
+        self.jobs.ended((id, &running), finished, &done_tx);
     }
 }

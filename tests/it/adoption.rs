@@ -364,6 +364,69 @@ async fn a_draining_owner_hands_its_task_job_over_and_exits_long_before_the_job_
     }
 }
 
+/// An offer seen after the job changed hands (what a replica finds when another claimed the
+/// job a moment before it) names a job its live owner never offered: it is taken off, and the
+/// job stays where it runs. Two replicas each adopting one offer made jobs change hands again
+/// and again, and a replica that had lost a job once and took it back wrote nothing more to it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_offer_of_a_job_its_live_owner_runs_is_taken_off_not_claimed() {
+    let Some(url) = test_redis("adoption::stale_offer").await else {
+        return;
+    };
+    let prefix = RedisPrefix::new(&url, "adopt-stale-offer");
+    let Some((_server, upstream, _)) = task_http_server(&["--session-tasks"]).await else {
+        return;
+    };
+    let store = redis_store_toml(&url, &prefix, LEASE_SECS);
+    let (a, b) = two_replicas(&store, "ts", &upstream).await;
+    let on_a = connect_url(&a.mcp_url()).await;
+    let arguments = json!({"topic": "stays", "steps": 12, "step_ms": STEP_MS});
+    let handle = running_job(&on_a, "ts__staged", arguments).await;
+    let job_id = handle.job_id.clone();
+    let before = eventually("the job is re-attachable", || async {
+        let s = snapshot(&b, &job_id).await;
+        (s["durability"] == "upstream_task").then_some(s)
+    })
+    .await;
+
+    let mut redis = redis::Client::open(url.as_str())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let offers = format!("{prefix}:v3:handover");
+    let _: () = redis::cmd("SADD")
+        .arg(&offers)
+        .arg(&job_id)
+        .query_async(&mut redis)
+        .await
+        .unwrap();
+    eventually("the stale offer is taken off", || async {
+        let left: i64 = redis::cmd("SCARD")
+            .arg(&offers)
+            .query_async(&mut redis.clone())
+            .await
+            .unwrap();
+        left == 0
+    })
+    .await;
+
+    let events = read_sse(&handle.events_url, Some(0), SseEvent::is_terminal).await;
+    assert_consecutive(&events);
+    assert_one_line_of(&events, "stays", 12);
+    let after = snapshot(&a, &job_id).await;
+    assert_eq!(after["status"], "completed", "{after}");
+    assert_eq!(
+        after["owner"], before["owner"],
+        "never changed hands: {after}"
+    );
+    let metrics = metrics_text(&b.base()).await;
+    assert!(
+        metrics.contains("bridge_job_adoptions_total{event=\"adopted_handed_over\"} 0"),
+        "{metrics}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sync_caller_on_a_draining_owner_gets_the_handle_of_its_handed_over_job() {
     let Some(url) = test_redis("adoption::handover_sync").await else {

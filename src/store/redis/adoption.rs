@@ -186,6 +186,13 @@ impl Inner {
         }
         if body.kind().is_terminal() {
             self.lost.remove(&job);
+        } else {
+            // A runner that started after the job was lost missed the first word: stop it.
+            let _ = self.hub.cancels().send(CancelRequest {
+                job_id: job,
+                reason: "another replica adopted this job".into(),
+                abandon: true,
+            });
         }
         tracing::debug!(job = %job, kind = body.kind().as_str(), "a write for a job another replica adopted: refused");
         true
@@ -230,7 +237,14 @@ impl Inner {
     /// by another replica now, or ended now: the write took it off `replica`'s running set, or
     /// the next look will); `Some(false)`: it was unknown, already ended or another replica's
     /// already (take it off that set); `None`: Redis failed (try again later).
-    pub(super) async fn take_over(&self, replica: &str, job: JobId) -> Option<bool> {
+    /// `adopters_live`: another live replica can adopt (not draining); a re-attachable job
+    /// this replica cannot adopt is then left to it, never failed.
+    pub(super) async fn take_over(
+        &self,
+        replica: &str,
+        job: JobId,
+        adopters_live: bool,
+    ) -> Option<bool> {
         let found = match self.read_stored(job).await {
             Ok(found) => found,
             Err(error) => {
@@ -248,14 +262,22 @@ impl Inner {
             // Adopted already: no job of the lost replica's any more.
             return Some(false);
         }
-        if let Some(record) = found.record.clone()
-            && self.adoptions.wanted()
-            && !self.handover.is_draining()
-        {
-            let claim = (found.generation, record, Claim::LeaseLapsed);
-            return self.claim(replica, job, claim).await;
+        if let Some(record) = found.record.clone() {
+            if self.can_adopt() {
+                let claim = (found.generation, record, Claim::LeaseLapsed);
+                return self.claim(replica, job, claim).await;
+            }
+            if adopters_live {
+                return Some(true);
+            }
         }
         self.fail_orphan(replica, job, found).await
+    }
+
+    /// Whether this replica takes jobs over: someone here carries them on, and it is not
+    /// draining.
+    pub(super) fn can_adopt(&self) -> bool {
+        self.adoptions.wanted() && !self.handover.is_draining()
     }
 
     async fn read_stored(&self, job: JobId) -> Result<Option<Stored>, StoreError> {
@@ -322,7 +344,8 @@ impl Inner {
             .arg(Fence::new(replica, generation).owner)
             .arg(generation)
             .arg(Fence::new(&self.replica, 0).owner)
-            .arg(self.live_ttl_ms);
+            .arg(self.live_ttl_ms)
+            .arg(if how == Claim::HandedOver { "1" } else { "0" });
         let reply: Value = match self
             .cmd
             .run(|mut conn| async move { call.invoke_async(&mut conn).await })
@@ -349,6 +372,8 @@ impl Inner {
             return Some(true);
         };
         self.delist(replica, &member).await;
+        // Lost here once (a pause past the lease), now this replica's again: its writes go.
+        self.lost.remove(&job);
         self.adoption_events.count(match how {
             Claim::LeaseLapsed => AdoptionEvent::AdoptedLeaseLapsed,
             Claim::HandedOver => AdoptionEvent::AdoptedHandedOver,

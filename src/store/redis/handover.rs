@@ -16,7 +16,7 @@ use std::{
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 
-use super::{Inner, hub::LookMessage};
+use super::{Inner, hub::LookMessage, outbox::Fence};
 use crate::model::{Durability, JobId};
 
 /// Most offers taken in one look (the rest wait for the next look or tick).
@@ -56,15 +56,23 @@ impl Inner {
         if !self.handover.is_draining() || !self.cmd.is_up() {
             return;
         }
-        let new: Vec<JobId> = {
+        let candidates: Vec<(JobId, u64)> = {
             let offered = self.handover.offered.lock();
             self.owned
                 .iter()
                 .filter(|o| !offered.contains(o.key()))
                 .filter(|o| o.lock().snapshot.durability != Durability::None)
-                .map(|o| *o.key())
+                .map(|o| (*o.key(), o.value().generation))
                 .collect()
         };
+        let mut new = Vec::with_capacity(candidates.len());
+        for (job, generation) in candidates {
+            match self.mark_offered(job, generation).await {
+                Some(true) => new.push(job),
+                Some(false) => {}
+                None => return,
+            }
+        }
         if new.is_empty() {
             return;
         }
@@ -88,6 +96,33 @@ impl Inner {
             "draining: jobs whose upstream task or call stream another replica can carry on offered for adoption"
         );
         self.nudge_others().await;
+    }
+
+    /// Mark `job` offered by this replica (the `OFFER` script): only a marked job can be
+    /// claimed as handed over. `Some(false)`: not this replica's to offer any more (ended, or
+    /// fenced); `None`: Redis failed (the next tick tries again).
+    async fn mark_offered(&self, job: JobId, generation: u64) -> Option<bool> {
+        let fence = Fence::new(&self.replica, generation);
+        let mut call = self.scripts.offer.prepare_invoke();
+        call.key(self.keys.job(job))
+            .arg(&fence.owner)
+            .arg(fence.generation);
+        match self
+            .cmd
+            .run(|mut conn| async move { call.invoke_async::<i64>(&mut conn).await })
+            .await
+        {
+            Ok(1) => Some(true),
+            Ok(-3) => {
+                self.fenced(job, generation + 1);
+                Some(false)
+            }
+            Ok(_) => Some(false),
+            Err(error) => {
+                tracing::warn!(job = %job, %error, "could not offer a job for adoption; trying again");
+                None
+            }
+        }
     }
 
     /// Tell every other replica to look at the hand-over now.
@@ -122,7 +157,7 @@ impl Inner {
     /// Not draining: claim the jobs draining replicas offer. Each is taken off the offers once
     /// claimed (here or by another replica), ended, or no longer re-attachable.
     pub(super) async fn take_offers(&self) {
-        if self.handover.is_draining() || !self.adoptions.wanted() || !self.cmd.is_up() {
+        if !self.can_adopt() || !self.cmd.is_up() {
             return;
         }
         let key = self.keys.handover();

@@ -1,13 +1,13 @@
-//! The store's background duties in one task: renew this replica's lease, adopt or end the
-//! running jobs of replicas whose lease expired (`adoption.rs`), offer or take the jobs of a
-//! drain's hand-over (`handover.rs`), write held events once Redis is back, and pick up
-//! cancel requests that arrived while the control channel was not subscribed.
+//! The store's background duties: the lease in a task of its own (`keep_lease`), the rest in
+//! one (`run`): adopt or end the running jobs of replicas whose lease expired (`adoption.rs`),
+//! offer or take the jobs of a drain's hand-over (`handover.rs`), write held events once Redis
+//! is back, and pick up cancel requests that arrived while the control channel was not
+//! subscribed.
 //!
 //! Lease timing: renewed every third of `lease`; others are checked as often. A replica that
-//! dies is noticed at most `lease` after its last renewal plus one check interval, so its jobs
-//! fail within about `lease * 4/3`. A replica only judges others after its own connection has
-//! been up for a whole lease: after a Redis restart every lease may have lapsed, and each live
-//! replica renews within that time.
+//! dies is noticed at most `lease` after its last renewal plus one check interval. A replica
+//! only judges others after its own connection has been up for a whole lease: after a Redis
+//! restart every lease may have lapsed, and each live replica renews within that time.
 
 use std::{
     sync::Arc,
@@ -20,9 +20,32 @@ use tokio_util::sync::CancellationToken;
 use super::{ControlMessage, Inner, LinkError, Written};
 use crate::model::JobId;
 
+/// The lease, in a task of its own: no other duty (a long look at the hand-over, a lost
+/// replica's many jobs) delays its renewal past the lease, which would have this live replica
+/// taken for lost. At the end, with nothing left running here, the lease is given up.
+pub(super) async fn keep_lease(inner: Arc<Inner>, stop: CancellationToken) {
+    let mut tick = tokio::time::interval(inner.check_period());
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut connected = inner.cmd.connected();
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => {
+                inner.release().await;
+                return;
+            }
+            _ = tick.tick() => inner.renew().await,
+            changed = connected.changed() => {
+                if changed.is_err() {
+                    return;
+                }
+                inner.renew().await;
+            }
+        }
+    }
+}
+
 pub(super) async fn run(inner: Arc<Inner>, stop: CancellationToken) {
-    let period = (inner.lease / 3).max(Duration::from_millis(100));
-    let mut tick = tokio::time::interval(period);
+    let mut tick = tokio::time::interval(inner.check_period());
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut connected = inner.cmd.connected();
     let mut resubscribed = inner.hub.resubscribed();
@@ -30,12 +53,8 @@ pub(super) async fn run(inner: Arc<Inner>, stop: CancellationToken) {
     let mut ttls_renewed = Instant::now();
     loop {
         tokio::select! {
-            _ = stop.cancelled() => {
-                inner.release().await;
-                return;
-            }
+            _ = stop.cancelled() => return,
             _ = tick.tick() => {
-                inner.renew().await;
                 inner.flush_held().await;
                 inner.end_jobs_of_dead_replicas().await;
                 inner.offer_owned().await;
@@ -50,7 +69,6 @@ pub(super) async fn run(inner: Arc<Inner>, stop: CancellationToken) {
                 if changed.is_err() {
                     return;
                 }
-                inner.renew().await;
                 inner.flush_held().await;
             }
             changed = resubscribed.changed() => {
@@ -69,7 +87,16 @@ pub(super) async fn run(inner: Arc<Inner>, stop: CancellationToken) {
     }
 }
 
+/// A lease's value: whether its replica drains (it adopts nothing then), and when it was set.
+const LEASE_LIVE: &str = "live";
+const LEASE_DRAINING: &str = "draining";
+
 impl Inner {
+    /// How often the lease is renewed and the others' leases are checked: a third of a lease.
+    fn check_period(&self) -> Duration {
+        (self.lease / 3).max(Duration::from_millis(100))
+    }
+
     async fn renew(&self) {
         if !self.cmd.is_up() {
             return;
@@ -77,7 +104,15 @@ impl Inner {
         let mut pipe = ::redis::pipe();
         pipe.cmd("SET")
             .arg(self.keys.lease(&self.replica))
-            .arg(crate::model::now_ms())
+            .arg(format!(
+                "{}:{}",
+                if self.handover.is_draining() {
+                    LEASE_DRAINING
+                } else {
+                    LEASE_LIVE
+                },
+                crate::model::now_ms()
+            ))
             .arg("PX")
             .arg(self.lease.as_millis() as u64)
             .ignore()
@@ -268,7 +303,7 @@ impl Inner {
         }
         let mut pipe = ::redis::pipe();
         for replica in &others {
-            pipe.cmd("EXISTS").arg(self.keys.lease(replica));
+            pipe.cmd("GET").arg(self.keys.lease(replica));
             pipe.cmd("SMEMBERS").arg(self.keys.running(replica));
         }
         let Ok(answers) = self
@@ -278,24 +313,33 @@ impl Inner {
         else {
             return;
         };
-        for (replica, pair) in others.iter().zip(answers.chunks(2)) {
-            let alive = matches!(pair.first(), Some(Value::Int(1)));
-            if alive {
+        let leases: Vec<Option<String>> = answers
+            .iter()
+            .step_by(2)
+            .map(|v| ::redis::from_redis_value_ref(v).ok())
+            .collect();
+        // Another live replica that is not draining adopts what this one cannot.
+        let adopters_live = leases
+            .iter()
+            .flatten()
+            .any(|lease| !lease.starts_with(LEASE_DRAINING));
+        for ((replica, lease), pair) in others.iter().zip(&leases).zip(answers.chunks(2)) {
+            if lease.is_some() {
                 continue;
             }
             let jobs: Vec<String> = pair
                 .get(1)
                 .and_then(|v| ::redis::from_redis_value_ref(v).ok())
                 .unwrap_or_default();
-            self.end_jobs_of(replica, jobs).await;
+            self.end_jobs_of(replica, jobs, adopters_live).await;
         }
     }
 
-    async fn end_jobs_of(&self, replica: &str, jobs: Vec<String>) {
+    async fn end_jobs_of(&self, replica: &str, jobs: Vec<String>, adopters_live: bool) {
         let running_key = self.keys.running(replica);
         for raw in &jobs {
             let failed = match raw.parse::<JobId>() {
-                Ok(job) => match self.take_over(replica, job).await {
+                Ok(job) => match self.take_over(replica, job, adopters_live).await {
                     Some(failed) => failed,
                     None => return,
                 },

@@ -184,7 +184,7 @@ impl RedisStore {
     /// bridge starts even while Redis is down. The subscription task and the lease maintenance
     /// run in the shutdown's store stage; the connections in its connections stage, so that
     /// the maintenance gives the lease up before they close.
-    // Long because: the store's state and its four tasks are built in one place.
+    // Long because: the store's state and its five tasks are built in one place.
     pub fn start(
         options: RedisOptions,
         replica: String,
@@ -250,6 +250,7 @@ impl RedisStore {
         let upkeep = shutdown.tasks(Stage::Store);
         let stop = upkeep.stopping().clone();
         upkeep.spawn(hub_task.run(hub, sub, cmd.clone(), stop.clone()));
+        upkeep.spawn(maintenance::keep_lease(inner.clone(), stop.clone()));
         upkeep.spawn(maintenance::run(inner.clone(), stop));
         Ok(Self { inner })
     }

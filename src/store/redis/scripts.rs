@@ -70,18 +70,19 @@ return 1
 /// Returns {seq, 0} when stored; {0, 0} unknown job; {-1, 0} job already ended;
 /// {-2, head} when the expected seq is already stored (a retried write that had succeeded);
 /// {-3, generation} when the job's owner or generation is no longer the writer's (another
-/// replica adopted it: the fence). A job written before generations has generation 0.
+/// replica adopted it: the fence, checked before the status, so that an old owner learns the
+/// job is another's, not that it ended). A job written before generations has generation 0.
 /// The job's keys only: its correlation's copy is `CORR_COPY`, in the correlation's slot.
 const APPEND: &str = r#"
 local status = redis.call('HGET', KEYS[1], 'status')
 if not status then return {0, 0} end
-if status ~= '"running"' and status ~= '"input_required"' then return {-1, 0} end
 if ARGV[10] ~= '' then
   local gen = redis.call('HGET', KEYS[1], '_gen') or '0'
   if redis.call('HGET', KEYS[1], 'owner') ~= ARGV[10] or gen ~= ARGV[11] then
     return {-3, tonumber(gen)}
   end
 end
+if status ~= '"running"' and status ~= '"input_required"' then return {-1, 0} end
 local expect = tonumber(ARGV[8])
 if expect > 0 then
   local head = tonumber(redis.call('HGET', KEYS[1], 'seq'))
@@ -143,12 +144,27 @@ redis.call('HSET', KEYS[1], '_reattach', ARGV[3], 'durability', ARGV[4])
 return 1
 "#;
 
+/// KEYS: job hash. ARGV: its draining owner (JSON text), its generation.
+/// The offer of a hand-over: marks the running job `_offered` by its owner, if the writer still
+/// owns it at that generation, so that only this owner's offer can be claimed (`ADOPT`). Returns
+/// 1 when marked, 0 when the job is unknown or ended, -3 when fenced.
+const OFFER: &str = r#"
+local status = redis.call('HGET', KEYS[1], 'status')
+if status ~= '"running"' and status ~= '"input_required"' then return 0 end
+local gen = redis.call('HGET', KEYS[1], '_gen') or '0'
+if redis.call('HGET', KEYS[1], 'owner') ~= ARGV[1] or gen ~= ARGV[2] then return -3 end
+redis.call('HSET', KEYS[1], '_offered', ARGV[1])
+return 1
+"#;
+
 /// KEYS: job hash. ARGV: lost owner (JSON text), its generation, adopter (JSON text), live
-/// TTL ms.
+/// TTL ms, '1' for a hand-over ('0': a lapsed lease).
 /// The claim of adoption: the job passes to the adopter, generation + 1, if it still runs, is
-/// still the lost owner's at that generation, and has a re-attach record. Of several replicas
-/// claiming at once exactly one gets it. Returns {generation, snapshot fields} when claimed,
-/// {0} otherwise. The `running` sets, each in a slot of its own, are the caller's to move.
+/// still the lost owner's at that generation, has a re-attach record and, for a hand-over, was
+/// offered by that owner (`OFFER`: an offer seen after another replica took the job is stale).
+/// Of several replicas claiming at once exactly one gets it. Returns {generation, snapshot
+/// fields} when claimed, {0} otherwise. The `running` sets, each in a slot of its own, are the
+/// caller's to move.
 const ADOPT: &str = r#"
 local status = redis.call('HGET', KEYS[1], 'status')
 if status ~= '"running"' and status ~= '"input_required"' then return {0} end
@@ -156,6 +172,8 @@ if redis.call('HGET', KEYS[1], 'owner') ~= ARGV[1] then return {0} end
 local gen = tonumber(redis.call('HGET', KEYS[1], '_gen') or '0')
 if gen ~= tonumber(ARGV[2]) then return {0} end
 if not redis.call('HGET', KEYS[1], '_reattach') then return {0} end
+if ARGV[5] == '1' and redis.call('HGET', KEYS[1], '_offered') ~= ARGV[1] then return {0} end
+redis.call('HDEL', KEYS[1], '_offered')
 redis.call('HSET', KEYS[1], 'owner', ARGV[3], '_gen', gen + 1)
 redis.call('PEXPIRE', KEYS[1], ARGV[4])
 return {gen + 1, redis.call('HGETALL', KEYS[1])}
@@ -256,6 +274,7 @@ pub(super) struct Scripts {
     pub append: Script,
     pub corr_copy: Script,
     pub record_reattach: Script,
+    pub offer: Script,
     pub adopt: Script,
     pub heartbeat: Script,
     pub corr_heartbeat: Script,
@@ -274,6 +293,7 @@ impl Scripts {
             append: Script::new(APPEND),
             corr_copy: Script::new(CORR_COPY),
             record_reattach: Script::new(RECORD_REATTACH),
+            offer: Script::new(OFFER),
             adopt: Script::new(ADOPT),
             heartbeat: Script::new(HEARTBEAT),
             corr_heartbeat: Script::new(CORR_HEARTBEAT),
