@@ -409,6 +409,8 @@ fn redis_options(config: &Config, metrics: &Metrics) -> RedisOptions {
             .jobs
             .max_input_bytes
             .max(config.jobs.max_sample_bytes),
+        max_relays: config.limits.max_input_relays,
+        max_relays_per_principal: config.limits.input_relays_per_principal(),
         adoption_events: metrics.adoptions.clone(),
         refuse_evicting_policy: config.store.redis_eviction_check == EvictionCheck::Refuse,
         ca_file: config.store.redis_ca_file.clone(),

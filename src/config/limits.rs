@@ -82,6 +82,13 @@ pub struct LimitsConfig {
     /// them; past it the oldest bound is forgotten and a wait that finds no room is not
     /// followed (counted in `bridge_limit_hits_total`).
     pub max_wait_bounds: usize,
+    /// Answers this replica passes to the replica running their job (Redis store) that wait
+    /// for its verdict at once (each up to `store.input_relay_timeout_ms`); one more gets an
+    /// error asking to retry, counted in `bridge_limit_hits_total`.
+    pub max_input_relays: usize,
+    /// Of those, answers to one principal's jobs; unset: a quarter of `max_input_relays`
+    /// (with `/mcp` open, all callers are one principal and only `max_input_relays` applies).
+    pub max_input_relays_per_principal: Option<usize>,
     /// Largest `initialize` request accepted on `/mcp`, in bytes (413 past it): a session keeps
     /// its client's `initialize` parameters for its whole life.
     pub max_initialize_bytes: usize,
@@ -125,6 +132,8 @@ impl Default for LimitsConfig {
             max_sessions: 4096,
             max_sessions_per_principal: None,
             max_wait_bounds: 4096,
+            max_input_relays: 1024,
+            max_input_relays_per_principal: None,
             max_initialize_bytes: 64 * 1024,
             max_sse_buffer_bytes: 4 * 1024 * 1024,
             max_input_rounds: 16,
@@ -154,6 +163,11 @@ impl LimitsConfig {
     /// `max_sessions_per_principal`, or its default: a quarter of `max_sessions`.
     pub fn sessions_per_principal(&self) -> usize {
         share(self.max_sessions_per_principal, self.max_sessions)
+    }
+
+    /// `max_input_relays_per_principal`, or its default: a quarter of `max_input_relays`.
+    pub fn input_relays_per_principal(&self) -> usize {
+        share(self.max_input_relays_per_principal, self.max_input_relays)
     }
 }
 
@@ -198,6 +212,8 @@ pub(super) fn validate(
         Bound::new("max_sessions", l.max_sessions, 1..=10_000_000),
         Bound::new("max_sessions_per_principal", l.sessions_per_principal(), 1..=10_000_000),
         Bound::new("max_wait_bounds", l.max_wait_bounds, 1..=10_000_000),
+        Bound::new("max_input_relays", l.max_input_relays, 1..=1_000_000),
+        Bound::new("max_input_relays_per_principal", l.input_relays_per_principal(), 1..=1_000_000),
         Bound::new("max_initialize_bytes", l.max_initialize_bytes, 1024..=4 * MIB),
         Bound::new("max_input_rounds", l.max_input_rounds, 1..=1000),
         Bound::new("max_input_requests_per_round", l.max_input_requests_per_round, 1..=1000),

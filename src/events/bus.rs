@@ -5,7 +5,9 @@ use async_trait::async_trait;
 use futures::{StreamExt, stream::BoxStream};
 
 use super::error::StoreError;
-use crate::model::{AnswerVerdict, CancelAck, InputAnswer, JobId, JobSnapshot, Reattach, now_ms};
+use crate::model::{
+    AnswerVerdict, CancelAck, InputAnswer, JobId, JobSnapshot, Principal, Reattach, now_ms,
+};
 
 /// A request to stop a running job, routed to the replica that runs its upstream call.
 #[derive(Debug, Clone)]
@@ -80,8 +82,12 @@ pub enum Relayed {
     /// Nobody listens on the job's replica's channel (it is gone, or reconnecting to Redis):
     /// nothing was delivered.
     OwnerAway,
-    /// Too many answers of this replica wait for verdicts already.
-    Busy,
+    /// Too many answers of this replica wait for verdicts already: in all
+    /// (`limits.max_input_relays`), or to jobs of the answered job's principal
+    /// (`per_principal`, `limits.max_input_relays_per_principal`).
+    Busy {
+        per_principal: bool,
+    },
 }
 
 #[async_trait]
@@ -93,13 +99,16 @@ pub trait Bus: Send + Sync + 'static {
     fn cancel_requests(&self) -> BoxStream<'static, CancelRequest>;
 
     /// Pass an answer (to a question, or to a request the tool made of its caller) for job
-    /// `job` to its replica `owner` (not this one), and wait (bounded) for its verdict. A store of one replica has nobody to pass it to.
+    /// `job` to its replica `owner` (not this one), and wait (bounded) for its verdict; the
+    /// job's `principal` counts the wait against its share. A store of one replica has nobody
+    /// to pass it to.
     async fn relay_answer(
         &self,
         _owner: &str,
         _job: JobId,
         _answer: RelayedAnswer,
         _by: String,
+        _principal: Option<Principal>,
     ) -> Result<Relayed, StoreError> {
         Ok(Relayed::OwnerAway)
     }

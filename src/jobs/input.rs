@@ -220,7 +220,7 @@ impl InputDesk {
             Err(None) => {
                 return match self.store.snapshot(id).await {
                     Ok(Some(s)) if s.owner != self.replica && !s.status.is_terminal() => {
-                        self.relay(&s.owner, id, answer, by).await?;
+                        self.relay(&s, answer, by).await?;
                         // The owner recorded `input_answered`; the note follows from here.
                         if let Some(note) = note {
                             self.record(id, note).await;
@@ -383,20 +383,18 @@ impl InputDesk {
             key: key.to_string(),
             value,
         };
-        self.relay_verdict(&job.owner, job.job_id, answer, CALLER_BY)
-            .await
+        self.relay_verdict(job, answer, CALLER_BY).await
     }
 
-    /// Pass the answer to `owner`, the replica running job `id`, and take its verdict.
+    /// Pass the answer to the replica running `job`, and take its verdict.
     async fn relay(
         &self,
-        owner: &str,
-        id: JobId,
+        job: &JobSnapshot,
         answer: InputAnswer,
         by: &str,
     ) -> Result<(), InputError> {
         match self
-            .relay_verdict(owner, id, RelayedAnswer::Question(answer), by)
+            .relay_verdict(job, RelayedAnswer::Question(answer), by)
             .await?
         {
             AnswerVerdict::Taken => Ok(()),
@@ -411,18 +409,24 @@ impl InputDesk {
         }
     }
 
-    /// Pass `answer` to `owner`, the replica running job `id`: its verdict, counted by outcome,
-    /// or why there is none.
+    /// Pass `answer` to the replica running `job`: its verdict, counted by outcome, or why
+    /// there is none.
     async fn relay_verdict(
         &self,
-        owner: &str,
-        id: JobId,
+        job: &JobSnapshot,
         answer: RelayedAnswer,
         by: &str,
     ) -> Result<AnswerVerdict, InputError> {
+        let id = job.job_id;
         let relayed = self
             .store
-            .relay_answer(owner, id, answer, by.to_string())
+            .relay_answer(
+                &job.owner,
+                id,
+                answer,
+                by.to_string(),
+                job.principal.clone(),
+            )
             .await;
         let (outcome, result) = match relayed {
             Ok(Relayed::Verdict(verdict)) => {
@@ -446,14 +450,21 @@ impl InputDesk {
                     "it does not listen on its Redis channel: it may be restarting",
                 )),
             ),
-            Ok(Relayed::Busy) => {
-                self.limit_hit("input_relays");
-                (
-                    "busy",
-                    Err(InputError::Unreachable(
-                        "too many answers of this replica wait for verdicts",
-                    )),
-                )
+            Ok(Relayed::Busy { per_principal }) => {
+                let (key, why) = if per_principal {
+                    (
+                        "max_input_relays_per_principal",
+                        "too many answers to this principal's jobs wait for verdicts \
+                         (limits.max_input_relays_per_principal)",
+                    )
+                } else {
+                    (
+                        "max_input_relays",
+                        "too many answers wait for verdicts (limits.max_input_relays)",
+                    )
+                };
+                self.limit_hit(key);
+                ("busy", Err(InputError::Unreachable(why)))
             }
             Err(e) => {
                 tracing::warn!(job = %id, error = %e, "an answer could not be relayed");

@@ -129,8 +129,9 @@ impl Bus for TimedStore {
         job: JobId,
         answer: RelayedAnswer,
         by: String,
+        principal: Option<Principal>,
     ) -> Result<Relayed, StoreError> {
-        let call = self.inner.relay_answer(owner, job, answer, by);
+        let call = self.inner.relay_answer(owner, job, answer, by, principal);
         self.timed(StoreOp::RelayAnswer, call).await
     }
 

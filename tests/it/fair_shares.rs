@@ -326,3 +326,125 @@ async fn one_principal_follows_at_most_a_quarter_of_the_followed_tasks() {
     assert!(metrics.contains(line), "{line} in\n{metrics}");
     bridge.shutdown(Duration::from_secs(1)).await;
 }
+
+/// One principal cannot take the places of answers waiting for a verdict from another replica
+/// (Redis store): three replicas, alice's two questions on R1, bob's on R2, every answer sent
+/// to R3 (as a load balancer may). R1 pauses (SIGSTOP: as slow to give verdicts as a replica
+/// can be), so alice's answers, relayed from R3 to R1, wait; with `max_input_relays = 2` and a
+/// share of one, the first holds her share and the second is refused at once, naming the key
+/// and counted, while bob's answer still gets its place, is taken on R2 and ends his job.
+/// (Before, one bound of 1024 for all: alice's waiting answers could leave bob's none.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_principal_cannot_take_the_places_of_relayed_answers() {
+    use serde_json::json;
+    let Some(url) = test_redis("fair_shares::relays").await else {
+        return;
+    };
+    let prefix = RedisPrefix::new(&url, "relay-shares");
+    // A lease long enough that R1's pause does not hand its jobs over; a relay wait longer
+    // than the test needs; alice's two questions on two upstreams (a connection shows a
+    // question only while one call is in flight on it).
+    let config = format!(
+        "{}[jobs]\nmode = \"async\"\n[limits]\nmax_input_relays = 2\n\
+         max_input_relays_per_principal = 1\n{}input_relay_timeout_ms = 60000\n{}{}",
+        two_callers(),
+        redis_store_toml(&url, &prefix, 120),
+        demo_upstream_toml("{}"),
+        demo_upstream_toml("{}").replace("name = \"demo\"", "name = \"other\"")
+    );
+    let (r1, r2, r3) = tokio::join!(
+        spawn_bridge(&config, &[]),
+        spawn_bridge(&config, &[]),
+        spawn_bridge(&config, &[])
+    );
+    let alice = connect_with(&r1.mcp_url(), Some(ALICE), None).await;
+    let bob = connect_with(&r2.mcp_url(), Some(BOB), None).await;
+    // A question asked on `on`, and its input and events URLs on R3.
+    let ask = |client, on: String, tool: &'static str, question: &'static str| {
+        let r3 = r3.base();
+        async move {
+            let handle = running_job(client, tool, json!({"question": question})).await;
+            let events = handle.events_url.replace(&on, &r3);
+            read_sse(&events, None, |e| e.event == "input_required").await;
+            (handle.input_url().replace(&on, &r3), events)
+        }
+    };
+    let (alice_1, _) = ask(&alice, r1.base(), "demo__ask", "First?").await;
+    let (alice_2, _) = ask(&alice, r1.base(), "other__ask", "Second?").await;
+    let (bob_input, bob_events) = ask(&bob, r2.base(), "demo__ask", "Yours?").await;
+
+    r1.signal(libc::SIGSTOP);
+    let answer = |input: String| {
+        tokio::spawn(async move {
+            let body = json!({"action": "accept", "content": {"answer": "alice"}});
+            let (status, answer) = post_answer(&input, body).await;
+            (input, status, answer)
+        })
+    };
+    let first = answer(alice_1);
+    let second = answer(alice_2);
+    // One of alice's answers holds her share (it waits for R1); the other is refused.
+    let either = within(
+        "one of alice's answers",
+        futures::future::select(first, second),
+    )
+    .await;
+    let (refused, held) = match either {
+        futures::future::Either::Left((done, other)) => (done, other),
+        futures::future::Either::Right((done, other)) => (done, other),
+    };
+    let (refused_input, status, body) = refused.expect("alice's answer");
+    assert_eq!(status, 503, "{body}");
+    let message = body.to_string();
+    assert!(
+        message.contains("limits.max_input_relays_per_principal"),
+        "{message}"
+    );
+
+    let (status, body) = post_answer(
+        &bob_input,
+        json!({"action": "accept", "content": {"answer": "bob"}}),
+    )
+    .await;
+    assert_eq!(status, 200, "bob's answer finds a place: {body}");
+    assert!(
+        !held.is_finished(),
+        "alice's other answer still waits for R1 (else bob's found a free place by luck)"
+    );
+    let events = read_sse(&bob_events, None, SseEvent::is_terminal).await;
+    let last = events.last().unwrap();
+    assert_eq!(last.event, "completed", "{last:?}");
+    assert_eq!(last.data["result"]["content"][0]["text"], "you said: bob");
+
+    let metrics = r3
+        .http()
+        .get(format!("{}/metrics", r3.base()))
+        .bearer_auth(BOB)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for line in [
+        "bridge_limit_hits_total{limit=\"max_input_relays_per_principal\"} 1",
+        "bridge_input_relays_total{outcome=\"taken\"} 1",
+        "bridge_input_relays_total{outcome=\"busy\"} 1",
+    ] {
+        assert!(metrics.contains(line), "{line} in\n{metrics}");
+    }
+    assert!(!metrics.contains("bridge_limit_hits_total{limit=\"max_input_relays\"}"));
+
+    // R1 goes on: it takes alice's held answer, which was still within its wait; her place
+    // is free again, and her refused answer gets through now.
+    r1.signal(libc::SIGCONT);
+    let (_, status, body) = within("alice's held answer", held)
+        .await
+        .expect("the answer task");
+    assert_eq!(status, 200, "{body}");
+    let again = json!({"action": "accept", "content": {"answer": "alice"}});
+    let (status, body) = post_answer(&refused_input, again).await;
+    assert_eq!(status, 200, "{body}");
+    drop((alice, bob));
+    tokio::join!(r1.stop(), r2.stop(), r3.stop());
+}

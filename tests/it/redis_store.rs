@@ -332,7 +332,7 @@ async fn a_relayed_answer_gets_the_owners_verdict_or_is_unconfirmed() {
     // A verdict comes back.
     let relay = other
         .store
-        .relay_answer(&owner.name, job, answer.clone(), "test".into());
+        .relay_answer(&owner.name, job, answer.clone(), "test".into(), None);
     let owner_side = async {
         let request = within("the owner gets the answer", requests.next())
             .await
@@ -370,7 +370,7 @@ async fn a_relayed_answer_gets_the_owners_verdict_or_is_unconfirmed() {
     // No verdict: unconfirmed, and the owner must not take it any more.
     let relayed = other
         .store
-        .relay_answer(&owner.name, job, answer.clone(), "test".into())
+        .relay_answer(&owner.name, job, answer.clone(), "test".into(), None)
         .await
         .unwrap();
     assert!(
@@ -385,7 +385,7 @@ async fn a_relayed_answer_gets_the_owners_verdict_or_is_unconfirmed() {
     // Nobody listens for that replica.
     let relayed = other
         .store
-        .relay_answer("replica-nobody", job, answer.clone(), "test".into())
+        .relay_answer("replica-nobody", job, answer.clone(), "test".into(), None)
         .await
         .unwrap();
     assert_eq!(relayed, Relayed::OwnerAway);
@@ -429,7 +429,7 @@ async fn a_relayed_answer_gets_the_owners_verdict_or_is_unconfirmed() {
     };
     let relay = other
         .store
-        .relay_answer(&owner.name, job, sample.clone(), "test".into());
+        .relay_answer(&owner.name, job, sample.clone(), "test".into(), None);
     let owner_side = async {
         let request = within("the owner gets the sample", requests.next())
             .await

@@ -25,12 +25,15 @@ use tokio::sync::{Notify, OnceCell, broadcast, mpsc, oneshot, watch};
 use tokio_stream::wrappers::{BroadcastStream, errors::BroadcastStreamRecvError};
 use tokio_util::sync::CancellationToken;
 
-use super::link::{Link, LinkError};
+use super::{
+    link::{Link, LinkError},
+    relays::{RelayPlace, Relays, RelaysFull},
+};
 use crate::{
     events::{
         AnswerRequest, CancelRequest, LiveItem, LiveStream, RelayedAnswer, ReplyTo, StoredEvent,
     },
-    model::{AnswerVerdict, InputAnswer, JobId},
+    model::{AnswerVerdict, InputAnswer, JobId, Principal},
 };
 
 /// Live events buffered per channel for readers momentarily behind (as in the memory store).
@@ -40,9 +43,6 @@ const CANCEL_CAPACITY: usize = 1024;
 /// Relayed answers between the control channel and this replica's job runner (one lost to a
 /// full ring is unconfirmed for its sender, as if it had timed out).
 const ANSWER_CAPACITY: usize = 256;
-/// Answers of this replica waiting for a verdict from another one at once; one more is
-/// refused at once (`Relayed::Busy`).
-pub(super) const MAX_RELAYS: usize = 1024;
 /// What a control message may carry besides the answer itself (IDs, names, the JSON around).
 const CONTROL_OVERHEAD: usize = 4096;
 /// Subscribe requests waiting for the subscription task; a full queue makes callers wait.
@@ -176,8 +176,7 @@ pub(super) struct Hub {
     cancels: broadcast::Sender<CancelRequest>,
     answers: broadcast::Sender<AnswerRequest>,
     /// This replica's relayed answers waiting for their verdicts, by request number.
-    verdicts: DashMap<u64, oneshot::Sender<AnswerVerdict>>,
-    next_relay: std::sync::atomic::AtomicU64,
+    relays: Arc<Relays>,
     /// Larger control messages are dropped unread (an answer is at most
     /// `jobs.max_input_bytes`, a sample or the roots `jobs.max_sample_bytes`, plus
     /// [`CONTROL_OVERHEAD`]).
@@ -194,16 +193,20 @@ pub(super) struct Hub {
 }
 
 impl Hub {
-    /// The hub, and the receiving end of its subscribe requests for [`Hub::run`].
-    pub(super) fn new(control: String, max_answer_bytes: usize) -> (Arc<Self>, HubTask) {
+    /// The hub, and the receiving end of its subscribe requests for [`Hub::run`]. `relays`
+    /// holds this replica's answers waiting for verdicts.
+    pub(super) fn new(
+        control: String,
+        max_answer_bytes: usize,
+        relays: Arc<Relays>,
+    ) -> (Arc<Self>, HubTask) {
         let (requests, inbox) = mpsc::channel(REQUEST_CAPACITY);
         let hub = Arc::new(Self {
             topics: DashMap::new(),
             control,
             cancels: broadcast::channel(CANCEL_CAPACITY).0,
             answers: broadcast::channel(ANSWER_CAPACITY).0,
-            verdicts: DashMap::new(),
-            next_relay: std::sync::atomic::AtomicU64::new(1),
+            relays,
             max_control_bytes: max_answer_bytes.saturating_add(CONTROL_OVERHEAD),
             requests,
             gone: parking_lot::Mutex::default(),
@@ -226,26 +229,14 @@ impl Hub {
         &self.looks
     }
 
-    /// Wait for the verdict on a relayed answer: its request number, and where the verdict
-    /// arrives. `None` past [`MAX_RELAYS`]. The wait ends (and its place is given back) when
-    /// the returned [`AwaitedVerdict`] is dropped.
+    /// Wait for the verdict on a relayed answer to a job of `principal`: its request number,
+    /// its place (given back when dropped, which ends the wait) and where the verdict arrives;
+    /// or the bound that is full (see `relays`).
     pub(super) fn await_verdict(
-        self: &Arc<Self>,
-    ) -> Option<(u64, AwaitedVerdict, oneshot::Receiver<AnswerVerdict>)> {
-        if self.verdicts.len() >= MAX_RELAYS {
-            return None;
-        }
-        let id = self.next_relay.fetch_add(1, Ordering::Relaxed);
-        let (tx, rx) = oneshot::channel();
-        self.verdicts.insert(id, tx);
-        Some((
-            id,
-            AwaitedVerdict {
-                hub: self.clone(),
-                id,
-            },
-            rx,
-        ))
+        &self,
+        principal: Option<&Principal>,
+    ) -> Result<(u64, RelayPlace, oneshot::Receiver<AnswerVerdict>), RelaysFull> {
+        self.relays.wait(principal)
     }
 
     /// Like [`Link::connected`]: a round that happened before the receiver was taken counts.
@@ -385,9 +376,7 @@ impl Hub {
                 });
             }
             Ok(Incoming::Verdict(m)) => {
-                if let Some((_, waiting)) = self.verdicts.remove(&m.verdict_for) {
-                    let _ = waiting.send(m.verdict);
-                }
+                self.relays.settle(m.verdict_for, m.verdict);
             }
             Ok(Incoming::Look(m)) => {
                 tracing::debug!(look = %m.look, "asked to look at the drain's hand-over");
@@ -397,18 +386,6 @@ impl Hub {
                 tracing::warn!(%error, "malformed message on the control channel")
             }
         }
-    }
-}
-
-/// A relayed answer's place among those waiting for a verdict, given back when dropped.
-pub(super) struct AwaitedVerdict {
-    hub: Arc<Hub>,
-    id: u64,
-}
-
-impl Drop for AwaitedVerdict {
-    fn drop(&mut self) {
-        self.hub.verdicts.remove(&self.id);
     }
 }
 
@@ -603,7 +580,7 @@ mod tests {
             return;
         };
         let control = format!("test-hub-late-{:016x}:control", fastrand::u64(..));
-        let (hub, task) = Hub::new(control.clone(), 65_536);
+        let (hub, task) = Hub::new(control.clone(), 65_536, Relays::new(1024, 256));
         let dispatch = hub.clone();
         let link = |role, name| {
             Link::new(

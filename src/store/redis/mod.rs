@@ -22,6 +22,7 @@ mod keys;
 mod link;
 mod maintenance;
 mod outbox;
+mod relays;
 mod scripts;
 mod sessions;
 mod shared;
@@ -50,6 +51,7 @@ use self::{
     keys::Keys,
     link::{Endpoint, Link, LinkError, Role},
     outbox::{Fence, Held, Owned, Write},
+    relays::{Relays, RelaysFull},
     scripts::Scripts,
     shared::SharedHistory,
 };
@@ -88,6 +90,10 @@ pub struct RedisOptions {
     /// The larger of `jobs.max_input_bytes` and `jobs.max_sample_bytes`: bounds what a
     /// control message may carry (a relayed answer to a question, a sample or the roots).
     pub max_answer_bytes: usize,
+    /// `limits.max_input_relays`: this replica's relayed answers waiting for verdicts at once.
+    pub max_relays: usize,
+    /// `limits.max_input_relays_per_principal`: of them, answers to one principal's jobs.
+    pub max_relays_per_principal: usize,
     /// `bridge_job_adoptions_total`.
     pub adoption_events: crate::metrics::Adoptions,
     /// `store.redis_eviction_check = "refuse"`: a Redis whose `maxmemory-policy` may evict
@@ -197,7 +203,8 @@ impl RedisStore {
             false => Endpoint::Node(client.clone()),
         };
         let keys = Keys::new(&options.key_prefix);
-        let (hub, hub_task) = Hub::new(keys.control(&replica), options.max_answer_bytes);
+        let relays = Relays::new(options.max_relays, options.max_relays_per_principal);
+        let (hub, hub_task) = Hub::new(keys.control(&replica), options.max_answer_bytes, relays);
         // Reconnect at least every third of a lease, so a replica that lost Redis renews its
         // lease before the others may count it as dead.
         let reconnect = Backoff {
@@ -945,10 +952,16 @@ impl Bus for RedisStore {
         job: JobId,
         answer: RelayedAnswer,
         by: String,
+        principal: Option<Principal>,
     ) -> Result<Relayed, StoreError> {
         let inner = &self.inner;
-        let Some((request, _place, verdict)) = inner.hub.await_verdict() else {
-            return Ok(Relayed::Busy);
+        let (request, _place, verdict) = match inner.hub.await_verdict(principal.as_ref()) {
+            Ok(waiting) => waiting,
+            Err(full) => {
+                return Ok(Relayed::Busy {
+                    per_principal: full == RelaysFull::Principal,
+                });
+            }
         };
         let waited_ms = inner.relay_timeout.as_millis() as u64;
         let (answer, caller_answer) = AnswerMessage::of(answer);
