@@ -88,11 +88,31 @@ async fn a_task_backed_job_whose_owner_is_killed_completes_on_the_other_replica(
         return;
     };
     let prefix = RedisPrefix::new(&url, "adopt-kill");
+    owner_killed_mid_task(&redis_store_toml(&url, &prefix, LEASE_SECS)).await;
+}
+
+/// The same on a Redis Cluster of three primaries: the job's keys, the replicas' leases and
+/// running sets and the offers live in different slots (different nodes).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_a_redis_cluster_a_task_backed_job_whose_owner_is_killed_completes_on_the_other_replica()
+{
+    let Some(cluster) = RedisCluster::start("adoption::kill_on_cluster").await else {
+        return;
+    };
+    let store = format!(
+        "{}redis_cluster = true\n",
+        redis_store_toml(&cluster.url(), "adopt-kill", LEASE_SECS)
+    );
+    owner_killed_mid_task(&store).await;
+}
+
+/// Two replicas on `store`, a task job on the first, the first killed mid-task: the second
+/// adopts it and ends it, its readers see one line.
+async fn owner_killed_mid_task(store: &str) {
     let Some((_server, upstream, _)) = task_http_server(&["--session-tasks"]).await else {
         return;
     };
-    let store = redis_store_toml(&url, &prefix, LEASE_SECS);
-    let (mut a, b) = two_replicas(&store, "ts", &upstream).await;
+    let (mut a, b) = two_replicas(store, "ts", &upstream).await;
     let (_, upstreams) = get_json(&format!("{}/upstreams", a.base())).await;
     assert_eq!(upstreams["upstreams"][0]["durable"], "auto", "{upstreams}");
 
