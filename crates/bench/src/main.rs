@@ -329,8 +329,13 @@ async fn run_plan(
     (rows, failures)
 }
 
-/// The exit code; the scratch folder is removed when all went well, kept for the logs if not.
+/// The exit code; the scratch folder is removed when all went well (unless `BENCH_KEEP_SCRATCH`
+/// is set: the replicas' logs of a run that passed), kept for the logs if not.
 fn conclude(dir: &Path, failures: &[String]) -> ExitCode {
+    if failures.is_empty() && std::env::var_os("BENCH_KEEP_SCRATCH").is_some() {
+        eprintln!("bench: configs and logs kept in {}", dir.display());
+        return ExitCode::SUCCESS;
+    }
     if failures.is_empty() {
         let _ = std::fs::remove_dir_all(dir);
         return ExitCode::SUCCESS;

@@ -31,7 +31,11 @@ impl Nginx {
         let location = prefix.join("location.conf");
         std::fs::write(&location, SHIPPED).map_err(|e| e.to_string())?;
         let port = free_port().map_err(|e| e.to_string())?;
-        let servers: String = replicas.iter().map(|a| format!("server {a}; ")).collect();
+        // As the shipped deploy/nginx/nginx.conf: no replica is ever marked down.
+        let servers: String = replicas
+            .iter()
+            .map(|a| format!("server {a} max_fails=0; "))
+            .collect();
         let d = prefix.display();
         // Every reader holds two connections (to nginx, to a replica).
         let conf = format!(
