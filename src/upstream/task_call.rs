@@ -177,7 +177,15 @@ async fn follow_task(
     let mut watching = closed.is_some();
     let mut closed = closed.unwrap_or_else(|| watch::channel(None).1);
     let on_connection = matches!(call.line, TaskLine::Connection(_));
+    // An adopter (on a session, where nothing is pushed) asks at once: the stages that pass
+    // before its first poll are seen by nobody.
+    let mut first = !on_connection;
     while !state.is_terminal() {
+        let pause = if std::mem::take(&mut first) {
+            Duration::ZERO
+        } else {
+            state.poll
+        };
         tokio::select! {
             // A status the upstream pushes: every stage, even those shorter than a poll.
             Some(status) = statuses.recv() => {
@@ -186,7 +194,7 @@ async fn follow_task(
                     continue;
                 }
             }
-            () = tokio::time::sleep(state.poll) => {}
+            () = tokio::time::sleep(pause) => {}
             gone = closed.wait_for(Option::is_some), if watching => {
                 let why = gone.ok().and_then(|r| r.clone()).unwrap_or_default();
                 if let Err(lost) = connection_ended(&upstream, &call, &id, &why) {
