@@ -325,6 +325,7 @@ fn start_core(
             max_input_rounds: config.limits.max_input_rounds,
             max_input_requests_per_round: config.limits.max_input_requests_per_round,
             max_request_state_bytes: config.limits.max_request_state_bytes,
+            max_request_spans: config.limits.max_upstream_request_spans,
             tasks: config.upstream_tasks,
         },
         metrics.clone(),

@@ -89,6 +89,11 @@ pub struct LimitsConfig {
     /// Of those, answers to one principal's jobs; unset: a quarter of `max_input_relays`
     /// (with `/mcp` open, all callers are one principal and only `max_input_relays` applies).
     pub max_input_relays_per_principal: Option<usize>,
+    /// Requests sent to one upstream connection whose spans are open at once (traces on;
+    /// a request stays open until its answer, its cancel or the connection's end). Past it a
+    /// request goes untraced, counted in `bridge_limit_hits_total`: an upstream that never
+    /// answers cannot make the bridge hold spans without bound.
+    pub max_upstream_request_spans: usize,
     /// Largest `initialize` request accepted on `/mcp`, in bytes (413 past it): a session keeps
     /// its client's `initialize` parameters for its whole life.
     pub max_initialize_bytes: usize,
@@ -134,6 +139,7 @@ impl Default for LimitsConfig {
             max_wait_bounds: 4096,
             max_input_relays: 1024,
             max_input_relays_per_principal: None,
+            max_upstream_request_spans: 1024,
             max_initialize_bytes: 64 * 1024,
             max_sse_buffer_bytes: 4 * 1024 * 1024,
             max_input_rounds: 16,
@@ -214,6 +220,7 @@ pub(super) fn validate(
         Bound::new("max_wait_bounds", l.max_wait_bounds, 1..=10_000_000),
         Bound::new("max_input_relays", l.max_input_relays, 1..=1_000_000),
         Bound::new("max_input_relays_per_principal", l.input_relays_per_principal(), 1..=1_000_000),
+        Bound::new("max_upstream_request_spans", l.max_upstream_request_spans, 1..=1_000_000),
         Bound::new("max_initialize_bytes", l.max_initialize_bytes, 1024..=4 * MIB),
         Bound::new("max_input_rounds", l.max_input_rounds, 1..=1000),
         Bound::new("max_input_requests_per_round", l.max_input_requests_per_round, 1..=1000),

@@ -53,6 +53,7 @@ use crate::{
     shutdown::Tasks,
 };
 use offer::Offer;
+use request_spans::RequestSpans;
 use supervisor::HANDSHAKE_TIMEOUT;
 use tap::CallRoutes;
 
@@ -71,6 +72,8 @@ pub struct UpstreamLimits {
     pub max_input_requests_per_round: usize,
     /// Largest `requestState` echoed back.
     pub max_request_state_bytes: usize,
+    /// Open spans of requests sent to one connection (`limits.max_upstream_request_spans`).
+    pub max_request_spans: usize,
     /// Bounds on the upstream's own tasks (`[upstream_tasks]`).
     pub tasks: UpstreamTasksConfig,
 }
@@ -274,9 +277,10 @@ impl Upstream {
         tasks: Tasks,
     ) -> Self {
         let transport = request_spans::network_transport(config.transport);
+        let spans = RequestSpans::new(transport, limits.max_request_spans, metrics.clone());
         let routes = CallRoutes::with_status_queue(
             config.name.clone(),
-            transport,
+            spans,
             config.logs,
             metrics.clone(),
             (

@@ -3,8 +3,9 @@
 //! opens when the tap writes a request and ends when the tap reads its answer, when the bridge
 //! cancels the request, or when the connection closes. A call's `tools/call` has its span
 //! already (`call.rs`, which the tool server's span continues): it is not doubled here.
-//! Bounded: at most [`MAX_OPEN`] open spans per upstream; past it a request goes untraced and
-//! `bridge_limit_hits_total{limit="traces.upstream_requests_open"}` counts it.
+//! Bounded: at most `limits.max_upstream_request_spans` open spans per connection; past it a
+//! request goes untraced and `bridge_limit_hits_total{limit="max_upstream_request_spans"}`
+//! counts it.
 
 use std::sync::Arc;
 
@@ -14,11 +15,7 @@ use tracing::{Span, field::Empty};
 
 use crate::{config::TransportKind, metrics::Metrics, traces};
 
-/// Open request spans of one upstream. The requests the bridge keeps in flight are bounded by
-/// their callers (jobs, sessions, listeners) and each has a timeout; this bound is for an
-/// upstream that never answers requests whose future was dropped.
-const MAX_OPEN: usize = 1024;
-const LIMIT: &str = "traces.upstream_requests_open";
+const LIMIT: &str = "max_upstream_request_spans";
 
 /// `network.transport` of an upstream's requests.
 pub(super) fn network_transport(kind: TransportKind) -> &'static str {
@@ -34,15 +31,20 @@ pub(super) struct RequestSpans {
     /// `mcp.protocol.version`: the revision the session settled on, once known.
     protocol: parking_lot::Mutex<Option<Arc<str>>>,
     open: DashMap<RequestId, Span>,
+    /// Open spans at most. The requests the bridge keeps in flight are bounded by their
+    /// callers (jobs, sessions, listeners) and each has a timeout; this bound is for an
+    /// upstream that never answers requests whose future was dropped.
+    max_open: usize,
     metrics: Arc<Metrics>,
 }
 
 impl RequestSpans {
-    pub(super) fn new(transport: &'static str, metrics: Arc<Metrics>) -> Self {
+    pub(super) fn new(transport: &'static str, max_open: usize, metrics: Arc<Metrics>) -> Self {
         Self {
             transport,
             protocol: parking_lot::Mutex::new(None),
             open: DashMap::new(),
+            max_open: max_open.max(1),
             metrics,
         }
     }
@@ -57,7 +59,7 @@ impl RequestSpans {
         if !traces::enabled() {
             return;
         }
-        if self.open.len() >= MAX_OPEN {
+        if self.open.len() >= self.max_open {
             self.metrics.limit_hits.with_label_values(&[LIMIT]).inc();
             return;
         }

@@ -183,15 +183,15 @@ struct Route {
 impl CallRoutes {
     #[cfg(test)]
     pub(super) fn new(upstream: String, logs: LogAttribution, metrics: Arc<Metrics>) -> Arc<Self> {
-        Self::with_status_queue(upstream, "pipe", logs, metrics, (16, 4096))
+        let spans = RequestSpans::new("pipe", 1024, metrics.clone());
+        Self::with_status_queue(upstream, spans, logs, metrics, (16, 4096))
     }
 
-    /// `transport`: `network.transport` of its request spans (`pipe`, `tcp`).
-    /// `(max_statuses, max_message)`: `upstream_tasks.max_queued_statuses` and
-    /// `upstream_tasks.max_status_message_bytes`.
+    /// `spans`: the connection's request spans. `(max_statuses, max_message)`:
+    /// `upstream_tasks.max_queued_statuses` and `upstream_tasks.max_status_message_bytes`.
     pub(super) fn with_status_queue(
         upstream: String,
-        transport: &'static str,
+        spans: RequestSpans,
         logs: LogAttribution,
         metrics: Arc<Metrics>,
         (max_statuses, max_message): (usize, usize),
@@ -208,7 +208,7 @@ impl CallRoutes {
             max_message,
             logs,
             unanswered: Default::default(),
-            spans: RequestSpans::new(transport, metrics.clone()),
+            spans,
             metrics,
         })
     }
@@ -641,7 +641,7 @@ mod tests {
         let metrics = Arc::new(Metrics::new());
         let routes = CallRoutes::with_status_queue(
             "t".into(),
-            "pipe",
+            RequestSpans::new("pipe", 1024, metrics.clone()),
             LogAttribution::default(),
             metrics,
             (16, 4096),

@@ -12,21 +12,11 @@
 //! the flush at shutdown. Without the variables (or with traces turned off) nothing is sent
 //! and the tool server gets no trace context.
 
-use std::{
-    collections::HashMap,
-    path::Path,
-    sync::{Arc, Mutex},
-    time::Duration,
-};
+use std::{path::Path, time::Duration};
 
 use crate::common::*;
-use axum::{Router, body::Bytes, extract::State, routing::post};
-use opentelemetry_proto::tonic::{
-    collector::trace::v1::ExportTraceServiceRequest, common::v1::any_value,
-};
-use prost::Message;
+use axum::{Router, routing::post};
 use serde_json::{Value, json};
-use tokio_util::sync::CancellationToken;
 
 /// The caller's trace (header case) and the span it calls from.
 const HEADER_TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
@@ -38,136 +28,13 @@ const META_PARENT: &str = "b7ad6b7169203331";
 const LIST_TRACE: &str = "5bf92f3577b34da6a3ce929d0e0e4737";
 const FAIL_TRACE: &str = "6bf92f3577b34da6a3ce929d0e0e4738";
 
-/// One span as the receiver got it.
-#[derive(Debug, Clone)]
-struct Received {
-    name: String,
-    /// OTLP's `SpanKind`: 2 server, 3 client.
-    kind: i32,
-    trace_id: String,
-    span_id: String,
-    parent_span_id: String,
-    attributes: HashMap<String, String>,
-    service_name: Option<String>,
-}
-
-/// An OTLP/HTTP receiver on a loopback port; stops when dropped.
-struct Receiver {
-    endpoint: String,
-    spans: Arc<Mutex<Vec<Received>>>,
-    requests: Arc<Mutex<usize>>,
-    stop: CancellationToken,
-}
-
-impl Drop for Receiver {
-    fn drop(&mut self) {
-        self.stop.cancel();
-    }
-}
-
-#[derive(Clone)]
-struct Sink {
-    spans: Arc<Mutex<Vec<Received>>>,
-    requests: Arc<Mutex<usize>>,
-}
-
-impl Receiver {
-    async fn start() -> Self {
-        let sink = Sink {
-            spans: Arc::default(),
-            requests: Arc::default(),
-        };
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind the receiver");
-        let addr = listener.local_addr().expect("receiver address");
-        let router = Router::new()
-            .route("/v1/traces", post(receive))
-            .with_state(sink.clone());
-        let stop = CancellationToken::new();
-        let stopped = stop.clone();
-        tokio::spawn(async move {
-            let _ = axum::serve(listener, router)
-                .with_graceful_shutdown(stopped.cancelled_owned())
-                .await;
-        });
-        Self {
-            endpoint: format!("http://{addr}"),
-            spans: sink.spans,
-            requests: sink.requests,
-            stop,
-        }
-    }
-
-    fn spans(&self) -> Vec<Received> {
-        self.spans.lock().unwrap().clone()
-    }
-
-    fn requests(&self) -> usize {
-        *self.requests.lock().unwrap()
-    }
-}
-
-/// `POST /v1/traces`: decode the protobuf body (a body that does not decode fails the test
-/// through a 400 the exporter logs, and through the spans missing).
-async fn receive(State(sink): State<Sink>, body: Bytes) -> (http::StatusCode, Vec<u8>) {
-    *sink.requests.lock().unwrap() += 1;
-    let Ok(request) = ExportTraceServiceRequest::decode(body) else {
-        return (http::StatusCode::BAD_REQUEST, Vec::new());
-    };
-    let mut spans = sink.spans.lock().unwrap();
-    for resource_spans in request.resource_spans {
-        let service_name = resource_spans.resource.and_then(|r| {
-            r.attributes
-                .into_iter()
-                .find(|a| a.key == "service.name")
-                .and_then(|a| text(a.value?.value?))
-        });
-        for scope in resource_spans.scope_spans {
-            for span in scope.spans {
-                spans.push(Received {
-                    name: span.name,
-                    kind: span.kind,
-                    trace_id: hex(&span.trace_id),
-                    span_id: hex(&span.span_id),
-                    parent_span_id: hex(&span.parent_span_id),
-                    attributes: span
-                        .attributes
-                        .into_iter()
-                        .filter_map(|a| Some((a.key, text(a.value?.value?)?)))
-                        .collect(),
-                    service_name: service_name.clone(),
-                });
-            }
-        }
-    }
-    // An empty ExportTraceServiceResponse: full success.
-    (http::StatusCode::OK, Vec::new())
-}
-
-fn text(value: any_value::Value) -> Option<String> {
-    match value {
-        any_value::Value::StringValue(s) => Some(s),
-        any_value::Value::IntValue(i) => Some(i.to_string()),
-        any_value::Value::BoolValue(b) => Some(b.to_string()),
-        _ => None,
-    }
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-const SERVER: i32 = 2;
-const CLIENT: i32 = 3;
-
 /// The attribute `key` of `span`.
-fn attr<'a>(span: &'a Received, key: &str) -> Option<&'a str> {
+fn attr<'a>(span: &'a ReceivedSpan, key: &str) -> Option<&'a str> {
     span.attributes.get(key).map(String::as_str)
 }
 
 /// `span` is of `kind` and has these attributes.
-fn check_attributes(span: &Received, kind: i32, want: &[(&str, &str)]) {
+fn check_attributes(span: &ReceivedSpan, kind: i32, want: &[(&str, &str)]) {
     assert_eq!(span.kind, kind, "{span:#?}");
     for (key, value) in want {
         assert_eq!(attr(span, key), Some(*value), "{key} of {span:#?}");
@@ -218,8 +85,8 @@ fn parts(traceparent: &str) -> (String, String) {
 }
 
 /// The one span named `name` in `trace`.
-fn one<'a>(spans: &'a [Received], trace: &str, name: &str) -> &'a Received {
-    let found: Vec<&Received> = spans
+fn one<'a>(spans: &'a [ReceivedSpan], trace: &str, name: &str) -> &'a ReceivedSpan {
+    let found: Vec<&ReceivedSpan> = spans
         .iter()
         .filter(|s| s.trace_id == trace && s.name == name)
         .collect();
@@ -242,7 +109,7 @@ struct Call<'a> {
 /// Check the spans of one call in `trace`, called from `caller_span`, and the traceparent the
 /// tool server got.
 fn check_call(
-    spans: &[Received],
+    spans: &[ReceivedSpan],
     trace: &str,
     caller_span: &str,
     reached_tool: &Value,
@@ -317,7 +184,7 @@ fn check_call(
 
 /// The requests the bridge sent the upstream when it connected, each a `CLIENT` span of its
 /// own; and no attribute of any span holds the session's tag (what opens the session).
-fn check_upstream_requests_and_secrets(spans: &[Received], transport: &str, session: &str) {
+fn check_upstream_requests_and_secrets(spans: &[ReceivedSpan], transport: &str, session: &str) {
     for method in ["initialize", "tools/list"] {
         let sent = spans
             .iter()
@@ -354,7 +221,7 @@ fn check_upstream_requests_and_secrets(spans: &[Received], transport: &str, sess
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tool_call_is_one_trace_from_the_caller_to_the_tool_server() {
-    let receiver = Receiver::start().await;
+    let receiver = OtlpReceiver::start().await;
     let bridge = bridge_with(&[
         ("OTEL_EXPORTER_OTLP_ENDPOINT", &receiver.endpoint),
         // Only the flush at shutdown sends: what arrives proves it.
@@ -474,7 +341,7 @@ async fn a_tool_call_is_one_trace_from_the_caller_to_the_tool_server() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_http_upstream_gets_the_trace_context_as_a_header_too() {
-    let receiver = Receiver::start().await;
+    let receiver = OtlpReceiver::start().await;
     let demo = start_http_demo().await;
     let config = format!(
         "[[upstreams]]\nname = \"demo\"\ntransport = \"http\"\nurl = \"{}\"\n",
@@ -546,7 +413,7 @@ async fn a_collector_that_never_answers_delays_a_stop_by_the_flush_bound_at_most
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_the_variables_there_are_no_traces_and_no_trace_context() {
-    let receiver = Receiver::start().await;
+    let receiver = OtlpReceiver::start().await;
     let header = format!("00-{HEADER_TRACE}-{HEADER_PARENT}-01");
     // No endpoint: no exporter. An endpoint with traces turned off (both standard ways): none
     // either, and the receiver would see anything sent.
@@ -631,7 +498,7 @@ fn line_saying<'a>(lines: &'a [Value], message: &str) -> &'a Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn json_log_lines_inside_a_span_carry_the_ids_of_the_exported_span() {
-    let receiver = Receiver::start().await;
+    let receiver = OtlpReceiver::start().await;
     let bridge = bridge_with(&[
         ("OTEL_EXPORTER_OTLP_ENDPOINT", &receiver.endpoint),
         ("OTEL_BSP_SCHEDULE_DELAY", "60000"),
@@ -684,4 +551,78 @@ async fn json_log_lines_inside_a_span_carry_the_ids_of_the_exported_span() {
         outside.get("trace_id").is_none(),
         "no span, no ids: {outside}"
     );
+}
+
+/// An upstream that never answers cannot make the bridge hold spans without bound: with
+/// `limits.max_upstream_request_spans = 4`, seven `resources/read` left unanswered by the
+/// upstream open four request spans; the other three go untraced, each counted under the key,
+/// and what is exported when the bridge stops is those four spans.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upstream_that_never_answers_holds_at_most_the_bound_of_request_spans() {
+    const BOUND: usize = 4;
+    const READS: usize = 7;
+    let Some(python) = python() else {
+        return;
+    };
+    let receiver = OtlpReceiver::start().await;
+    let fixture = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/silent_upstream.py"
+    );
+    let config = format!(
+        "[limits]\nmax_upstream_request_spans = {BOUND}\n\
+         [[upstreams]]\nname = \"silent\"\ntransport = \"stdio\"\ncommand = \"{python}\"\n\
+         args = [\"{fixture}\"]\n"
+    );
+    let bridge = spawn_bridge(
+        &config,
+        &[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", &receiver.endpoint),
+            ("OTEL_BSP_SCHEDULE_DELAY", "60000"),
+        ],
+    )
+    .await;
+    let client = connect_url(&bridge.mcp_url()).await;
+    let resources = within("resources/list", client.list_all_resources())
+        .await
+        .expect("resources/list");
+    let uri = resources.first().expect("the silent resource").uri.clone();
+    let reads: Vec<_> = (0..READS)
+        .map(|_| {
+            let peer = client.peer().clone();
+            let params = rmcp::model::ReadResourceRequestParams::new(uri.clone());
+            tokio::spawn(async move { peer.read_resource(params).await })
+        })
+        .collect();
+    let hits = format!(
+        "bridge_limit_hits_total{{limit=\"max_upstream_request_spans\"}} {}",
+        READS - BOUND
+    );
+    eventually("the reads past the bound counted", || async {
+        metrics_text(&bridge.base()).await.contains(&hits)
+    })
+    .await;
+    assert!(
+        reads.iter().all(|r| !r.is_finished()),
+        "the upstream answered no read"
+    );
+    for read in &reads {
+        read.abort();
+    }
+    client.cancel().await.ok();
+    bridge.stop().await.expect("the bridge stops on SIGTERM");
+
+    let upstream_reads: Vec<_> = receiver
+        .spans()
+        .into_iter()
+        .filter(|s| s.kind == CLIENT && s.name == "resources/read")
+        .collect();
+    assert_eq!(
+        upstream_reads.len(),
+        BOUND,
+        "request spans of the reads: {upstream_reads:#?}"
+    );
+    for span in &upstream_reads {
+        assert!(attr(span, "error.type").is_some(), "{span:#?}");
+    }
 }

@@ -14,6 +14,7 @@
 //! - `redis`: the test Redis, per-test key prefixes, a private `redis-server`;
 //! - `cluster`: a Redis Cluster of a test's own (three `redis-server` primaries);
 //! - `idp`: a real OpenID Connect provider (npm `oidc-provider`) that issues JWT access tokens;
+//! - `otlp`: an OTLP/HTTP trace receiver, for a bridge process that exports traces;
 //! - `prereq`: prerequisites outside Rust (Python, node, Chromium) and running them;
 //! - `task_server`: the TypeScript SDK server whose tool runs as an upstream task (HTTP);
 //! - `resumable_server`: the Python SDK server whose SSE events carry ids (HTTP);
@@ -34,6 +35,7 @@ mod idp;
 mod job;
 mod listen;
 mod mcp;
+mod otlp;
 mod prereq;
 // Shared with the benchmark (crates/bench): what only the benchmark uses is unused here.
 #[allow(dead_code)]
@@ -48,6 +50,6 @@ mod wait;
 
 pub use self::{
     alone::*, bridge::*, cluster::*, faulty_store::*, http::*, idp::*, job::*, listen::*, mcp::*,
-    prereq::*, process::BridgeProcess, proxy::*, redis::*, resumable_server::*, sse::*,
+    otlp::*, prereq::*, process::BridgeProcess, proxy::*, redis::*, resumable_server::*, sse::*,
     task_server::*, tls::*, wait::*,
 };
