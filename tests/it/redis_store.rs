@@ -15,6 +15,7 @@ use mcp_progress_bridge::{
         Channel, EventBody, EventKind, InputAction, InputAnswer, JobId, NewJob, ProgressUpdate,
     },
 };
+use serde_json::json;
 
 fn new_job(owner: &str) -> NewJob {
     NewJob {
@@ -596,4 +597,61 @@ async fn a_tls_redis_of_a_private_ca_serves_an_acl_user() {
             "{error}"
         );
     }
+}
+
+/// Every primary of a Redis Cluster fails over (`CLUSTER FAILOVER` on each replica) while a job
+/// runs: the bridge follows the slots to their new primaries, the job's events go on without a
+/// gap, its whole history is read back from the new primaries, and a new job runs after it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_runs_on_through_a_failover_of_every_cluster_primary() {
+    let Some(cluster) = RedisCluster::start_with_replicas("redis_store::cluster_failover").await
+    else {
+        return;
+    };
+    let config = format!(
+        "[jobs]\nmode = \"async\"\n[store]\nbackend = \"redis\"\nredis_url = \"{}\"\n\
+         redis_cluster = true\nkey_prefix = \"failover\"\n{}",
+        cluster.url(),
+        demo_upstream_toml("{}")
+    );
+    let bridge = spawn_bridge(&config, &[]).await;
+    let client = connect_url(&bridge.mcp_url()).await;
+    let arguments = json!({"to": 60, "delay_ms": 200});
+    let handle = running_job(&client, "demo__slow_count", arguments).await;
+    let first = read_sse(&handle.events_url, Some(0), |e| {
+        e.event == "progress" && e.data["progress"] == 3.0
+    })
+    .await;
+
+    cluster.fail_over_every_primary().await;
+    let (status, during) = get_json(&handle.status_url).await;
+    assert_eq!(status, 200, "{during}");
+    assert_eq!(
+        during["status"], "running",
+        "the failover ended while the job ran: {during}"
+    );
+
+    let last_seen = first.last().unwrap().seq();
+    let rest = read_sse(&handle.events_url, Some(last_seen), SseEvent::is_terminal).await;
+    let all: Vec<SseEvent> = first.into_iter().chain(rest).collect();
+    assert_consecutive(&all);
+    assert_eq!(all.last().unwrap().event, "completed", "{all:#?}");
+    assert_eq!(progress_values(&all).len(), 60, "{all:#?}");
+
+    let again = read_sse(&handle.events_url, Some(0), SseEvent::is_terminal).await;
+    let seqs = |events: &[SseEvent]| events.iter().map(SseEvent::seq).collect::<Vec<_>>();
+    assert_eq!(
+        seqs(&again),
+        seqs(&all),
+        "the history, read back after the failover"
+    );
+
+    let after = running_job(
+        &client,
+        "demo__slow_count",
+        json!({"to": 2, "delay_ms": 10}),
+    )
+    .await;
+    let events = read_sse(&after.events_url, Some(0), SseEvent::is_terminal).await;
+    assert_eq!(events.last().unwrap().event, "completed", "{events:#?}");
 }

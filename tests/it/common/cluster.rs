@@ -1,6 +1,7 @@
-//! A Redis Cluster of the test's own: three primaries from `redis-server --cluster-enabled yes`
-//! on free ports in a temporary directory, joined by `redis-cli --cluster create`, ready once
-//! every node says `cluster_state:ok`; killed (and the directory removed) when dropped.
+//! A Redis Cluster of the test's own: three primaries (and, for failovers, a replica each) from
+//! `redis-server --cluster-enabled yes` on free ports in a temporary directory, joined by
+//! `redis-cli --cluster create`, ready once every node says `cluster_state:ok`; killed (and the
+//! directory removed) when dropped.
 
 use std::process::{Child, Command, Stdio};
 
@@ -17,6 +18,17 @@ impl RedisCluster {
     /// Three primaries, no replicas. `None` (the test skips; under `BRIDGE_TEST_STRICT=1` it
     /// fails) when `redis-server` or `redis-cli` is missing.
     pub async fn start(test: &str) -> Option<Self> {
+        Self::start_with(test, 0).await
+    }
+
+    /// Three primaries with one replica each (six nodes; the replicas are `ports[3..]`), for
+    /// failovers.
+    pub async fn start_with_replicas(test: &str) -> Option<Self> {
+        Self::start_with(test, 1).await
+    }
+
+    async fn start_with(test: &str, replicas: usize) -> Option<Self> {
+        let nodes = 3 * (1 + replicas);
         let missing = ["redis-server", "redis-cli"].into_iter().find(|tool| {
             !["/usr/bin", "/usr/local/bin"]
                 .iter()
@@ -34,8 +46,8 @@ impl RedisCluster {
             _dir: tempfile::tempdir().expect("a temporary directory"),
         };
         let dir = cluster._dir.path().to_path_buf();
-        for _ in 0..10 {
-            if cluster.nodes.len() == 3 {
+        for _ in 0..nodes + 7 {
+            if cluster.nodes.len() == nodes {
                 break;
             }
             if let Some((port, child)) = node(&dir).await {
@@ -45,8 +57,8 @@ impl RedisCluster {
         }
         assert_eq!(
             cluster.nodes.len(),
-            3,
-            "{test}: three cluster nodes could not bind free ports"
+            nodes,
+            "{test}: {nodes} cluster nodes could not bind free ports"
         );
         let addresses: Vec<String> = cluster
             .ports
@@ -58,7 +70,7 @@ impl RedisCluster {
                 .arg("--cluster")
                 .arg("create")
                 .args(&addresses)
-                .args(["--cluster-replicas", "0", "--cluster-yes"])
+                .args(["--cluster-replicas", &replicas.to_string(), "--cluster-yes"])
                 .stdin(Stdio::null())
                 .output()
                 .expect("redis-cli runs")
@@ -77,6 +89,46 @@ impl RedisCluster {
             .await;
         }
         Some(cluster)
+    }
+
+    /// Promote every replica to primary with `CLUSTER FAILOVER` (the manual, lossless one: the
+    /// primary stops taking writes until its replica has caught up), and wait until each says
+    /// it is a primary and the cluster is ok again.
+    pub async fn fail_over_every_primary(&self) {
+        for &port in &self.ports[3..] {
+            eventually("the replica is in sync with its primary", || async move {
+                let mut conn = node_connection(port).await;
+                let role: Vec<redis::Value> = redis::cmd("ROLE")
+                    .query_async(&mut conn)
+                    .await
+                    .unwrap_or_default();
+                matches!(role.get(3), Some(redis::Value::BulkString(s)) if s == b"connected")
+            })
+            .await;
+            let mut conn = node_connection(port).await;
+            let _: () = redis::cmd("CLUSTER")
+                .arg("FAILOVER")
+                .query_async(&mut conn)
+                .await
+                .expect("CLUSTER FAILOVER");
+        }
+        for &port in &self.ports[3..] {
+            eventually("the replica is a primary now", || async move {
+                let mut conn = node_connection(port).await;
+                let role: Vec<redis::Value> = redis::cmd("ROLE")
+                    .query_async(&mut conn)
+                    .await
+                    .unwrap_or_default();
+                matches!(role.first(), Some(redis::Value::BulkString(r)) if r == b"master")
+            })
+            .await;
+        }
+        for port in self.ports.clone() {
+            eventually("every cluster node says cluster_state:ok", || async move {
+                cluster_state_ok(port).await
+            })
+            .await;
+        }
     }
 
     /// The seed node's URL (any node would do).
@@ -117,6 +169,14 @@ async fn node(dir: &std::path::Path) -> Option<(u16, Child)> {
         return None;
     }
     Some((port, child))
+}
+
+async fn node_connection(port: u16) -> redis::aio::MultiplexedConnection {
+    redis::Client::open(format!("redis://127.0.0.1:{port}"))
+        .expect("a node URL")
+        .get_multiplexed_async_connection()
+        .await
+        .expect("a connection to a cluster node")
 }
 
 async fn cluster_state_ok(port: u16) -> bool {
