@@ -20,17 +20,17 @@ use tokio::sync::{oneshot, watch};
 use tracing::{Instrument, Span};
 
 use super::{
-    Upstream, UpstreamError, UpstreamLimits,
+    UpstreamError,
     call_outcome::{CallOutcome, tool_result},
     input_required::{self, Bounds, Round, Stop},
     request_spans,
     session_seen::SessionSeen,
+    shared::{Live, Shared},
     stream_resume::{KeepUnlessAnswered, ResumableSink},
     tap::{CallRoutes, CallSink, RouteMarker},
     task_call::{self, TaskCall, TaskLine},
 };
 use crate::{
-    config::TransportKind,
     metrics::Metrics,
     model::{Durability, FailureReason},
     rmcp_ext::task_support::TaskSupport,
@@ -74,11 +74,7 @@ pub struct CallCanceller {
     /// The request in flight: the first, or its latest retry after an `input_required` round.
     id: Arc<Mutex<RequestId>>,
     /// The upstream task's ID once known, for `tasks/cancel`.
-    task: Option<(
-        Arc<std::sync::OnceLock<String>>,
-        Arc<crate::metrics::Metrics>,
-        Upstream,
-    )>,
+    task: Option<(Arc<std::sync::OnceLock<String>>, Arc<Shared>)>,
 }
 
 /// Unroutes the call's notifications when the call is over or abandoned.
@@ -93,109 +89,105 @@ impl Drop for RouteGuard {
     }
 }
 
-impl Upstream {
-    /// Send `tools/call` for `tool` (the upstream's own name). Progress and log notifications
-    /// of the call go to `sink` until the outcome is known. With traces on, the request's
-    /// `_meta` carries the call's trace context (`traceparent`, `tracestate`): rmcp's client
-    /// adds its `progressToken` to `_meta` and leaves the other keys alone.
-    pub async fn call(
-        &self,
-        tool: &str,
-        arguments: Option<JsonObject>,
-        sink: Arc<dyn CallSink>,
-    ) -> Result<UpstreamCall, UpstreamError> {
-        let Some(live) = self.live() else {
-            return Err(self.not_connected());
-        };
-        let durability = self.durability(tool);
-        let durable = durability == Durability::UpstreamTask;
-        let as_task = durable || self.task_support(tool) == Some(TaskSupport::Required);
-        let sent_id = Arc::new(std::sync::OnceLock::new());
-        let resumable = (durability == Durability::UpstreamStream && !as_task)
-            .then(|| live.seen.clone())
-            .flatten()
-            .map(|seen| Resumable {
-                seen,
-                recorded: Arc::default(),
-            });
-        let sink = match &resumable {
-            Some(r) => Arc::new(ResumableSink {
-                inner: sink,
-                upstream: self.name().to_string(),
-                seen: r.seen.clone(),
-                request: sent_id.clone(),
-                recorded: r.recorded.clone(),
-            }) as Arc<dyn CallSink>,
-            None => sink,
-        };
-        let route = RouteGuard {
-            routes: self.inner.routes.clone(),
-            marker: self.inner.routes.add(sink.clone()),
-        };
-        let resend_arguments = arguments.clone();
-        let request = first_request(tool, arguments, as_task, route.marker);
-        let span = self.call_span(tool);
-        let sent = std::time::Instant::now();
-        let handle = live
-            .peer
-            .send_request_with_option(request, traced_options(&span))
-            .await
-            .map_err(|source| UpstreamError::Send {
-                name: self.name().to_string(),
-                source,
-            })?;
-        let _ = sent_id.set(handle.id.clone());
-        span.record("jsonrpc.request.id", handle.id.to_string());
-        let current = Arc::new(Mutex::new(handle.id));
-        let resend = Resend {
-            peer: live.peer.clone(),
-            tool: tool.to_string(),
-            arguments: resend_arguments,
-            sink: sink.clone(),
-            limits: self.inner.limits,
-            metrics: self.inner.metrics.clone(),
-            current: current.clone(),
-        };
-        let seen = live.seen.clone().filter(|_| durable);
-        let task = as_task.then(|| self.task_call(sink, TaskLine::Connection(seen)));
-        Ok(UpstreamCall {
-            upstream: self.name().to_string(),
-            span,
-            rx: handle.rx,
-            closed: live.closed,
-            route,
-            canceller: CallCanceller {
-                peer: live.peer,
-                id: current,
-                task: task
-                    .as_ref()
-                    .map(|t| (t.task_id.clone(), t.metrics.clone(), t.upstream.clone())),
-            },
-            task,
-            resend,
-            resumable,
-            sent,
-        })
-    }
+/// Send `tools/call` for `tool` (the upstream's own name). Progress and log notifications
+/// of the call go to `sink` until the outcome is known. With traces on, the request's
+/// `_meta` carries the call's trace context (`traceparent`, `tracestate`): rmcp's client
+/// adds its `progressToken` to `_meta` and leaves the other keys alone.
+pub(super) async fn send(
+    upstream: &Arc<Shared>,
+    tool: &str,
+    arguments: Option<JsonObject>,
+    sink: Arc<dyn CallSink>,
+) -> Result<UpstreamCall, UpstreamError> {
+    let Some(live) = upstream.live() else {
+        return Err(upstream.not_connected());
+    };
+    let (as_task, durable, resumable) = plan(upstream, tool, &live);
+    let sent_id = Arc::new(std::sync::OnceLock::new());
+    let sink = Resumable::sink(resumable.as_ref(), upstream.name(), sink, sent_id.clone());
+    let route = RouteGuard {
+        routes: upstream.routes.clone(),
+        marker: upstream.routes.add(sink.clone()),
+    };
+    let resend_arguments = arguments.clone();
+    let request = first_request(tool, arguments, as_task, route.marker);
+    let span = call_span(upstream, tool);
+    let sent = std::time::Instant::now();
+    let handle = live
+        .peer
+        .send_request_with_option(request, traced_options(&span))
+        .await
+        .map_err(|source| UpstreamError::Send {
+            name: upstream.name().to_string(),
+            source,
+        })?;
+    let _ = sent_id.set(handle.id.clone());
+    span.record("jsonrpc.request.id", handle.id.to_string());
+    let current = Arc::new(Mutex::new(handle.id));
+    let resend = Resend {
+        peer: live.peer.clone(),
+        tool: tool.to_string(),
+        arguments: resend_arguments,
+        sink: sink.clone(),
+        current: current.clone(),
+        upstream: upstream.clone(),
+    };
+    let seen = live.seen.clone().filter(|_| durable);
+    let task = as_task.then(|| TaskCall::new(upstream, sink, TaskLine::Connection(seen)));
+    Ok(UpstreamCall {
+        upstream: upstream.name().to_string(),
+        span,
+        rx: handle.rx,
+        closed: live.closed,
+        route,
+        canceller: CallCanceller {
+            peer: live.peer,
+            id: current,
+            task: task
+                .as_ref()
+                .map(|t| (t.task_id.clone(), t.upstream.clone())),
+        },
+        task,
+        resend,
+        resumable,
+        sent,
+    })
+}
 
-    /// How the bridge follows the call once the upstream runs it as a task.
-    pub(super) fn task_call(&self, sink: Arc<dyn CallSink>, line: TaskLine) -> TaskCall {
-        let bounds = self.inner.limits.tasks;
-        // A Streamable HTTP upstream keeps its tasks when a connection ends; a stdio child's
-        // die with it.
-        let resume = (matches!(self.inner.config.transport, TransportKind::Http)
-            && bounds.resume_within_secs > 0)
-            .then(|| Duration::from_secs(bounds.resume_within_secs));
-        TaskCall {
-            upstream: self.clone(),
-            sink,
-            task_id: Arc::default(),
-            metrics: self.inner.metrics.clone(),
-            routes: self.inner.routes.clone(),
-            bounds,
-            resume,
-            line,
-        }
+/// How a call of `tool` goes out: as a task (and whether a re-attachable one), or plain and,
+/// when its stream may be resumed by another replica, [`Resumable`].
+fn plan(upstream: &Shared, tool: &str, live: &Live) -> (bool, bool, Option<Resumable>) {
+    let durability = upstream.durability(tool);
+    let durable = durability == Durability::UpstreamTask;
+    let as_task = durable || upstream.task_support(tool) == Some(TaskSupport::Required);
+    let resumable = (durability == Durability::UpstreamStream && !as_task)
+        .then(|| live.seen.clone())
+        .flatten()
+        .map(|seen| Resumable {
+            seen,
+            recorded: Arc::default(),
+        });
+    (as_task, durable, resumable)
+}
+
+impl Resumable {
+    /// `sink`, with the stream's event ids made the job's resume cursor when it is resumable.
+    fn sink(
+        resumable: Option<&Self>,
+        upstream: &str,
+        sink: Arc<dyn CallSink>,
+        request: Arc<std::sync::OnceLock<RequestId>>,
+    ) -> Arc<dyn CallSink> {
+        let Some(resumable) = resumable else {
+            return sink;
+        };
+        Arc::new(ResumableSink {
+            inner: sink,
+            upstream: upstream.to_string(),
+            seen: resumable.seen.clone(),
+            request,
+            recorded: resumable.recorded.clone(),
+        })
     }
 }
 
@@ -242,10 +234,10 @@ struct Resend {
     tool: String,
     arguments: Option<JsonObject>,
     sink: Arc<dyn CallSink>,
-    limits: UpstreamLimits,
-    metrics: Arc<crate::metrics::Metrics>,
     /// The request now in flight (the canceller's target).
     current: Arc<Mutex<RequestId>>,
+    /// Its bounds and metrics.
+    upstream: Arc<Shared>,
 }
 
 impl Resend {
@@ -259,8 +251,8 @@ impl Resend {
         route: &RouteGuard,
     ) -> CallOutcome {
         let bounds = Bounds {
-            limits: &self.limits,
-            metrics: &self.metrics,
+            limits: &self.upstream.limits,
+            metrics: &self.upstream.metrics,
             upstream,
             what: "the call",
         };
@@ -340,7 +332,7 @@ impl UpstreamCall {
             let first = answer(&upstream, rx, closed.clone(), &route).await;
             keep.answered = true;
             let outcome = if first.is_ok() { "ok" } else { "error" };
-            let timing = (resend.metrics.upstream_call_duration)
+            let timing = (resend.upstream.metrics.upstream_call_duration)
                 .with_label_values(&[upstream.as_str(), outcome]);
             Metrics::observe(&timing, sent.elapsed());
             match (first, task) {
@@ -393,30 +385,28 @@ fn traced(
         })
 }
 
-impl Upstream {
-    /// The span of one call sent upstream, a child of the job's span (the current one), when
-    /// traces are on: the `CLIENT` span of OpenTelemetry's MCP conventions for its
-    /// `tools/call` (the tap opens none for it), whose context the tool server gets. It ends
-    /// when the outcome is known, or when the job stops waiting for it (cancelled, timed out).
-    fn call_span(&self, tool: &str) -> Span {
-        traces::span(|| {
-            let transport = request_spans::network_transport(self.inner.config.transport);
-            tracing::info_span!(
-                "upstream_call",
-                otel.name = format!("tools/call {tool}"),
-                otel.kind = "client",
-                upstream = self.name(),
-                mcp.method.name = "tools/call",
-                jsonrpc.request.id = tracing::field::Empty,
-                mcp.protocol.version = self.protocol(),
-                gen_ai.tool.name = tool,
-                gen_ai.operation.name = "execute_tool",
-                network.transport = transport,
-                error.type = tracing::field::Empty,
-                rpc.response.status_code = tracing::field::Empty,
-            )
-        })
-    }
+/// The span of one call sent upstream, a child of the job's span (the current one), when
+/// traces are on: the `CLIENT` span of OpenTelemetry's MCP conventions for its
+/// `tools/call` (the tap opens none for it), whose context the tool server gets. It ends
+/// when the outcome is known, or when the job stops waiting for it (cancelled, timed out).
+fn call_span(upstream: &Shared, tool: &str) -> Span {
+    traces::span(|| {
+        let transport = request_spans::network_transport(upstream.config.transport);
+        tracing::info_span!(
+            "upstream_call",
+            otel.name = format!("tools/call {tool}"),
+            otel.kind = "client",
+            upstream = upstream.name(),
+            mcp.method.name = "tools/call",
+            jsonrpc.request.id = tracing::field::Empty,
+            mcp.protocol.version = upstream.protocol(),
+            gen_ai.tool.name = tool,
+            gen_ai.operation.name = "execute_tool",
+            network.transport = transport,
+            error.type = tracing::field::Empty,
+            rpc.response.status_code = tracing::field::Empty,
+        )
+    })
 }
 
 /// The upstream's answer to the request, or how the call ended without one.
@@ -473,12 +463,12 @@ impl CallCanceller {
             tracing::debug!(error = %e, "cancel did not reach the upstream (connection gone)");
         }
         // The call became a task upstream: cancelling the request no longer stops it.
-        if let Some((id, metrics, upstream)) = &self.task
+        if let Some((id, upstream)) = &self.task
             && let Some(id) = id.get()
         {
             // On the connection of the moment: the task may have outlived the first one.
             let peer = upstream.live_peer().unwrap_or_else(|| self.peer.clone());
-            task_call::cancel(&peer, metrics, id).await;
+            task_call::cancel(&peer, &upstream.metrics, id).await;
         }
     }
 

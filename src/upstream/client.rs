@@ -17,7 +17,7 @@ use rmcp::{
 };
 use tokio::sync::{Notify, broadcast};
 
-use super::{ResourceUpdated, tap::CallRoutes};
+use super::{shared::ResourceUpdated, tap::CallRoutes};
 
 /// Progress and log notifications never get here in time to matter (the transport tap routes
 /// them first); this handler watches for changed lists and updated resources, and passes an

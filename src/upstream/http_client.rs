@@ -27,7 +27,7 @@ use rmcp::{
 use rustls::pki_types::CertificateDer;
 use sse_stream::Sse;
 
-use super::{oversize::Oversize, session_seen::SessionSeen, stream_resume::EventIds};
+use super::{event_ids::EventIds, oversize::Oversize, session_seen::SessionSeen};
 use crate::rmcp_ext::{envelope::Envelope, task_support::TaskSupportMap};
 
 /// Room for an SSE event's framing (`event:`, `id:`, `data: ` and line ends) above the limit.

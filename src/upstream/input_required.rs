@@ -18,7 +18,7 @@ use rmcp::model::{
     InputResponses, ReadResourceRequestParams, ReadResourceResponse,
 };
 
-use super::{Upstream, UpstreamLimits, requests::RequestError, tap::CallSink};
+use super::{shared::UpstreamLimits, tap::CallSink};
 use crate::{metrics::Metrics, model::FailureReason};
 
 /// The first pause before retrying a round that carries only `requestState` (the upstream
@@ -100,7 +100,7 @@ where
 /// The bounds of one `input_required` answer (`round` counts from 1): the message that says
 /// which was passed, after counting the hit. `round` 0 checks only the answer itself (its
 /// requests and state), for rounds the bridge does not drive.
-fn check_round(
+pub(super) fn check_round(
     bounds: &Bounds<'_>,
     round: usize,
     asked: &InputRequiredResult,
@@ -242,61 +242,5 @@ impl MaybeAsked for ReadResourceResponse {
     }
     fn asked(asked: InputRequiredResult) -> Self {
         ReadResourceResponse::InputRequired(asked)
-    }
-}
-
-impl Upstream {
-    /// Send `params` with `send`, and deal with `input_required` answers as `asking` says.
-    pub(super) async fn with_rounds<P, R, Fut>(
-        &self,
-        method: &'static str,
-        asking: Asking,
-        mut params: P,
-        send: impl Fn(P) -> Fut,
-    ) -> Result<R, RequestError>
-    where
-        P: Retry,
-        R: MaybeAsked,
-        Fut: Future<Output = Result<R, RequestError>>,
-    {
-        let what = format!("a {method}");
-        let bounds = Bounds {
-            limits: &self.inner.limits,
-            metrics: &self.inner.metrics,
-            upstream: self.name(),
-            what: &what,
-        };
-        let refused = |message: String| RequestError::Input {
-            name: self.name().to_string(),
-            method,
-            message,
-        };
-        let sink = match asking {
-            Asking::PassOn => {
-                return match send(params).await?.split() {
-                    Round::Done(done) => Ok(done),
-                    Round::Asked(asked) => {
-                        check_round(&bounds, 0, &asked).map_err(refused)?;
-                        Ok(R::asked(asked))
-                    }
-                };
-            }
-            Asking::Answer(sink) => sink,
-        };
-        let asked = match send(params.clone()).await?.split() {
-            Round::Done(done) => return Ok(done),
-            Round::Asked(asked) => asked,
-        };
-        let send = &send;
-        let again = |responses, state| {
-            params.retry(responses, state);
-            let params = params.clone();
-            async move { send(params).await.map(R::split) }
-        };
-        match drive(bounds, &sink, asked, again).await {
-            Ok(done) => Ok(done),
-            Err(Stop::Stopped { message, .. }) => Err(refused(message)),
-            Err(Stop::Failed(e)) => Err(e),
-        }
     }
 }

@@ -7,12 +7,13 @@ use std::{sync::Arc, time::Duration};
 use futures::{FutureExt, future::BoxFuture};
 
 use super::{
-    Upstream, UpstreamError,
+    UpstreamError,
     call_outcome::CallOutcome,
     session_poller::SessionPoller,
+    shared::Shared,
     stream_resume,
     tap::CallSink,
-    task_call::{self, TaskLine, TaskResume},
+    task_call::{self, TaskCall, TaskLine, TaskResume},
 };
 use crate::{config::TransportKind, metrics::Metrics, model::Reattach};
 
@@ -63,63 +64,61 @@ impl AdoptedCanceller {
 /// How long a cancel of an adopted call may take.
 const CANCEL_WITHIN: Duration = Duration::from_secs(30);
 
-impl Upstream {
-    /// Carry on the call `record` names (made by another replica, on this upstream), its
-    /// reports going to `sink`, from where its job stood (`resume`: a task's steps).
-    pub fn reattach(
-        &self,
-        record: &Reattach,
-        resume: TaskResume,
-        sink: Arc<dyn CallSink>,
-    ) -> Result<AdoptedCall, UpstreamError> {
-        if self.inner.config.transport != TransportKind::Http {
-            return Err(UpstreamError::NotReattachable {
-                why: format!("upstream {} is not a Streamable HTTP one", self.name()),
-            });
-        }
-        let poller = Arc::new(SessionPoller::new(
-            &self.inner.config,
-            record,
-            self.inner.limits.max_result_bytes,
-        )?);
-        let metrics = self.inner.metrics.clone();
-        if let Some(cursor) = &record.stream {
-            let tasks = self.inner.limits.tasks;
-            let bounds = (
-                Duration::from_secs(tasks.resume_within_secs),
-                tasks.max_event_id_bytes,
-            );
-            let outcome = stream_resume::follow_stream(
-                self.name().to_string(),
-                poller.clone(),
-                cursor.clone(),
-                sink,
-                bounds,
-            )
-            .boxed();
-            let target = Target::Request(cursor.request_id.clone());
-            return Ok(AdoptedCall {
-                outcome,
-                canceller: AdoptedCanceller {
-                    poller,
-                    target,
-                    metrics,
-                },
-            });
-        }
-        let canceller = AdoptedCanceller {
-            poller: poller.clone(),
-            target: Target::Task(record.task_id.clone()),
-            metrics,
-        };
-        let call = self.task_call(sink, TaskLine::Session(poller));
-        let outcome = task_call::follow_adopted(
-            self.name().to_string(),
-            record.task_id.clone(),
-            call,
-            resume,
+/// Carry on the call `record` names (made by another replica, on this upstream), its
+/// reports going to `sink`, from where its job stood (`resume`: a task's steps).
+pub(super) fn reattach(
+    upstream: &Arc<Shared>,
+    record: &Reattach,
+    resume: TaskResume,
+    sink: Arc<dyn CallSink>,
+) -> Result<AdoptedCall, UpstreamError> {
+    if upstream.config.transport != TransportKind::Http {
+        return Err(UpstreamError::NotReattachable {
+            why: format!("upstream {} is not a Streamable HTTP one", upstream.name()),
+        });
+    }
+    let poller = Arc::new(SessionPoller::new(
+        &upstream.config,
+        record,
+        upstream.limits.max_result_bytes,
+    )?);
+    let metrics = upstream.metrics.clone();
+    if let Some(cursor) = &record.stream {
+        let tasks = upstream.limits.tasks;
+        let bounds = (
+            Duration::from_secs(tasks.resume_within_secs),
+            tasks.max_event_id_bytes,
+        );
+        let outcome = stream_resume::follow_stream(
+            upstream.name().to_string(),
+            poller.clone(),
+            cursor.clone(),
+            sink,
+            bounds,
         )
         .boxed();
-        Ok(AdoptedCall { outcome, canceller })
+        let target = Target::Request(cursor.request_id.clone());
+        return Ok(AdoptedCall {
+            outcome,
+            canceller: AdoptedCanceller {
+                poller,
+                target,
+                metrics,
+            },
+        });
     }
+    let canceller = AdoptedCanceller {
+        poller: poller.clone(),
+        target: Target::Task(record.task_id.clone()),
+        metrics,
+    };
+    let call = TaskCall::new(upstream, sink, TaskLine::Session(poller));
+    let outcome = task_call::follow_adopted(
+        upstream.name().to_string(),
+        record.task_id.clone(),
+        call,
+        resume,
+    )
+    .boxed();
+    Ok(AdoptedCall { outcome, canceller })
 }

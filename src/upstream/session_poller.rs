@@ -24,9 +24,22 @@ use super::{
     call_outcome::CallOutcome,
     http_client::{SESSION_HEADER, SSE_FRAMING, bounded_bytes, same_origin_redirects},
     session_seen::PROTOCOL_HEADER,
-    stream_resume::{Resume, ResumedEvent},
 };
 use crate::{config::UpstreamConfig, model::FailureReason, model::Reattach};
+
+/// Why a resuming `GET` gave no stream.
+pub(super) enum Resume {
+    /// The upstream refused it for good (404: session gone; 400, 405: no resumption).
+    Gone(u16),
+    /// It may work on the next try (connection refused, 5xx).
+    Broken(String),
+}
+
+/// One SSE event of a resumed stream, as read.
+pub(super) struct ResumedEvent {
+    pub id: Option<String>,
+    pub data: Option<String>,
+}
 
 /// One upstream session's task requests.
 pub(super) struct SessionPoller {

@@ -3,7 +3,7 @@
 use std::{collections::HashMap, sync::Arc, time::Duration};
 
 use rmcp::{
-    RoleClient, ServiceExt,
+    Peer, RoleClient, ServiceExt,
     model::{ClientRequest, PingRequest, ProtocolVersion},
     service::{ClientInitializeError, ClientLifecycleMode, ClientServiceExt, RunningService},
     transport::{
@@ -15,15 +15,17 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::{
-    Live, SessionError, Upstream, UpstreamState,
     client::UpstreamClient,
+    error::{self, SessionError},
+    event_ids::EventIds,
     http_client::BoundedHttp,
     line_cap::{self, LineCap},
-    offer::list_bounded,
+    listing::{self, HANDSHAKE_TIMEOUT},
     oversize::Oversize,
+    requests,
     session_seen::SessionSeen,
+    shared::{Live, Shared, UpstreamState},
     stdio,
-    stream_resume::EventIds,
     tap::Tap,
 };
 use crate::{
@@ -40,8 +42,6 @@ const RECONNECT: Backoff = Backoff {
 };
 /// A connection that stayed up this long resets the backoff.
 const STABLE_AFTER: Duration = Duration::from_secs(60);
-/// Time allowed for the MCP handshake and for listing tools.
-pub(super) const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(30);
 /// Calls in flight on one HTTP upstream connection at once.
 const HTTP_MAX_CONCURRENT: usize = 4096;
 /// How long a stdio child may take to exit after its stdin closes at shutdown.
@@ -57,292 +57,278 @@ struct Session {
     seen: Option<SessionSeen>,
 }
 
-impl Upstream {
-    pub(super) async fn supervise(self, shutdown: CancellationToken) {
-        let mut pauses = RECONNECT.pauses();
-        let mut first = true;
-        loop {
-            if shutdown.is_cancelled() {
-                break;
+pub(super) async fn supervise(upstream: Arc<Shared>, shutdown: CancellationToken) {
+    let upstream = &*upstream;
+    let mut pauses = RECONNECT.pauses();
+    let mut first = true;
+    loop {
+        if shutdown.is_cancelled() {
+            break;
+        }
+        upstream.set_state(UpstreamState::Connecting);
+        let connected = tokio::select! {
+            session = connect(upstream) => session,
+            _ = shutdown.cancelled() => break,
+        };
+        match connected {
+            Ok(session) => {
+                if !first {
+                    upstream.details().restarts += 1;
+                    upstream
+                        .metrics
+                        .upstream_restarts
+                        .with_label_values(&[upstream.name()])
+                        .inc();
+                }
+                let started = tokio::time::Instant::now();
+                let ended = run(upstream, session, &shutdown).await;
+                if shutdown.is_cancelled() {
+                    break;
+                }
+                tracing::warn!(upstream = %upstream.name(), reason = %ended, "upstream connection ended; reconnecting");
+                upstream.details().last_error = Some(Arc::new(SessionError::Ended(ended)));
+                if started.elapsed() >= STABLE_AFTER {
+                    pauses.reset();
+                }
             }
-            self.set_state(UpstreamState::Connecting);
-            let connected = tokio::select! {
-                session = self.connect() => session,
-                _ = shutdown.cancelled() => break,
+            Err(error) => {
+                tracing::warn!(upstream = %upstream.name(), %error, "upstream is down");
+                upstream.details().last_error = Some(Arc::new(error));
+            }
+        }
+        first = false;
+        upstream.set_state(UpstreamState::Down);
+        tokio::select! {
+            _ = tokio::time::sleep(pauses.next_pause()) => {}
+            _ = shutdown.cancelled() => break,
+        }
+    }
+    upstream.set_state(UpstreamState::Stopped);
+}
+
+async fn connect(upstream: &Shared) -> Result<Session, SessionError> {
+    match upstream.config.transport {
+        TransportKind::Stdio => connect_stdio(upstream).await,
+        TransportKind::Http => connect_http(upstream).await,
+    }
+}
+
+/// What this upstream's connections do with a message over `limits.max_result_bytes`.
+fn oversize(upstream: &Shared) -> Oversize {
+    Oversize::new(
+        upstream.name(),
+        upstream.limits.max_result_bytes,
+        upstream.routes.clone(),
+        upstream.metrics.clone(),
+    )
+}
+
+/// What this upstream's HTTP connections note of their call streams' event ids.
+fn event_ids(upstream: &Shared) -> EventIds {
+    EventIds {
+        max: upstream.limits.tasks.max_event_id_bytes,
+        metrics: upstream.metrics.clone(),
+        seen: upstream.resumable.clone(),
+    }
+}
+
+fn handler(upstream: &Shared) -> UpstreamClient {
+    UpstreamClient {
+        routes: upstream.routes.clone(),
+        upstream: upstream.name().to_string(),
+        tools_changed: upstream.tools_changed.clone(),
+        resources_changed: upstream.resources_changed.clone(),
+        prompts_changed: upstream.prompts_changed.clone(),
+        resource_updates: upstream.signals.resource_updates.clone(),
+    }
+}
+
+/// The MCP lifecycle on `transport` the upstream's `protocol` says: `initialize`,
+/// `server/discover` at 2026-07-28, or (`auto`) the probe: rmcp's `Auto` lifecycle sends
+/// `server/discover` and, when the upstream answers it with a JSON-RPC error that is not a
+/// 2026-07-28 rejection (a handshake-only server says -32601 method not found, the Python
+/// SDK 1.x -32602) or gives no answer within 10 s (rmcp's bound, not configurable), does
+/// `initialize` on the same connection, so a stdio child is not started twice. The whole
+/// start stays under [`HANDSHAKE_TIMEOUT`]. Which revision it got is in the peer's info
+/// (logged when the upstream is ready, shown on `/upstreams`).
+async fn start<T>(
+    upstream: &Shared,
+    transport: T,
+) -> Result<RunningService<RoleClient, UpstreamClient>, ClientInitializeError>
+where
+    T: rmcp::transport::Transport<RoleClient> + 'static,
+{
+    match upstream.config.protocol {
+        UpstreamProtocol::Handshake => handler(upstream).serve(transport).await,
+        UpstreamProtocol::V2026_07_28 => {
+            let lifecycle = ClientLifecycleMode::Discover {
+                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
             };
-            match connected {
-                Ok(session) => {
-                    if !first {
-                        self.details().restarts += 1;
-                        self.inner
-                            .metrics
-                            .upstream_restarts
-                            .with_label_values(&[self.name()])
-                            .inc();
-                    }
-                    let started = tokio::time::Instant::now();
-                    let ended = self.run(session, &shutdown).await;
-                    if shutdown.is_cancelled() {
-                        break;
-                    }
-                    tracing::warn!(upstream = %self.name(), reason = %ended, "upstream connection ended; reconnecting");
-                    self.details().last_error = Some(Arc::new(SessionError::Ended(ended)));
-                    if started.elapsed() >= STABLE_AFTER {
-                        pauses.reset();
-                    }
-                }
-                Err(error) => {
-                    tracing::warn!(upstream = %self.name(), %error, "upstream is down");
-                    self.details().last_error = Some(Arc::new(error));
-                }
-            }
-            first = false;
-            self.set_state(UpstreamState::Down);
-            tokio::select! {
-                _ = tokio::time::sleep(pauses.next_pause()) => {}
-                _ = shutdown.cancelled() => break,
-            }
+            handler(upstream)
+                .serve_with_lifecycle(transport, lifecycle)
+                .await
         }
-        self.set_state(UpstreamState::Stopped);
-    }
-
-    async fn connect(&self) -> Result<Session, SessionError> {
-        match self.inner.config.transport {
-            TransportKind::Stdio => self.connect_stdio().await,
-            TransportKind::Http => self.connect_http().await,
+        UpstreamProtocol::Auto => {
+            // `legacy_version: None`: the fallback `initialize` offers what `handshake` does.
+            let lifecycle = ClientLifecycleMode::Auto {
+                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+                legacy_version: None,
+            };
+            handler(upstream)
+                .serve_with_lifecycle(transport, lifecycle)
+                .await
         }
     }
+}
 
-    /// What this upstream's connections do with a message over `limits.max_result_bytes`.
-    fn oversize(&self) -> Oversize {
-        Oversize::new(
-            self.name(),
-            self.inner.limits.max_result_bytes,
-            self.inner.routes.clone(),
-            self.inner.metrics.clone(),
-        )
-    }
-
-    /// What this upstream's HTTP connections note of their call streams' event ids.
-    fn event_ids(&self) -> EventIds {
-        EventIds {
-            max: self.inner.limits.tasks.max_event_id_bytes,
-            metrics: self.inner.metrics.clone(),
-            seen: self.inner.resumable.clone(),
-        }
-    }
-
-    fn handler(&self) -> UpstreamClient {
-        UpstreamClient {
-            routes: self.inner.routes.clone(),
-            upstream: self.name().to_string(),
-            tools_changed: self.inner.tools_changed.clone(),
-            resources_changed: self.inner.resources_changed.clone(),
-            prompts_changed: self.inner.prompts_changed.clone(),
-            resource_updates: self.inner.signals.resource_updates.clone(),
-        }
-    }
-
-    /// The MCP lifecycle on `transport` the upstream's `protocol` says: `initialize`,
-    /// `server/discover` at 2026-07-28, or (`auto`) the probe: rmcp's `Auto` lifecycle sends
-    /// `server/discover` and, when the upstream answers it with a JSON-RPC error that is not a
-    /// 2026-07-28 rejection (a handshake-only server says -32601 method not found, the Python
-    /// SDK 1.x -32602) or gives no answer within 10 s (rmcp's bound, not configurable), does
-    /// `initialize` on the same connection, so a stdio child is not started twice. The whole
-    /// start stays under [`HANDSHAKE_TIMEOUT`]. Which revision it got is in the peer's info
-    /// (logged when the upstream is ready, shown on `/upstreams`).
-    async fn start<T>(
-        &self,
-        transport: T,
-    ) -> Result<RunningService<RoleClient, UpstreamClient>, ClientInitializeError>
-    where
-        T: rmcp::transport::Transport<RoleClient> + 'static,
-    {
-        match self.inner.config.protocol {
-            UpstreamProtocol::Handshake => self.handler().serve(transport).await,
-            UpstreamProtocol::V2026_07_28 => {
-                let lifecycle = ClientLifecycleMode::Discover {
-                    preferred_versions: vec![ProtocolVersion::V_2026_07_28],
-                };
-                self.handler()
-                    .serve_with_lifecycle(transport, lifecycle)
-                    .await
-            }
-            UpstreamProtocol::Auto => {
-                // `legacy_version: None`: the fallback `initialize` offers what `handshake` does.
-                let lifecycle = ClientLifecycleMode::Auto {
-                    preferred_versions: vec![ProtocolVersion::V_2026_07_28],
-                    legacy_version: None,
-                };
-                self.handler()
-                    .serve_with_lifecycle(transport, lifecycle)
-                    .await
-            }
-        }
-    }
-
-    /// Start the child and do the MCP handshake on its stdin/stdout; a child that fails the
-    /// handshake is stopped at once, and its exit status goes into the error.
-    async fn connect_stdio(&self) -> Result<Session, SessionError> {
-        let child =
-            stdio::spawn(&self.inner.config, &self.inner.tasks).map_err(SessionError::Spawn)?;
-        let oversize = self.oversize();
-        let line_cap = line_cap::rmcp_line_cap(oversize.limit());
-        let stdout =
-            LineCap::with_task_support(child.stdout, oversize, self.inner.task_support.clone());
-        let transport = Tap::new(
-            AsyncRwTransport::new_client(stdout, child.stdin).with_max_line_length(line_cap),
-            self.inner.routes.clone(),
-        );
-        let mut exited = child.exited;
-        match tokio::time::timeout(HANDSHAKE_TIMEOUT, self.start(transport)).await {
-            Ok(Ok(client)) => Ok(Session {
-                client,
-                child: Some((child.pid, exited)),
-                seen: None,
-            }),
-            failed => {
-                stdio::stop(child.pid, &mut exited, Duration::ZERO).await;
-                let status = exited.borrow().clone().unwrap_or_default();
-                Err(match failed {
-                    Ok(Err(e)) => SessionError::Initialize {
-                        status,
-                        source: Box::new(e),
-                    },
-                    _ => SessionError::InitializeTimeout(HANDSHAKE_TIMEOUT),
-                })
-            }
-        }
-    }
-
-    /// Connect to a Streamable HTTP upstream with its configured headers.
-    async fn connect_http(&self) -> Result<Session, SessionError> {
-        let config = &self.inner.config;
-        let url = config.url.clone().unwrap_or_default();
-        let headers: HashMap<http::HeaderName, http::HeaderValue> = config
-            .headers
-            .iter()
-            .filter_map(|(k, v)| Some((k.parse().ok()?, v.parse().ok()?)))
-            .collect();
-        let transport_config = StreamableHttpClientTransportConfig::with_uri(url.clone())
-            .custom_headers(headers)
-            .reinit_on_expired_session(true)
-            .max_concurrent_requests(HTTP_MAX_CONCURRENT);
-        // Read at each connection: a renewed CA file is picked up on the next reconnect.
-        let extra_roots = match &config.ca_file {
-            Some(path) => crate::tls::read_ca_file(path).map_err(SessionError::CaFile)?,
-            None => Vec::new(),
-        };
-        let seen = SessionSeen::default();
-        let (client, transport_config) = BoundedHttp::new(
-            self.oversize(),
-            self.inner.task_support.clone(),
-            (seen.clone(), self.event_ids()),
-            extra_roots,
-            transport_config,
-        )
-        .map_err(SessionError::HttpClient)?;
-        let transport = Tap::new(
-            StreamableHttpClientTransport::with_client(client, transport_config),
-            self.inner.routes.clone(),
-        );
-        match tokio::time::timeout(HANDSHAKE_TIMEOUT, self.start(transport)).await {
-            Ok(Ok(client)) => Ok(Session {
-                client,
-                child: None,
-                seen: Some(seen),
-            }),
-            Ok(Err(e)) => Err(SessionError::Connect {
-                url: redact::url(&url),
-                detail: redact::text(&super::error::initialize_detail(&e)).into_owned(),
-                source: Box::new(e),
-            }),
-            Err(_) => Err(SessionError::ConnectTimeout {
-                url: redact::url(&url),
-                timeout: HANDSHAKE_TIMEOUT,
-            }),
-        }
-    }
-
-    /// Serve one connected session until it ends or the bridge shuts down; returns why it
-    /// ended.
-    async fn run(&self, session: Session, shutdown: &CancellationToken) -> String {
-        let Session {
+/// Start the child and do the MCP handshake on its stdin/stdout; a child that fails the
+/// handshake is stopped at once, and its exit status goes into the error.
+async fn connect_stdio(upstream: &Shared) -> Result<Session, SessionError> {
+    let child = stdio::spawn(&upstream.config, &upstream.tasks).map_err(SessionError::Spawn)?;
+    let oversize = oversize(upstream);
+    let line_cap = line_cap::rmcp_line_cap(oversize.limit());
+    let stdout = LineCap::with_task_support(child.stdout, oversize, upstream.task_support.clone());
+    let transport = Tap::new(
+        AsyncRwTransport::new_client(stdout, child.stdin).with_max_line_length(line_cap),
+        upstream.routes.clone(),
+    );
+    let mut exited = child.exited;
+    match tokio::time::timeout(HANDSHAKE_TIMEOUT, start(upstream, transport)).await {
+        Ok(Ok(client)) => Ok(Session {
             client,
-            child,
-            seen,
-        } = session;
-        let (closed_tx, closed) = watch::channel(None);
-        let stop_on_shutdown = client.cancellation_token();
-        let stop_on_failed_check = client.cancellation_token();
-        let peer = client.peer().clone();
-        self.set_live(Some(Live {
-            peer: peer.clone(),
-            closed,
-            seen,
-        }));
-        self.learn_capabilities(&peer);
-        self.refresh_tools().await;
-        self.refresh_resources().await;
-        self.refresh_prompts().await;
-        self.resubscribe().await;
-        self.details().last_error = None;
-        self.set_state(UpstreamState::Ready);
-        tracing::info!(upstream = %self.name(), tools = self.tools().len(),
-            protocol = %self.protocol().unwrap_or_default(),
-            configured = self.inner.config.protocol.as_str(), "upstream ready");
-
-        // An HTTP upstream that goes away does not end the session by itself (the client keeps
-        // retrying its streams), so it is pinged; a stdio child's exit ends it at once.
-        let check_every = self.health_check_interval();
-        let mut next_check = check_every.map(|every| tokio::time::Instant::now() + every);
-        // The client's service loop runs on a task rmcp spawned; this awaits its end.
-        let waiting = client.waiting();
-        tokio::pin!(waiting);
-        let reason = loop {
-            tokio::select! {
-                _ = &mut waiting => break None,
-                _ = self.inner.tools_changed.notified() => self.refresh_tools().await,
-                _ = self.inner.resources_changed.notified() => self.refresh_resources().await,
-                _ = self.inner.prompts_changed.notified() => self.refresh_prompts().await,
-                _ = sleep_until(next_check), if next_check.is_some() => {
-                    if let Err(error) = ping(&peer).await {
-                        self.set_live(None);
-                        stop_on_failed_check.cancel();
-                        let _ = (&mut waiting).await;
-                        break Some(format!("health check failed: {error}"));
-                    }
-                    next_check = check_every.map(|every| tokio::time::Instant::now() + every);
-                }
-                _ = shutdown.cancelled() => {
-                    self.set_live(None);
-                    stop_on_shutdown.cancel();
-                    let _ = (&mut waiting).await;
-                    break Some("stopped: the bridge is shutting down".to_string());
-                }
-            }
-        };
-        self.set_live(None);
-        let reason = stop_child(child, reason).await;
-        let _ = closed_tx.send(Some(reason.clone()));
-        reason
-    }
-
-    async fn refresh_tools(&self) {
-        let Some(live) = self.live() else { return };
-        let peer = live.peer.clone();
-        let tools = list_bounded(self.inner.limits.max_list_items, |p| {
-            let peer = peer.clone();
-            async move {
-                let r = peer.list_tools(p).await?;
-                Ok((r.tools, r.next_cursor))
-            }
-        });
-        if let Some(tools) = self.listed("tools", tools).await {
-            self.details().tools = Arc::new(tools);
-            self.catalog_changed();
+            child: Some((child.pid, exited)),
+            seen: None,
+        }),
+        failed => {
+            stdio::stop(child.pid, &mut exited, Duration::ZERO).await;
+            let status = exited.borrow().clone().unwrap_or_default();
+            Err(match failed {
+                Ok(Err(e)) => SessionError::Initialize {
+                    status,
+                    source: Box::new(e),
+                },
+                _ => SessionError::InitializeTimeout(HANDSHAKE_TIMEOUT),
+            })
         }
     }
+}
+
+/// Connect to a Streamable HTTP upstream with its configured headers.
+async fn connect_http(upstream: &Shared) -> Result<Session, SessionError> {
+    let config = &upstream.config;
+    let url = config.url.clone().unwrap_or_default();
+    let headers: HashMap<http::HeaderName, http::HeaderValue> = config
+        .headers
+        .iter()
+        .filter_map(|(k, v)| Some((k.parse().ok()?, v.parse().ok()?)))
+        .collect();
+    let transport_config = StreamableHttpClientTransportConfig::with_uri(url.clone())
+        .custom_headers(headers)
+        .reinit_on_expired_session(true)
+        .max_concurrent_requests(HTTP_MAX_CONCURRENT);
+    // Read at each connection: a renewed CA file is picked up on the next reconnect.
+    let extra_roots = match &config.ca_file {
+        Some(path) => crate::tls::read_ca_file(path).map_err(SessionError::CaFile)?,
+        None => Vec::new(),
+    };
+    let seen = SessionSeen::default();
+    let (client, transport_config) = BoundedHttp::new(
+        oversize(upstream),
+        upstream.task_support.clone(),
+        (seen.clone(), event_ids(upstream)),
+        extra_roots,
+        transport_config,
+    )
+    .map_err(SessionError::HttpClient)?;
+    let transport = Tap::new(
+        StreamableHttpClientTransport::with_client(client, transport_config),
+        upstream.routes.clone(),
+    );
+    match tokio::time::timeout(HANDSHAKE_TIMEOUT, start(upstream, transport)).await {
+        Ok(Ok(client)) => Ok(Session {
+            client,
+            child: None,
+            seen: Some(seen),
+        }),
+        Ok(Err(e)) => Err(SessionError::Connect {
+            url: redact::url(&url),
+            detail: redact::text(&error::initialize_detail(&e)).into_owned(),
+            source: Box::new(e),
+        }),
+        Err(_) => Err(SessionError::ConnectTimeout {
+            url: redact::url(&url),
+            timeout: HANDSHAKE_TIMEOUT,
+        }),
+    }
+}
+
+/// Serve one connected session until it ends or the bridge shuts down; returns why it
+/// ended.
+async fn run(upstream: &Shared, session: Session, shutdown: &CancellationToken) -> String {
+    let Session {
+        client,
+        child,
+        seen,
+    } = session;
+    let (closed_tx, closed) = watch::channel(None);
+    let stop_on_shutdown = client.cancellation_token();
+    let stop_on_failed_check = client.cancellation_token();
+    let peer = client.peer().clone();
+    upstream.set_live(Some(Live {
+        peer: peer.clone(),
+        closed,
+        seen,
+    }));
+    came_up(upstream, &peer).await;
+
+    // An HTTP upstream that goes away does not end the session by itself (the client keeps
+    // retrying its streams), so it is pinged; a stdio child's exit ends it at once.
+    let check_every = health_check_interval(upstream);
+    let mut next_check = check_every.map(|every| tokio::time::Instant::now() + every);
+    // The client's service loop runs on a task rmcp spawned; this awaits its end.
+    let waiting = client.waiting();
+    tokio::pin!(waiting);
+    let reason = loop {
+        tokio::select! {
+            _ = &mut waiting => break None,
+            _ = upstream.tools_changed.notified() => listing::refresh_tools(upstream).await,
+            _ = upstream.resources_changed.notified() => listing::refresh_resources(upstream).await,
+            _ = upstream.prompts_changed.notified() => listing::refresh_prompts(upstream).await,
+            _ = sleep_until(next_check), if next_check.is_some() => {
+                if let Err(error) = ping(&peer).await {
+                    upstream.set_live(None);
+                    stop_on_failed_check.cancel();
+                    let _ = (&mut waiting).await;
+                    break Some(format!("health check failed: {error}"));
+                }
+                next_check = check_every.map(|every| tokio::time::Instant::now() + every);
+            }
+            _ = shutdown.cancelled() => {
+                upstream.set_live(None);
+                stop_on_shutdown.cancel();
+                let _ = (&mut waiting).await;
+                break Some("stopped: the bridge is shutting down".to_string());
+            }
+        }
+    };
+    upstream.set_live(None);
+    let reason = stop_child(child, reason).await;
+    let _ = closed_tx.send(Some(reason.clone()));
+    reason
+}
+
+/// A new session is up: learn what it offers, renew the subscriptions, show it ready.
+async fn came_up(upstream: &Shared, peer: &Peer<RoleClient>) {
+    listing::learn_capabilities(upstream, peer);
+    listing::refresh_tools(upstream).await;
+    listing::refresh_resources(upstream).await;
+    listing::refresh_prompts(upstream).await;
+    requests::resubscribe(upstream).await;
+    upstream.details().last_error = None;
+    upstream.set_state(UpstreamState::Ready);
+    tracing::info!(upstream = %upstream.name(), tools = upstream.tools().len(),
+        protocol = %upstream.protocol().unwrap_or_default(),
+        configured = upstream.config.protocol.as_str(), "upstream ready");
 }
 
 /// Stop a stdio child (if any) after its session ended, and say why the session ended:
@@ -385,13 +371,12 @@ async fn ping(peer: &rmcp::Peer<RoleClient>) -> Result<(), String> {
     }
 }
 
-impl Upstream {
-    fn health_check_interval(&self) -> Option<Duration> {
-        let config = &self.inner.config;
-        match config.transport {
-            TransportKind::Http => (config.health_check_secs > 0)
-                .then(|| Duration::from_secs(config.health_check_secs)),
-            TransportKind::Stdio => None,
+fn health_check_interval(upstream: &Shared) -> Option<Duration> {
+    let config = &upstream.config;
+    match config.transport {
+        TransportKind::Http => {
+            (config.health_check_secs > 0).then(|| Duration::from_secs(config.health_check_secs))
         }
+        TransportKind::Stdio => None,
     }
 }

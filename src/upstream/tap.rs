@@ -558,8 +558,7 @@ where
                 #[allow(deprecated)]
                 match &n.notification {
                     ServerNotification::ProgressNotification(p) => {
-                        self.routes
-                            .progress(&super::stream_resume::with_event_id(p));
+                        self.routes.progress(&super::event_ids::with_event_id(p));
                         // Delivered: rmcp has nothing left to do with it (the bridge's client
                         // handler ignores progress and no request sets a progress timeout),
                         // and handing it on would cost a spawned task per notification.

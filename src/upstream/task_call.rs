@@ -29,14 +29,14 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 
 use super::{
-    Upstream,
     call_outcome::{CallOutcome, tool_result},
     session_poller::SessionPoller,
     session_seen::SessionSeen,
+    shared::Shared,
     tap::{CallRoutes, CallSink, cut},
 };
 use crate::{
-    config::UpstreamTasksConfig,
+    config::{TransportKind, UpstreamTasksConfig},
     metrics::Metrics,
     model::{FailureReason, Reattach},
 };
@@ -47,7 +47,7 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 /// What a task call needs besides the first answer.
 pub(super) struct TaskCall {
     /// The upstream: each request goes to its connection of the moment.
-    pub upstream: Upstream,
+    pub upstream: Arc<Shared>,
     pub sink: Arc<dyn CallSink>,
     /// Set once the upstream named the task: what `tasks/cancel` needs.
     pub task_id: Arc<OnceLock<String>>,
@@ -62,6 +62,28 @@ pub(super) struct TaskCall {
     pub resume: Option<Duration>,
     /// Where the task's requests go.
     pub line: TaskLine,
+}
+
+impl TaskCall {
+    /// How the bridge follows a call of `upstream` once the upstream runs it as a task.
+    pub(super) fn new(upstream: &Arc<Shared>, sink: Arc<dyn CallSink>, line: TaskLine) -> Self {
+        let bounds = upstream.limits.tasks;
+        // A Streamable HTTP upstream keeps its tasks when a connection ends; a stdio child's
+        // die with it.
+        let resume = (matches!(upstream.config.transport, TransportKind::Http)
+            && bounds.resume_within_secs > 0)
+            .then(|| Duration::from_secs(bounds.resume_within_secs));
+        TaskCall {
+            upstream: upstream.clone(),
+            sink,
+            task_id: Arc::default(),
+            metrics: upstream.metrics.clone(),
+            routes: upstream.routes.clone(),
+            bounds,
+            resume,
+            line,
+        }
+    }
 }
 
 /// Where a task's requests go.
