@@ -1,6 +1,7 @@
 //! An OTLP/HTTP trace receiver on a loopback port (POST /v1/traces, protobuf bodies decoded
 //! with the OTLP types): what a bridge process exports when `OTEL_EXPORTER_OTLP_ENDPOINT` names
-//! it, each span kept in the parts the tests compare.
+//! it. Each span is kept in the parts the tests compare, and each request whole as text, for
+//! the tests that look for what must never be exported.
 
 use std::{
     collections::HashMap,
@@ -48,6 +49,9 @@ impl Drop for OtlpReceiver {
 struct Sink {
     spans: Arc<Mutex<Vec<ReceivedSpan>>>,
     requests: Arc<Mutex<usize>>,
+    /// Every export request decoded, as debug text (span names, attributes of every type,
+    /// events, status messages, the resource).
+    texts: Arc<Mutex<Vec<String>>>,
 }
 
 impl OtlpReceiver {
@@ -82,6 +86,11 @@ impl OtlpReceiver {
     pub fn requests(&self) -> usize {
         *self.sink.requests.lock().unwrap()
     }
+
+    /// Everything received, as text.
+    pub fn text(&self) -> String {
+        self.sink.texts.lock().unwrap().join("\n")
+    }
 }
 
 /// `POST /v1/traces`: decode the protobuf body (a body that does not decode fails the test
@@ -91,6 +100,7 @@ async fn receive(State(sink): State<Sink>, body: Bytes) -> (http::StatusCode, Ve
     let Ok(request) = ExportTraceServiceRequest::decode(body) else {
         return (http::StatusCode::BAD_REQUEST, Vec::new());
     };
+    sink.texts.lock().unwrap().push(format!("{request:?}"));
     let mut spans = sink.spans.lock().unwrap();
     for resource_spans in request.resource_spans {
         let service_name = resource_spans.resource.and_then(|r| {
