@@ -12,13 +12,17 @@
   generates from it (hash-named, mounted by the Deployment), stop timeouts that
   leave the drain its time and the bounds after it (summed from src/app.rs's constants), the
   docs saying the same, probes on /healthz and /readyz, non-root read-only containers,
-  selectors, secret keys and variables that exist.
+  selectors, secret keys and variables that exist;
+- deploy/monitoring/ (check_monitoring): the alerts through promtool's check and unit tests,
+  the dashboard's queries through promtool's parser, and the objects' selectors.
 
 Each failure is printed with what to fix; the exit status is the number of failures (capped).
 """
 
+import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -84,6 +88,97 @@ def after_drain_secs() -> int:
     drop = secs["DROP_WAIT"]
     return (secs["JOBS_END_TIMEOUT"] + drop + secs["ANSWERS_WRITE_TIMEOUT"]
             + sum(secs[bound] + drop for bound in bounds))
+
+
+def duration_secs(duration: str) -> int:
+    """Prometheus durations such as 17m, 1h30m."""
+    total = 0
+    for value, unit in re.findall(r"(\d+)(h|m|s)", duration):
+        total += int(value) * {"h": 3600, "m": 60, "s": 1}[unit]
+    return total
+
+
+def dashboard_exprs(dashboard: dict) -> list[str]:
+    """Every query of the dashboard (panels in rows too), its variables replaced by values
+    PromQL accepts, so that promtool can parse them as it parses the alerts."""
+    exprs = []
+    def walk(panels):
+        for panel in panels:
+            walk(panel.get("panels", []))
+            for target in panel.get("targets", []):
+                expr = target["expr"].replace("$__rate_interval", "5m")
+                exprs.append(re.sub(r"\$\{?(\w+)\}?", ".*", expr))
+    walk(dashboard["panels"])
+    return exprs
+
+
+def check_monitoring(pod_labels: dict, container_ports: dict, stop_secs: int) -> None:
+    """deploy/monitoring/ (`kubectl apply -k deploy/monitoring/`, needs the Prometheus
+    Operator's CRDs): its objects render and select the bridge's pods, the alert rules pass
+    promtool's check and their unit tests (alerts.test.yaml), the dashboard is JSON whose every
+    query PromQL parses, and the drain alert waits as long as a drain may take.
+    tests/it/monitoring.rs checks that every metric named is one the bridge serves."""
+    monitoring = DEPLOY / "monitoring"
+    rendered = run(["kubectl", "kustomize", str(monitoring)])
+    check(rendered.returncode == 0, "kubectl kustomize deploy/monitoring/ renders")
+    objects = {d["kind"]: d for d in yaml.safe_load_all(rendered.stdout) if d}
+    check(set(objects) == {"Service", "ServiceMonitor", "PrometheusRule", "ConfigMap"},
+          f"deploy/monitoring/: a Service, ServiceMonitor, PrometheusRule and ConfigMap ({sorted(objects)})")
+    plain = Path(os.environ.get("TMPDIR", "/tmp")) / "mcp-progress-bridge-monitoring.yaml"
+    plain.write_text(yaml.safe_dump_all([objects["Service"], objects["ConfigMap"]]))
+    done = run([str(VENV_BIN / "kubernetes-validate"), "--strict", "--quiet", str(plain)])
+    check(done.returncode == 0, "deploy/monitoring/'s Service and ConfigMap valid (strict)")
+    service, monitor = objects["Service"], objects["ServiceMonitor"]
+    check(service["spec"]["selector"].items() <= pod_labels.items()
+          and all(p["targetPort"] in container_ports for p in service["spec"]["ports"]),
+          "the metrics Service selects the bridge's pods, on a port they name")
+    check(monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+          and {e["port"] for e in monitor["spec"]["endpoints"]} <= {p["name"] for p in service["spec"]["ports"]},
+          "the ServiceMonitor selects the metrics Service and scrapes its port")
+    check(service["metadata"]["labels"].get(monitor["spec"]["jobLabel"]) == "mcp-progress-bridge",
+          "the ServiceMonitor's job label is mcp-progress-bridge (what the alerts and dashboard select)")
+    dashboard_map = objects["ConfigMap"]
+    check(dashboard_map["metadata"]["labels"].get("grafana_dashboard") == "1",
+          "the dashboard ConfigMap carries the Grafana sidecar's label")
+
+    work = Path(os.environ.get("TMPDIR", "/tmp")) / "mcp-progress-bridge-promtool"
+    work.mkdir(exist_ok=True)
+    rule = objects["PrometheusRule"]
+    (work / "alerts.rules.yaml").write_text(yaml.safe_dump(rule["spec"], sort_keys=False))
+    (work / "alerts.test.yaml").write_text((monitoring / "alerts.test.yaml").read_text())
+    try:
+        dashboard = json.loads(dashboard_map["data"]["grafana-dashboard.json"])
+    except json.JSONDecodeError as e:
+        check(False, f"deploy/monitoring/grafana-dashboard.json is JSON: {e}")
+        return
+    panels = [p for p in dashboard["panels"] if p["type"] != "row"]
+    check(len({p["id"] for p in dashboard["panels"]}) == len(dashboard["panels"])
+          and all(p["datasource"]["uid"] == "${datasource}" for p in panels)
+          and all(p.get("targets") for p in panels),
+          f"the dashboard's {len(panels)} panels: unique ids, each with queries on the chosen data source")
+    exprs = dashboard_exprs(dashboard)
+    records = {"groups": [{"name": "dashboard", "rules": [
+        {"record": f"dashboard:query_{i}", "expr": e} for i, e in enumerate(exprs)]}]}
+    (work / "dashboard.rules.yaml").write_text(yaml.safe_dump(records, sort_keys=False))
+    promtool = shutil.which("promtool")
+    check(promtool is not None, "promtool is installed (Debian: apt-get install prometheus)")
+    if promtool:
+        done = subprocess.run(
+            [promtool, "check", "rules", "alerts.rules.yaml", "dashboard.rules.yaml"],
+            capture_output=True, text=True, cwd=work)
+        if done.returncode != 0:
+            sys.stdout.write(done.stdout + done.stderr)
+        check(done.returncode == 0, f"promtool check rules: the alerts and the dashboard's {len(exprs)} queries")
+        done = subprocess.run([promtool, "test", "rules", "alerts.test.yaml"],
+                              capture_output=True, text=True, cwd=work)
+        if done.returncode != 0:
+            sys.stdout.write(done.stdout + done.stderr)
+        check(done.returncode == 0, "promtool test rules: every alert fires on its series (alerts.test.yaml)")
+    rules = {r["alert"]: r for g in rule["spec"]["groups"] for r in g["rules"] if "alert" in r}
+    tested = set(re.findall(r"alertname: (\w+)", (monitoring / "alerts.test.yaml").read_text()))
+    check(set(rules) <= tested, f"every alert has a unit test: untested {sorted(set(rules) - tested)}")
+    stuck = duration_secs(rules["BridgeDrainStuck"]["for"])
+    check(stuck >= stop_secs, f"BridgeDrainStuck waits {stuck} s >= jobs.drain_secs + the time after the drain ({stop_secs} s)")
 
 
 def main() -> int:
@@ -277,6 +372,8 @@ def main() -> int:
         timeouts = [int(t) for t in re.findall(r"--stop-timeout (\d+)", text)]
         check(bool(timeouts) and all(t >= drain + after for t in timeouts),
               f"{where}: every --stop-timeout {timeouts} >= jobs.drain_secs {drain} + {after}")
+
+    check_monitoring(labels, ports, drain + after)
 
     print(f"\n{len(failures)} failed" if failures else "\ndeploy/: all checks passed")
     return min(len(failures), 100)

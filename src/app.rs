@@ -4,6 +4,7 @@
 use std::{net::SocketAddr, sync::Arc, time::Duration};
 
 use axum::Router;
+use prometheus::IntGauge;
 use rmcp::transport::{
     StreamableHttpServerConfig, StreamableHttpService,
     streamable_http_server::session::SessionStore,
@@ -35,6 +36,9 @@ use crate::{
 /// How often finished jobs past retention are dropped, at most: a short retention is swept
 /// more often, so a job is never kept much past it.
 const EXPIRY_INTERVAL: Duration = Duration::from_secs(10);
+/// How often the store is pinged for `bridge_store_up`: one `PING` per replica this often is
+/// nothing to Redis, and an alert sees an unreachable store within a scrape or two.
+const STORE_PING_INTERVAL: Duration = Duration::from_secs(2);
 /// How long the HTTP server may take to close its connections at shutdown.
 const HTTP_CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long shutdown waits for the answers owed to `tools/call` requests, once every job has
@@ -310,7 +314,11 @@ fn start_core(
     let tools = config.upstreams.iter().flat_map(|upstream| {
         (upstream.tools.keys()).map(move |tool| format!("{}{SEPARATOR}{tool}", upstream.name))
     });
-    let metrics = Arc::new(Metrics::with_tools(tools));
+    let upstreams = config
+        .upstreams
+        .iter()
+        .map(|upstream| upstream.name.as_str());
+    let metrics = Arc::new(Metrics::with_tools(tools).with_upstreams(upstreams));
     // Names this process as the owner of the jobs it runs (cancel routing, owner-loss
     // detection): random, because a restarted process has lost its upstream calls and must
     // not inherit the old one's jobs.
@@ -390,6 +398,9 @@ fn start_store(
     shutdown
         .tasks(Stage::Store)
         .spawn_until_stopped(expire_jobs(store.clone(), sweep));
+    shutdown
+        .tasks(Stage::Store)
+        .spawn_until_stopped(watch_store(store.clone(), metrics.store_up.clone()));
     Ok((store, sessions))
 }
 
@@ -669,6 +680,18 @@ async fn expire_jobs(store: Arc<dyn Store>, every: Duration) {
             Ok(n) => tracing::debug!(expired = n, "finished jobs past retention dropped"),
             Err(e) => tracing::warn!(error = %e, "expiring jobs failed"),
         }
+    }
+}
+
+/// Keep `bridge_store_up` current: ping the store every [`STORE_PING_INTERVAL`] (until the
+/// store stage stops), whether or not anything probes `/readyz`, so that an alert on it works
+/// wherever the bridge runs. A Redis link that is down answers at once, without a round trip.
+async fn watch_store(store: Arc<dyn Store>, up: IntGauge) {
+    let mut tick = tokio::time::interval(STORE_PING_INTERVAL);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        up.set(i64::from(store.ping().await.is_ok()));
     }
 }
 

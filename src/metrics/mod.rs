@@ -130,6 +130,16 @@ impl Adoptions {
     }
 }
 
+/// The `reason` values of `bridge_progress_dropped_total`, each series there from the start at
+/// 0 so that an alert's or a dashboard's `rate()` works before the first drop.
+const PROGRESS_DROP_REASONS: [&str; 5] = [
+    "unknown_token",
+    "non_increasing",
+    "invalid",
+    "after_end",
+    "coalesced",
+];
+
 pub struct Metrics {
     registry: Registry,
     pub jobs_started: IntCounterVec,
@@ -181,6 +191,9 @@ pub struct Metrics {
     pub draining: IntGauge,
     /// Calls that would have started a job, refused because the replica was draining.
     pub calls_refused_draining: IntCounter,
+    /// 1 while the job store answers a ping (memory: always; Redis: its links are up and it
+    /// answered `PING`), 0 while it does not; refreshed every few seconds (`app`).
+    pub store_up: IntGauge,
     /// Config reloads (SIGHUP), by result: `applied`, `refused` (the running config stays).
     pub config_reloads: IntCounterVec,
     /// Callers' `wait_for_job` bounds learned (a caller gave up on a wait and asked again).
@@ -235,6 +248,9 @@ impl Metrics {
             "Upstream progress notifications not published, by reason",
             &["reason"],
         );
+        for reason in PROGRESS_DROP_REASONS {
+            progress_dropped.with_label_values(&[reason]);
+        }
         let log_dropped = counter(
             "bridge_log_dropped_total",
             "Upstream log messages not attributed to a job, by reason",
@@ -377,6 +393,14 @@ impl Metrics {
         registry
             .register(Box::new(draining.clone()))
             .expect("unique metric");
+        let store_up = IntGauge::new(
+            "bridge_store_up",
+            "1 while the job store (memory or Redis) answers a ping, 0 while it does not; pinged every 2 s",
+        )
+        .expect("valid metric");
+        registry
+            .register(Box::new(store_up.clone()))
+            .expect("unique metric");
         let sse_subscribers = IntGauge::new(
             "bridge_sse_subscribers",
             "Open SSE streams (jobs and correlations)",
@@ -433,6 +457,7 @@ impl Metrics {
             sse_shared_deliveries,
             draining,
             calls_refused_draining,
+            store_up,
             config_reloads,
             wait_bounds_learned,
             adoptions: Adoptions(adoptions),
@@ -452,6 +477,15 @@ impl Metrics {
             tools: tools.into_iter().collect(),
             ..Self::new()
         }
+    }
+
+    /// These metrics, with `bridge_upstream_restarts_total`'s series of every upstream in
+    /// `upstreams` there from the start at 0 (an alert's `increase()` sees the first restart).
+    pub fn with_upstreams<'a>(self, upstreams: impl IntoIterator<Item = &'a str>) -> Self {
+        for upstream in upstreams {
+            self.upstream_restarts.with_label_values(&[upstream]);
+        }
+        self
     }
 
     /// The `tool` label of `tool`: itself when the config names it, else `other`. Upstreams

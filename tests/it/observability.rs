@@ -23,6 +23,7 @@ const LABELS: &[(&str, &[&str])] = &[
     ("bridge_jobs_finished_total", &["upstream", "status"]),
     ("bridge_jobs_running", &[]),
     ("bridge_draining", &[]),
+    ("bridge_store_up", &[]),
     ("bridge_calls_refused_draining_total", &[]),
     ("bridge_config_reloads_total", &["result"]),
     ("bridge_wait_bounds_learned_total", &[]),
@@ -353,6 +354,68 @@ fn span_fields(line: &Value) -> BTreeMap<String, String> {
         }
     }
     fields
+}
+
+/// The alerts and the dashboard of deploy/monitoring/ name only metrics the bridge serves
+/// (a renamed metric would leave an alert that never fires and a panel that stays empty), read
+/// after a run that makes each of them appear: a job followed to its end, a refused
+/// credential; the rest exist from the start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_metric_the_shipped_alerts_and_dashboard_name_is_served() {
+    let bridge = start_bridge(|c| {
+        c.auth.mcp_tokens = vec![McpToken::named("ops", Secret::literal(TOKEN))];
+        c.jobs.mode = CallMode::Async;
+    })
+    .await;
+    let client = connect_correlated_with_token(&bridge, TOKEN, CORRELATION).await;
+    let job = running_job(
+        &client,
+        "demo__slow_count",
+        json!({"to": 3, "delay_ms": 100}),
+    )
+    .await;
+    read_job_events(&job.events_url).await;
+    let wrong = RawMcp::new(&bridge.mcp_url(), Some("not-the-token-0123456789"))
+        .post(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#, &[])
+        .await;
+    assert_eq!(wrong.status, 401);
+    let scrape = scrape(&bridge.base).await;
+    let served: BTreeSet<&str> = scrape.samples.iter().map(|s| s.metric.as_str()).collect();
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/monitoring");
+    let mut named = 0;
+    for file in ["prometheusrule.yaml", "grafana-dashboard.json"] {
+        let text = std::fs::read_to_string(root.join(file)).expect("deploy/monitoring/");
+        for metric in bridge_metric_names(&text) {
+            named += 1;
+            // The text format's parser gives a histogram's samples the family's name.
+            let family = ["_bucket", "_count", "_sum"]
+                .iter()
+                .find_map(|suffix| metric.strip_suffix(suffix))
+                .filter(|base| base.ends_with("_seconds"))
+                .unwrap_or(metric);
+            assert!(
+                served.contains(family),
+                "deploy/monitoring/{file} names {metric}, which the bridge does not serve; \
+                 it serves {served:?}"
+            );
+        }
+    }
+    assert!(named >= 20, "the names were found: {named}");
+    assert_eq!(value(&scrape, "bridge_store_up", &[]), Some(1.0));
+    bridge.shutdown(Duration::from_secs(1)).await;
+}
+
+/// Every `bridge_…` metric name in `text` (a word of its own, not the end of another).
+fn bridge_metric_names(text: &str) -> BTreeSet<&str> {
+    let is_name = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    text.match_indices("bridge_")
+        .filter(|(at, _)| !text[..*at].ends_with(is_name))
+        .map(|(at, _)| {
+            let rest = &text[at..];
+            &rest[..rest.find(|c: char| !is_name(c)).unwrap_or(rest.len())]
+        })
+        .filter(|name| name.len() > "bridge_".len())
+        .collect()
 }
 
 async fn connect_correlated_with_token(bridge: &TestBridge, token: &str, cid: &str) -> McpClient {

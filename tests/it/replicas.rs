@@ -370,8 +370,23 @@ async fn redis_restarted_under_a_running_job_loses_no_event() {
         503,
         "still down"
     );
+    // B's gauge follows the store by its own pings (nothing probes B's /readyz meanwhile).
+    let store_up = |base: String| async move {
+        let text = metrics_text(&base).await;
+        text.lines()
+            .find_map(|l| l.strip_prefix("bridge_store_up "))
+            .map(str::to_string)
+    };
+    eventually("B's bridge_store_up says the store is down", || async {
+        store_up(b.base()).await.as_deref() == Some("0")
+    })
+    .await;
 
     redis.restart().await;
+    eventually("B's bridge_store_up says the store is back", || async {
+        store_up(b.base()).await.as_deref() == Some("1")
+    })
+    .await;
     a.wait_ready().await.unwrap();
     b.wait_ready().await.unwrap();
     let events = reader.await.unwrap();
