@@ -116,6 +116,11 @@ async fn metrics_count_refusals_sessions_and_the_build_with_bounded_series() {
     let second = reqwest::get(&job.events_url).await.unwrap();
     assert_eq!(second.status(), 503, "one reader per channel in this test");
     drop(reader);
+    // Its place on the channel is given back when the bridge sees the connection closed.
+    eventually("the closed reader's place is free", || async {
+        value(&scrape(&bridge.base).await, "bridge_sse_subscribers", &[]) == Some(0.0)
+    })
+    .await;
     read_job_events(&job.events_url).await;
     let sessions = value(&scrape(&bridge.base).await, "bridge_mcp_sessions_open", &[]);
     assert_eq!(sessions, Some(1.0), "the client's session is open");
