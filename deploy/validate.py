@@ -90,6 +90,39 @@ def after_drain_secs() -> int:
             + sum(secs[bound] + drop for bound in bounds))
 
 
+# What a replica's memory is made of, measured by the benchmark (BENCHMARKS.md): a started
+# bridge on Redis with an upstream (38-41 MiB, "stalled"), an MCP session (3,000 sessions:
+# 19.9 -> 200.6 MiB, "sessions"), a live job of a Streamable HTTP upstream (32.8 KiB, "many
+# jobs"), an SSE reader on a job (7.2-7.5 KiB). docs/deployment.md ("Memory") shows the same.
+MEMORY_BASE_MIB = 40
+SESSION_KIB = 62
+JOB_KIB = 33
+READER_KIB = 7.5
+# Of the limit, what the sum may take: the rest is for buffered frames of slow readers,
+# results in flight (up to limits.max_result_bytes each) and what the allocator keeps.
+MEMORY_SHARE = 0.75
+
+
+def quantity_mib(quantity: str) -> float:
+    """A Kubernetes memory quantity (512Mi, 1Gi, 500M) in MiB."""
+    number, unit = re.fullmatch(r"(\d+(?:\.\d+)?)([KMGT]i?)?", quantity).groups()
+    scale = {None: 1 / 2**20, "Ki": 1 / 1024, "Mi": 1, "Gi": 1024, "Ti": 2**20,
+             "K": 1e3 / 2**20, "M": 1e6 / 2**20, "G": 1e9 / 2**20, "T": 1e12 / 2**20}[unit]
+    return float(number) * scale
+
+
+def memory_mib(config: dict) -> float:
+    """The memory the limits of `config` allow a replica to use (docs/deployment.md,
+    "Memory"), each key unset taken at the bridge's default (docs/config.schema.json)."""
+    schema = json.loads((ROOT / "docs/config.schema.json").read_text())["$defs"]
+    def key(section: str, struct: str, name: str) -> int:
+        return config.get(section, {}).get(name, schema[struct]["properties"][name]["default"])
+    sessions = key("limits", "LimitsConfig", "max_sessions")
+    jobs = key("jobs", "JobsConfig", "max_jobs")
+    readers = key("limits", "LimitsConfig", "max_subscribers")
+    return MEMORY_BASE_MIB + (sessions * SESSION_KIB + jobs * JOB_KIB + readers * READER_KIB) / 1024
+
+
 def duration_secs(duration: str) -> int:
     """Prometheus durations such as 17m, 1h30m."""
     total = 0
@@ -268,6 +301,20 @@ def main() -> int:
     check(pod["terminationGracePeriodSeconds"] >= needed,
           f"terminationGracePeriodSeconds {pod['terminationGracePeriodSeconds']} >= preStop "
           f"{pre_stop} + jobs.drain_secs {drain} + {after} after the drain")
+    resources = container["resources"]
+    limit = quantity_mib(resources["limits"]["memory"])
+    needed_mib = memory_mib(config)
+    check(needed_mib <= limit * MEMORY_SHARE,
+          f"memory: deploy/bridge.toml's limits allow {needed_mib:.0f} MiB, within "
+          f"{MEMORY_SHARE:.0%} of the {resources['limits']['memory']} limit ({limit * MEMORY_SHARE:.0f} MiB)")
+    check(quantity_mib(resources["requests"]["memory"]) == limit,
+          "memory: requested as much as the limit (the scheduler places what the limits allow)")
+    defaults = memory_mib({})
+    deployment_doc = (ROOT / "docs/deployment.md").read_text()
+    for says in [f"{MEMORY_BASE_MIB} MiB", f"{SESSION_KIB} KiB", f"{JOB_KIB} KiB", f"{READER_KIB} KiB",
+                 f"{needed_mib:.0f} MiB", f"{defaults:.0f} MiB", f"{needed_mib / MEMORY_SHARE:.0f} MiB",
+                 f"{defaults / MEMORY_SHARE:.0f} MiB"]:
+        check(says in deployment_doc, f"docs/deployment.md (Memory) says {says}")
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
     check(ports.get("http") == listen_port, f"containerPort http = server.listen's port {listen_port}")
     check(ports.get("metrics") == admin_port, f"containerPort metrics = admin_listen's port {admin_port}")
