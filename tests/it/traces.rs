@@ -418,7 +418,8 @@ async fn without_the_variables_there_are_no_traces_and_no_trace_context() {
     // No endpoint: no exporter. An endpoint with traces turned off (both standard ways): none
     // either, and the receiver would see anything sent.
     let cases: [&[(&str, &str)]; 3] = [
-        &[],
+        // JSON logs: a job's lines, written inside its spans, carry no ids either.
+        &[("BRIDGE_LOG_JSON", "true")],
         &[
             ("OTEL_EXPORTER_OTLP_ENDPOINT", &receiver.endpoint),
             ("OTEL_TRACES_EXPORTER", "none"),
@@ -439,6 +440,12 @@ async fn without_the_variables_there_are_no_traces_and_no_trace_context() {
         assert!(reached.get("progressToken").is_some(), "{reached}");
         let log = bridge.log();
         assert!(!log.contains("exporting traces"), "{env:?}: {log}");
+        eventually("the job's end is logged", || async {
+            bridge.log().contains("job ended")
+        })
+        .await;
+        let log = bridge.log();
+        assert!(!log.contains("trace_id"), "{env:?}: {log}");
         bridge.stop().await.expect("the bridge stops");
     }
     assert_eq!(receiver.requests(), 0, "nothing was exported");
