@@ -317,8 +317,12 @@ async fn progress_sent_before_anything_else_is_not_lost() {
         assert_eq!(events.last().unwrap().event, "completed");
     }
     let metrics = metrics_text(&bridge.base).await;
-    assert!(
-        !metrics.contains("reason=\"unknown_token\""),
+    assert_eq!(
+        series_value(
+            &metrics,
+            "bridge_progress_dropped_total{reason=\"unknown_token\"}"
+        ),
+        Some(0.0),
         "no progress went unrouted:\n{metrics}"
     );
     bridge.shutdown(Duration::from_secs(1)).await;

@@ -38,6 +38,14 @@ pub async fn metrics_text(base: &str) -> String {
         .expect("the metrics text")
 }
 
+/// The value of the series written exactly `series` (`name{label="value",...}`, as the
+/// bridge writes it) in the Prometheus text `metrics`; `None` when there is no such series.
+pub fn series_value(metrics: &str, series: &str) -> Option<f64> {
+    metrics
+        .lines()
+        .find_map(|line| line.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+}
+
 /// Send `request_target` as the raw request line's target (no normalisation on the way) and
 /// return the status code.
 pub async fn raw_http_status(addr: std::net::SocketAddr, method: &str, target: &str) -> u16 {
