@@ -8,7 +8,7 @@
 //! upstream that offers resources. Anything else, or a URI the operator hid
 //! (`expose.resources`), is "resource not found", the same answer for hidden and unknown.
 
-use std::collections::HashMap;
+use std::{collections::HashMap, sync::Arc};
 
 use rmcp::{
     ErrorData,
@@ -55,74 +55,66 @@ fn exposed(upstream: &Upstream, uri: &str) -> bool {
 
 /// Every exposed resource of every upstream, colliding URIs rewritten.
 pub fn list(upstreams: &Upstreams) -> Vec<Resource> {
-    let per_upstream: Vec<(&Upstream, Vec<Resource>)> = upstreams
-        .iter()
-        .map(|u| {
-            let items = u
-                .resources()
-                .iter()
-                .filter(|r| exposed(u, &r.uri))
-                .cloned()
-                .collect();
-            (u, items)
-        })
-        .collect();
-    let counts = count(
-        per_upstream
-            .iter()
-            .flat_map(|(_, r)| r.iter().map(|r| &r.uri)),
-    );
-    let mut out = Vec::new();
-    for (upstream, items) in &per_upstream {
-        for resource in items {
-            let mut resource = resource.clone();
-            if counts[resource.uri.as_str()] > 1 {
-                resource.uri = rewrite(upstream.name(), &resource.uri);
-            }
-            out.push(resource);
-        }
-    }
-    out
+    merged(upstreams, |u| u.resources())
 }
 
 /// Every exposed resource template of every upstream, colliding templates rewritten.
 pub fn list_templates(upstreams: &Upstreams) -> Vec<ResourceTemplate> {
-    let per_upstream: Vec<(&Upstream, Vec<ResourceTemplate>)> = upstreams
+    merged(upstreams, |u| u.resource_templates())
+}
+
+/// A resource or a resource template, by the URI (or template) it is listed under.
+trait Listed: Clone {
+    fn uri(&self) -> &str;
+    fn set_uri(&mut self, uri: String);
+}
+
+impl Listed for Resource {
+    fn uri(&self) -> &str {
+        &self.uri
+    }
+    fn set_uri(&mut self, uri: String) {
+        self.uri = uri;
+    }
+}
+
+impl Listed for ResourceTemplate {
+    fn uri(&self) -> &str {
+        &self.uri_template
+    }
+    fn set_uri(&mut self, uri: String) {
+        self.uri_template = uri;
+    }
+}
+
+/// The exposed `items` of every upstream, the URIs two upstreams list rewritten.
+fn merged<T: Listed>(upstreams: &Upstreams, items: impl Fn(&Upstream) -> Arc<Vec<T>>) -> Vec<T> {
+    let per_upstream: Vec<(&Upstream, Vec<T>)> = upstreams
         .iter()
         .map(|u| {
-            let items = u
-                .resource_templates()
+            let kept = items(u)
                 .iter()
-                .filter(|t| exposed(u, &t.uri_template))
+                .filter(|item| exposed(u, item.uri()))
                 .cloned()
                 .collect();
-            (u, items)
+            (u, kept)
         })
         .collect();
-    let counts = count(
-        per_upstream
-            .iter()
-            .flat_map(|(_, t)| t.iter().map(|t| &t.uri_template)),
-    );
+    let mut counts = HashMap::new();
+    for item in per_upstream.iter().flat_map(|(_, items)| items) {
+        *counts.entry(item.uri()).or_insert(0) += 1;
+    }
     let mut out = Vec::new();
     for (upstream, items) in &per_upstream {
-        for template in items {
-            let mut template = template.clone();
-            if counts[template.uri_template.as_str()] > 1 {
-                template.uri_template = rewrite(upstream.name(), &template.uri_template);
+        for item in items {
+            let mut item = item.clone();
+            if counts[item.uri()] > 1 {
+                item.set_uri(rewrite(upstream.name(), item.uri()));
             }
-            out.push(template);
+            out.push(item);
         }
     }
     out
-}
-
-fn count<'a>(uris: impl Iterator<Item = &'a String>) -> HashMap<&'a str, usize> {
-    let mut counts = HashMap::new();
-    for uri in uris {
-        *counts.entry(uri.as_str()).or_insert(0) += 1;
-    }
-    counts
 }
 
 pub fn not_found(uri: &str) -> ErrorData {

@@ -132,16 +132,7 @@ impl SessionPoller {
             reason: FailureReason::UpstreamLost,
             message: format!("{method} for task {task_id} on its upstream session: {what}"),
         };
-        let response = self
-            .client
-            .post(&self.url)
-            .headers(self.headers.clone())
-            .header(http::header::ACCEPT, "application/json, text/event-stream")
-            .header(http::header::CONTENT_TYPE, "application/json")
-            .body(body.to_string())
-            .send()
-            .await
-            .map_err(|e| lost(e.to_string()))?;
+        let response = self.post(&body).await.map_err(|e| lost(e.to_string()))?;
         let status = response.status();
         if status.as_u16() == 404 {
             // Not worth waiting for: a session the upstream forgot does not come back.
@@ -181,6 +172,18 @@ impl SessionPoller {
             },
             _ => Err(lost("an answer with neither result nor error".into())),
         }
+    }
+
+    /// POST one JSON-RPC message on the session.
+    async fn post(&self, body: &Value) -> Result<reqwest::Response, reqwest::Error> {
+        self.client
+            .post(&self.url)
+            .headers(self.headers.clone())
+            .header(http::header::ACCEPT, "application/json, text/event-stream")
+            .header(http::header::CONTENT_TYPE, "application/json")
+            .body(body.to_string())
+            .send()
+            .await
     }
 
     /// A JSON body, read up to the limit.
@@ -267,16 +270,7 @@ impl SessionPoller {
     pub(super) async fn cancel_request(&self, request_id: &Value) -> Result<(), String> {
         let body = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
             "params": {"requestId": request_id, "reason": "cancelled"}});
-        let response = self
-            .client
-            .post(&self.url)
-            .headers(self.headers.clone())
-            .header(http::header::ACCEPT, "application/json, text/event-stream")
-            .header(http::header::CONTENT_TYPE, "application/json")
-            .body(body.to_string())
-            .send()
-            .await
-            .map_err(|e| e.to_string())?;
+        let response = self.post(&body).await.map_err(|e| e.to_string())?;
         if response.status().is_success() {
             Ok(())
         } else {

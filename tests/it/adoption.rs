@@ -7,7 +7,7 @@
 //! hands such a job over at once and exits long before the job ends.
 
 use crate::common::*;
-use serde_json::{Value, json};
+use serde_json::json;
 
 /// The lease the replicas hold (seconds): short, so a lost owner is noticed in a few seconds.
 const LEASE_SECS: u64 = 2;
@@ -15,31 +15,6 @@ const LEASE_SECS: u64 = 2;
 /// and the job adopted while it runs.
 const STEPS: u64 = 30;
 const STEP_MS: u64 = 300;
-
-/// A replica with `store` (its `[store]` section) and the upstream `ts` at `url` (http).
-async fn replica(store: &str, name: &str, url: &str) -> BridgeProcess {
-    replica_in("async", store, name, url).await
-}
-
-/// [`replica`] with its calls in `mode`.
-async fn replica_in(mode: &str, store: &str, name: &str, url: &str) -> BridgeProcess {
-    let config = format!(
-        "[jobs]\nmode = \"{mode}\"\ndrain_secs = 600\n[auth]\njob_secret = \"{TEST_JOB_SECRET}\"\n\
-         {store}\n[[upstreams]]\nname = \"{name}\"\ntransport = \"http\"\nurl = \"{url}\"\n"
-    );
-    spawn_bridge(&config, &[]).await
-}
-
-async fn two_replicas(store: &str, name: &str, url: &str) -> (BridgeProcess, BridgeProcess) {
-    tokio::join!(replica(store, name, url), replica(store, name, url))
-}
-
-/// The job's snapshot as `replica` serves it.
-async fn snapshot(replica: &BridgeProcess, job_id: &str) -> Value {
-    let (status, snapshot) = get_json(&job_status_url(&replica.base(), job_id)).await;
-    assert_eq!(status, 200, "{snapshot}");
-    snapshot
-}
 
 /// The status messages of the progress events, in order.
 fn stages(events: &[SseEvent]) -> Vec<String> {
@@ -125,17 +100,12 @@ async fn owner_killed_mid_task(store: &str) {
         e.event == "progress" && e.data["progress"] == 3.0
     })
     .await;
-    let before = snapshot(&b, &job_id).await;
+    let before = job_snapshot(&b, &job_id).await;
     assert_eq!(before["durability"], "upstream_task", "{before}");
     assert_eq!(before["status"], "running", "{before}");
 
     // A caller waits on the other replica while the owner dies.
-    let on_b = connect_url(&b.mcp_url()).await;
-    let waited_id = job_id.clone();
-    let waiter = tokio::spawn(async move {
-        let arguments = json!({"job_id": waited_id, "timeout_seconds": 45});
-        first_text(&call(&on_b, "wait_for_job", arguments).await)
-    });
+    let waiter = waiting_caller(&b, &job_id).await;
     a.kill();
 
     // The reader comes back on the survivor with Last-Event-ID.
@@ -154,7 +124,7 @@ async fn owner_killed_mid_task(store: &str) {
     assert_one_line(&all, "adopted");
 
     assert_eq!(waiter.await.unwrap(), "done: adopted");
-    let after = snapshot(&b, &job_id).await;
+    let after = job_snapshot(&b, &job_id).await;
     assert_eq!(after["status"], "completed", "{after}");
     assert_ne!(after["owner"], before["owner"], "adopted: {after}");
     assert!(
@@ -188,12 +158,12 @@ async fn a_paused_owner_writes_nothing_over_the_replica_that_adopted_its_job() {
         e.event == "progress" && e.data["progress"] == 2.0
     })
     .await;
-    let owner = snapshot(&b, &job_id).await["owner"].clone();
+    let owner = job_snapshot(&b, &job_id).await["owner"].clone();
 
     // Paused past its lease: the other replica adopts the job; then the owner goes on.
     a.signal(libc::SIGSTOP);
     eventually("the job adopted", || async {
-        snapshot(&b, &job_id).await["owner"] != owner
+        job_snapshot(&b, &job_id).await["owner"] != owner
     })
     .await;
     a.signal(libc::SIGCONT);
@@ -207,7 +177,7 @@ async fn a_paused_owner_writes_nothing_over_the_replica_that_adopted_its_job() {
     assert_eq!(events[0].seq(), 1);
     assert_consecutive(&events);
     assert_one_line(&events, "paused");
-    let after = snapshot(&b, &job_id).await;
+    let after = job_snapshot(&b, &job_id).await;
     assert_eq!(after["status"], "completed", "{after}");
     assert_ne!(
         after["owner"], owner,
@@ -247,7 +217,7 @@ async fn a_plain_http_job_still_fails_owner_lost_when_its_owner_is_killed() {
     .await;
     let url_b = job_events_url(&b.base(), &handle.job_id);
     let seen = read_sse(&url_b, None, |e| e.event == "progress").await;
-    let before = snapshot(&b, &handle.job_id).await;
+    let before = job_snapshot(&b, &handle.job_id).await;
     assert_eq!(before["durability"], "none", "{before}");
 
     a.kill();
@@ -284,17 +254,12 @@ async fn a_draining_owner_hands_its_task_job_over_and_exits_long_before_the_job_
     let before = eventually(
         "the job is re-attachable and past its second stage",
         || async {
-            let s = snapshot(&b, &job_id).await;
+            let s = job_snapshot(&b, &job_id).await;
             (s["durability"] == "upstream_task" && s["progress"].as_f64() >= Some(2.0)).then_some(s)
         },
     )
     .await;
-    let on_b = connect_url(&b.mcp_url()).await;
-    let waited_id = job_id.clone();
-    let waiter = tokio::spawn(async move {
-        let arguments = json!({"job_id": waited_id, "timeout_seconds": 45});
-        first_text(&call(&on_b, "wait_for_job", arguments).await)
-    });
+    let waiter = waiting_caller(&b, &job_id).await;
 
     // Junk among the offers (a key shared by every replica): taken off, harmlessly.
     let mut redis = redis::Client::open(url.as_str())
@@ -317,7 +282,7 @@ async fn a_draining_owner_hands_its_task_job_over_and_exits_long_before_the_job_
     let exit = within("the draining owner exits", a.wait()).await.unwrap();
     let took = signalled.elapsed();
     assert!(exit.success(), "{exit:?}: {}", a.log_tail());
-    let at_exit = snapshot(&b, &job_id).await;
+    let at_exit = job_snapshot(&b, &job_id).await;
     assert_eq!(
         at_exit["status"], "running",
         "the job outlived its owner: {at_exit}"
@@ -351,7 +316,7 @@ async fn a_draining_owner_hands_its_task_job_over_and_exits_long_before_the_job_
     assert_one_line_of(&all, "handed", steps);
 
     assert_eq!(waiter.await.unwrap(), "done: handed");
-    let after = snapshot(&b, &job_id).await;
+    let after = job_snapshot(&b, &job_id).await;
     assert_eq!(after["status"], "completed", "{after}");
     assert_ne!(after["owner"], before["owner"], "handed over: {after}");
     assert!(
@@ -404,7 +369,7 @@ async fn a_stale_offer_of_a_job_its_live_owner_runs_is_taken_off_not_claimed() {
     let handle = running_job(&on_a, "ts__staged", arguments).await;
     let job_id = handle.job_id.clone();
     let before = eventually("the job is re-attachable", || async {
-        let s = snapshot(&b, &job_id).await;
+        let s = job_snapshot(&b, &job_id).await;
         (s["durability"] == "upstream_task").then_some(s)
     })
     .await;
@@ -434,7 +399,7 @@ async fn a_stale_offer_of_a_job_its_live_owner_runs_is_taken_off_not_claimed() {
     let events = read_sse(&handle.events_url, Some(0), SseEvent::is_terminal).await;
     assert_consecutive(&events);
     assert_one_line_of(&events, "stays", 12);
-    let after = snapshot(&a, &job_id).await;
+    let after = job_snapshot(&a, &job_id).await;
     assert_eq!(after["status"], "completed", "{after}");
     assert_eq!(
         after["owner"], before["owner"],
@@ -458,8 +423,8 @@ async fn a_sync_caller_on_a_draining_owner_gets_the_handle_of_its_handed_over_jo
     };
     let store = redis_store_toml(&url, &prefix, LEASE_SECS);
     let (mut a, b) = tokio::join!(
-        replica_in("sync", &store, "ts", &upstream),
-        replica_in("sync", &store, "ts", &upstream)
+        http_replica("sync", &store, "ts", &upstream),
+        http_replica("sync", &store, "ts", &upstream)
     );
     // The caller's correlation names its job, which a sync call keeps to itself until the end.
     let cid = "handover-sync-turn";
@@ -482,7 +447,7 @@ async fn a_sync_caller_on_a_draining_owner_gets_the_handle_of_its_handed_over_jo
     eventually(
         "the job is re-attachable and past its second stage",
         || async {
-            let s = snapshot(&b, &job_id).await;
+            let s = job_snapshot(&b, &job_id).await;
             s["durability"] == "upstream_task" && s["progress"].as_f64() >= Some(2.0)
         },
     )
@@ -516,7 +481,7 @@ async fn a_draining_replica_alone_on_redis_runs_its_task_job_to_the_end_then_exi
         return;
     };
     let store = redis_store_toml(&url, &prefix, LEASE_SECS);
-    let mut a = replica(&store, "ts", &upstream).await;
+    let mut a = http_replica("async", &store, "ts", &upstream).await;
     let on_a = connect_url(&a.mcp_url()).await;
     let steps = 12;
     let arguments = json!({"topic": "alone", "steps": steps, "step_ms": STEP_MS});
@@ -525,7 +490,7 @@ async fn a_draining_replica_alone_on_redis_runs_its_task_job_to_the_end_then_exi
     let reader =
         tokio::spawn(async move { read_sse(&events_url, Some(0), SseEvent::is_terminal).await });
     eventually("the job is re-attachable", || async {
-        snapshot(&a, &handle.job_id).await["durability"] == "upstream_task"
+        job_snapshot(&a, &handle.job_id).await["durability"] == "upstream_task"
     })
     .await;
 

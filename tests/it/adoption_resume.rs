@@ -16,20 +16,6 @@ const LEASE_SECS: u64 = 2;
 const STEPS: u64 = 60;
 const STEP_MS: u64 = 150;
 
-async fn replica(store: &str, url: &str) -> BridgeProcess {
-    let config = format!(
-        "[jobs]\nmode = \"async\"\ndrain_secs = 600\n[auth]\njob_secret = \"{TEST_JOB_SECRET}\"\n\
-         {store}\n[[upstreams]]\nname = \"py\"\ntransport = \"http\"\nurl = \"{url}\"\n"
-    );
-    spawn_bridge(&config, &[]).await
-}
-
-async fn snapshot(replica: &BridgeProcess, job_id: &str) -> Value {
-    let (status, snapshot) = get_json(&job_status_url(&replica.base(), job_id)).await;
-    assert_eq!(status, 200, "{snapshot}");
-    snapshot
-}
-
 fn arguments(topic: &str) -> Value {
     json!({"topic": topic, "steps": STEPS, "step_ms": STEP_MS})
 }
@@ -90,7 +76,7 @@ async fn a_resumable_stream_job_whose_owner_is_killed_completes_on_the_other_rep
     };
     let direct = direct_call(&upstream, arguments("resumed"));
     let store = redis_store_toml(&url, &prefix, LEASE_SECS);
-    let (mut a, b) = tokio::join!(replica(&store, &upstream), replica(&store, &upstream));
+    let (mut a, b) = two_replicas(&store, "py", &upstream).await;
 
     let on_a = connect_url(&a.mcp_url()).await;
     let handle = running_job(&on_a, "py__counted", arguments("resumed")).await;
@@ -100,7 +86,7 @@ async fn a_resumable_stream_job_whose_owner_is_killed_completes_on_the_other_rep
     })
     .await;
     let before = eventually("the job is resumable", || async {
-        let s = snapshot(&b, &job_id).await;
+        let s = job_snapshot(&b, &job_id).await;
         (s["durability"] == "upstream_stream").then_some(s)
     })
     .await;
@@ -112,19 +98,14 @@ async fn a_resumable_stream_job_whose_owner_is_killed_completes_on_the_other_rep
         "{upstreams}"
     );
 
-    let on_b = connect_url(&b.mcp_url()).await;
-    let waited_id = job_id.clone();
-    let waiter = tokio::spawn(async move {
-        let arguments = json!({"job_id": waited_id, "timeout_seconds": 45});
-        first_text(&call(&on_b, "wait_for_job", arguments).await)
-    });
+    let waiter = waiting_caller(&b, &job_id).await;
     a.kill();
 
     let direct = direct.await.unwrap();
     assert_eq!(direct, "counted: resumed");
     reader_rides_through(&b, &job_id, first, &direct).await;
     assert_eq!(waiter.await.unwrap(), direct);
-    let after = snapshot(&b, &job_id).await;
+    let after = job_snapshot(&b, &job_id).await;
     assert_eq!(after["status"], "completed", "{after}");
     assert_ne!(after["owner"], before["owner"], "adopted: {after}");
     assert!(
@@ -145,7 +126,7 @@ async fn a_draining_owner_hands_its_resumable_stream_job_over_and_exits() {
     };
     let direct = direct_call(&upstream, arguments("handed"));
     let store = redis_store_toml(&url, &prefix, LEASE_SECS);
-    let (mut a, b) = tokio::join!(replica(&store, &upstream), replica(&store, &upstream));
+    let (mut a, b) = two_replicas(&store, "py", &upstream).await;
     let on_a = connect_url(&a.mcp_url()).await;
     let handle = running_job(&on_a, "py__counted", arguments("handed")).await;
     let job_id = handle.job_id.clone();
@@ -153,16 +134,11 @@ async fn a_draining_owner_hands_its_resumable_stream_job_over_and_exits() {
     let reader =
         tokio::spawn(async move { read_sse(&events_url, Some(0), SseEvent::is_terminal).await });
     let before = eventually("the job is resumable and past its third step", || async {
-        let s = snapshot(&b, &job_id).await;
+        let s = job_snapshot(&b, &job_id).await;
         (s["durability"] == "upstream_stream" && s["progress"].as_f64() >= Some(3.0)).then_some(s)
     })
     .await;
-    let on_b = connect_url(&b.mcp_url()).await;
-    let waited_id = job_id.clone();
-    let waiter = tokio::spawn(async move {
-        let arguments = json!({"job_id": waited_id, "timeout_seconds": 45});
-        first_text(&call(&on_b, "wait_for_job", arguments).await)
-    });
+    let waiter = waiting_caller(&b, &job_id).await;
 
     a.terminate();
     let exit = within("the draining owner exits", a.wait()).await.unwrap();
@@ -173,7 +149,7 @@ async fn a_draining_owner_hands_its_resumable_stream_job_over_and_exits() {
         "{}",
         a.log_tail()
     );
-    let at_exit = snapshot(&b, &job_id).await;
+    let at_exit = job_snapshot(&b, &job_id).await;
     assert_eq!(
         at_exit["status"], "running",
         "outlived its owner: {at_exit}"
@@ -183,7 +159,7 @@ async fn a_draining_owner_hands_its_resumable_stream_job_over_and_exits() {
     let direct = direct.await.unwrap();
     reader_rides_through(&b, &job_id, first, &direct).await;
     assert_eq!(waiter.await.unwrap(), direct);
-    let after = snapshot(&b, &job_id).await;
+    let after = job_snapshot(&b, &job_id).await;
     assert_eq!(after["status"], "completed", "{after}");
     assert_ne!(after["owner"], before["owner"], "handed over: {after}");
     assert!(
@@ -204,12 +180,12 @@ async fn a_resumed_stream_whose_session_the_upstream_forgot_fails_owner_lost_at_
         return;
     };
     let store = redis_store_toml(&url, &prefix, LEASE_SECS);
-    let (mut a, b) = tokio::join!(replica(&store, &upstream), replica(&store, &upstream));
+    let (mut a, b) = two_replicas(&store, "py", &upstream).await;
     let on_a = connect_url(&a.mcp_url()).await;
     let handle = running_job(&on_a, "py__counted", arguments("forgotten")).await;
     let job_id = handle.job_id.clone();
     eventually("the job is resumable", || async {
-        snapshot(&b, &job_id).await["durability"] == "upstream_stream"
+        job_snapshot(&b, &job_id).await["durability"] == "upstream_stream"
     })
     .await;
     // The owner dies, and the upstream restarts on the same port without the session.

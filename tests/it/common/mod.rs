@@ -18,6 +18,7 @@
 //! - `prereq`: prerequisites outside Rust (Python, node, Chromium) and running them;
 //! - `task_server`: the TypeScript SDK server whose tool runs as an upstream task (HTTP);
 //! - `resumable_server`: the Python SDK server whose SSE events carry ids (HTTP);
+//! - `replica_pair`: bridge processes sharing one store and one HTTP upstream (adoption);
 //! - `listen`: the TCP ports a child process listens on (children bind port 0);
 //! - `alone`: a test that needs a process of its own (its RSS, its environment variables).
 //!
@@ -42,6 +43,7 @@ mod prereq;
 mod process;
 mod proxy;
 mod redis;
+mod replica_pair;
 mod resumable_server;
 mod sse;
 mod task_server;
@@ -50,6 +52,6 @@ mod wait;
 
 pub use self::{
     alone::*, bridge::*, cluster::*, faulty_store::*, http::*, idp::*, job::*, listen::*, mcp::*,
-    otlp::*, prereq::*, process::BridgeProcess, proxy::*, redis::*, resumable_server::*, sse::*,
-    task_server::*, tls::*, wait::*,
+    otlp::*, prereq::*, process::BridgeProcess, proxy::*, redis::*, replica_pair::*,
+    resumable_server::*, sse::*, task_server::*, tls::*, wait::*,
 };
