@@ -251,6 +251,7 @@ mod tests {
             stream: Some(crate::model::StreamCursor {
                 request_id: Value::from(1),
                 last_event_id: cursor.into(),
+                progress_token: None,
             }),
         }
     }

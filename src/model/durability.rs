@@ -57,4 +57,8 @@ pub struct StreamCursor {
     pub request_id: serde_json::Value,
     /// The id of the last SSE event whose report the job took in (its `Last-Event-ID`).
     pub last_event_id: String,
+    /// The `progressToken` of the call's progress: a resumed stream's progress with another
+    /// token is another call's (an upstream that replays more than the one stream).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress_token: Option<serde_json::Value>,
 }

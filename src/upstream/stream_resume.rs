@@ -67,6 +67,7 @@ impl CallSink for ResumableSink {
             stream: Some(StreamCursor {
                 request_id: request,
                 last_event_id: id.to_string(),
+                progress_token: serde_json::to_value(&progress.progress_token).ok(),
             }),
         });
     }
@@ -130,6 +131,12 @@ impl Drop for KeepUnlessAnswered {
 /// reader's connection may still hold it upstream, which then only replays).
 const PAUSE: Duration = Duration::from_millis(200);
 
+/// How long a resumed stream may stay open and silent before it is asked for again from the
+/// last event taken: an upstream whose resumed stream only replays what it stored (and sends
+/// its later events nowhere, as server-everything's event store does) gives them on the next
+/// `GET`. An upstream that sends its later events on the stream is asked again for nothing.
+const QUIET: Duration = Duration::from_secs(3);
+
 /// Follow the call `cursor` names, on `poller`'s session, from its `last_event_id` to its
 /// answer. `window`: how long the upstream may give nothing (refused or broken `GET`s, streams
 /// that end at once) before the call fails (`upstream_tasks.resume_within_secs`).
@@ -140,6 +147,7 @@ pub(super) async fn follow_stream(
     sink: Arc<dyn CallSink>,
     (window, max_id): (Duration, usize),
 ) -> CallOutcome {
+    let mut call = ResumedCall::new(&cursor, max_id);
     let mut last = cursor.last_event_id;
     let mut heard = Instant::now();
     loop {
@@ -164,9 +172,18 @@ pub(super) async fn follow_stream(
             }
         };
         let mut events = std::pin::pin!(events);
-        while let Some(event) = events.next().await {
+        loop {
+            let event = match tokio::time::timeout(QUIET, events.next()).await {
+                Ok(Some(event)) => event,
+                Ok(None) => break,
+                // Open and quiet: the upstream is there; ask again from `last`.
+                Err(_) => {
+                    heard = Instant::now();
+                    break;
+                }
+            };
             heard = Instant::now();
-            match take(&event, sink.as_ref(), max_id) {
+            match call.take(&event, sink.as_ref()) {
                 Taken::Answer(outcome) => return outcome,
                 Taken::Cursor(id) => last = id,
                 Taken::Nothing => {}
@@ -200,38 +217,76 @@ enum Taken {
     Nothing,
 }
 
-/// Hand one event to the call's sink: progress and log lines; the answer ends the call.
-fn take(event: &ResumedEvent, sink: &dyn CallSink, max_id: usize) -> Taken {
-    let Some(message) = event
-        .data
-        .as_deref()
-        .filter(|d| !d.is_empty())
-        .and_then(|d| serde_json::from_str::<Value>(d).ok())
-    else {
-        return Taken::Nothing;
-    };
-    let params = message.get("params").cloned().unwrap_or_default();
-    match message.get("method").and_then(Value::as_str) {
-        Some("notifications/progress") => {
-            if let Ok(progress) = serde_json::from_value::<ProgressNotificationParam>(params) {
-                sink.progress(&progress);
-            }
+/// What a resumed stream may carry of its call: the answer to its request id, progress with
+/// its token. An upstream that replays more than the one stream (server-everything replays
+/// every stream of the session after the id) sends other calls' messages too: they are
+/// dropped, and from the first of them on so are log lines, which name no call.
+struct ResumedCall {
+    request_id: Value,
+    progress_token: Option<Value>,
+    max_id: usize,
+    mixed: bool,
+}
+
+impl ResumedCall {
+    fn new(cursor: &StreamCursor, max_id: usize) -> Self {
+        Self {
+            request_id: cursor.request_id.clone(),
+            progress_token: cursor.progress_token.clone(),
+            max_id,
+            mixed: false,
         }
-        #[allow(deprecated)]
-        Some("notifications/message") => {
-            if let Ok(line) = serde_json::from_value(params) {
-                sink.log(&line);
-            }
-        }
-        Some(_) => return Taken::Nothing,
-        None => return Taken::Answer(answer(message)),
     }
-    match &event.id {
-        Some(id) if acceptable_event_id(id, max_id) => {
-            sink.stream_cursor(id);
-            Taken::Cursor(id.clone())
+
+    /// Hand one event to the call's sink: its progress and log lines; its answer ends it.
+    fn take(&mut self, event: &ResumedEvent, sink: &dyn CallSink) -> Taken {
+        let Some(message) = event
+            .data
+            .as_deref()
+            .filter(|d| !d.is_empty())
+            .and_then(|d| serde_json::from_str::<Value>(d).ok())
+        else {
+            return Taken::Nothing;
+        };
+        let params = message.get("params").cloned().unwrap_or_default();
+        match message.get("method").and_then(Value::as_str) {
+            Some("notifications/progress") => {
+                let token = params.get("progressToken");
+                if self
+                    .progress_token
+                    .as_ref()
+                    .is_some_and(|t| Some(t) != token)
+                {
+                    self.mixed = true;
+                    return Taken::Nothing;
+                }
+                if let Ok(progress) = serde_json::from_value::<ProgressNotificationParam>(params) {
+                    sink.progress(&progress);
+                }
+            }
+            #[allow(deprecated)]
+            Some("notifications/message") => {
+                if self.mixed {
+                    return Taken::Nothing;
+                }
+                if let Ok(line) = serde_json::from_value(params) {
+                    sink.log(&line);
+                }
+            }
+            Some(_) => return Taken::Nothing,
+            None if message.get("id") != Some(&self.request_id) => {
+                self.mixed = true;
+                return Taken::Nothing;
+            }
+            None => return Taken::Answer(answer(message)),
         }
-        _ => Taken::Nothing,
+        match &event.id {
+            Some(id) if acceptable_event_id(id, self.max_id) => {
+                sink.stream_cursor(id);
+                Taken::Cursor(id.clone())
+            }
+            _ => Taken::Nothing,
+        }
     }
 }
 
@@ -249,5 +304,89 @@ fn answer(message: Value) -> CallOutcome {
             message: "the resumed call stream ended with an answer that is not a tool result"
                 .into(),
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A sink that counts what it is handed.
+    #[derive(Default)]
+    struct Counted {
+        progress: std::sync::Mutex<Vec<f64>>,
+        logs: std::sync::atomic::AtomicUsize,
+    }
+
+    impl CallSink for Counted {
+        fn progress(&self, p: &ProgressNotificationParam) {
+            self.progress.lock().unwrap().push(p.progress);
+        }
+        #[allow(deprecated)]
+        fn log(&self, _: &rmcp::model::LoggingMessageNotificationParam) {
+            self.logs.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    fn event(id: &str, data: Value) -> ResumedEvent {
+        ResumedEvent {
+            id: Some(id.into()),
+            data: Some(data.to_string()),
+        }
+    }
+
+    /// An upstream that replays every stream of the session (server-everything's event store)
+    /// hands this call other calls' progress and answers: none of them reaches the job, and
+    /// no log line after the first of them (a log line names no call).
+    #[test]
+    fn another_calls_progress_answer_and_later_log_lines_are_dropped() {
+        let cursor = StreamCursor {
+            request_id: Value::from(7),
+            last_event_id: "0".into(),
+            progress_token: Some(Value::from(3)),
+        };
+        let mut call = ResumedCall::new(&cursor, 64);
+        let sink = Counted::default();
+        let progress = |token: i64, p: f64| {
+            serde_json::json!({"jsonrpc": "2.0", "method": "notifications/progress",
+                "params": {"progressToken": token, "progress": p}})
+        };
+        let log = serde_json::json!({"jsonrpc": "2.0", "method": "notifications/message",
+            "params": {"level": "info", "data": "a line"}});
+        let answer = |id: i64, text: &str| {
+            serde_json::json!({"jsonrpc": "2.0", "id": id,
+                "result": {"content": [{"type": "text", "text": text}]}})
+        };
+        assert!(
+            matches!(call.take(&event("1", progress(3, 1.0)), &sink), Taken::Cursor(c) if c == "1")
+        );
+        assert!(matches!(
+            call.take(&event("2", log.clone()), &sink),
+            Taken::Cursor(_)
+        ));
+        assert!(matches!(
+            call.take(&event("3", progress(9, 5.0)), &sink),
+            Taken::Nothing
+        ));
+        assert!(matches!(
+            call.take(&event("4", answer(8, "theirs")), &sink),
+            Taken::Nothing
+        ));
+        assert!(matches!(call.take(&event("5", log), &sink), Taken::Nothing));
+        assert!(matches!(
+            call.take(&event("6", progress(3, 2.0)), &sink),
+            Taken::Cursor(_)
+        ));
+        match call.take(&event("7", answer(7, "mine")), &sink) {
+            Taken::Answer(CallOutcome::Result(result)) => {
+                assert_eq!(
+                    serde_json::to_value(&result).unwrap()["content"][0]["text"],
+                    "mine"
+                );
+            }
+            _ => panic!("the call's own answer ends it"),
+        }
+        assert_eq!(*sink.progress.lock().unwrap(), vec![1.0, 2.0]);
+        assert_eq!(sink.logs.load(Ordering::Relaxed), 1);
     }
 }

@@ -222,3 +222,103 @@ async fn a_tool_that_requires_a_task_upstream_works_through_the_bridge() {
     assert!(text.contains("# Research Report: python (snake)"), "{text}");
     bridge.shutdown(Duration::from_secs(2)).await;
 }
+
+/// Jobs outlive their replica in front of a real third-party upstream: server-everything over
+/// Streamable HTTP keeps an event store (its SSE events carry ids) and binds each task to its
+/// session. Two bridge replicas on Redis; the owner is killed (`kill -9`) while a
+/// `trigger-long-running-operation` job (a plain call whose stream can be resumed) and a
+/// `simulate-research-query` job (an upstream task) run. The other replica resumes the call's
+/// stream with `Last-Event-ID` and follows the task on its session; each job ends `completed`,
+/// its readers see one line.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_everything_jobs_outlive_a_killed_replica() {
+    let Some(entry) = everything_entry() else {
+        prerequisite(
+            false,
+            "node and tests/interop/node_modules (npm ci --prefix tests/interop)",
+        );
+        return;
+    };
+    let Some(redis) = test_redis("interop_everything::outlive").await else {
+        return;
+    };
+    let prefix = RedisPrefix::new(&redis, "everything-outlive");
+    let mut command = tokio::process::Command::new("node");
+    command.arg(&entry).arg("streamableHttp").env("PORT", "0");
+    let (mut server, url) = http_child(command, "server-everything").await;
+    let config = format!(
+        "[jobs]\nmode = \"async\"\n[auth]\njob_secret = \"{TEST_JOB_SECRET}\"\n{}\n\
+         [[upstreams]]\nname = \"everything\"\ntransport = \"http\"\nurl = \"{url}\"\n",
+        redis_store_toml(&redis, &prefix, 2)
+    );
+    let (mut a, b) = tokio::join!(spawn_bridge(&config, &[]), spawn_bridge(&config, &[]));
+    let on_a = connect_url(&a.mcp_url()).await;
+    let steps = 20;
+    let long = running_job(&on_a, LONG_RUNNING, json!({"duration": 10, "steps": steps})).await;
+    let task = running_job(&on_a, RESEARCH, json!({"topic": "outliving"})).await;
+    let status = |id: String| {
+        let base = b.base();
+        async move { get_json(&job_status_url(&base, &id)).await.1 }
+    };
+    let owner = eventually("both jobs are re-attachable and under way", || async {
+        let (l, t) = (
+            status(long.job_id.clone()).await,
+            status(task.job_id.clone()).await,
+        );
+        (l["durability"] == "upstream_stream"
+            && l["progress"].as_f64() >= Some(2.0)
+            && t["durability"] == "upstream_task"
+            && t["status"] == "running")
+            .then(|| l["owner"].clone())
+    })
+    .await;
+    a.kill();
+
+    let events = read_sse(
+        &job_events_url(&b.base(), &long.job_id),
+        Some(0),
+        SseEvent::is_terminal,
+    )
+    .await;
+    assert_consecutive(&events);
+    let expected: Vec<f64> = (1..=steps).map(f64::from).collect();
+    assert_eq!(
+        progress_values(&events),
+        expected,
+        "every step once: {events:#?}"
+    );
+    let done = events.last().unwrap();
+    assert_eq!(done.event, "completed", "{events:#?}");
+    assert!(
+        done.data["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("Long running operation completed"),
+        "{done:?}"
+    );
+
+    let events = read_sse(
+        &job_events_url(&b.base(), &task.job_id),
+        Some(0),
+        SseEvent::is_terminal,
+    )
+    .await;
+    assert_consecutive(&events);
+    let done = events.last().unwrap();
+    assert_eq!(done.event, "completed", "{events:#?}");
+    assert!(
+        done.data["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("# Research Report: outliving"),
+        "{done:?}"
+    );
+    for (id, how) in [
+        (&long.job_id, "upstream_stream"),
+        (&task.job_id, "upstream_task"),
+    ] {
+        let after = status(id.clone()).await;
+        assert_ne!(after["owner"], owner, "adopted ({how}): {after}");
+    }
+    let _ = server.kill().await;
+}
