@@ -1,6 +1,6 @@
 //! Upstream SSE event ids on a call's response stream: the HTTP client notes a progress
-//! event's id in its `_meta` ([`EventIds`]), the tap hands it on ([`with_event_id`]), and the
-//! call's sink makes it the job's resume cursor (`stream_resume.rs`).
+//! event's id in its `_meta` ([`EventIds`]), the tap hands it on (`tap.rs`), and the call's
+//! sink makes it the job's resume cursor (`stream_resume.rs`).
 
 use std::sync::{
     Arc,
@@ -18,29 +18,6 @@ pub(super) const EVENT_ID_META: &str = "io.github.mcp-progress-bridge/upstreamEv
 /// SDKs' ids are counters, UUIDs or `stream_id/counter`). Anything else is not kept.
 pub(super) fn acceptable_event_id(id: &str, max: usize) -> bool {
     !id.is_empty() && id.len() <= max && id.bytes().all(|b| b.is_ascii_graphic())
-}
-
-/// `progress` as the tap hands it on: rmcp keeps a notification's `_meta` beside its params
-/// (in its extensions), so the event id the HTTP client noted is put back in the params'
-/// `_meta`, where the call's sink reads it. Copied only when there is one.
-pub(super) fn with_event_id(
-    progress: &rmcp::model::ProgressNotification,
-) -> std::borrow::Cow<'_, ProgressNotificationParam> {
-    use rmcp::model::NotificationMetaObject;
-    let id = progress
-        .extensions
-        .get::<NotificationMetaObject>()
-        .and_then(|meta| meta.get(EVENT_ID_META).cloned());
-    match id {
-        Some(id) if progress.params.meta.is_none() => {
-            let mut params = progress.params.clone();
-            let mut meta = NotificationMetaObject::new();
-            meta.insert(EVENT_ID_META.into(), id);
-            params.meta = Some(meta);
-            std::borrow::Cow::Owned(params)
-        }
-        _ => std::borrow::Cow::Borrowed(&progress.params),
-    }
 }
 
 /// The event id the HTTP client noted on `progress`, if any.

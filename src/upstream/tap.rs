@@ -35,7 +35,7 @@ use rmcp::{
     transport::Transport,
 };
 
-use super::request_spans::RequestSpans;
+use super::{event_ids::EVENT_ID_META, request_spans::RequestSpans};
 use crate::{config::LogAttribution, metrics::Metrics, model::Principal};
 
 /// Receives what an upstream reports about one call while it runs. Called on the connection's
@@ -558,7 +558,7 @@ where
                 #[allow(deprecated)]
                 match &n.notification {
                     ServerNotification::ProgressNotification(p) => {
-                        self.routes.progress(&super::event_ids::with_event_id(p));
+                        self.routes.progress(&with_event_id(p));
                         // Delivered: rmcp has nothing left to do with it (the bridge's client
                         // handler ignores progress and no request sets a progress timeout),
                         // and handing it on would cost a spawned task per notification.
@@ -626,6 +626,29 @@ pub(super) fn cut(text: &str, max: usize) -> String {
         end -= 1;
     }
     format!("{}…", &text[..end])
+}
+
+/// `progress` as the tap hands it on: rmcp keeps a notification's `_meta` beside its params
+/// (in its extensions), so the event id the HTTP client noted is put back in the params'
+/// `_meta`, where the call's sink reads it. Copied only when there is one.
+fn with_event_id(
+    progress: &rmcp::model::ProgressNotification,
+) -> std::borrow::Cow<'_, ProgressNotificationParam> {
+    use rmcp::model::NotificationMetaObject;
+    let id = progress
+        .extensions
+        .get::<NotificationMetaObject>()
+        .and_then(|meta| meta.get(EVENT_ID_META).cloned());
+    match id {
+        Some(id) if progress.params.meta.is_none() => {
+            let mut params = progress.params.clone();
+            let mut meta = NotificationMetaObject::new();
+            meta.insert(EVENT_ID_META.into(), id);
+            params.meta = Some(meta);
+            std::borrow::Cow::Owned(params)
+        }
+        _ => std::borrow::Cow::Borrowed(&progress.params),
+    }
 }
 
 #[cfg(test)]
