@@ -1,16 +1,23 @@
 //! The jobs this replica adopted from owners whose lease lapsed (the store hands them up as
 //! `events::Adopted`: it never calls into jobs or upstreams), carried on: each re-attached to
 //! its upstream task or its resumable call stream (`Upstream::reattach`) and run by a job
-//! runner here, its events going on the same `seq` line. One that cannot be re-attached here
-//! ends `owner_lost` at once.
+//! runner here, its events going on the same `seq` line; what its upstream asks goes to the
+//! job's input desk. One that cannot be re-attached here ends `owner_lost` at once.
 
 use std::sync::Arc;
 
-use futures::{FutureExt, StreamExt, stream::BoxStream};
-use rmcp::model::ProgressNotificationParam;
+use futures::{FutureExt, StreamExt, future::BoxFuture, stream::BoxStream};
+#[allow(deprecated)]
+use rmcp::{
+    ErrorData,
+    model::{
+        CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams, ElicitResult,
+        ListRootsResult, ProgressNotificationParam,
+    },
+};
 use tracing::Instrument;
 
-use super::tool_call::work_outcome;
+use super::{ask_router::AskRouter, tool_call::work_outcome};
 use crate::{
     events::Adopted,
     jobs::{Intake, Jobs, PendingJob, Work},
@@ -30,18 +37,40 @@ pub async fn carry_on_adopted(
     while let Some(job) = adopted.next().await {
         let pending = jobs.adopt(&job.snapshot);
         let span = pending.span().clone();
-        if !carry_on(&upstreams, pending, job).instrument(span).await {
+        let asks = AskRouter::for_adopted(&jobs, job.snapshot.job_id);
+        if !carry_on(&upstreams, pending, job, asks)
+            .instrument(span)
+            .await
+        {
             events.count(AdoptionEvent::OwnerLost);
         }
     }
 }
 
-/// An adopted call's reports into its job (what it asks is declined: the default).
+/// An adopted call's reports into its job; what its upstream asks goes to the job's desk.
 struct AdoptedSink {
     intake: Arc<Intake>,
+    asks: Arc<AskRouter>,
 }
 
 impl CallSink for AdoptedSink {
+    fn input(&self, request: ElicitRequestParams) -> BoxFuture<'static, ElicitResult> {
+        self.asks.ask_question(request)
+    }
+
+    #[allow(deprecated)]
+    fn sample(
+        &self,
+        request: CreateMessageRequestParams,
+    ) -> BoxFuture<'static, Result<CreateMessageResult, ErrorData>> {
+        self.asks.ask_sample(request)
+    }
+
+    #[allow(deprecated)]
+    fn roots(&self) -> BoxFuture<'static, ListRootsResult> {
+        self.asks.ask_roots()
+    }
+
     fn progress(&self, p: &ProgressNotificationParam) {
         self.intake.progress(p.progress, p.total, p.message.clone());
     }
@@ -61,7 +90,12 @@ impl CallSink for AdoptedSink {
 }
 
 /// Carry `job` on; false when it could not be and ended `owner_lost`.
-async fn carry_on(upstreams: &Upstreams, pending: PendingJob, job: Adopted) -> bool {
+async fn carry_on(
+    upstreams: &Upstreams,
+    pending: PendingJob,
+    job: Adopted,
+    asks: Arc<AskRouter>,
+) -> bool {
     let Adopted { snapshot, record } = job;
     let Some(upstream) = upstreams.get(&record.upstream) else {
         let message = format!(
@@ -81,7 +115,7 @@ async fn carry_on(upstreams: &Upstreams, pending: PendingJob, job: Adopted) -> b
     let intake = pending.intake();
     // Kept again by this replica (fenced at its generation): the cursor moves on from here.
     intake.reattach(record.clone());
-    let sink = Arc::new(AdoptedSink { intake });
+    let sink = Arc::new(AdoptedSink { intake, asks });
     match upstream.reattach(&record, resume, sink) {
         Ok(call) => {
             let canceller = call.canceller;

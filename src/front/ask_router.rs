@@ -163,6 +163,20 @@ impl AskRouter {
         (router, waiter)
     }
 
+    /// The router of a job this replica adopted: nobody waits on its call here, so what its
+    /// upstream asks goes to the job's desk (a question) or is refused (a sample; no roots).
+    pub fn for_adopted(jobs: &Jobs, job: JobId) -> Arc<Self> {
+        Arc::new(Self {
+            route: Mutex::new(AskRoute::Desk),
+            patience: jobs.inputs().input_timeout(),
+            sample_patience: None,
+            desk: Some(Desk {
+                jobs: jobs.clone(),
+                job,
+            }),
+        })
+    }
+
     /// The caller stopped waiting (answered, cancelled, past the budget): a session caller's
     /// questions go to the desk from now on, its samples are refused. A caller in rounds
     /// comes back with its retry: its round requests know when it has left.

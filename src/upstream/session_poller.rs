@@ -279,5 +279,26 @@ impl SessionPoller {
     }
 }
 
+impl SessionPoller {
+    /// Answer the upstream's request `id` (a question, a sample, the roots it asked on a
+    /// resumed stream) with `outcome`, on the session.
+    pub(super) async fn respond(
+        &self,
+        id: &Value,
+        outcome: Result<Value, ErrorData>,
+    ) -> Result<(), String> {
+        let body = match outcome {
+            Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
+            Err(error) => json!({"jsonrpc": "2.0", "id": id, "error": error}),
+        };
+        let response = self.post(&body).await.map_err(|e| e.to_string())?;
+        if response.status().is_success() {
+            Ok(())
+        } else {
+            Err(format!("HTTP {}", response.status()))
+        }
+    }
+}
+
 /// The header a resuming `GET` names its last event in.
 const LAST_EVENT_ID: &str = "last-event-id";

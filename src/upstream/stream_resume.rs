@@ -148,6 +148,8 @@ pub(super) async fn follow_stream(
     (window, max_id): (Duration, usize),
 ) -> CallOutcome {
     let mut call = ResumedCall::new(&cursor, max_id);
+    // The upstream's requests being answered; dropped (unanswered) when the call ends.
+    let mut asks = tokio::task::JoinSet::new();
     let mut last = cursor.last_event_id;
     let mut heard = Instant::now();
     loop {
@@ -186,6 +188,9 @@ pub(super) async fn follow_stream(
             match call.take(&event, sink.as_ref()) {
                 Taken::Answer(outcome) => return outcome,
                 Taken::Cursor(id) => last = id,
+                Taken::Request(id, request) => {
+                    asks.spawn(answer_request(poller.clone(), sink.clone(), id, request));
+                }
                 Taken::Nothing => {}
             }
         }
@@ -214,7 +219,51 @@ fn lost(upstream: &str, window: Duration, why: &str) -> CallOutcome {
 enum Taken {
     Answer(CallOutcome),
     Cursor(String),
+    /// A request of the upstream (its id, the message), to answer.
+    Request(Value, Value),
     Nothing,
+}
+
+/// The most requests of the upstream one resumed call answers (a bound on a hostile stream).
+const MAX_ASKS: usize = 64;
+
+/// Answer request `id` the upstream made on a resumed stream, as the call's sink decides: a
+/// question (`elicitation/create`) goes where the job's questions go, a sample or the roots to
+/// the sink's answer (refused, none, when nobody waits on the call).
+#[allow(deprecated)]
+async fn answer_request(
+    poller: Arc<SessionPoller>,
+    sink: Arc<dyn CallSink>,
+    id: Value,
+    request: Value,
+) {
+    let params = request.get("params").cloned().unwrap_or_default();
+    let invalid = |e: serde_json::Error| rmcp::ErrorData::invalid_params(e.to_string(), None);
+    let to_value = |v: Result<Value, serde_json::Error>| v.map_err(invalid);
+    let outcome = match request.get("method").and_then(Value::as_str) {
+        Some("elicitation/create") => match serde_json::from_value(params) {
+            Ok(params) => to_value(serde_json::to_value(sink.input(params).await)),
+            Err(e) => Err(invalid(e)),
+        },
+        Some("sampling/createMessage") => match serde_json::from_value(params) {
+            Ok(params) => sink
+                .sample(params)
+                .await
+                .and_then(|r| to_value(serde_json::to_value(r))),
+            Err(e) => Err(invalid(e)),
+        },
+        Some("roots/list") => to_value(serde_json::to_value(sink.roots().await)),
+        Some("ping") => Ok(Value::Object(Default::default())),
+        Some(method) => Err(rmcp::ErrorData::new(
+            rmcp::model::ErrorCode::METHOD_NOT_FOUND,
+            format!("{method} is not answered on a resumed call stream"),
+            None,
+        )),
+        None => return,
+    };
+    if let Err(error) = poller.respond(&id, outcome).await {
+        tracing::warn!(%error, "could not answer the upstream's request on a resumed call stream");
+    }
 }
 
 /// What a resumed stream may carry of its call: the answer to its request id, progress with
@@ -226,6 +275,8 @@ struct ResumedCall {
     progress_token: Option<Value>,
     max_id: usize,
     mixed: bool,
+    /// The upstream's requests taken (a replay after a new `GET` repeats them).
+    asked: std::collections::HashSet<String>,
 }
 
 impl ResumedCall {
@@ -235,6 +286,7 @@ impl ResumedCall {
             progress_token: cursor.progress_token.clone(),
             max_id,
             mixed: false,
+            asked: Default::default(),
         }
     }
 
@@ -273,7 +325,17 @@ impl ResumedCall {
                     sink.log(&line);
                 }
             }
-            Some(_) => return Taken::Nothing,
+            // A request of the upstream's own (it names no call either: taken while the
+            // stream carries this call's messages alone), once.
+            Some(_) => {
+                let Some(id) = message.get("id").filter(|_| !self.mixed) else {
+                    return Taken::Nothing;
+                };
+                if !self.asked.insert(id.to_string()) || self.asked.len() > MAX_ASKS {
+                    return Taken::Nothing;
+                }
+                return Taken::Request(id.clone(), message);
+            }
             None if message.get("id") != Some(&self.request_id) => {
                 self.mixed = true;
                 return Taken::Nothing;

@@ -1,7 +1,8 @@
 """A Streamable HTTP MCP server (the official Python SDK) whose SSE events carry ids: an
 in-memory event store, so a client that lost a POST's response stream resumes it with `GET`
-and `Last-Event-ID` on the same session (the spec's resumability). One tool, `counted`:
-`steps` progress notifications `step_ms` apart, then the text `counted: TOPIC`.
+and `Last-Event-ID` on the same session (the spec's resumability). Its tools: `counted`,
+`steps` progress notifications `step_ms` apart, then the text `counted: TOPIC`; `asking`, the
+same steps, then a question (`elicitation/create`, a string `name`), then `asked: TOPIC: NAME`.
 
 usage: resumable_http_server.py PORT [--no-store]
 """
@@ -11,6 +12,7 @@ import itertools
 import sys
 
 import uvicorn
+from pydantic import BaseModel
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.streamable_http import EventStore
 
@@ -50,6 +52,22 @@ async def counted(topic: str, steps: int = 60, step_ms: int = 100, ctx: Context 
         await asyncio.sleep(step_ms / 1000)
         await ctx.report_progress(step, steps, f"step {step}/{steps}")
     return f"counted: {topic}"
+
+
+class Name(BaseModel):
+    name: str
+
+
+@server.tool()
+async def asking(topic: str, steps: int = 3, step_ms: int = 100, ctx: Context = None) -> str:
+    """Count `steps` steps, then ask who goes on, then say who did."""
+    for step in range(1, steps + 1):
+        await asyncio.sleep(step_ms / 1000)
+        await ctx.report_progress(step, steps + 1, f"step {step}/{steps}")
+    answer = await ctx.elicit(f"Who goes on with {topic}?", Name)
+    name = answer.data.name if answer.action == "accept" else answer.action
+    await ctx.report_progress(steps + 1, steps + 1, "answered")
+    return f"asked: {topic}: {name}"
 
 
 def main():

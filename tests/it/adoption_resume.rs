@@ -211,3 +211,60 @@ async fn a_resumed_stream_whose_session_the_upstream_forgot_fails_owner_lost_at_
     let message = failed.data["message"].as_str().unwrap();
     assert!(message.contains("HTTP 404"), "{message}");
 }
+
+/// The upstream asks a question on the resumed stream (after the owner was lost): the adopter
+/// puts it on the job's input desk, the answer given there (through the surviving replica) goes
+/// back to the upstream on its session, and the tool ends with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_question_asked_on_a_resumed_stream_is_answered_through_the_job() {
+    let Some(url) = test_redis("adoption_resume::question").await else {
+        return;
+    };
+    let prefix = RedisPrefix::new(&url, "resume-question");
+    let Some((_server, upstream)) = resumable_http_server(&[]).await else {
+        return;
+    };
+    let store = redis_store_toml(&url, &prefix, LEASE_SECS);
+    let (mut a, b) = two_replicas(&store, "py", &upstream).await;
+    let on_a = connect_url(&a.mcp_url()).await;
+    let arguments = json!({"topic": "relay", "steps": 30, "step_ms": 150});
+    let handle = running_job(&on_a, "py__asking", arguments).await;
+    let job_id = handle.job_id.clone();
+    eventually("the job is resumable and under way", || async {
+        let s = job_snapshot(&b, &job_id).await;
+        (s["durability"] == "upstream_stream" && s["progress"].as_f64() >= Some(2.0)).then_some(())
+    })
+    .await;
+    a.kill();
+
+    let asked = eventually("the adopter asks the job's question", || async {
+        let s = job_snapshot(&b, &job_id).await;
+        (s["status"] == "input_required").then_some(s)
+    })
+    .await;
+    assert_eq!(
+        asked["input_requests"][0]["message"], "Who goes on with relay?",
+        "{asked}"
+    );
+    let input_url = handle.input_url().replace(&a.base(), &b.base());
+    let (status, body) = post_answer(
+        &input_url,
+        json!({"action": "accept", "content": {"name": "Grace"}}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+
+    let events = read_sse(
+        &job_events_url(&b.base(), &job_id),
+        Some(0),
+        SseEvent::is_terminal,
+    )
+    .await;
+    assert_consecutive(&events);
+    let done = events.last().unwrap();
+    assert_eq!(done.event, "completed", "{events:#?}");
+    assert_eq!(
+        done.data["result"]["content"][0]["text"],
+        "asked: relay: Grace"
+    );
+}
