@@ -21,12 +21,12 @@ pub fn render_job_event(job_id: JobId, seq: Seq, ts: u64, body: &EventBody) -> B
 
 /// What every stored event's data starts with; the body's fields follow at the same level.
 #[derive(Serialize)]
-struct Envelope<'a> {
+struct Envelope<B> {
     job_id: JobId,
     seq: Seq,
     ts: u64,
     #[serde(flatten)]
-    body: BodyView<'a>,
+    body: B,
 }
 
 /// An [`EventBody`] as the contract writes it. Untagged: the SSE `event:` line names the kind,
@@ -108,19 +108,11 @@ impl<'a> From<&'a EventBody> for BodyView<'a> {
 
 /// The JSON `data` of a heartbeat.
 pub fn render_heartbeat(job_id: JobId, seq: Seq, ts: u64, beat: &Heartbeat) -> Bytes {
-    #[derive(Serialize)]
-    struct Envelope<'a> {
-        job_id: JobId,
-        seq: Seq,
-        ts: u64,
-        #[serde(flatten)]
-        beat: &'a Heartbeat,
-    }
     Bytes::from(to_vec(&Envelope {
         job_id,
         seq,
         ts,
-        beat,
+        body: beat,
     }))
 }
 
