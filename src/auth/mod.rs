@@ -62,11 +62,6 @@ impl Authenticator {
         self.open.is_some()
     }
 
-    /// Whether JWTs are accepted (some issuer is configured).
-    pub fn accepts_jwts(&self) -> bool {
-        self.jwt.is_some()
-    }
-
     /// The caller of a request with this `Authorization` header value (`None`: no header).
     pub async fn authenticate(
         &self,

@@ -8,9 +8,8 @@
 //! no other crate's spans, no log events (a log line may quote what a client sent); JSON log
 //! lines written inside a span carry its `trace_id` and `span_id` instead ([`WithTraceIds`]).
 //! Off by default at no cost: without an OTLP endpoint variable [`Traces::from_env`] builds
-//! nothing and [`enabled`] is false, so the request path reads and writes no trace context.
-//! A leaf beside `shutdown`: the modules that own the spans call [`continue_from`],
-//! [`propagation`] and [`failed`].
+//! nothing and [`enabled`] is false, so the request path reads and writes no trace context. A
+//! leaf beside `shutdown`: span owners call [`continue_from`], [`propagation`] and [`failed`].
 
 mod context;
 mod export;
