@@ -93,15 +93,7 @@ async fn a_retry_with_thousands_of_input_responses_is_refused_before_any_is_take
 async fn tasks_update_with_thousands_of_answers_is_refused_before_any_is_taken() {
     let bridge = start_bridge(|c| c.jobs.mode = CallMode::Async).await;
     let client = connect_2026(&bridge.mcp_url(), None, true).await;
-    let answer = within(
-        "tools/call",
-        client.call_tool_once(call_params("demo__ask", json!({"question": "Color?"}))),
-    )
-    .await
-    .unwrap();
-    let CallToolResponse::Task(created) = answer else {
-        panic!("not a task: {answer:?}");
-    };
+    let created = task_of(&client, "demo__ask", json!({"question": "Color?"})).await;
     let task_id = created.task.task_id;
     let get = || async {
         client

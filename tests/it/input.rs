@@ -120,15 +120,7 @@ async fn a_waiting_caller_that_takes_elicitation_answers_itself() {
 async fn a_task_shows_the_question_and_tasks_update_answers_it() {
     let bridge = start_bridge(|c| c.jobs.mode = CallMode::Async).await;
     let client = connect_2026(&bridge.mcp_url(), None, true).await;
-    let answer = within(
-        "tools/call",
-        client.call_tool_once(call_params("demo__ask", json!({"question": "Color?"}))),
-    )
-    .await
-    .unwrap();
-    let CallToolResponse::Task(created) = answer else {
-        panic!("not a task: {answer:?}");
-    };
+    let created = task_of(&client, "demo__ask", json!({"question": "Color?"})).await;
     let task_id = created.task.task_id;
     let requests = task_input_requests(&client, &task_id).await;
     let (key, request) = requests.into_iter().next().unwrap();

@@ -732,15 +732,7 @@ async fn answers_that_reach_another_replica_are_taken_by_the_one_running_the_job
 
     // 3. tasks/update on B for a task started on A.
     let tasks_a = connect_2026(&a.mcp_url(), Some(TOKEN_A), true).await;
-    let created = within(
-        "tools/call",
-        tasks_a.call_tool_once(call_params("demo__ask", json!({"question": "Color?"}))),
-    )
-    .await
-    .unwrap();
-    let CallToolResponse::Task(created) = created else {
-        panic!("not a task: {created:?}");
-    };
+    let created = task_of(&tasks_a, "demo__ask", json!({"question": "Color?"})).await;
     let task_id = created.task.task_id;
     let tasks_b = connect_2026(&b.mcp_url(), Some(TOKEN_A), true).await;
     let key = task_input_requests(&tasks_b, &task_id)

@@ -9,8 +9,8 @@ use mcp_progress_bridge::config::{CallMode, McpToken, Secret};
 use rmcp::{
     ServiceError,
     model::{
-        CallToolResponse, CallToolResult, CancelTaskParams, CreateTaskResult, DetailedTask,
-        ErrorCode, GetTaskParams, ResultType, TaskPayload, TaskStatus,
+        CallToolResponse, CallToolResult, CancelTaskParams, DetailedTask, ErrorCode, GetTaskParams,
+        ResultType, TaskPayload, TaskStatus,
     },
 };
 use serde_json::{Value, json};
@@ -41,20 +41,6 @@ async fn start() -> TestBridge {
 
 async fn tasks_client(bridge: &TestBridge, token: &str) -> McpClient {
     connect_2026(&bridge.mcp_url(), Some(token), true).await
-}
-
-/// Call `tool`, which must come back as a task.
-async fn task_of(client: &McpClient, tool: &str, arguments: Value) -> CreateTaskResult {
-    let answer = within(
-        "tools/call",
-        client.call_tool_once(call_params(tool, arguments)),
-    )
-    .await
-    .expect("tools/call");
-    match answer {
-        CallToolResponse::Task(task) => task,
-        other => panic!("{tool} did not come back as a task: {other:?}"),
-    }
 }
 
 /// Poll `tasks/get` until the task has ended.

@@ -13,10 +13,10 @@ use rmcp::{
     ClientHandler, RoleClient, ServiceExt,
     model::{
         CallToolRequestParams, CallToolResponse, CallToolResult, ClientCapabilities, ClientConfig,
-        CreateMessageRequestParams, CreateMessageResult, DetailedTask, ElicitRequestParams,
-        ElicitResult, ElicitationAction, ElicitationCapability, FormElicitationCapability,
-        GetTaskParams, Implementation, InputRequests, ListRootsResult, ProgressNotificationParam,
-        ProtocolVersion, Root, SamplingMessage, TaskPayload,
+        CreateMessageRequestParams, CreateMessageResult, CreateTaskResult, DetailedTask,
+        ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationCapability,
+        FormElicitationCapability, GetTaskParams, Implementation, InputRequests, ListRootsResult,
+        ProgressNotificationParam, ProtocolVersion, Root, SamplingMessage, TaskPayload,
     },
     service::{
         ClientLifecycleMode, ClientServiceExt, NotificationContext, RequestContext, RunningService,
@@ -377,6 +377,20 @@ pub async fn task_input_requests(client: &McpClient, task_id: &str) -> InputRequ
         }
     })
     .await
+}
+
+/// Call `tool`, which must come back as a task.
+pub async fn task_of(client: &McpClient, tool: &str, arguments: Value) -> CreateTaskResult {
+    let answer = within(
+        "tools/call",
+        client.call_tool_once(call_params(tool, arguments)),
+    )
+    .await
+    .expect("tools/call");
+    match answer {
+        CallToolResponse::Task(task) => task,
+        other => panic!("{tool} did not come back as a task: {other:?}"),
+    }
 }
 
 /// Task `task_id` once it has ended: `tasks/get` until its status is terminal.
