@@ -20,6 +20,7 @@ mod oversize;
 mod reattach;
 mod request_spans;
 mod requests;
+mod session_asks;
 mod session_poller;
 mod session_seen;
 mod shared;

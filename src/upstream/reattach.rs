@@ -9,6 +9,7 @@ use futures::{FutureExt, future::BoxFuture};
 use super::{
     UpstreamError,
     call_outcome::CallOutcome,
+    session_asks::NoCall,
     session_poller::SessionPoller,
     shared::Shared,
     stream_resume,
@@ -43,7 +44,7 @@ impl AdoptedCanceller {
             Target::Task(task_id) => {
                 let answer = self
                     .poller
-                    .request("tasks/cancel", task_id, Some(CANCEL_WITHIN))
+                    .request("tasks/cancel", task_id, Some(CANCEL_WITHIN), &NoCall)
                     .await;
                 let outcome = if answer.is_ok() { "ok" } else { "error" };
                 self.metrics

@@ -23,7 +23,9 @@ use super::{
     UpstreamError,
     call_outcome::CallOutcome,
     http_client::{SESSION_HEADER, SSE_FRAMING, bounded_bytes, same_origin_redirects},
+    session_asks,
     session_seen::PROTOCOL_HEADER,
+    tap::CallSink,
 };
 use crate::{config::UpstreamConfig, model::FailureReason, model::Reattach};
 
@@ -101,13 +103,16 @@ impl SessionPoller {
     /// `method` for task `task_id`, answered within `within` (none: no bound but the job's).
     /// A connection failure or an HTTP error is `upstream_lost` (the follower retries within
     /// `upstream_tasks.resume_within_secs`); a JSON-RPC error is the upstream's answer.
+    /// What the upstream asks on the answer's stream (an adopted task's questions come on
+    /// `tasks/result`) is answered through `asks`, the call's sink.
     pub(super) async fn request(
         &self,
         method: &str,
         task_id: &str,
         within: Option<Duration>,
+        asks: &dyn CallSink,
     ) -> Result<Value, CallOutcome> {
-        let sent = self.exchange(method, task_id);
+        let sent = self.exchange(method, task_id, asks);
         match within {
             Some(within) => tokio::time::timeout(within, sent)
                 .await
@@ -124,7 +129,12 @@ impl SessionPoller {
         }
     }
 
-    async fn exchange(&self, method: &str, task_id: &str) -> Result<Value, CallOutcome> {
+    async fn exchange(
+        &self,
+        method: &str,
+        task_id: &str,
+        asks: &dyn CallSink,
+    ) -> Result<Value, CallOutcome> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let body = json!({"jsonrpc": "2.0", "id": id, "method": method,
             "params": {"taskId": task_id}});
@@ -160,7 +170,7 @@ impl SessionPoller {
                     .to_ascii_lowercase()
             });
         let answer = match media.as_deref() {
-            Some("text/event-stream") => self.answer_on_stream(response, id).await,
+            Some("text/event-stream") => self.answer_on_stream(response, id, asks).await,
             _ => self.answer_in_body(response).await,
         }
         .map_err(lost)?;
@@ -204,12 +214,16 @@ impl SessionPoller {
     }
 
     /// The response to request `id` among the events of an SSE stream (each event within the
-    /// limit; other messages on the stream, notifications or requests, are passed over).
+    /// limit). The upstream's requests on it are answered through `asks`, one at a time (the
+    /// upstream waits for the answer anyway), at most `session_asks::MAX_ASKS`; notifications
+    /// are passed over.
     async fn answer_on_stream(
         &self,
         response: reqwest::Response,
         id: i64,
+        asks: &dyn CallSink,
     ) -> Result<Value, String> {
+        let mut asked = 0;
         let max = self.limit.saturating_add(SSE_FRAMING);
         let mut events =
             sse_stream::SseStream::from_bytes_stream(bounded_bytes(response.bytes_stream(), max));
@@ -223,6 +237,17 @@ impl SessionPoller {
                 && message.get("method").is_none()
             {
                 return Ok(message);
+            }
+            if asked < session_asks::MAX_ASKS
+                && let (Some(request_id), Some(outcome)) = (
+                    message.get("id"),
+                    session_asks::answer(asks, &message).await,
+                )
+            {
+                asked += 1;
+                if let Err(error) = self.respond(request_id, outcome).await {
+                    tracing::warn!(%error, "could not answer the upstream's request on its session");
+                }
             }
         }
         Err("the stream ended without the answer".into())

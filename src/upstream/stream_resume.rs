@@ -25,6 +25,7 @@ use tokio::time::Instant;
 use super::{
     call_outcome::CallOutcome,
     event_ids::{acceptable_event_id, event_id},
+    session_asks,
     session_poller::{Resume, ResumedEvent, SessionPoller},
     session_seen::SessionSeen,
     tap::CallSink,
@@ -224,42 +225,15 @@ enum Taken {
     Nothing,
 }
 
-/// The most requests of the upstream one resumed call answers (a bound on a hostile stream).
-const MAX_ASKS: usize = 64;
-
-/// Answer request `id` the upstream made on a resumed stream, as the call's sink decides: a
-/// question (`elicitation/create`) goes where the job's questions go, a sample or the roots to
-/// the sink's answer (refused, none, when nobody waits on the call).
-#[allow(deprecated)]
+/// Answer request `id` the upstream made on a resumed stream, as the call's sink decides.
 async fn answer_request(
     poller: Arc<SessionPoller>,
     sink: Arc<dyn CallSink>,
     id: Value,
     request: Value,
 ) {
-    let params = request.get("params").cloned().unwrap_or_default();
-    let invalid = |e: serde_json::Error| rmcp::ErrorData::invalid_params(e.to_string(), None);
-    let to_value = |v: Result<Value, serde_json::Error>| v.map_err(invalid);
-    let outcome = match request.get("method").and_then(Value::as_str) {
-        Some("elicitation/create") => match serde_json::from_value(params) {
-            Ok(params) => to_value(serde_json::to_value(sink.input(params).await)),
-            Err(e) => Err(invalid(e)),
-        },
-        Some("sampling/createMessage") => match serde_json::from_value(params) {
-            Ok(params) => sink
-                .sample(params)
-                .await
-                .and_then(|r| to_value(serde_json::to_value(r))),
-            Err(e) => Err(invalid(e)),
-        },
-        Some("roots/list") => to_value(serde_json::to_value(sink.roots().await)),
-        Some("ping") => Ok(Value::Object(Default::default())),
-        Some(method) => Err(rmcp::ErrorData::new(
-            rmcp::model::ErrorCode::METHOD_NOT_FOUND,
-            format!("{method} is not answered on a resumed call stream"),
-            None,
-        )),
-        None => return,
+    let Some(outcome) = session_asks::answer(sink.as_ref(), &request).await else {
+        return;
     };
     if let Err(error) = poller.respond(&id, outcome).await {
         tracing::warn!(%error, "could not answer the upstream's request on a resumed call stream");
@@ -331,7 +305,7 @@ impl ResumedCall {
                 let Some(id) = message.get("id").filter(|_| !self.mixed) else {
                     return Taken::Nothing;
                 };
-                if !self.asked.insert(id.to_string()) || self.asked.len() > MAX_ASKS {
+                if !self.asked.insert(id.to_string()) || self.asked.len() > session_asks::MAX_ASKS {
                     return Taken::Nothing;
                 }
                 return Taken::Request(id.clone(), message);

@@ -242,19 +242,10 @@ async fn follow_task(
             closed = live.closed;
             watching = true;
         }
-        if state.status == "input_required" && !on_connection {
-            return CallOutcome::Failed {
-                reason: FailureReason::UpstreamError,
-                message: format!(
-                    "upstream {upstream}'s task {id} asks for input, and its job was adopted \
-                     from another replica, which cannot relay the question yet: run the tool \
-                     again"
-                ),
-            };
-        }
         if state.status == "input_required" {
             // The 2025-11-25 way: the upstream's questions come while the client waits on
-            // `tasks/result`, which answers once the task has ended.
+            // `tasks/result`, which answers once the task has ended (on an adopted task's
+            // session too: `SessionPoller` answers them through the call's sink).
             return result(&upstream, &call, &id, None, &mut lost).await;
         }
     }
@@ -401,7 +392,7 @@ async fn resumed(
 ) -> Result<Option<Value>, CallOutcome> {
     let answer = match (&call.line, call.upstream.live_peer()) {
         (TaskLine::Session(poller), _) => {
-            let answer = poller.request(method, id, within).await;
+            let answer = poller.request(method, id, within, call.sink.as_ref()).await;
             count(&call.metrics, method, answer.is_ok());
             answer
         }

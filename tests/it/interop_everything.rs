@@ -322,3 +322,71 @@ async fn server_everything_jobs_outlive_a_killed_replica() {
     }
     let _ = server.kill().await;
 }
+
+/// server-everything's `simulate-research-query` with `ambiguous` goes `input_required` at its
+/// third stage and sends its question on the `tasks/result` stream (the 2025-11-25 way). Its
+/// owner is killed before that: the replica that adopts the task calls `tasks/result` on the
+/// task's session, puts the question on the job's input desk, and sends the answer given
+/// there (through the surviving replica) back on the session; the report says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_adopted_task_that_asks_for_input_is_answered_through_the_job() {
+    let Some(entry) = everything_entry() else {
+        prerequisite(
+            false,
+            "node and tests/interop/node_modules (npm ci --prefix tests/interop)",
+        );
+        return;
+    };
+    let Some(redis) = test_redis("interop_everything::adopted_question").await else {
+        return;
+    };
+    let prefix = RedisPrefix::new(&redis, "everything-question");
+    let mut command = tokio::process::Command::new("node");
+    command.arg(&entry).arg("streamableHttp").env("PORT", "0");
+    let (mut server, url) = http_child(command, "server-everything").await;
+    let config = format!(
+        "[jobs]\nmode = \"async\"\n[auth]\njob_secret = \"{TEST_JOB_SECRET}\"\n{}\n\
+         [[upstreams]]\nname = \"everything\"\ntransport = \"http\"\nurl = \"{url}\"\n",
+        redis_store_toml(&redis, &prefix, 2)
+    );
+    let (mut a, b) = tokio::join!(spawn_bridge(&config, &[]), spawn_bridge(&config, &[]));
+    let on_a = connect_url(&a.mcp_url()).await;
+    let arguments = json!({"topic": "python", "ambiguous": true});
+    let task = running_job(&on_a, RESEARCH, arguments).await;
+    let job_id = task.job_id.clone();
+    let snapshot = |id: String| {
+        let base = b.base();
+        async move { get_json(&job_status_url(&base, &id)).await.1 }
+    };
+    eventually("the job is re-attachable", || async {
+        (snapshot(job_id.clone()).await["durability"] == "upstream_task").then_some(())
+    })
+    .await;
+    a.kill();
+
+    let asked = eventually("the adopter asks the task's question", || async {
+        let s = snapshot(job_id.clone()).await;
+        (s["status"] == "input_required").then_some(s)
+    })
+    .await;
+    let message = asked["input_requests"][0]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("multiple interpretations"), "{asked}");
+    let input_url = task.input_url().replace(&a.base(), &b.base());
+    let (status, body) = post_answer(&input_url, json!({"action": "decline"})).await;
+    assert_eq!(status, 200, "{body}");
+
+    let events = read_sse(
+        &job_events_url(&b.base(), &job_id),
+        Some(0),
+        SseEvent::is_terminal,
+    )
+    .await;
+    assert_consecutive(&events);
+    let done = events.last().unwrap();
+    assert_eq!(done.event, "completed", "{events:#?}");
+    let report = done.data["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(report.contains("User declined"), "{report}");
+    let _ = server.kill().await;
+}
