@@ -283,16 +283,13 @@ async fn one_principal_takes_at_most_a_quarter_of_sessions_and_streams() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_principal_follows_at_most_a_quarter_of_the_followed_tasks() {
     use crate::listen_tasks::{TOKEN_A, TOKEN_B, acknowledged, listen, slow_task};
-    use mcp_progress_bridge::config::{CallMode, McpToken, Secret};
+    use mcp_progress_bridge::config::CallMode;
     use serde_json::json;
     let bridge = start_bridge(|c| {
         c.jobs.mode = CallMode::Auto;
         c.jobs.sync_budget_ms = 200;
         c.limits.max_followed_tasks = 4;
-        c.auth.mcp_tokens = vec![
-            McpToken::named("a", Secret::literal(TOKEN_A)),
-            McpToken::named("b", Secret::literal(TOKEN_B)),
-        ];
+        c.auth.mcp_tokens = named_tokens(&[("a", TOKEN_A), ("b", TOKEN_B)]);
     })
     .await;
     let alices = [

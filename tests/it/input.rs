@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use crate::common::*;
-use mcp_progress_bridge::config::{CallMode, McpToken, Secret};
+use mcp_progress_bridge::config::CallMode;
 use rmcp::model::{CallToolResponse, InputRequest, TaskPayload, TaskStatus, UpdateTaskParams};
 use serde_json::{Value, json};
 
@@ -191,10 +191,7 @@ async fn a_2026_caller_answers_in_input_required_rounds() {
     const TOKEN_B: &str = "token-of-b-0123456789abcdef";
     let bridge = start_bridge(|c| {
         c.jobs.mode = CallMode::Sync;
-        c.auth.mcp_tokens = vec![
-            McpToken::named("a", Secret::literal(TOKEN_A)),
-            McpToken::named("b", Secret::literal(TOKEN_B)),
-        ];
+        c.auth.mcp_tokens = named_tokens(&[("a", TOKEN_A), ("b", TOKEN_B)]);
     })
     .await;
     let a = connect_2026_answering(&bridge.mcp_url(), Some(TOKEN_A), "Linus").await;
@@ -245,10 +242,7 @@ async fn the_agent_answers_with_the_answer_job_input_tool() {
     const TOKEN_B: &str = "token-of-b-0123456789abcdef";
     let bridge = start_bridge(|c| {
         c.jobs.mode = CallMode::Async;
-        c.auth.mcp_tokens = vec![
-            McpToken::named("a", Secret::literal(TOKEN_A)),
-            McpToken::named("b", Secret::literal(TOKEN_B)),
-        ];
+        c.auth.mcp_tokens = named_tokens(&[("a", TOKEN_A), ("b", TOKEN_B)]);
     })
     .await;
     let a = connect_with_token(&bridge, TOKEN_A).await;
@@ -346,10 +340,7 @@ async fn a_2026_callers_sample_answers_are_checked_and_bound_to_it() {
     const TOKEN_B: &str = "token-of-b-0123456789abcdef";
     let bridge = start_bridge(|c| {
         c.jobs.mode = CallMode::Sync;
-        c.auth.mcp_tokens = vec![
-            McpToken::named("a", Secret::literal(TOKEN_A)),
-            McpToken::named("b", Secret::literal(TOKEN_B)),
-        ];
+        c.auth.mcp_tokens = named_tokens(&[("a", TOKEN_A), ("b", TOKEN_B)]);
     })
     .await;
     let a = connect_2026_sampling(&bridge.mcp_url(), Some(TOKEN_A), "unused", &[]).await;
@@ -468,10 +459,7 @@ async fn a_cancelled_calls_late_question_never_reaches_another_principals_job() 
     const BOB: &str = "bob-asking-token-0123456789abcd";
     let bridge = start_bridge(|c| {
         c.jobs.mode = CallMode::Async;
-        c.auth.mcp_tokens = vec![
-            McpToken::named("alice", Secret::literal(ALICE)),
-            McpToken::named("bob", Secret::literal(BOB)),
-        ];
+        c.auth.mcp_tokens = named_tokens(&[("alice", ALICE), ("bob", BOB)]);
     })
     .await;
     let alice = connect_with_token(&bridge, ALICE).await;

@@ -20,10 +20,7 @@ async fn start(max_listen_task_ids: usize) -> TestBridge {
         c.jobs.mode = CallMode::Auto;
         c.jobs.sync_budget_ms = 200;
         c.limits.max_listen_task_ids = max_listen_task_ids;
-        c.auth.mcp_tokens = vec![
-            McpToken::named("a", Secret::literal(TOKEN_A)),
-            McpToken::named("b", Secret::literal(TOKEN_B)),
-        ];
+        c.auth.mcp_tokens = named_tokens(&[("a", TOKEN_A), ("b", TOKEN_B)]);
     })
     .await
 }

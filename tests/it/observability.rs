@@ -73,10 +73,7 @@ const MAX_SERIES_PER_METRIC: usize = 16;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_count_refusals_sessions_and_the_build_with_bounded_series() {
     let bridge = start_bridge(|c| {
-        c.auth.mcp_tokens = vec![
-            McpToken::named("ops", Secret::literal(TOKEN)),
-            McpToken::named("flood", Secret::literal(FLOOD_TOKEN)),
-        ];
+        c.auth.mcp_tokens = named_tokens(&[("ops", TOKEN), ("flood", FLOOD_TOKEN)]);
         c.limits.calls_per_minute = 20;
         c.limits.max_request_bytes = 64 * 1024;
         c.limits.max_subscribers_per_channel = 1;

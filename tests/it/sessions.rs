@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use crate::common::*;
-use mcp_progress_bridge::config::{CallMode, Config, McpToken, Secret, StoreBackend};
+use mcp_progress_bridge::config::{CallMode, Config, StoreBackend};
 use serde_json::Value;
 
 const ALICE: &str = "alice-session-token-0123456789";
@@ -25,10 +25,7 @@ fn demo(c: &mut Config) {
 
 fn two_principals(c: &mut Config) {
     demo(c);
-    c.auth.mcp_tokens = vec![
-        McpToken::named("alice", Secret::literal(ALICE)),
-        McpToken::named("bob", Secret::literal(BOB)),
-    ];
+    c.auth.mcp_tokens = named_tokens(&[("alice", ALICE), ("bob", BOB)]);
 }
 
 /// `/metrics`, with a token when `/mcp` has them.

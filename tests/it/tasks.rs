@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use crate::common::*;
-use mcp_progress_bridge::config::{CallMode, McpToken, Secret};
+use mcp_progress_bridge::config::CallMode;
 use rmcp::{
     ServiceError,
     model::{
@@ -31,10 +31,7 @@ async fn start() -> TestBridge {
             "cancellations",
             CallMode::Sync,
         )];
-        c.auth.mcp_tokens = vec![
-            McpToken::named("a", Secret::literal(TOKEN_A)),
-            McpToken::named("b", Secret::literal(TOKEN_B)),
-        ];
+        c.auth.mcp_tokens = named_tokens(&[("a", TOKEN_A), ("b", TOKEN_B)]);
     })
     .await
 }

@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use crate::common::*;
-use mcp_progress_bridge::config::{CallMode, McpToken, Secret, UpstreamConfig};
+use mcp_progress_bridge::config::{CallMode, UpstreamConfig};
 use serde_json::{Value, json};
 
 const TOKEN_A: &str = "token-of-a-0123456789abcdef";
@@ -29,10 +29,7 @@ async fn start(everything: &std::path::Path) -> TestBridge {
                 &[&everything.display().to_string(), "stdio"],
             ),
         ];
-        c.auth.mcp_tokens = vec![
-            McpToken::named("a", Secret::literal(TOKEN_A)),
-            McpToken::named("b", Secret::literal(TOKEN_B)),
-        ];
+        c.auth.mcp_tokens = named_tokens(&[("a", TOKEN_A), ("b", TOKEN_B)]);
     })
     .await
 }

@@ -8,7 +8,7 @@ use std::time::Duration;
 use mcp_progress_bridge::{
     app::{self, RunningBridge},
     auth::JobTokens,
-    config::{CallMode, Config, Secret, StoreBackend, UpstreamConfig},
+    config::{CallMode, Config, McpToken, Secret, StoreBackend, UpstreamConfig},
 };
 use tokio_util::sync::CancellationToken;
 
@@ -28,6 +28,12 @@ pub const TEST_JOB_SECRET: &str = "test-job-secret-0123456789abcdef-not-for-prod
 /// Mints the tokens a test bridge with [`TEST_JOB_SECRET`] accepts.
 pub fn job_tokens() -> JobTokens {
     JobTokens::new(TEST_JOB_SECRET.as_bytes())
+}
+
+/// Static MCP tokens by name (`auth.mcp_tokens`): each `(name, token)` a principal of its own.
+pub fn named_tokens(tokens: &[(&str, &str)]) -> Vec<McpToken> {
+    let named = |&(name, token): &(&str, &str)| McpToken::named(name, Secret::literal(token));
+    tokens.iter().map(named).collect()
 }
 
 /// The demo tool server as a stdio upstream: this test binary's sibling, the bridge itself.
