@@ -369,7 +369,9 @@ async fn an_adopted_task_that_asks_for_input_is_answered_through_the_job() {
         (s["status"] == "input_required").then_some(s)
     })
     .await;
-    let message = asked["input_requests"][0]["message"].as_str().unwrap_or_default();
+    let message = asked["input_requests"][0]["message"]
+        .as_str()
+        .unwrap_or_default();
     assert!(message.contains("multiple interpretations"), "{asked}");
     let input_url = task.input_url().replace(&a.base(), &b.base());
     let (status, body) = post_answer(&input_url, json!({"action": "decline"})).await;

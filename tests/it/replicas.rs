@@ -35,9 +35,17 @@ async fn replica(extra: &str) -> BridgeProcess {
     spawn_bridge(&config, &[]).await
 }
 
-async fn two_replicas(url: &str, prefix: &str) -> (BridgeProcess, BridgeProcess) {
-    let store = redis_store_toml(url, prefix, LEASE_SECS);
-    tokio::join!(replica(&store), replica(&store))
+/// Two replicas on the store `store` (its `[store]` section).
+async fn two_replicas(store: &str) -> (BridgeProcess, BridgeProcess) {
+    tokio::join!(replica(store), replica(store))
+}
+
+/// The `[store]` section of replicas on a Redis Cluster of the test's own.
+fn cluster_store(cluster: &RedisCluster) -> String {
+    format!(
+        "{}redis_cluster = true\n",
+        redis_store_toml(&cluster.url(), "replicas", LEASE_SECS)
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -46,7 +54,15 @@ async fn a_job_called_on_one_replica_streams_on_another_once_and_in_order() {
         return;
     };
     let prefix = RedisPrefix::new(&url, "stream");
-    let (a, b) = two_replicas(&url, &prefix).await;
+    a_job_called_on_one_replica_streams_on_another_once_and_in_order_on(&redis_store_toml(
+        &url, &prefix, LEASE_SECS,
+    ))
+    .await;
+}
+
+/// [`a_job_called_on_one_replica_streams_on_another_once_and_in_order`] on the replicas' store `store`.
+async fn a_job_called_on_one_replica_streams_on_another_once_and_in_order_on(store: &str) {
+    let (a, b) = two_replicas(store).await;
     let on_a = connect_url(&a.mcp_url()).await;
     let handle = running_job(&on_a, "demo__slow_count", json!({"to": 10, "delay_ms": 50})).await;
     let job_id = handle.job_id.as_str();
@@ -95,7 +111,17 @@ async fn reconnecting_to_the_other_replica_with_last_event_id_replays_exactly_th
         return;
     };
     let prefix = RedisPrefix::new(&url, "resume");
-    let (a, b) = two_replicas(&url, &prefix).await;
+    reconnecting_to_the_other_replica_with_last_event_id_replays_exactly_the_gap_on(
+        &redis_store_toml(&url, &prefix, LEASE_SECS),
+    )
+    .await;
+}
+
+/// [`reconnecting_to_the_other_replica_with_last_event_id_replays_exactly_the_gap`] on the replicas' store `store`.
+async fn reconnecting_to_the_other_replica_with_last_event_id_replays_exactly_the_gap_on(
+    store: &str,
+) {
+    let (a, b) = two_replicas(store).await;
     let on_a = connect_url(&a.mcp_url()).await;
     let handle = running_job(
         &on_a,
@@ -153,7 +179,15 @@ async fn a_cancel_on_one_replica_stops_the_upstream_call_on_the_owner() {
         return;
     };
     let prefix = RedisPrefix::new(&url, "cancel");
-    let (a, b) = two_replicas(&url, &prefix).await;
+    a_cancel_on_one_replica_stops_the_upstream_call_on_the_owner_on(&redis_store_toml(
+        &url, &prefix, LEASE_SECS,
+    ))
+    .await;
+}
+
+/// [`a_cancel_on_one_replica_stops_the_upstream_call_on_the_owner`] on the replicas' store `store`.
+async fn a_cancel_on_one_replica_stops_the_upstream_call_on_the_owner_on(store: &str) {
+    let (a, b) = two_replicas(store).await;
     let on_a = connect_url(&a.mcp_url()).await;
     let handle = running_job(
         &on_a,
@@ -201,7 +235,15 @@ async fn killing_the_owner_fails_its_jobs_on_another_replica_within_the_lease() 
         return;
     };
     let prefix = RedisPrefix::new(&url, "owner-lost");
-    let (mut a, b) = two_replicas(&url, &prefix).await;
+    killing_the_owner_fails_its_jobs_on_another_replica_within_the_lease_on(&redis_store_toml(
+        &url, &prefix, LEASE_SECS,
+    ))
+    .await;
+}
+
+/// [`killing_the_owner_fails_its_jobs_on_another_replica_within_the_lease`] on the replicas' store `store`.
+async fn killing_the_owner_fails_its_jobs_on_another_replica_within_the_lease_on(store: &str) {
+    let (mut a, b) = two_replicas(store).await;
     let on_a = connect_url(&a.mcp_url()).await;
     let handle = running_job(
         &on_a,
@@ -280,7 +322,12 @@ async fn redis_restarted_under_a_running_job_loses_no_event() {
     let Some(mut redis) = PrivateRedis::start("replicas::redis_restart").await else {
         return;
     };
-    let (a, b) = two_replicas(&redis.url, &unique_prefix("restart")).await;
+    let (a, b) = two_replicas(&redis_store_toml(
+        &redis.url,
+        &unique_prefix("restart"),
+        LEASE_SECS,
+    ))
+    .await;
     let on_a = connect_url(&a.mcp_url()).await;
     let handle = running_job(
         &on_a,
@@ -557,7 +604,15 @@ async fn an_mcp_session_started_on_one_replica_is_served_by_another() {
         return;
     };
     let prefix = RedisPrefix::new(&url, "mcp-session");
-    let (a, b) = two_replicas(&url, &prefix).await;
+    an_mcp_session_started_on_one_replica_is_served_by_another_on(&redis_store_toml(
+        &url, &prefix, LEASE_SECS,
+    ))
+    .await;
+}
+
+/// [`an_mcp_session_started_on_one_replica_is_served_by_another`] on the replicas' store `store`.
+async fn an_mcp_session_started_on_one_replica_is_served_by_another_on(store: &str) {
+    let (a, b) = two_replicas(store).await;
     let http = reqwest::Client::new();
     let post = |url: String, session: Option<String>, body: Value| {
         let mut request = http
@@ -1296,4 +1351,73 @@ async fn tasks_result_on_another_replica_answers_as_the_owner_does() {
     assert_eq!(answered.data["by"], "tasks/result");
     // The answer was taken on A, where the question waited.
     assert_eq!(relays(&b.base(), "taken").await, 1);
+}
+
+/// The same on a Redis Cluster of three primaries the test starts: the job's keys, the
+/// replicas' leases and running sets and the MCP sessions live in different slots.
+mod on_cluster {
+    use super::*;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_job_called_on_one_replica_streams_on_another_once_and_in_order() {
+        let Some(cluster) = RedisCluster::start("replicas::on_cluster::a_job_called_on_one_replica_streams_on_another_once_and_in_order").await else {
+            return;
+        };
+        super::a_job_called_on_one_replica_streams_on_another_once_and_in_order_on(&cluster_store(
+            &cluster,
+        ))
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn reconnecting_to_the_other_replica_with_last_event_id_replays_exactly_the_gap() {
+        let Some(cluster) = RedisCluster::start("replicas::on_cluster::reconnecting_to_the_other_replica_with_last_event_id_replays_exactly_the_gap").await else {
+            return;
+        };
+        super::reconnecting_to_the_other_replica_with_last_event_id_replays_exactly_the_gap_on(
+            &cluster_store(&cluster),
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_cancel_on_one_replica_stops_the_upstream_call_on_the_owner() {
+        let Some(cluster) = RedisCluster::start(
+            "replicas::on_cluster::a_cancel_on_one_replica_stops_the_upstream_call_on_the_owner",
+        )
+        .await
+        else {
+            return;
+        };
+        super::a_cancel_on_one_replica_stops_the_upstream_call_on_the_owner_on(&cluster_store(
+            &cluster,
+        ))
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn killing_the_owner_fails_its_jobs_on_another_replica_within_the_lease() {
+        let Some(cluster) = RedisCluster::start("replicas::on_cluster::killing_the_owner_fails_its_jobs_on_another_replica_within_the_lease").await else {
+            return;
+        };
+        super::killing_the_owner_fails_its_jobs_on_another_replica_within_the_lease_on(
+            &cluster_store(&cluster),
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_mcp_session_started_on_one_replica_is_served_by_another() {
+        let Some(cluster) = RedisCluster::start(
+            "replicas::on_cluster::an_mcp_session_started_on_one_replica_is_served_by_another",
+        )
+        .await
+        else {
+            return;
+        };
+        super::an_mcp_session_started_on_one_replica_is_served_by_another_on(&cluster_store(
+            &cluster,
+        ))
+        .await;
+    }
 }
