@@ -156,18 +156,7 @@ async fn answer_when_done(
                 return answer(&finished, &core.links, id, &waiting.answering.name)
                     .map(Into::into);
             }
-            _ = context.ct.cancelled() => {
-                // The session ended (closed, idle; during a drain too): the request goes with
-                // it, the job does not. Only the client's own cancel ends the job.
-                let session_ended = session
-                    .as_deref()
-                    .is_some_and(|session| !core.listeners.has_session(session));
-                if session_ended {
-                    return Ok(error_result("the MCP session ended; the job goes on").into());
-                }
-                core.jobs.cancel_local(id, "the MCP client cancelled its request".into());
-                return Ok(error_result("cancelled by the client").into());
-            }
+            _ = context.ct.cancelled() => return request_cancelled(core, id, session.as_deref()),
             questions = &mut asked, if in_rounds => {
                 let requests = round_requests::kept_requests(&mut waiting.answering.waiter.seat);
                 return Ok(input_required(core, id, &questions, requests));
@@ -183,6 +172,17 @@ async fn answer_when_done(
             }
         }
     }
+}
+
+/// The caller's request is cancelled. The session ended (closed, idle; during a drain too):
+/// the request goes with it, the job does not. Only the client's own cancel ends the job.
+fn request_cancelled(core: &Core, id: JobId, session: Option<&str>) -> Response {
+    if session.is_some_and(|session| !core.listeners.has_session(session)) {
+        return Ok(error_result("the MCP session ended; the job goes on").into());
+    }
+    core.jobs
+        .cancel_local(id, "the MCP client cancelled its request".into());
+    Ok(error_result("cancelled by the client").into())
 }
 
 /// Progress and log lines queued before the job's end: they still belong before the answer.

@@ -56,19 +56,7 @@ pub async fn respond(
     if let Some(after) = after
         && after > opened.head
     {
-        // A reader with ids of its own is not told the position: it counts others' events.
-        return Err(ApiError::BadRequest(
-            match only.as_ref().and_then(|o| o.ids.as_ref()) {
-                Some(_) => {
-                    "Last-Event-ID is not the id of an event this stream sent; reconnect without it"
-                        .into()
-                }
-                None => format!(
-                    "Last-Event-ID {after} is ahead of this stream, whose newest event is {}; reconnect without it",
-                    opened.head
-                ),
-            },
-        ));
+        return Err(ahead(after, opened.head, only.as_ref()));
     }
     // Served by the bridge's loop, the stream ends when its connection is told to close (a
     // flag that wakes it, see `Outflow::close`); otherwise on the shutdown token.
@@ -95,6 +83,19 @@ pub async fn respond(
     )
     .await;
     Ok(event_stream(subscriber))
+}
+
+/// A Last-Event-ID past the stream's newest event (`head`). A reader with ids of its own is
+/// not told the position: it counts others' events.
+fn ahead(after: Seq, head: Seq, only: Option<&Only>) -> ApiError {
+    ApiError::BadRequest(match only.and_then(|o| o.ids.as_ref()) {
+        Some(_) => {
+            "Last-Event-ID is not the id of an event this stream sent; reconnect without it".into()
+        }
+        None => format!(
+            "Last-Event-ID {after} is ahead of this stream, whose newest event is {head}; reconnect without it"
+        ),
+    })
 }
 
 /// The response whose body is `subscriber`'s frames, with the headers of an event stream.

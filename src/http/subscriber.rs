@@ -264,28 +264,43 @@ impl Subscriber {
             _guard: SubscriberGuard::new(state.metrics.clone()),
         };
         tail.push(Bytes::from_static(sse_frame::RETRY));
-        let snapshot = tail.visible(snapshot);
+        tail.replay(after, head, snapshot, backlog, (covered, ended))
+            .await;
+        tail
+    }
+
+    /// What a reader at `after` is owed when its stream opens at `head`: the snapshot and the
+    /// `backlog` still in history, or a `reset` when history does not cover `after`; the
+    /// terminal event when the channel has `ended`.
+    async fn replay(
+        &mut self,
+        after: Option<Seq>,
+        head: Seq,
+        snapshot: ChannelSnapshot,
+        backlog: Vec<Arc<StoredEvent>>,
+        (covered, ended): (bool, bool),
+    ) {
+        let snapshot = self.visible(snapshot);
         match after {
             None => {
                 // The status event sits just before the replayed history, so a reader that
                 // resumes from its id gets exactly that history again.
                 let base = backlog.first().map_or(head, |e| e.seq - 1);
-                for chunk in snapshot_frame(EventKind::Status, tail.shown(base), &snapshot) {
-                    tail.push(chunk);
+                for chunk in snapshot_frame(EventKind::Status, self.shown(base), &snapshot) {
+                    self.push(chunk);
                 }
-                tail.last = base;
-                tail.deliver_all(backlog).await;
+                self.last = base;
+                self.deliver_all(backlog).await;
             }
-            Some(_) if !covered => tail.push_reset(head, ended, &snapshot),
+            Some(_) if !covered => self.push_reset(head, ended, &snapshot),
             Some(after) => {
-                tail.last = after;
-                tail.deliver_all(backlog).await;
+                self.last = after;
+                self.deliver_all(backlog).await;
             }
         }
-        if ended && !tail.done && !tail.behind {
-            tail.send_terminal().await;
+        if ended && !self.done && !self.behind {
+            self.send_terminal().await;
         }
-        tail
     }
 
     /// The stream's frames, until it is over.
