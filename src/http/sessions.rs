@@ -16,7 +16,7 @@ use std::{
     future::Future,
     sync::{
         Arc,
-        atomic::{AtomicUsize, Ordering},
+        atomic::{AtomicBool, AtomicUsize, Ordering},
     },
     time::Duration,
 };
@@ -62,8 +62,9 @@ pub const SESSION_HEADER: &str = "mcp-session-id";
 const SESSION_LIMIT_RETRY: Duration = Duration::from_secs(10);
 
 tokio::task_local! {
-    /// The principal of the `initialize` being served, for [`BridgeSessions::create_session`].
-    static OPENING: Principal;
+    /// The `initialize` being served, for [`BridgeSessions::create_session`]: its principal,
+    /// and its admission, given back once its session is in the map.
+    static OPENING: Arc<Opening>;
 }
 
 /// Told the id of a session that ended (however it ended). May be told twice.
@@ -100,13 +101,16 @@ impl BridgeSessions {
         self.local.sessions.try_read().ok().map(|s| s.len())
     }
 
-    /// Sessions open in this replica, and those of `principal`.
-    async fn count_of(&self, principal: &Principal) -> (usize, usize) {
+    /// Sessions open in this replica and admitted ones not yet in it, in all and those of
+    /// `principal`. Read under the map's lock, under which [`BridgeSessions::create_session`]
+    /// moves a session from `opening` to the map: each is counted once.
+    async fn count_of(&self, principal: &Principal, opening: &Openings) -> (usize, usize) {
         let sessions = self.local.sessions.read().await;
         let mut owners = self.owners.lock();
         owners.retain(|id, _| sessions.contains_key(id));
         let own = owners.values().filter(|p| *p == principal).count();
-        (sessions.len(), own)
+        let (all, by) = opening.counts(principal);
+        (sessions.len() + all, own + by)
     }
 
     /// A new session id for `principal`.
@@ -154,15 +158,21 @@ impl SessionManager for BridgeSessions {
 
     async fn create_session(&self) -> Result<(SessionId, Self::Transport), Self::Error> {
         // Outside `gate` (no principal in scope) only the open bridge's one principal fits.
-        let principal = OPENING
-            .try_with(Principal::clone)
-            .unwrap_or_else(|_| Principal::anonymous());
+        let opening = OPENING.try_with(Arc::clone).ok();
+        let principal = opening
+            .as_ref()
+            .map_or_else(Principal::anonymous, |o| o.principal.clone());
         let id = self.mint(&principal);
         let config: SessionConfig = self.local.session_config.clone();
         let (handle, worker) = create_local_session(id.clone(), config);
-        self.local.sessions.write().await.insert(id.clone(), handle);
-        // After the map has it: counting drops the owners of sessions the map does not have.
+        // The map, its owner and the end of its admission change together (see `count_of`).
+        let mut sessions = self.local.sessions.write().await;
+        sessions.insert(id.clone(), handle);
         self.owners.lock().insert(id.clone(), principal);
+        if let Some(opening) = opening {
+            opening.landed();
+        }
+        drop(sessions);
         let transport = self.watched(id.clone(), WorkerTransport::spawn(worker));
         Ok((id, transport))
     }
@@ -303,8 +313,8 @@ pub struct SessionGate {
     max_sessions: usize,
     max_per_principal: usize,
     max_initialize_bytes: usize,
-    /// `initialize` requests admitted whose session may not be in the map yet, in all and
-    /// by principal.
+    /// `initialize` requests admitted whose session is not in the map yet, in all and by
+    /// principal.
     opening: Arc<Openings>,
     /// Admissions one at a time, so that two cannot both take the last place.
     admitting: Arc<tokio::sync::Mutex<()>>,
@@ -317,6 +327,30 @@ pub struct SessionGate {
 struct Openings {
     all: AtomicUsize,
     by: parking_lot::Mutex<HashMap<Principal, usize>>,
+}
+
+impl Openings {
+    /// Admitted in all, and those of `principal`.
+    fn counts(&self, principal: &Principal) -> (usize, usize) {
+        let by = self.by.lock().get(principal).copied().unwrap_or(0);
+        (self.all.load(Ordering::Acquire), by)
+    }
+
+    fn add(&self, principal: &Principal) {
+        self.all.fetch_add(1, Ordering::AcqRel);
+        *self.by.lock().entry(principal.clone()).or_default() += 1;
+    }
+
+    fn remove(&self, principal: &Principal) {
+        self.all.fetch_sub(1, Ordering::AcqRel);
+        let mut by = self.by.lock();
+        if let Some(n) = by.get_mut(principal) {
+            *n -= 1;
+            if *n == 0 {
+                by.remove(principal);
+            }
+        }
+    }
 }
 
 /// Which bound refused an `initialize`.
@@ -339,41 +373,47 @@ impl SessionGate {
         }
     }
 
-    /// A place for one more session of `principal`, held until its `initialize` has been
-    /// answered (by then the session is in rmcp's map, or failed).
-    async fn admit(&self, principal: &Principal) -> Result<Opening, SessionsFull> {
+    /// A place for one more session of `principal`, held until its session is in rmcp's map
+    /// (where it is counted from then on) or its `initialize` has been answered without one.
+    async fn admit(&self, principal: &Principal) -> Result<Arc<Opening>, SessionsFull> {
         let _turn = self.admitting.lock().await;
-        // Read the admitted ones first: one that lands in the map between the two reads is
-        // counted twice (a refusal too many, never a session too many).
-        let opening = self.opening.all.load(Ordering::Acquire);
-        let opening_own = self.opening.by.lock().get(principal).copied().unwrap_or(0);
-        let (open, own) = self.sessions.local.count_of(principal).await;
-        if open + opening >= self.max_sessions {
+        let (all, own) = self.sessions.local.count_of(principal, &self.opening).await;
+        if all >= self.max_sessions {
             return Err(SessionsFull::Total);
         }
         // With `/mcp` open every caller is the one anonymous principal: the total is its bound.
-        if *principal != Principal::anonymous() && own + opening_own >= self.max_per_principal {
+        if *principal != Principal::anonymous() && own >= self.max_per_principal {
             return Err(SessionsFull::Principal);
         }
-        self.opening.all.fetch_add(1, Ordering::AcqRel);
-        *self.opening.by.lock().entry(principal.clone()).or_default() += 1;
-        Ok(Opening(self.opening.clone(), principal.clone()))
+        self.opening.add(principal);
+        Ok(Arc::new(Opening {
+            openings: self.opening.clone(),
+            principal: principal.clone(),
+            pending: AtomicBool::new(true),
+        }))
     }
 }
 
-/// An admitted `initialize`; its place is given back when dropped.
-struct Opening(Arc<Openings>, Principal);
+/// An admitted `initialize`: counted in [`Openings`] until its session is in the map or it is
+/// dropped, whichever comes first.
+struct Opening {
+    openings: Arc<Openings>,
+    principal: Principal,
+    pending: AtomicBool,
+}
+
+impl Opening {
+    /// Its session is in the map: no longer counted as admitted.
+    fn landed(&self) {
+        if self.pending.swap(false, Ordering::AcqRel) {
+            self.openings.remove(&self.principal);
+        }
+    }
+}
 
 impl Drop for Opening {
     fn drop(&mut self) {
-        self.0.all.fetch_sub(1, Ordering::AcqRel);
-        let mut by = self.0.by.lock();
-        if let Some(n) = by.get_mut(&self.1) {
-            *n -= 1;
-            if *n == 0 {
-                by.remove(&self.1);
-            }
-        }
+        self.landed();
     }
 }
 
@@ -415,11 +455,11 @@ pub async fn gate(State(gate): State<SessionGate>, request: Request, next: Next)
             ),
         );
     }
-    let _opening = match gate.admit(&principal).await {
+    let opening = match gate.admit(&principal).await {
         Ok(opening) => opening,
         Err(full) => return session_limit(&gate, full),
     };
-    OPENING.scope(principal, next.run(request)).await
+    OPENING.scope(opening, next.run(request)).await
 }
 
 /// The 503 for an `initialize` past a session bound, naming it.

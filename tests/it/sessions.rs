@@ -203,6 +203,53 @@ async fn max_sessions_refuses_the_next_initialize_and_a_closed_session_makes_roo
     bridge.shutdown(Duration::from_secs(2)).await;
 }
 
+/// Sessions opened all at once fill the bounds exactly: with `max_sessions = 32` and a share of
+/// 16, alice's 16 and bob's 16 concurrent `initialize`s are all admitted, and only the next one
+/// is refused. A session whose `initialize` is still being answered is counted once (in the map),
+/// not also as an admission in flight; before, it was counted twice, and the last places of a
+/// concurrent burst were refused "this bridge holds 32 MCP sessions" with fewer open.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_of_initializes_fills_the_session_bounds_exactly() {
+    let bridge = start_bridge(|c| {
+        two_principals(c);
+        c.limits.max_sessions = 32;
+        c.limits.max_sessions_per_principal = Some(16);
+    })
+    .await;
+    for round in 0..2 {
+        let burst = (0..32).map(|i| {
+            let mut raw = RawMcp::new(
+                &bridge.mcp_url(),
+                Some(if i % 2 == 0 { ALICE } else { BOB }),
+            );
+            async move {
+                let answer = raw.initialize_only().await;
+                (raw, answer)
+            }
+        });
+        let opened = futures::future::join_all(burst).await;
+        for (i, (_, answer)) in opened.iter().enumerate() {
+            assert_eq!(
+                answer.status, 200,
+                "round {round}, session {i}: {}",
+                answer.body
+            );
+        }
+        assert_eq!(sessions_held(&bridge, Some(ALICE)).await.0, 32.0);
+        let mut one_more = RawMcp::new(&bridge.mcp_url(), Some(ALICE));
+        let refused_answer = one_more.initialize_only().await;
+        assert_eq!(refused_answer.status, 503, "{}", refused_answer.body);
+        for (raw, _) in &opened {
+            assert_eq!(raw.delete().await.0, 200);
+        }
+        eventually("the burst's sessions closed", || async {
+            sessions_held(&bridge, Some(ALICE)).await.0 == 0.0
+        })
+        .await;
+    }
+    bridge.shutdown(Duration::from_secs(2)).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_initialize_over_max_initialize_bytes_is_refused() {
     let bridge = start_bridge(|c| {

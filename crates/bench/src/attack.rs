@@ -5,8 +5,10 @@
 //! her readers, and her calls' round trip) and her errors, what bob was answered, and the
 //! bridge's resident memory over each run. Bob connects from 127.0.0.2, as another client would
 //! from its own address: from alice's address the per-address connection limit, not the
-//! per-principal shares, would be what is measured. Fails if one of alice's calls or readers
-//! fails or loses an event.
+//! per-principal shares, would be what is measured. On his own address that limit still comes
+//! first: his held streams take its 1,024 connections, and from then on every new connection
+//! of his is refused at accept (his `initialize` loop stops short of his session share).
+//! Fails if one of alice's calls or readers fails or loses an event.
 
 use std::{
     collections::BTreeMap,
