@@ -26,52 +26,42 @@ mod relays;
 mod scripts;
 mod sessions;
 mod shared;
+mod state;
 
-use std::{
-    sync::{
-        Arc,
-        atomic::{AtomicU64, Ordering},
-    },
-    time::Duration,
-};
+use std::{sync::Arc, time::Duration};
 
 use ::redis::{Client, IntoConnectionInfo, ProtocolVersion, Value};
 use async_trait::async_trait;
-use bytes::Bytes;
 use dashmap::DashMap;
 use futures::{StreamExt, stream::BoxStream};
 use tokio::sync::Notify;
 use tokio_stream::wrappers::BroadcastStream;
 
 use self::{
-    adoption::Adoptions,
-    codec::{SplitData, changed_fields, entry_seq, snapshot_fields},
+    codec::SplitData,
     creation::Created,
     hub::{AnswerMessage, ControlMessage, Hub, VerdictMessage},
     keys::Keys,
     link::{Endpoint, Link, LinkError, Role},
-    outbox::{Fence, Held, Owned, Write},
+    outbox::{Fence, Owned},
     relays::{Relays, RelaysFull},
     scripts::Scripts,
     shared::SharedHistory,
+    state::{Adoptions, Handover, Inner, Top, pairs},
 };
 use super::task_index::Store;
 use crate::config::redact_url;
 use crate::events::{
     Adopted, AnswerRequest, Broker, Bus, CancelRequest, ChannelSnapshot, Opened, Relayed,
-    RelayedAnswer, Replay, ReplyTo, StoreError, StoredEvent,
+    RelayedAnswer, Replay, ReplyTo, StoreError,
 };
 use crate::model::{AnswerVerdict, CancelAck};
 use crate::model::{
-    Channel, CorrelationId, EventBody, FailureReason, Heartbeat, JobFailure, JobId, JobSnapshot,
-    NewJob, Principal, Reattach, Seq, now_ms,
-    wire::{render_heartbeat, render_job_event},
+    Channel, EventBody, Heartbeat, JobId, JobSnapshot, NewJob, Principal, Reattach, Seq, now_ms,
+    wire::render_heartbeat,
 };
 use crate::shutdown::{Shutdown, Stage};
 use crate::wait::Backoff;
-
-/// Job IDs kept per correlation for its `status` snapshot (the newest ones).
-const MAX_CORRELATION_JOBS: usize = 1000;
 
 /// Everything the Redis store needs, taken from the config by the app's wiring
 /// (`app::redis_options`): the store itself does not read the config.
@@ -110,48 +100,6 @@ pub struct RedisOptions {
 #[derive(Clone)]
 pub struct RedisStore {
     inner: Arc<Inner>,
-}
-
-struct Inner {
-    keys: Keys,
-    replica: String,
-    cmd: Arc<Link>,
-    sub: Arc<Link>,
-    hub: Arc<Hub>,
-    scripts: Scripts,
-    /// Jobs this replica runs whose terminal event is not in Redis yet.
-    owned: DashMap<JobId, Arc<Owned>>,
-    history: usize,
-    retention_ms: u64,
-    /// The TTL of a running job's keys (and of the sets naming replicas and their jobs):
-    /// renewed by the owner while the job runs ([`maintenance`]), so that nothing the bridge
-    /// writes stays for ever when every replica is gone. At least `retention_ms`.
-    live_ttl_ms: u64,
-    lease: Duration,
-    outage_buffer: usize,
-    relay_timeout: Duration,
-    /// Wakes the maintenance task to write held events.
-    flush: Notify,
-    /// Large history events read back, one copy for every reader holding them.
-    read_back: SharedHistory,
-    /// Jobs another replica adopted from this one, until their runner here has stopped: no
-    /// write of this replica reaches them any more (`adoption.rs`).
-    lost: DashMap<JobId, std::time::Instant>,
-    /// The jobs this replica adopts, on their way to whoever carries them on.
-    adoptions: Adoptions,
-    /// The drain's hand-over of re-attachable jobs to other replicas.
-    handover: handover::Handover,
-    /// `bridge_job_adoptions_total`.
-    adoption_events: crate::metrics::Adoptions,
-}
-
-/// How an append script call ended.
-enum Written {
-    Stored(Seq),
-    Unknown,
-    Ended,
-    /// The job is another replica's now, at this generation (the fence).
-    Fenced(u64),
 }
 
 impl From<LinkError> for StoreError {
@@ -248,7 +196,7 @@ impl RedisStore {
             read_back: SharedHistory::default(),
             lost: DashMap::new(),
             adoptions: Adoptions::default(),
-            handover: handover::Handover::default(),
+            handover: Handover::default(),
             adoption_events: options.adoption_events.clone(),
         });
         let connections = shutdown.tasks(Stage::Connections);
@@ -339,408 +287,6 @@ fn resp3_client(
     Client::build_with_tls(info, roots).map_err(|e| unusable(" with store.redis_ca_file", e))
 }
 
-/// How long a caller's task index outlives its newest task beyond the retention: a day for
-/// that task to run. A task that runs longer, with no newer task of its caller, is then no
-/// longer listed (it stays readable by `tasks/get`); its job's own keys expire on their own.
-const TASK_INDEX_RUN_MS: u64 = 24 * 3600 * 1000;
-
-impl Inner {
-    /// The TTL a caller's task index is given each time a task is added to it.
-    fn tasks_ttl_ms(&self) -> u64 {
-        self.retention_ms.saturating_add(TASK_INDEX_RUN_MS)
-    }
-
-    /// A job's creation script may have run before Redis was lost with its answer. Hold a
-    /// failure for the job: written when Redis returns, it ends the job if it does exist.
-    fn hold_failed_start(&self, job: JobId, snapshot: JobSnapshot) {
-        let owned = Owned::new(snapshot, 0);
-        {
-            let mut state = owned.lock();
-            let body = EventBody::Failed {
-                failure: JobFailure {
-                    reason: FailureReason::StoreUnavailable,
-                    message: "the bridge lost Redis while starting this job".into(),
-                },
-                result: None,
-                rpc_error: None,
-            };
-            let write = Inner::prepare(job, &mut state.snapshot, &body);
-            state.hold(write, self.outage_buffer);
-        }
-        self.owned.insert(job, owned);
-    }
-
-    fn cancel_locally(&self, job_id: JobId, reason: &str) {
-        let _ = self.hub.cancels().send(CancelRequest {
-            job_id,
-            reason: reason.to_string(),
-            abandon: false,
-        });
-    }
-
-    /// Publish `message` on `channel`: how many replicas it reached.
-    async fn publish(&self, channel: String, message: String) -> Result<i64, LinkError> {
-        self.cmd
-            .run(|mut conn| async move {
-                ::redis::cmd("PUBLISH")
-                    .arg(&channel)
-                    .arg(message)
-                    .query_async(&mut conn)
-                    .await
-            })
-            .await
-    }
-
-    /// Write one event: the job's script, then its correlation's copy (a slot of its own, so
-    /// a script of its own, made idempotent by the job's mark there); a terminal event then
-    /// takes the job off its owner's `running` set (if that fails, the owner-loss check does).
-    /// A retry after the job's part ran (`Write::stored`) only copies.
-    async fn write(&self, job: JobId, w: &Write) -> Result<Written, LinkError> {
-        let (written, seq) = match w.stored.load(Ordering::Acquire) {
-            0 => match self.write_job(job, w).await? {
-                (Written::Stored(head), seq) => {
-                    w.stored.store(seq, Ordering::Release);
-                    (Written::Stored(head), seq)
-                }
-                (other, _) => return Ok(other),
-            },
-            seq => (Written::Stored(seq), seq),
-        };
-        if let Some(c) = &w.correlation {
-            self.copy_to_correlation(job, c, seq, w).await?;
-        }
-        if w.terminal {
-            self.delist(&w.owner, &job.to_string()).await;
-        }
-        Ok(written)
-    }
-
-    /// The append script on the job's own keys: how it ended, and the seq of this event (for
-    /// a retried write already stored, the one it had then).
-    async fn write_job(&self, job: JobId, w: &Write) -> Result<(Written, Seq), LinkError> {
-        let keys = &self.keys;
-        let mut call = self.scripts.append.prepare_invoke();
-        call.key(keys.job(job)).key(keys.job_events(job));
-        call.arg(w.kind.as_str())
-            .arg(&w.data.before[..])
-            .arg(&w.data.after[..])
-            .arg(if w.terminal { "1" } else { "0" })
-            .arg(self.history)
-            .arg(self.retention_ms)
-            .arg(keys.job_channel(job))
-            .arg(w.expect)
-            .arg(self.live_ttl_ms);
-        match &w.fence {
-            Some(fence) => call.arg(&fence.owner).arg(fence.generation),
-            None => call.arg("").arg(0),
-        };
-        for (name, value) in &w.fields {
-            call.arg(name).arg(value);
-        }
-        let (code, head): (i64, i64) = self
-            .cmd
-            .run(|mut conn| async move { call.invoke_async(&mut conn).await })
-            .await?;
-        Ok(match code {
-            0 => (Written::Unknown, 0),
-            -1 => (Written::Ended, 0),
-            -2 => (Written::Stored(head as Seq), w.expect),
-            -3 => (Written::Fenced(head.max(0) as u64), 0),
-            seq => (Written::Stored(seq as Seq), seq as Seq),
-        })
-    }
-
-    /// The correlation's copy of the job's event `seq` (`CORR_COPY`).
-    async fn copy_to_correlation(
-        &self,
-        job: JobId,
-        correlation: &CorrelationId,
-        seq: Seq,
-        w: &Write,
-    ) -> Result<(), LinkError> {
-        let keys = &self.keys;
-        let mut data = Vec::with_capacity(w.data.before.len() + w.data.after.len() + 20);
-        data.extend_from_slice(&w.data.before);
-        data.extend_from_slice(seq.to_string().as_bytes());
-        data.extend_from_slice(&w.data.after);
-        let mut call = self.scripts.corr_copy.prepare_invoke();
-        call.key(keys.corr(correlation))
-            .key(keys.corr_events(correlation))
-            .key(keys.corr_jobs(correlation))
-            .arg(job.to_string())
-            .arg(seq)
-            .arg(w.kind.as_str())
-            .arg(data)
-            .arg(if w.terminal { "1" } else { "0" })
-            .arg(self.history)
-            .arg(self.retention_ms)
-            .arg(keys.corr_channel(correlation));
-        self.cmd
-            .run(|mut conn| async move { call.invoke_async::<i64>(&mut conn).await })
-            .await?;
-        Ok(())
-    }
-
-    /// Fold `body` into the owner's copy of the snapshot: the write for Redis, and the number
-    /// it will get.
-    fn prepare(job: JobId, snapshot: &mut JobSnapshot, body: &EventBody) -> Write {
-        let seq = snapshot.seq + 1;
-        let ts = now_ms();
-        let before = snapshot_fields(snapshot);
-        snapshot.apply(seq, ts, body);
-        let fields = changed_fields(&before, &snapshot_fields(snapshot));
-        Write {
-            kind: body.kind(),
-            data: SplitData::new(job, render_job_event(job, 0, ts, body)),
-            terminal: body.kind().is_terminal(),
-            fields,
-            expect: seq,
-            owner: snapshot.owner.clone(),
-            correlation: snapshot.correlation_id.clone(),
-            fence: None,
-            stored: AtomicU64::new(0),
-        }
-    }
-
-    async fn append_owned(
-        &self,
-        job: JobId,
-        owned: Arc<Owned>,
-        body: EventBody,
-    ) -> Result<Option<Seq>, StoreError> {
-        let write = {
-            let mut state = owned.lock();
-            let mut write = Self::prepare(job, &mut state.snapshot, &body);
-            write.fence = Some(Fence::new(&self.replica, owned.generation));
-            if !state.held.is_empty() || !self.cmd.is_up() {
-                let seq = write.expect;
-                let held = state.hold(write, self.outage_buffer);
-                drop(state);
-                if held != Held::Queued {
-                    tracing::debug!(job = %job, ?held, "outage buffer full");
-                }
-                self.flush.notify_one();
-                return Ok(Some(seq));
-            }
-            write
-        };
-        match self.write(job, &write).await {
-            Ok(Written::Stored(seq)) => {
-                if write.terminal {
-                    self.owned.remove(&job);
-                }
-                Ok(Some(seq))
-            }
-            Ok(Written::Unknown) => {
-                self.owned.remove(&job);
-                self.cancel_locally(job, "the job's record is gone from Redis");
-                Ok(None)
-            }
-            Ok(Written::Ended) => {
-                self.owned.remove(&job);
-                self.cancel_locally(job, "the job was ended by another replica (owner lost)");
-                Ok(None)
-            }
-            Ok(Written::Fenced(generation)) => {
-                self.fenced(job, generation);
-                Ok(None)
-            }
-            Err(LinkError::Down { reason, .. }) => {
-                tracing::debug!(job = %job, %reason, "Redis away: holding the event");
-                let seq = write.expect;
-                owned.lock().hold(write, self.outage_buffer);
-                self.flush.notify_one();
-                Ok(Some(seq))
-            }
-            Err(error) => Err(error.into()),
-        }
-    }
-
-    /// An event for a job this replica does not run (ending a dead owner's job).
-    async fn append_foreign(&self, job: JobId, body: EventBody) -> Result<Option<Seq>, StoreError> {
-        let Some(mut snapshot) = self.snapshot(job).await? else {
-            return Ok(None);
-        };
-        if snapshot.status.is_terminal() {
-            return Ok(None);
-        }
-        let mut write = Self::prepare(job, &mut snapshot, &body);
-        write.expect = 0;
-        match self.write(job, &write).await? {
-            Written::Stored(seq) => Ok(Some(seq)),
-            Written::Unknown | Written::Ended | Written::Fenced(_) => Ok(None),
-        }
-    }
-
-    async fn snapshot(&self, job: JobId) -> Result<Option<JobSnapshot>, StoreError> {
-        let key = self.keys.job(job);
-        let reply: Value = self
-            .cmd
-            .run(|mut conn| async move {
-                ::redis::cmd("HGETALL")
-                    .arg(&key)
-                    .query_async(&mut conn)
-                    .await
-            })
-            .await?;
-        let fields = pairs(reply);
-        Ok(if fields.is_empty() {
-            None
-        } else {
-            codec::snapshot_from_fields(&fields)
-        })
-    }
-
-    async fn snapshots(&self, jobs: &[JobId]) -> Result<Vec<JobSnapshot>, StoreError> {
-        if jobs.is_empty() {
-            return Ok(Vec::new());
-        }
-        let mut pipe = ::redis::pipe();
-        for job in jobs {
-            pipe.cmd("HGETALL").arg(self.keys.job(*job));
-        }
-        let all: Vec<Value> = self
-            .cmd
-            .run(|mut conn| async move { pipe.query_async(&mut conn).await })
-            .await?;
-        Ok(all
-            .into_iter()
-            .map(pairs)
-            .filter(|f| !f.is_empty())
-            .filter_map(|f| codec::snapshot_from_fields(&f))
-            .collect())
-    }
-
-    /// Snapshot (or the correlation's head and jobs), and history from `after + 1`, in one
-    /// atomic read. `None` when the channel is unknown.
-    async fn read(&self, channel: &Channel, after: Seq) -> Result<Option<Read>, StoreError> {
-        let value = self.run_open_script(channel, after).await?;
-        let Value::Array(parts) = value else {
-            return Ok(None);
-        };
-        let malformed =
-            || StoreError::Unavailable("Redis returned a malformed channel read".into());
-        let mut parts = parts.into_iter();
-        let (head, top) = match channel {
-            Channel::Job(_) => {
-                let fields = pairs(parts.next().ok_or_else(malformed)?);
-                let snapshot = codec::snapshot_from_fields(&fields).ok_or_else(malformed)?;
-                (snapshot.seq, Top::Job(Box::new(snapshot)))
-            }
-            Channel::Correlation(_) => {
-                let head: Seq = ::redis::from_redis_value(parts.next().ok_or_else(malformed)?)
-                    .map_err(|_| malformed())?;
-                let ids: Vec<String> =
-                    ::redis::from_redis_value(parts.next().ok_or_else(malformed)?)
-                        .map_err(|_| malformed())?;
-                (
-                    head,
-                    Top::Correlation(ids.iter().filter_map(|i| i.parse().ok()).collect()),
-                )
-            }
-        };
-        let oldest = entries(parts.next().ok_or_else(malformed)?, Arc::new)
-            .first()
-            .map(|e| e.seq);
-        let events = entries(parts.next().ok_or_else(malformed)?, |event| {
-            self.read_back.share(channel, event)
-        });
-        let oldest = oldest.unwrap_or(head + 1);
-        let covered = after >= head || after + 1 >= oldest;
-        Ok(Some(Read {
-            head,
-            top,
-            events: if after >= head { Vec::new() } else { events },
-            covered,
-        }))
-    }
-
-    /// The channel's open script: its snapshot (a job's) or head and jobs (a correlation's),
-    /// its oldest kept event and the events after `after`, as Redis returns them.
-    async fn run_open_script(&self, channel: &Channel, after: Seq) -> Result<Value, StoreError> {
-        let keys = &self.keys;
-        let value: Value = match channel {
-            Channel::Job(id) => {
-                let mut call = self.scripts.open_job.prepare_invoke();
-                call.key(keys.job(*id))
-                    .key(keys.job_events(*id))
-                    .arg(after + 1);
-                self.cmd
-                    .run(|mut conn| async move { call.invoke_async(&mut conn).await })
-                    .await?
-            }
-            Channel::Correlation(c) => {
-                let mut call = self.scripts.open_correlation.prepare_invoke();
-                call.key(keys.corr(c))
-                    .key(keys.corr_events(c))
-                    .key(keys.corr_jobs(c))
-                    .arg(after + 1);
-                self.cmd
-                    .run(|mut conn| async move { call.invoke_async(&mut conn).await })
-                    .await?
-            }
-        };
-        Ok(value)
-    }
-}
-
-enum Top {
-    Job(Box<JobSnapshot>),
-    Correlation(Vec<JobId>),
-}
-
-struct Read {
-    head: Seq,
-    top: Top,
-    events: Vec<Arc<StoredEvent>>,
-    covered: bool,
-}
-
-/// Field/value pairs from a RESP3 map or a flat RESP2 array (what scripts return).
-fn pairs(value: Value) -> Vec<(String, Vec<u8>)> {
-    fn text(v: Value) -> Option<Vec<u8>> {
-        match v {
-            Value::BulkString(b) => Some(b),
-            Value::SimpleString(s) => Some(s.into_bytes()),
-            Value::Int(i) => Some(i.to_string().into_bytes()),
-            _ => None,
-        }
-    }
-    let items: Vec<(Value, Value)> = match value {
-        Value::Map(items) => items,
-        Value::Array(flat) => {
-            let mut flat = flat.into_iter();
-            std::iter::from_fn(|| Some((flat.next()?, flat.next()?))).collect()
-        }
-        _ => Vec::new(),
-    };
-    items
-        .into_iter()
-        .filter_map(|(k, v)| Some((String::from_utf8(text(k)?).ok()?, text(v)?)))
-        .collect()
-}
-
-/// Stream entries (`[[id, [field, value]], …]`) as events, each made shareable by `share`.
-fn entries(value: Value, share: impl Fn(StoredEvent) -> Arc<StoredEvent>) -> Vec<Arc<StoredEvent>> {
-    let Value::Array(items) = value else {
-        return Vec::new();
-    };
-    items
-        .into_iter()
-        .filter_map(|item| {
-            let Value::Array(mut pair) = item else {
-                return None;
-            };
-            let fields = pair.pop()?;
-            let id: String = ::redis::from_redis_value(pair.pop()?).ok()?;
-            let seq = entry_seq(&id)?;
-            let (_, frame) = pairs(fields).pop()?;
-            let event = StoredEvent::from_frame(Bytes::from(frame))?;
-            (event.seq == seq).then(|| share(event))
-        })
-        .collect()
-}
-
 /// Return once the wall clock (`now_ms`) is past `expires_ms`, as the owner of a job reads it
 /// when it decides whether it may still take a relayed answer; after `cap` at most. Without
 /// the cap, a wall clock set back during the wait would stretch it by the jump: an hour back,
@@ -762,7 +308,7 @@ impl Broker for RedisStore {
         if !inner.cmd.is_up() {
             return Err(inner.cmd.down_error().into());
         }
-        match inner.create(&job, &snapshot).await {
+        match creation::create(inner, &job, &snapshot).await {
             Ok(Created::Duplicate) => Err(StoreError::Duplicate(job.id)),
             Ok(Created::Created) => {
                 if owned_here {
@@ -790,7 +336,7 @@ impl Broker for RedisStore {
     }
 
     async fn record_reattach(&self, job: JobId, record: &Reattach) -> Result<bool, StoreError> {
-        self.inner.record_reattach(job, record).await
+        adoption::record_reattach(&self.inner, job, record).await
     }
 
     async fn heartbeat(&self, job: JobId, beat: Heartbeat) -> Result<(), StoreError> {

@@ -5,7 +5,7 @@
 
 use std::process::{Child, Command, Stdio};
 
-use super::{bridge::free_port, listen::child_port, prereq::skip, wait::eventually};
+use super::{bridge::free_port, listen::listening_ports, prereq::skip, wait::eventually};
 
 pub struct RedisCluster {
     /// The nodes' ports; the first is the seed the bridge is given.
@@ -46,7 +46,7 @@ impl RedisCluster {
             _dir: tempfile::tempdir().expect("a temporary directory"),
         };
         let dir = cluster._dir.path().to_path_buf();
-        for _ in 0..nodes + 7 {
+        for _ in 0..nodes * 4 {
             if cluster.nodes.len() == nodes {
                 break;
             }
@@ -159,11 +159,19 @@ async fn node(dir: &std::path::Path) -> Option<(u16, Child)> {
         .stdout(Stdio::null())
         .spawn()
         .expect("redis-server starts");
-    let listens = child_port(child.id(), "a cluster redis-server", || {
-        matches!(child.try_wait(), Ok(Some(_)))
+    // It listens on its port and its bus port, in whichever order the kernel lists them.
+    let pid = child.id();
+    let listens = eventually("a cluster redis-server listens on both its ports", || {
+        let answer = if matches!(child.try_wait(), Ok(Some(_))) {
+            Some(false)
+        } else {
+            let ports = listening_ports(pid);
+            (ports.contains(&port) && ports.contains(&bus)).then_some(true)
+        };
+        async move { answer }
     })
     .await;
-    if listens != Some(port) {
+    if !listens {
         let _ = child.kill();
         let _ = child.wait();
         return None;
