@@ -616,7 +616,8 @@ async fn a_job_runs_on_through_a_failover_of_every_cluster_primary() {
     );
     let bridge = spawn_bridge(&config, &[]).await;
     let client = connect_url(&bridge.mcp_url()).await;
-    let arguments = json!({"to": 60, "delay_ms": 200});
+    // Long enough (up to 30 s) to run on through a failover on a busy machine.
+    let arguments = json!({"to": 100, "delay_ms": 300});
     let handle = running_job(&client, "demo__slow_count", arguments).await;
     let first = read_sse(&handle.events_url, Some(0), |e| {
         e.event == "progress" && e.data["progress"] == 3.0
@@ -632,11 +633,14 @@ async fn a_job_runs_on_through_a_failover_of_every_cluster_primary() {
     );
 
     let last_seen = first.last().unwrap().seq();
-    let rest = read_sse(&handle.events_url, Some(last_seen), SseEvent::is_terminal).await;
+    let rest = reqwest::Client::new()
+        .get(&handle.events_url)
+        .header("Last-Event-ID", last_seen.to_string());
+    let rest = read_sse_request_within(Duration::from_secs(60), rest, SseEvent::is_terminal).await;
     let all: Vec<SseEvent> = first.into_iter().chain(rest).collect();
     assert_consecutive(&all);
     assert_eq!(all.last().unwrap().event, "completed", "{all:#?}");
-    assert_eq!(progress_values(&all).len(), 60, "{all:#?}");
+    assert_eq!(progress_values(&all).len(), 100, "{all:#?}");
 
     let again = read_sse(&handle.events_url, Some(0), SseEvent::is_terminal).await;
     let seqs = |events: &[SseEvent]| events.iter().map(SseEvent::seq).collect::<Vec<_>>();

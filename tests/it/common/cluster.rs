@@ -5,7 +5,16 @@
 
 use std::process::{Child, Command, Stdio};
 
-use super::{bridge::free_port, listen::listening_ports, prereq::skip, wait::eventually};
+use super::{
+    bridge::free_port,
+    listen::listening_ports,
+    prereq::skip,
+    wait::{eventually, eventually_within},
+};
+
+/// How long a replica may take to catch up with its primary, or to be promoted: longer than
+/// the common bound, as six nodes on a machine busy with other tests can be slow to agree.
+const FAILOVER_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
 
 pub struct RedisCluster {
     /// The nodes' ports; the first is the seed the bridge is given.
@@ -96,14 +105,18 @@ impl RedisCluster {
     /// it is a primary and the cluster is ok again.
     pub async fn fail_over_every_primary(&self) {
         for &port in &self.ports[3..] {
-            eventually("the replica is in sync with its primary", || async move {
-                let mut conn = node_connection(port).await;
-                let role: Vec<redis::Value> = redis::cmd("ROLE")
-                    .query_async(&mut conn)
-                    .await
-                    .unwrap_or_default();
-                matches!(role.get(3), Some(redis::Value::BulkString(s)) if s == b"connected")
-            })
+            eventually_within(
+                FAILOVER_WAIT,
+                "the replica is in sync with its primary",
+                || async move {
+                    let mut conn = node_connection(port).await;
+                    let role: Vec<redis::Value> = redis::cmd("ROLE")
+                        .query_async(&mut conn)
+                        .await
+                        .unwrap_or_default();
+                    matches!(role.get(3), Some(redis::Value::BulkString(s)) if s == b"connected")
+                },
+            )
             .await;
             let mut conn = node_connection(port).await;
             let _: () = redis::cmd("CLUSTER")
@@ -113,14 +126,18 @@ impl RedisCluster {
                 .expect("CLUSTER FAILOVER");
         }
         for &port in &self.ports[3..] {
-            eventually("the replica is a primary now", || async move {
-                let mut conn = node_connection(port).await;
-                let role: Vec<redis::Value> = redis::cmd("ROLE")
-                    .query_async(&mut conn)
-                    .await
-                    .unwrap_or_default();
-                matches!(role.first(), Some(redis::Value::BulkString(r)) if r == b"master")
-            })
+            eventually_within(
+                FAILOVER_WAIT,
+                "the replica is a primary now",
+                || async move {
+                    let mut conn = node_connection(port).await;
+                    let role: Vec<redis::Value> = redis::cmd("ROLE")
+                        .query_async(&mut conn)
+                        .await
+                        .unwrap_or_default();
+                    matches!(role.first(), Some(redis::Value::BulkString(r)) if r == b"master")
+                },
+            )
             .await;
         }
         for port in self.ports.clone() {
