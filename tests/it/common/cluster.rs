@@ -101,49 +101,46 @@ impl RedisCluster {
     }
 
     /// Promote every replica to primary with `CLUSTER FAILOVER` (the manual, lossless one: the
-    /// primary stops taking writes until its replica has caught up), and wait until each says
-    /// it is a primary and the cluster is ok again.
+    /// primary stops taking writes until its replica has caught up), one after the other, and
+    /// wait until each says it is a primary and the cluster is ok again. Redis drops a manual
+    /// failover that does not finish within 5 s (a busy machine): it is asked for again.
     pub async fn fail_over_every_primary(&self) {
         for &port in &self.ports[3..] {
             eventually_within(
                 FAILOVER_WAIT,
                 "the replica is in sync with its primary",
                 || async move {
-                    let mut conn = node_connection(port).await;
-                    let role: Vec<redis::Value> = redis::cmd("ROLE")
-                        .query_async(&mut conn)
-                        .await
-                        .unwrap_or_default();
-                    matches!(role.get(3), Some(redis::Value::BulkString(s)) if s == b"connected")
+                    role(port).await.get(3)
+                        == Some(&redis::Value::BulkString(b"connected".to_vec()))
                 },
             )
             .await;
-            let mut conn = node_connection(port).await;
-            let _: () = redis::cmd("CLUSTER")
-                .arg("FAILOVER")
-                .query_async(&mut conn)
-                .await
-                .expect("CLUSTER FAILOVER");
-        }
-        for &port in &self.ports[3..] {
             eventually_within(
                 FAILOVER_WAIT,
                 "the replica is a primary now",
                 || async move {
                     let mut conn = node_connection(port).await;
-                    let role: Vec<redis::Value> = redis::cmd("ROLE")
+                    let _: Result<(), _> = redis::cmd("CLUSTER")
+                        .arg("FAILOVER")
                         .query_async(&mut conn)
-                        .await
-                        .unwrap_or_default();
-                    matches!(role.first(), Some(redis::Value::BulkString(r)) if r == b"master")
+                        .await;
+                    tokio::time::timeout(std::time::Duration::from_secs(8), async {
+                        while !is_primary(port).await {
+                            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                        }
+                    })
+                    .await
+                    .is_ok()
                 },
             )
             .await;
         }
         for port in self.ports.clone() {
-            eventually("every cluster node says cluster_state:ok", || async move {
-                cluster_state_ok(port).await
-            })
+            eventually_within(
+                FAILOVER_WAIT,
+                "every cluster node says cluster_state:ok",
+                || async move { cluster_state_ok(port).await },
+            )
             .await;
         }
     }
@@ -194,6 +191,19 @@ async fn node(dir: &std::path::Path) -> Option<(u16, Child)> {
         return None;
     }
     Some((port, child))
+}
+
+/// A node's `ROLE` reply (empty when it does not answer).
+async fn role(port: u16) -> Vec<redis::Value> {
+    let mut conn = node_connection(port).await;
+    redis::cmd("ROLE")
+        .query_async(&mut conn)
+        .await
+        .unwrap_or_default()
+}
+
+async fn is_primary(port: u16) -> bool {
+    role(port).await.first() == Some(&redis::Value::BulkString(b"master".to_vec()))
 }
 
 async fn node_connection(port: u16) -> redis::aio::MultiplexedConnection {
