@@ -223,6 +223,33 @@ async fn a_tool_that_requires_a_task_upstream_works_through_the_bridge() {
     bridge.shutdown(Duration::from_secs(2)).await;
 }
 
+/// server-everything over Streamable HTTP and two bridge replicas on Redis in front of it (the
+/// upstream `everything`, a 2 s lease); `None` when node or Redis is missing.
+async fn everything_behind_two_replicas(
+    test: &str,
+) -> Option<(
+    tokio::process::Child,
+    RedisPrefix,
+    BridgeProcess,
+    BridgeProcess,
+)> {
+    let Some(entry) = everything_entry() else {
+        prerequisite(
+            false,
+            "node and tests/interop/node_modules (npm ci --prefix tests/interop)",
+        );
+        return None;
+    };
+    let redis = test_redis(test).await?;
+    let prefix = RedisPrefix::new(&redis, "everything-replicas");
+    let mut command = tokio::process::Command::new("node");
+    command.arg(&entry).arg("streamableHttp").env("PORT", "0");
+    let (server, url) = http_child(command, "server-everything").await;
+    let store = redis_store_toml(&redis, &prefix, 2);
+    let (a, b) = two_replicas(&store, "everything", &url).await;
+    Some((server, prefix, a, b))
+}
+
 /// Jobs outlive their replica in front of a real third-party upstream: server-everything over
 /// Streamable HTTP keeps an event store (its SSE events carry ids) and binds each task to its
 /// session. Two bridge replicas on Redis; the owner is killed (`kill -9`) while a
@@ -232,26 +259,11 @@ async fn a_tool_that_requires_a_task_upstream_works_through_the_bridge() {
 /// its readers see one line.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn server_everything_jobs_outlive_a_killed_replica() {
-    let Some(entry) = everything_entry() else {
-        prerequisite(
-            false,
-            "node and tests/interop/node_modules (npm ci --prefix tests/interop)",
-        );
+    let Some((mut server, _prefix, mut a, b)) =
+        everything_behind_two_replicas("interop_everything::outlive").await
+    else {
         return;
     };
-    let Some(redis) = test_redis("interop_everything::outlive").await else {
-        return;
-    };
-    let prefix = RedisPrefix::new(&redis, "everything-outlive");
-    let mut command = tokio::process::Command::new("node");
-    command.arg(&entry).arg("streamableHttp").env("PORT", "0");
-    let (mut server, url) = http_child(command, "server-everything").await;
-    let config = format!(
-        "[jobs]\nmode = \"async\"\n[auth]\njob_secret = \"{TEST_JOB_SECRET}\"\n{}\n\
-         [[upstreams]]\nname = \"everything\"\ntransport = \"http\"\nurl = \"{url}\"\n",
-        redis_store_toml(&redis, &prefix, 2)
-    );
-    let (mut a, b) = tokio::join!(spawn_bridge(&config, &[]), spawn_bridge(&config, &[]));
     let on_a = connect_url(&a.mcp_url()).await;
     let steps = 20;
     let long = running_job(&on_a, LONG_RUNNING, json!({"duration": 10, "steps": steps})).await;
@@ -330,26 +342,11 @@ async fn server_everything_jobs_outlive_a_killed_replica() {
 /// there (through the surviving replica) back on the session; the report says so.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_adopted_task_that_asks_for_input_is_answered_through_the_job() {
-    let Some(entry) = everything_entry() else {
-        prerequisite(
-            false,
-            "node and tests/interop/node_modules (npm ci --prefix tests/interop)",
-        );
+    let Some((mut server, _prefix, mut a, b)) =
+        everything_behind_two_replicas("interop_everything::adopted_question").await
+    else {
         return;
     };
-    let Some(redis) = test_redis("interop_everything::adopted_question").await else {
-        return;
-    };
-    let prefix = RedisPrefix::new(&redis, "everything-question");
-    let mut command = tokio::process::Command::new("node");
-    command.arg(&entry).arg("streamableHttp").env("PORT", "0");
-    let (mut server, url) = http_child(command, "server-everything").await;
-    let config = format!(
-        "[jobs]\nmode = \"async\"\n[auth]\njob_secret = \"{TEST_JOB_SECRET}\"\n{}\n\
-         [[upstreams]]\nname = \"everything\"\ntransport = \"http\"\nurl = \"{url}\"\n",
-        redis_store_toml(&redis, &prefix, 2)
-    );
-    let (mut a, b) = tokio::join!(spawn_bridge(&config, &[]), spawn_bridge(&config, &[]));
     let on_a = connect_url(&a.mcp_url()).await;
     let arguments = json!({"topic": "python", "ambiguous": true});
     let task = running_job(&on_a, RESEARCH, arguments).await;

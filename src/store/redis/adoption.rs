@@ -174,17 +174,7 @@ pub(super) fn can_adopt(inner: &Inner) -> bool {
 }
 
 async fn read_stored(inner: &Inner, job: JobId) -> Result<Option<Stored>, StoreError> {
-    let key = inner.keys.job(job);
-    let reply: Value = inner
-        .cmd
-        .run(|mut conn| async move {
-            ::redis::cmd("HGETALL")
-                .arg(&key)
-                .query_async(&mut conn)
-                .await
-        })
-        .await?;
-    let fields = pairs(reply);
+    let fields = inner.job_fields(job).await?;
     Ok(if fields.is_empty() {
         None
     } else {

@@ -95,20 +95,10 @@ async fn mark_offered(inner: &Inner, job: JobId, generation: u64) -> Option<bool
 
 /// Tell every other replica to look at the hand-over now.
 async fn nudge_others(inner: &Inner) {
-    let replicas_key = inner.keys.replicas();
-    let Ok(replicas) = inner
-        .cmd
-        .run(|mut conn| async move {
-            ::redis::cmd("SMEMBERS")
-                .arg(&replicas_key)
-                .query_async::<Vec<String>>(&mut conn)
-                .await
-        })
-        .await
-    else {
+    let Ok(others) = inner.other_replicas().await else {
         return;
     };
-    for replica in replicas.iter().filter(|r| **r != inner.replica) {
+    for replica in &others {
         inner.nudge(replica).await;
     }
 }

@@ -285,23 +285,9 @@ async fn end_jobs_of_dead_replicas(inner: &Inner) {
     if inner.cmd.up_for().is_none_or(|up| up < inner.lease) {
         return;
     }
-    let replicas_key = inner.keys.replicas();
-    let Ok(replicas) = inner
-        .cmd
-        .run(|mut conn| async move {
-            ::redis::cmd("SMEMBERS")
-                .arg(&replicas_key)
-                .query_async::<Vec<String>>(&mut conn)
-                .await
-        })
-        .await
-    else {
+    let Ok(others) = inner.other_replicas().await else {
         return;
     };
-    let others: Vec<String> = replicas
-        .into_iter()
-        .filter(|r| *r != inner.replica)
-        .collect();
     if others.is_empty() {
         return;
     }

@@ -321,6 +321,19 @@ impl Inner {
     }
 
     pub(super) async fn snapshot(&self, job: JobId) -> Result<Option<JobSnapshot>, StoreError> {
+        let fields = self.job_fields(job).await?;
+        Ok(if fields.is_empty() {
+            None
+        } else {
+            codec::snapshot_from_fields(&fields)
+        })
+    }
+
+    /// Every field of job `job`'s hash (none for an unknown job).
+    pub(super) async fn job_fields(
+        &self,
+        job: JobId,
+    ) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
         let key = self.keys.job(job);
         let reply: Value = self
             .cmd
@@ -331,12 +344,25 @@ impl Inner {
                     .await
             })
             .await?;
-        let fields = pairs(reply);
-        Ok(if fields.is_empty() {
-            None
-        } else {
-            codec::snapshot_from_fields(&fields)
-        })
+        Ok(pairs(reply))
+    }
+
+    /// The other replicas that named themselves in the replicas set.
+    pub(super) async fn other_replicas(&self) -> Result<Vec<String>, LinkError> {
+        let replicas_key = self.keys.replicas();
+        let replicas = self
+            .cmd
+            .run(|mut conn| async move {
+                ::redis::cmd("SMEMBERS")
+                    .arg(&replicas_key)
+                    .query_async::<Vec<String>>(&mut conn)
+                    .await
+            })
+            .await?;
+        Ok(replicas
+            .into_iter()
+            .filter(|r| *r != self.replica)
+            .collect())
     }
 
     pub(super) async fn snapshots(&self, jobs: &[JobId]) -> Result<Vec<JobSnapshot>, StoreError> {
