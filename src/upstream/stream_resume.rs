@@ -141,6 +141,7 @@ const QUIET: Duration = Duration::from_secs(3);
 /// Follow the call `cursor` names, on `poller`'s session, from its `last_event_id` to its
 /// answer. `window`: how long the upstream may give nothing (refused or broken `GET`s, streams
 /// that end at once) before the call fails (`upstream_tasks.resume_within_secs`).
+// Long because: one loop over the GETs, the events of each and the three ways a stream ends.
 pub(super) async fn follow_stream(
     upstream: String,
     poller: Arc<SessionPoller>,
