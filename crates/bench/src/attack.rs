@@ -3,11 +3,12 @@
 //! streams of made-up correlations opened and held) while alice's calls and readers run; then
 //! alice alone for as long on a fresh bridge. Side by side: alice's p99 (progress delivered to
 //! her readers, and her calls' round trip) and her errors, what bob was answered, and the
-//! bridge's resident memory over each run. Bob connects from 127.0.0.2, as another client would
-//! from its own address: from alice's address the per-address connection limit, not the
-//! per-principal shares, would be what is measured. On his own address that limit still comes
-//! first: his held streams take its 1,024 connections, and from then on every new connection
-//! of his is refused at accept (his `initialize` loop stops short of his session share).
+//! bridge's resident memory over each run. Bob connects from addresses of his own, as a client
+//! behind several would: his `initialize` and made-up correlation loops from 127.0.0.2, his held
+//! streams spread over 127.0.0.3 and 127.0.0.4. From one address the per-address connection
+//! limit (1,024) comes first: his held streams took its connections, every later connection of
+//! his was refused at accept, and his `initialize` loop stopped short of his session share. So
+//! the per-principal shares of sessions and streams are what this measures.
 //! Fails if one of alice's calls or readers fails or loses an event.
 
 use std::{
@@ -37,8 +38,13 @@ use crate::{
 
 const ALICE: &str = "alice-bench-token-0123456789abcdef";
 const BOB: &str = "bob-bench-token-0123456789abcdefgh";
-/// Where bob's connections come from.
+/// Where bob's requests come from; his held streams come from [`BOB_STREAM_ADDRS`].
 const BOB_ADDR: IpAddr = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2));
+/// Where bob's held streams come from, in turn: below the per-address connection limit each.
+const BOB_STREAM_ADDRS: [IpAddr; 2] = [
+    IpAddr::V4(Ipv4Addr::new(127, 0, 0, 3)),
+    IpAddr::V4(Ipv4Addr::new(127, 0, 0, 4)),
+];
 const PROGRESS_EVENTS: u64 = 20;
 const VICTIM_WORKERS: usize = 2;
 const READERS_PER_JOB: usize = 2;
@@ -201,7 +207,7 @@ fn spawn_attacker(
                 n += 1;
                 let path = format!("/correlations/made-up-{lane}-{n}/events");
                 count(
-                    request(addr, &get(addr, &path))
+                    request(addr, &get(addr, &path), BOB_ADDR)
                         .await
                         .map_or(0, |(status, _)| status),
                 );
@@ -212,7 +218,7 @@ fn spawn_attacker(
     bob.spawn(async move {
         while Instant::now() < end {
             count(
-                request(addr, &initialize(addr))
+                request(addr, &initialize(addr), BOB_ADDR)
                     .await
                     .map_or(0, |(status, _)| status),
             );
@@ -225,8 +231,9 @@ fn spawn_attacker(
             if Instant::now() >= end {
                 break;
             }
-            let opened =
-                request(addr, &get(addr, &format!("/correlations/flood-{n}/events"))).await;
+            let from = BOB_STREAM_ADDRS[n % BOB_STREAM_ADDRS.len()];
+            let path = format!("/correlations/flood-{n}/events");
+            let opened = request(addr, &get(addr, &path), from).await;
             match opened {
                 Ok((200, tcp)) => {
                     count(200);
@@ -259,12 +266,12 @@ fn initialize(addr: SocketAddr) -> String {
     )
 }
 
-/// Send `text` from bob's address and read the status of the answer; the connection is
+/// Send `text` from bob's address `from` and read the status of the answer; the connection is
 /// returned open (dropped by the caller: with a zero linger it resets, so thousands of them
 /// leave no sockets waiting).
-async fn request(addr: SocketAddr, text: &str) -> std::io::Result<(u16, TcpStream)> {
+async fn request(addr: SocketAddr, text: &str, from: IpAddr) -> std::io::Result<(u16, TcpStream)> {
     let socket = TcpSocket::new_v4()?;
-    socket.bind(SocketAddr::new(BOB_ADDR, 0))?;
+    socket.bind(SocketAddr::new(from, 0))?;
     // A zero linger resets at once: the deprecation is about a non-zero one blocking on drop.
     #[allow(deprecated)]
     socket.set_linger(Some(Duration::ZERO))?;
