@@ -21,7 +21,7 @@ use crate::{
         self, ApiState, Readiness,
         admin::{AdminState, UpstreamsReport},
         auth::Guard,
-        mcp_answers::McpAnswers,
+        mcp_layer::{McpAnswers, McpLayer},
         sessions::{BridgeSessions, SessionGate, SessionLookup},
         surface::Surface,
     },
@@ -563,15 +563,13 @@ fn routes(
             )),
         api,
         admin,
-        guard,
-        (
-            answers,
-            SessionGate::new(sessions, &config.limits, &core.metrics),
-        ),
-        (
-            config.limits.max_request_bytes,
-            &core.metrics.mcp_request_duration,
-        ),
+        McpLayer {
+            guard: guard.clone(),
+            sessions: SessionGate::new(sessions, &config.limits, &core.metrics),
+            answers: answers.clone(),
+            max_request_bytes: config.limits.max_request_bytes,
+            timing: core.metrics.mcp_request_duration.clone(),
+        },
         config.server.admin_listen.is_some(),
     )
 }

@@ -90,11 +90,11 @@ pub(super) fn concerns(request: &Request, message: &McpMessage) -> bool {
 }
 
 /// The request on its way to rmcp and its answer back: see the module comment. Runs after the
-/// message check (`http::mcp_input`), so the body is one JSON-RPC message of at most
+/// message check (`http::mcp_layer`), so the body is one JSON-RPC message of at most
 /// `limits.max_request_bytes` (`front::wire` hands it here).
 pub(super) async fn translate(request: Request, next: Next) -> Response {
     let at_2025 = session_at_2025(&request);
-    // The message as the message check parsed it (`http::mcp_input`): not parsed again here.
+    // The message as the message check parsed it (`http::mcp_layer`): not parsed again here.
     let Some(message) = request.extensions().get::<McpMessage>().cloned() else {
         return next.run(request).await;
     };

@@ -162,6 +162,25 @@ impl Guard {
 }
 
 impl Guard {
+    /// The caller of an `/mcp` request, or its refusal: the credential (401, or 503 when the
+    /// issuer's keys cannot be had), then the caller's rate (429).
+    pub(super) async fn mcp_caller(&self, headers: &HeaderMap) -> Result<Arc<Identity>, Response> {
+        let identity = self
+            .authenticate(headers)
+            .await
+            .map_err(|r| self.refuse(r))?;
+        if let Err(wait) = self.rates.check(&identity.principal) {
+            self.refused.count(Refusal::RateLimit);
+            return Err(retry_later(
+                StatusCode::TOO_MANY_REQUESTS,
+                "rate_limited",
+                "too many requests for this caller (limits.calls_per_minute); slow down and retry after the time in Retry-After".into(),
+                wait,
+            ));
+        }
+        Ok(identity)
+    }
+
     /// The job and correlation routes' request rate: per principal for a caller with a
     /// credential, else per client address (a capability reader, or a request whose token or
     /// credential opens nothing). `Some`: the 429 to answer.
@@ -205,27 +224,6 @@ fn retry_later(status: StatusCode, code: &str, message: String, after: Duration)
         .headers_mut()
         .insert(header::RETRY_AFTER, HeaderValue::from(secs));
     response
-}
-
-/// In front of `/mcp`: credential, then rate.
-pub async fn mcp_guard(State(guard): State<Guard>, mut request: Request, next: Next) -> Response {
-    let identity = match guard.authenticate(request.headers()).await {
-        Ok(identity) => identity,
-        Err(rejection) => return guard.refuse(rejection),
-    };
-    if let Err(wait) = guard.rates.check(&identity.principal) {
-        guard.refused.count(Refusal::RateLimit);
-        return retry_later(
-            StatusCode::TOO_MANY_REQUESTS,
-            "rate_limited",
-            "too many requests for this caller (limits.calls_per_minute); slow down and retry after the time in Retry-After".into(),
-            wait,
-        );
-    }
-    // The token has done its job: nothing downstream (handlers, logs, upstreams) sees it.
-    request.headers_mut().remove(header::AUTHORIZATION);
-    request.extensions_mut().insert(identity);
-    next.run(request).await
 }
 
 /// In front of `/upstreams` and `/metrics` on the main listener: a static token (the

@@ -8,13 +8,7 @@
 
 use std::time::Duration;
 
-use axum::{
-    body::Body,
-    extract::Request,
-    http::{HeaderName, HeaderValue, Method, StatusCode, header},
-    middleware::Next,
-    response::Response,
-};
+use axum::http::{HeaderName, HeaderValue, Method, header};
 use rmcp::transport::StreamableHttpServerConfig;
 use tower_http::cors::{AllowOrigin, CorsLayer};
 
@@ -79,29 +73,6 @@ pub fn mcp_transport(
             .enforce_origin_validation()
     };
     config.with_max_request_body_bytes(max_request_bytes)
-}
-
-/// rmcp refuses a disallowed `Host` or `Origin` with a bare "Forbidden: … is not allowed";
-/// say which setting admits it.
-pub async fn explain_forbidden(request: Request, next: Next) -> Response {
-    let response = next.run(request).await;
-    if response.status() != StatusCode::FORBIDDEN {
-        return response;
-    }
-    let (mut parts, body) = response.into_parts();
-    let text = axum::body::to_bytes(body, 4096).await.unwrap_or_default();
-    let text = String::from_utf8_lossy(&text);
-    let hint = if text.contains("Origin") {
-        " — a browser page from another origin may not call /mcp; to admit one, add it to \
-         server.allowed_origins (scheme://host[:port])"
-    } else if text.contains("Host") {
-        " — to admit the name this bridge is reached by, add it to server.allowed_hosts (or set \
-         server.public_url to it)"
-    } else {
-        ""
-    };
-    parts.headers.remove(header::CONTENT_LENGTH);
-    Response::from_parts(parts, Body::from(format!("{text}{hint}")))
 }
 
 /// CORS for the job and correlation endpoints, when `server.cors_origins` lists any.

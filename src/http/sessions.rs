@@ -4,7 +4,7 @@
 //!
 //! - **Bound to a principal.** `Mcp-Session-Id` is `<nonce>.<tag>`, the tag a capability token
 //!   (scope `mcp-session`) for `<nonce>:<principal>` minted in [`BridgeSessions::create_session`]
-//!   under [`gate`]; another principal's credential gets 404, as for an unknown session.
+//!   under [`SessionGate::pass`]; another principal's credential gets 404, as for an unknown session.
 //! - **Bounded.** At `limits.max_sessions`, or `limits.max_sessions_per_principal` of the
 //!   caller's, an `initialize` gets 503; one larger than `limits.max_initialize_bytes` gets 413.
 //! - **Freed.** On `DELETE` (200; 404 for an unknown session), after `server.session_idle_secs`
@@ -23,13 +23,11 @@ use std::{
 
 use axum::{
     Json,
-    extract::{Request, State},
+    extract::Request,
     http::{HeaderValue, Method, StatusCode, header},
-    middleware::Next,
     response::{IntoResponse, Response},
 };
 use futures::Stream;
-use http_body::Body as _;
 use prometheus::IntCounterVec;
 use rmcp::{
     RoleServer,
@@ -49,10 +47,10 @@ use rmcp::{
 use serde_json::json;
 
 use crate::{
-    auth::{Identity, JobTokens, TokenScope},
+    auth::{JobTokens, TokenScope},
     config::LimitsConfig,
     metrics::{Metrics, Refusal, RefusedRequests},
-    model::{McpMessage, Principal},
+    model::Principal,
 };
 
 /// The `Mcp-Session-Id` header.
@@ -417,105 +415,101 @@ impl Drop for Opening {
     }
 }
 
-/// In front of rmcp on `/mcp` (after the credential and the first look at the message): a
-/// session used by its own principal only, `initialize` admitted within the bounds, and
-/// `DELETE` answered as the MCP clients expect.
-pub async fn gate(State(gate): State<SessionGate>, request: Request, next: Next) -> Response {
-    let principal = request
-        .extensions()
-        .get::<Arc<Identity>>()
-        .map(|identity| identity.principal.clone())
-        .unwrap_or_else(Principal::anonymous);
-    // Without the header (or with one that is not text) rmcp says what is missing.
-    let id = request
-        .headers()
-        .get(SESSION_HEADER)
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_string);
-    if let Some(id) = id {
-        return to_session(&gate, &id, &principal, request, next).await;
+impl SessionGate {
+    /// A session used by its own principal only, an `initialize` (`initialize_bytes`: its
+    /// size) admitted within the bounds, and `DELETE` answered as the MCP clients expect;
+    /// `serve` serves what passes (`mcp_layer`).
+    pub(super) async fn pass<F: Future<Output = Response>>(
+        &self,
+        request: Request,
+        principal: &Principal,
+        initialize_bytes: Option<usize>,
+        serve: impl FnOnce(Request) -> F,
+    ) -> Response {
+        // Without the header (or with one that is not text) rmcp says what is missing.
+        let id = request
+            .headers()
+            .get(SESSION_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
+        if let Some(id) = id {
+            return self.to_session(&id, principal, request, serve).await;
+        }
+        let Some(size) = initialize_bytes else {
+            return serve(request).await;
+        };
+        if size > self.max_initialize_bytes {
+            self.refused.count(Refusal::BodySize);
+            return refusal(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!(
+                    "the initialize request is larger than {} bytes (limits.max_initialize_bytes): \
+                     a session keeps it for its whole life; send a smaller one",
+                    self.max_initialize_bytes
+                ),
+            );
+        }
+        match self.admit(principal).await {
+            Ok(opening) => OPENING.scope(opening, serve(request)).await,
+            Err(full) => self.session_limit(full),
+        }
     }
-    let opens_session = request.method() == Method::POST
-        && request
-            .extensions()
-            .get::<McpMessage>()
-            .is_some_and(McpMessage::is_initialize);
-    if !opens_session {
-        return next.run(request).await;
-    }
-    let size = request.body().size_hint().upper().unwrap_or(u64::MAX);
-    if size > gate.max_initialize_bytes as u64 {
-        gate.refused.count(Refusal::BodySize);
-        return refusal(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            format!(
-                "the initialize request is larger than {} bytes (limits.max_initialize_bytes): \
-                 a session keeps it for its whole life; send a smaller one",
-                gate.max_initialize_bytes
+
+    /// The 503 for an `initialize` past a session bound, naming it.
+    fn session_limit(&self, full: SessionsFull) -> Response {
+        self.refused.count(Refusal::SessionLimit);
+        let (key, message) = match full {
+            SessionsFull::Total => (
+                "max_sessions",
+                format!(
+                    "this bridge holds {} MCP sessions, its limit (limits.max_sessions); retry \
+                     later, and end sessions you no longer use with DELETE",
+                    self.max_sessions
+                ),
             ),
+            SessionsFull::Principal => (
+                "max_sessions_per_principal",
+                format!(
+                    "this caller holds {} MCP sessions, its share (limits.max_sessions_per_principal); \
+                     end sessions you no longer use with DELETE, or retry later",
+                    self.max_per_principal
+                ),
+            ),
+        };
+        self.limit_hits.with_label_values(&[key]).inc();
+        let mut response = refusal(StatusCode::SERVICE_UNAVAILABLE, message);
+        response.headers_mut().insert(
+            header::RETRY_AFTER,
+            HeaderValue::from(SESSION_LIMIT_RETRY.as_secs()),
         );
+        response
     }
-    let opening = match gate.admit(&principal).await {
-        Ok(opening) => opening,
-        Err(full) => return session_limit(&gate, full),
-    };
-    OPENING.scope(opening, next.run(request)).await
-}
 
-/// The 503 for an `initialize` past a session bound, naming it.
-fn session_limit(gate: &SessionGate, full: SessionsFull) -> Response {
-    gate.refused.count(Refusal::SessionLimit);
-    let (key, message) = match full {
-        SessionsFull::Total => (
-            "max_sessions",
-            format!(
-                "this bridge holds {} MCP sessions, its limit (limits.max_sessions); retry \
-                 later, and end sessions you no longer use with DELETE",
-                gate.max_sessions
-            ),
-        ),
-        SessionsFull::Principal => (
-            "max_sessions_per_principal",
-            format!(
-                "this caller holds {} MCP sessions, its share (limits.max_sessions_per_principal); \
-                 end sessions you no longer use with DELETE, or retry later",
-                gate.max_per_principal
-            ),
-        ),
-    };
-    gate.limit_hits.with_label_values(&[key]).inc();
-    let mut response = refusal(StatusCode::SERVICE_UNAVAILABLE, message);
-    response.headers_mut().insert(
-        header::RETRY_AFTER,
-        HeaderValue::from(SESSION_LIMIT_RETRY.as_secs()),
-    );
-    response
-}
-
-/// A request that names session `id`: only its own principal's passes (another's is told the
-/// session is unknown), and a `DELETE` of a live session answers 200.
-async fn to_session(
-    gate: &SessionGate,
-    id: &str,
-    principal: &Principal,
-    request: Request,
-    next: Next,
-) -> Response {
-    if !gate.sessions.local.belongs(id, principal) {
-        gate.refused.count(Refusal::Auth);
-        return unknown_session();
+    /// A request that names session `id`: only its own principal's passes (another's is told
+    /// the session is unknown), and a `DELETE` of a live session answers 200.
+    async fn to_session<F: Future<Output = Response>>(
+        &self,
+        id: &str,
+        principal: &Principal,
+        request: Request,
+        serve: impl FnOnce(Request) -> F,
+    ) -> Response {
+        if !self.sessions.local.belongs(id, principal) {
+            self.refused.count(Refusal::Auth);
+            return unknown_session();
+        }
+        if request.method() != Method::DELETE {
+            return serve(request).await;
+        }
+        if !self.sessions.exists(id).await {
+            return unknown_session();
+        }
+        let response = serve(request).await;
+        if response.status() == StatusCode::ACCEPTED {
+            return StatusCode::OK.into_response();
+        }
+        response
     }
-    if request.method() != Method::DELETE {
-        return next.run(request).await;
-    }
-    if !gate.sessions.exists(id).await {
-        return unknown_session();
-    }
-    let response = next.run(request).await;
-    if response.status() == StatusCode::ACCEPTED {
-        return StatusCode::OK.into_response();
-    }
-    response
 }
 
 /// A refused `initialize`, as a JSON-RPC error.

@@ -1,5 +1,5 @@
-//! The whole HTTP surface in one place, each part behind its checks: `/mcp` behind the bearer
-//! guard and the first look at its messages, the job API (whose guard is on its own routes),
+//! The whole HTTP surface in one place, each part behind its checks: `/mcp` behind its one
+//! layer (`mcp_layer`), the job API (whose guard is on its own routes),
 //! the admin routes behind the bearer token (or apart, for the admin listener), and the
 //! request log around everything.
 
@@ -7,10 +7,8 @@ use axum::{Router, middleware};
 
 use super::{
     access_log, auth,
-    mcp_answers::{self, McpAnswers},
-    mcp_input, origins, sessions,
+    mcp_layer::{self, McpLayer},
 };
-use crate::metrics::HistogramVec;
 
 /// The routers to serve: the main one, and the admin one when it has a listener of its own.
 pub struct Surface {
@@ -18,44 +16,23 @@ pub struct Surface {
     pub admin: Option<Router>,
 }
 
-/// `mcp` is the MCP service nested at `/mcp`; `api` the job API; `admin` the operational
-/// routes, merged behind the bearer token unless `admin_apart`; `answers` counts the
-/// `tools/call` answers under way (shutdown waits for them).
+/// `mcp` is the MCP service nested at `/mcp`, behind `layer`; `api` the job API; `admin` the
+/// operational routes, merged behind the bearer token unless `admin_apart`.
 pub fn assemble(
     mcp: Router,
     api: Router,
     admin: Router,
-    guard: &auth::Guard,
-    (answers, sessions): (&McpAnswers, sessions::SessionGate),
-    (max_request_bytes, mcp_timing): (usize, &HistogramVec),
+    layer: McpLayer,
     admin_apart: bool,
 ) -> Surface {
-    // The last route layer added runs first: the token, then the message, then the session,
-    // then the count of answers under way, then rmcp (whose Host and Origin refusals get a
-    // hint on the way out).
-    let checks = (guard.refused.clone(), mcp_timing.clone());
-    let mcp = mcp
-        .route_layer(middleware::from_fn(origins::explain_forbidden))
-        .route_layer(middleware::from_fn_with_state(
-            answers.clone(),
-            mcp_answers::hold_until_written,
-        ))
-        .route_layer(middleware::from_fn_with_state(sessions, sessions::gate))
-        .route_layer(middleware::from_fn(move |request, next| {
-            mcp_input::check_mcp_post(max_request_bytes, checks.clone(), request, next)
-        }))
-        .route_layer(middleware::from_fn_with_state(
-            guard.clone(),
-            auth::mcp_guard,
-        ));
+    let guard = layer.guard.clone();
+    let mcp = mcp.route_layer(middleware::from_fn_with_state(layer, mcp_layer::layer));
     let mut main = mcp.merge(api);
     let admin = if admin_apart {
         Some(admin.layer(middleware::from_fn(access_log::log_request)))
     } else {
-        main = main.merge(admin.route_layer(middleware::from_fn_with_state(
-            guard.clone(),
-            auth::admin_guard,
-        )));
+        main =
+            main.merge(admin.route_layer(middleware::from_fn_with_state(guard, auth::admin_guard)));
         None
     };
     Surface {

@@ -1,4 +1,4 @@
-//! A JSON-RPC message POSTed to `/mcp`, parsed once by the message check (`http::mcp_input`)
+//! A JSON-RPC message POSTed to `/mcp`, parsed once by the message check (`http::mcp_layer`)
 //! and handed to the layers under it in the request's extensions, so that none of them parses
 //! the body again (rmcp parses it once more, into its own types).
 

@@ -13,7 +13,7 @@ use mcp_progress_bridge::{
     auth::{Authenticator, JobTokens, TokenScope},
     config::{Config, Overrides, Secret},
     front::{Links, handle::JobHandleBody},
-    http::{self, ApiState, Readiness, auth::Guard, mcp_input},
+    http::{self, ApiState, Readiness, auth::Guard, mcp_layer},
     metrics::Metrics,
     model::{EventBody, JobId, NewJob},
     store::{MemoryStore, Store},
@@ -108,7 +108,7 @@ proptest! {
 
     #[test]
     fn mcp_first_look_never_panics(bytes in prop::collection::vec(any::<u8>(), 0..512)) {
-        let _ = mcp_input::check(&bytes);
+        let _ = mcp_layer::check(&bytes);
     }
 
     #[test]
@@ -124,10 +124,10 @@ proptest! {
         let method = if method == "tools/call" { "tools/list".to_string() } else { method };
         let message = serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
         let bytes = serde_json::to_vec(&message).unwrap();
-        prop_assert!(mcp_input::check(&bytes).is_ok(), "{}", message);
+        prop_assert!(mcp_layer::check(&bytes).is_ok(), "{}", message);
         // Anything that is not an object is refused, never passed on.
         let batch = serde_json::to_vec(&serde_json::json!([message])).unwrap();
-        prop_assert!(mcp_input::check(&batch).is_err());
+        prop_assert!(mcp_layer::check(&batch).is_err());
     }
 
     #[test]
