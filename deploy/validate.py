@@ -13,6 +13,7 @@
   leave the drain its time and the bounds after it (summed from src/app.rs's constants), the
   docs saying the same, probes on /healthz and /readyz, non-root read-only containers,
   selectors, secret keys and variables that exist;
+- deploy/gateway/ (check_gateway): the Gateway API route agrees with the Service and the Ingress;
 - deploy/monitoring/ (check_monitoring): the alerts through promtool's check and unit tests,
   the dashboard's queries through promtool's parser, and the objects' selectors.
 
@@ -145,6 +146,43 @@ def dashboard_exprs(dashboard: dict) -> list[str]:
                 exprs.append(re.sub(r"\$\{?(\w+)\}?", ".*", expr))
     walk(dashboard["panels"])
     return exprs
+
+
+def check_gateway(service: dict, ingress: dict) -> None:
+    """deploy/gateway/ (the Gateway API instead of the Ingress): it renders, the HTTPRoute sends
+    to the Service's port through the Gateway's HTTPS listener, both name the Ingress's host,
+    TLS comes from the Ingress's Secret, and plain HTTP only redirects. Not checked against the
+    Gateway API's CRD schemas (none bundled)."""
+    rendered = run(["kubectl", "kustomize", str(DEPLOY / "gateway")])
+    check(rendered.returncode == 0, "kubectl kustomize deploy/gateway/ renders")
+    docs = [d for d in yaml.safe_load_all(rendered.stdout) if d]
+    gateways = [d for d in docs if d["kind"] == "Gateway"]
+    routes = {d["metadata"]["name"]: d for d in docs if d["kind"] == "HTTPRoute"}
+    check(len(gateways) == 1 and len(routes) == 2, "deploy/gateway/: one Gateway, two HTTPRoutes")
+    if len(gateways) != 1 or "mcp-progress-bridge" not in routes:
+        return
+    listeners = {l["name"]: l for l in gateways[0]["spec"]["listeners"]}
+    https, route = listeners.get("https", {}), routes["mcp-progress-bridge"]
+    host = ingress["spec"]["rules"][0]["host"]
+    secret = ingress["spec"]["tls"][0]["secretName"]
+    check(https.get("protocol") == "HTTPS" and https.get("hostname") == host
+          and [r["name"] for r in https["tls"]["certificateRefs"]] == [secret],
+          f"the Gateway's https listener serves {host} with the Secret {secret}")
+    check(route["spec"]["parentRefs"] == [{"name": gateways[0]["metadata"]["name"], "sectionName": "https"}]
+          and route["spec"]["hostnames"] == [host],
+          "the HTTPRoute is attached to the Gateway's https listener for the same host")
+    ports = {p["port"] for p in service["spec"]["ports"] if p["name"] == "http"}
+    backends = [b for rule in route["spec"]["rules"] for b in rule["backendRefs"]]
+    check(all(b["name"] == service["metadata"]["name"] and b["port"] in ports for b in backends),
+          "the HTTPRoute's backend is the bridge's Service on its http port")
+    check(all(rule.get("timeouts", {}).get("request") == "0s" for rule in route["spec"]["rules"]),
+          "the HTTPRoute sets no request timeout (SSE streams stay open)")
+    redirect = routes.get("mcp-progress-bridge-redirect", {"spec": {"rules": []}})
+    check(all(f["type"] == "RequestRedirect" and f["requestRedirect"]["scheme"] == "https"
+              for rule in redirect["spec"]["rules"] for f in rule.get("filters", []))
+          and bool(redirect["spec"]["rules"]),
+          "plain HTTP on the Gateway only redirects to https")
+    check(ingress["spec"]["tls"][0]["hosts"] == [host], "the Ingress serves its host with TLS")
 
 
 def check_monitoring(pod_labels: dict, container_ports: dict, stop_secs: int) -> None:
@@ -391,6 +429,7 @@ def main() -> int:
 
     backend = docs["Ingress"]["spec"]["rules"][0]["http"]["paths"][0]["backend"]["service"]
     check(backend["name"] == docs["Service"]["metadata"]["name"], "Ingress routes to the Service")
+    check_gateway(docs["Service"], docs["Ingress"])
 
     # --- compose ---------------------------------------------------------------------------
     compose = yaml.safe_load(compose_file.read_text())

@@ -30,6 +30,9 @@ const NGINX: &str = "/usr/sbin/nginx";
 /// The shipped location block, included by the test's nginx.conf.
 const SHIPPED: &str = "deploy/nginx/mcp-progress-bridge.conf";
 
+/// The shipped HTTPS server block.
+const SHIPPED_TLS: &str = "deploy/nginx/tls.conf";
+
 /// The shipped proxy config, as text.
 fn shipped_config() -> String {
     std::fs::read_to_string(repo_root().join(SHIPPED)).expect("the shipped nginx config")
@@ -83,9 +86,39 @@ impl Nginx {
     /// Start nginx on `port` (a [`HeldPort`]'s: it listens with `reuseport`) with `location` (the shipped config or a variant of it) in its
     /// server block, and the bridge at `upstream` (host:port) as `mcp_progress_bridge`.
     async fn start(port: u16, upstream: &str, location: &str) -> Self {
+        Self::start_with(port, upstream, location, None).await
+    }
+
+    /// [`Nginx::start`]; with `tls` (a directory holding `leaf.pem` and `leaf.key`), the server
+    /// block is the shipped deploy/nginx/tls.conf, listening with TLS on `port`.
+    async fn start_with(port: u16, upstream: &str, location: &str, tls: Option<&Path>) -> Self {
         let dir = tempfile::tempdir().expect("a temporary directory");
         let d = dir.path().display();
         std::fs::write(dir.path().join("location.conf"), location).expect("write location.conf");
+        let server = match tls {
+            None => format!(
+                "server {{\n listen 127.0.0.1:{port} reuseport;\n include {d}/location.conf;\n}}\n"
+            ),
+            Some(certs) => {
+                let shipped = std::fs::read_to_string(repo_root().join(SHIPPED_TLS))
+                    .expect("the shipped tls.conf");
+                let c = certs.display();
+                [
+                    (
+                        "listen 8443 ssl;",
+                        format!("listen 127.0.0.1:{port} ssl reuseport;"),
+                    ),
+                    ("/etc/nginx/tls/tls.crt", format!("{c}/leaf.pem")),
+                    ("/etc/nginx/tls/tls.key", format!("{c}/leaf.key")),
+                    (
+                        "include /etc/nginx/mcp-progress-bridge.conf;",
+                        format!("include {d}/location.conf;"),
+                    ),
+                ]
+                .iter()
+                .fold(shipped, |text, (from, to)| variant(&text, from, to))
+            }
+        };
         let log_format = shipped_log_format();
         let conf = format!(
             "daemon off;\n\
@@ -102,10 +135,7 @@ impl Nginx {
                uwsgi_temp_path {d}/uwsgi;\n\
                scgi_temp_path {d}/scgi;\n\
                upstream mcp_progress_bridge {{ server {upstream}; keepalive 8; }}\n\
-               server {{\n\
-                 listen 127.0.0.1:{port} reuseport;\n\
-                 include {d}/location.conf;\n\
-               }}\n\
+               {server}\
              }}\n"
         );
         let conf_path = dir.path().join("nginx.conf");
@@ -122,10 +152,11 @@ impl Nginx {
             .stderr(std::process::Stdio::null())
             .spawn()
             .expect("nginx starts");
+        let scheme = if tls.is_some() { "https" } else { "http" };
         let mut nginx = Self {
             child,
             dir,
-            base: format!("http://127.0.0.1:{port}"),
+            base: format!("{scheme}://127.0.0.1:{port}"),
         };
         let addr = format!("127.0.0.1:{port}");
         let up = async {
@@ -159,6 +190,11 @@ impl Drop for Nginx {
 /// is `http://localhost:PORT`, the address nginx will listen on; only `localhost` is an
 /// allowed Host on `/mcp`.
 async fn bridge_for_proxy_port(port: u16) -> TestBridge {
+    bridge_for_public_url(format!("http://localhost:{port}")).await
+}
+
+/// [`bridge_for_proxy_port`] with the public URL `public` (the proxy's address, `https://…`).
+async fn bridge_for_public_url(public: String) -> TestBridge {
     let mut config = Config::default_for_tests();
     config.upstreams = vec![with_tool_mode(
         demo_stdio_upstream("demo"),
@@ -166,7 +202,7 @@ async fn bridge_for_proxy_port(port: u16) -> TestBridge {
         CallMode::Async,
     )];
     config.server.allowed_hosts = vec!["localhost".into()];
-    start_config_at(config, Some(format!("http://localhost:{port}"))).await
+    start_config_at(config, Some(public)).await
 }
 
 /// The bridge's `host:port`, for nginx's upstream block.
@@ -198,7 +234,14 @@ async fn measure_arrivals(mcp_url: &str) -> Arrivals {
         json!({ "to": STEPS, "delay_ms": DELAY_MS }),
     )
     .await;
-    let url = handle.events_url.as_str();
+    let arrivals = read_arrivals(handle.events_url.as_str(), &[]).await;
+    client.cancel().await.ok();
+    arrivals
+}
+
+/// Read `url` (a job's events) with curl and `curl_args`, noting when each progress event
+/// arrives (see [`measure_arrivals`]).
+async fn read_arrivals(url: &str, curl_args: &[&str]) -> Arrivals {
     let mut curl = tokio::process::Command::new("curl")
         .args([
             "--silent",
@@ -207,6 +250,7 @@ async fn measure_arrivals(mcp_url: &str) -> Arrivals {
             "--compressed",
             url,
         ])
+        .args(curl_args)
         .stdout(std::process::Stdio::piped())
         .kill_on_drop(true)
         .spawn()
@@ -234,7 +278,6 @@ async fn measure_arrivals(mcp_url: &str) -> Arrivals {
         "the stream ends with its terminal event: {seen:?}"
     );
     assert_eq!(times.len() as u64, STEPS, "every progress event: {seen:?}");
-    client.cancel().await.ok();
     Arrivals {
         gaps_ms: times
             .windows(2)
@@ -406,6 +449,64 @@ async fn initialize(url: &str, headers: &[(&str, &str)]) -> (u16, String) {
         .expect("POST /mcp");
     let status = response.status().as_u16();
     (status, response.text().await.unwrap_or_default())
+}
+
+/// HTTPS through the shipped TLS server block (deploy/nginx/tls.conf, with a certificate of a
+/// private CA for `localhost`): an MCP session and a `tools/call` over https, then the job's
+/// `events_url`, which the bridge writes with its https public URL, read through nginx with
+/// progress arriving one by one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn https_through_the_shipped_nginx_tls_block_streams_progress_one_by_one() {
+    if !Nginx::present("https_through_nginx") {
+        return;
+    }
+    let certs = tempfile::tempdir().expect("a temporary directory");
+    if !make_certificates(certs.path()) {
+        return skip_or_fail("https_through_nginx", "the openssl command is missing");
+    }
+    let held = HeldPort::new();
+    let port = held.port();
+    let bridge = bridge_for_public_url(format!("https://localhost:{port}")).await;
+    let _nginx = Nginx::start_with(
+        port,
+        &authority(&bridge),
+        &shipped_config(),
+        Some(certs.path()),
+    )
+    .await;
+    let ca_file = certs.path().join("ca.pem");
+    let ca = reqwest::Certificate::from_pem(&std::fs::read(&ca_file).expect("ca.pem"))
+        .expect("a PEM certificate");
+    let https = reqwest::Client::builder()
+        .add_root_certificate(ca)
+        .build()
+        .expect("a client");
+    let mut mcp = RawMcp::with_client(&format!("https://localhost:{port}/mcp"), https);
+    let opened = mcp.initialize().await;
+    assert_eq!(opened.status, 200, "initialize over https: {}", opened.body);
+    let call = mcp
+        .post(
+            json!({ "jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+                "name": "demo__slow_count", "arguments": { "to": STEPS, "delay_ms": DELAY_MS } } })
+            .to_string(),
+            &[],
+        )
+        .await;
+    let handle = &call.message.as_ref().expect("an answer")["result"]["structuredContent"];
+    let events_url = handle["events_url"].as_str().unwrap_or_default();
+    assert!(
+        events_url.starts_with(&format!("https://localhost:{port}/jobs/")),
+        "the handle names the https address: {}",
+        call.body
+    );
+    let ca = ca_file.to_str().expect("a UTF-8 path");
+    let arrivals = read_arrivals(events_url, &["--cacert", ca]).await;
+    println!(
+        "over https: span {} ms, gaps {:?} ms",
+        arrivals.span_ms, arrivals.gaps_ms
+    );
+    live(&arrivals).unwrap_or_else(|e| panic!("through the shipped tls.conf: {e}"));
+    bridge.shutdown(Duration::from_secs(1)).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

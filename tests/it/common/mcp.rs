@@ -514,6 +514,14 @@ impl RawMcp {
         }
     }
 
+    /// [`RawMcp::new`] sending through `client` (one that trusts a private CA, say).
+    pub fn with_client(url: &str, client: reqwest::Client) -> Self {
+        Self {
+            client,
+            ..Self::new(url, None)
+        }
+    }
+
     /// A POST with the usual MCP headers, the session and the token (when set) and `extra`.
     pub async fn post(&self, body: impl Into<reqwest::Body>, extra: &[(&str, &str)]) -> RawAnswer {
         let mut request = self
