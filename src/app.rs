@@ -16,7 +16,7 @@ use crate::{
     auth::{CurrentAuthenticator, JobTokens},
     config::{Config, ConfigError, EvictionCheck, StoreBackend, public_url_on, without_secret_env},
     events::StoreError,
-    front::{Front, JobQuota, Links, SEPARATOR, WaitBounds},
+    front::{Front, Links, SEPARATOR, WaitBounds},
     http::{
         self, ApiState, Readiness,
         admin::{AdminState, UpstreamsReport},
@@ -25,7 +25,7 @@ use crate::{
         sessions::{BridgeSessions, SessionGate, SessionLookup},
         surface::Surface,
     },
-    jobs::{DrainEnd, InputError, Jobs},
+    jobs::{DrainEnd, InputError, JobQuota, Jobs},
     metrics::Metrics,
     shutdown::{DROP_WAIT, Shutdown, ShutdownGuard, Stage, TaskCount, Tasks},
     store::{MemoryStore, RedisOptions, RedisStore, Store, TimedStore},

@@ -6,24 +6,19 @@
 
 use std::sync::Arc;
 
-use futures::{FutureExt, StreamExt, future::BoxFuture, stream::BoxStream};
-#[allow(deprecated)]
-use rmcp::{
-    ErrorData,
-    model::{
-        CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams, ElicitResult,
-        ListRootsResult, ProgressNotificationParam,
-    },
-};
+use futures::{FutureExt, StreamExt, stream::BoxStream};
 use tracing::Instrument;
 
-use super::{ask_router::AskRouter, tool_call::work_outcome};
+use super::{
+    ask_router::{AskRouter, RoutedSink},
+    tool_call::work_outcome,
+};
 use crate::{
     events::Adopted,
-    jobs::{Intake, Jobs, PendingJob, Work},
+    jobs::{Jobs, PendingJob, Work},
     metrics::{AdoptionEvent, Adoptions},
     model::{FailureReason, JobFailure},
-    upstream::{CallSink, TaskResume, Upstreams},
+    upstream::{TaskResume, Upstreams},
 };
 
 /// Carry on every job `adopted` brings, until it ends (the store stops) or the jobs stage
@@ -44,48 +39,6 @@ pub async fn carry_on_adopted(
         {
             events.count(AdoptionEvent::OwnerLost);
         }
-    }
-}
-
-/// An adopted call's reports into its job; what its upstream asks goes to the job's desk.
-struct AdoptedSink {
-    intake: Arc<Intake>,
-    asks: Arc<AskRouter>,
-}
-
-impl CallSink for AdoptedSink {
-    fn input(&self, request: ElicitRequestParams) -> BoxFuture<'static, ElicitResult> {
-        self.asks.ask_question(request)
-    }
-
-    #[allow(deprecated)]
-    fn sample(
-        &self,
-        request: CreateMessageRequestParams,
-    ) -> BoxFuture<'static, Result<CreateMessageResult, ErrorData>> {
-        self.asks.ask_sample(request)
-    }
-
-    #[allow(deprecated)]
-    fn roots(&self) -> BoxFuture<'static, ListRootsResult> {
-        self.asks.ask_roots()
-    }
-
-    fn progress(&self, p: &ProgressNotificationParam) {
-        self.intake.progress(p.progress, p.total, p.message.clone());
-    }
-
-    #[allow(deprecated)]
-    fn log(&self, m: &rmcp::model::LoggingMessageNotificationParam) {
-        let level = serde_json::to_value(m.level)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_string))
-            .unwrap_or_else(|| "info".into());
-        self.intake.log(level, m.logger.clone(), m.data.clone());
-    }
-
-    fn stream_cursor(&self, event_id: &str) {
-        self.intake.stream_cursor(event_id);
     }
 }
 
@@ -115,7 +68,12 @@ async fn carry_on(
     let intake = pending.intake();
     // Kept again by this replica (fenced at its generation): the cursor moves on from here.
     intake.reattach(record.clone());
-    let sink = Arc::new(AdoptedSink { intake, asks });
+    let sink = Arc::new(RoutedSink {
+        asks,
+        intake: Some(intake),
+        principal: None,
+        caller_logs: None,
+    });
     match upstream.reattach(&record, resume, sink) {
         Ok(call) => {
             let canceller = call.canceller;

@@ -1,10 +1,11 @@
 //! Where what an upstream asks goes: a question (`elicitation/create`), a sample
-//! (`sampling/createMessage`) or the roots (`roots/list`) is one [`Ask`], and [`AskRoute`] is
-//! the one decision of who answers it, made once when the request starts ([`AskRoute::for_call`]
+//! (`sampling/createMessage`) or the roots (`roots/list`); [`AskRoute`] is the one decision of
+//! who answers it, made once when the request starts ([`AskRoute::for_call`]
 //! for a `tools/call`, [`asking`] for a `prompts/get` or `resources/read`). [`AskRouter`]
 //! carries each ask to where the route says: a waiting caller by its revision's rules, the
 //! job's input desk (`jobs::input`: a person, `answer_job_input`, `tasks/update`, the client
-//! of `tasks/result`), or a refusal. docs/design/mcp-asks.md tells the whole way.
+//! of `tasks/result`), or a refusal. A call's [`RoutedSink`] hands them to its router, and its
+//! reports to its job. docs/design/mcp-asks.md tells the whole way.
 
 use std::{sync::Arc, time::Duration};
 
@@ -18,37 +19,25 @@ use rmcp::{
     model::{
         ClientResult, CreateMessageRequest, CreateMessageRequestParams, CreateMessageResult,
         ElicitRequest, ElicitRequestParams, ElicitResult, ElicitationAction, ListRootsRequest,
-        ListRootsResult, LoggingMessageNotificationParam, ProgressNotificationParam, ServerRequest,
+        ListRootsResult, LoggingLevel, LoggingMessageNotificationParam, ProgressNotificationParam,
+        ServerRequest,
     },
     service::{Peer, RequestContext},
 };
 
+use tokio::sync::mpsc;
+
 use super::{
     caller::{Caller, Takes},
     core::Core,
+    listeners,
     round_requests::{Attached, JobRoundRequests},
 };
 use crate::{
-    jobs::Jobs,
-    model::{InputAction, JobId},
+    jobs::{Intake, Jobs},
+    model::{InputAction, JobId, Principal, Reattach},
     upstream::{Asking, CallSink, no_sampling},
 };
-
-/// What an upstream asks its client during a request.
-#[allow(deprecated)]
-pub(super) enum Ask {
-    Question(ElicitRequestParams),
-    Sample(CreateMessageRequestParams),
-    Roots,
-}
-
-/// The answer to an [`Ask`], of the same kind.
-#[allow(deprecated)]
-pub(super) enum Answered {
-    Question(ElicitResult),
-    Sample(Result<CreateMessageResult, ErrorData>),
-    Roots(ListRootsResult),
-}
 
 /// Who answers what the upstream asks during one request.
 #[derive(Clone)]
@@ -151,7 +140,7 @@ impl AskRouter {
         let jobs = core.jobs.clone();
         let router = Arc::new(Self {
             route: Mutex::new(route),
-            patience: jobs.inputs().input_timeout(),
+            patience: Duration::from_secs(core.config.input_timeout_secs),
             sample_patience: None,
             desk: Some(Desk { jobs, job }),
         });
@@ -187,46 +176,52 @@ impl AskRouter {
         }
     }
 
-    /// The answer to `ask`, from where the route says.
+    /// A sample: from a session caller that takes samples (within `sample_patience`), or the
+    /// job's round requests; refused otherwise.
     #[allow(deprecated)]
-    pub async fn answer(&self, ask: Ask) -> Answered {
+    async fn sample(
+        &self,
+        request: CreateMessageRequestParams,
+    ) -> Result<CreateMessageResult, ErrorData> {
         let route = self.route.lock().clone();
-        match (ask, route) {
-            (Ask::Question(request), route) => {
-                Answered::Question(self.question(route, request).await)
-            }
-            (Ask::Sample(request), AskRoute::Session { peer, takes }) if takes.sampling => {
-                let sampled = sample(&peer, request);
-                Answered::Sample(match self.sample_patience {
+        match route {
+            AskRoute::Session { peer, takes } if takes.sampling => {
+                let sampled = peer_sample(&peer, request);
+                match self.sample_patience {
                     Some(patience) => tokio::time::timeout(patience, sampled)
                         .await
                         .unwrap_or_else(|_| Err(sample_timed_out())),
                     None => sampled.await,
-                })
+                }
             }
-            (Ask::Sample(request), AskRoute::Rounds(Some(requests))) => {
-                Answered::Sample(requests.sample(request).await)
-            }
-            (Ask::Sample(_), _) => Answered::Sample(Err(no_sampling())),
-            (Ask::Roots, AskRoute::Session { peer, takes }) if takes.roots => {
-                let listed = roots(&peer);
-                Answered::Roots(match self.sample_patience {
+            AskRoute::Rounds(Some(requests)) => requests.sample(request).await,
+            _ => Err(no_sampling()),
+        }
+    }
+
+    /// The roots, from where a sample would come; none otherwise.
+    #[allow(deprecated)]
+    async fn roots(&self) -> ListRootsResult {
+        let route = self.route.lock().clone();
+        match route {
+            AskRoute::Session { peer, takes } if takes.roots => {
+                let listed = peer_roots(&peer);
+                match self.sample_patience {
                     Some(patience) => tokio::time::timeout(patience, listed)
                         .await
                         .unwrap_or_default(),
                     None => listed.await,
-                })
+                }
             }
-            (Ask::Roots, AskRoute::Rounds(Some(requests))) => {
-                Answered::Roots(requests.roots().await)
-            }
-            (Ask::Roots, _) => Answered::Roots(ListRootsResult::default()),
+            AskRoute::Rounds(Some(requests)) => requests.roots().await,
+            _ => ListRootsResult::default(),
         }
     }
 
     /// A question: past `jobs.max_question_bytes` declined unseen; to a session caller that
     /// takes questions (declined if it does not answer in time); else to the job's desk.
-    async fn question(&self, route: AskRoute, request: ElicitRequestParams) -> ElicitResult {
+    async fn question(&self, request: ElicitRequestParams) -> ElicitResult {
+        let route = self.route.lock().clone();
         let decline = || ElicitResult::new(ElicitationAction::Decline);
         if let Some(desk) = &self.desk {
             let size = serde_json::to_vec(&request).map_or(usize::MAX, |v| v.len());
@@ -277,47 +272,6 @@ impl AskRouter {
         result.content = answer.content;
         result
     }
-
-    pub fn ask_question(
-        self: &Arc<Self>,
-        request: ElicitRequestParams,
-    ) -> BoxFuture<'static, ElicitResult> {
-        let router = self.clone();
-        async move {
-            match router.answer(Ask::Question(request)).await {
-                Answered::Question(answer) => answer,
-                _ => ElicitResult::new(ElicitationAction::Decline),
-            }
-        }
-        .boxed()
-    }
-
-    #[allow(deprecated)]
-    pub fn ask_sample(
-        self: &Arc<Self>,
-        request: CreateMessageRequestParams,
-    ) -> BoxFuture<'static, Result<CreateMessageResult, ErrorData>> {
-        let router = self.clone();
-        async move {
-            match router.answer(Ask::Sample(request)).await {
-                Answered::Sample(answer) => answer,
-                _ => Err(no_sampling()),
-            }
-        }
-        .boxed()
-    }
-
-    #[allow(deprecated)]
-    pub fn ask_roots(self: &Arc<Self>) -> BoxFuture<'static, ListRootsResult> {
-        let router = self.clone();
-        async move {
-            match router.answer(Ask::Roots).await {
-                Answered::Roots(roots) => roots,
-                _ => ListRootsResult::default(),
-            }
-        }
-        .boxed()
-    }
 }
 
 /// Who answers an upstream's `input_required` answer to this caller's `prompts/get` or
@@ -339,20 +293,57 @@ pub(super) fn asking(core: &Core, context: &RequestContext<RoleServer>) -> Askin
         patience,
         sample_patience: Some(patience),
     };
-    Asking::Answer(Arc::new(RequestAsks(Arc::new(router))))
+    Asking::Answer(Arc::new(RoutedSink {
+        asks: Arc::new(router),
+        intake: None,
+        principal: None,
+        caller_logs: None,
+    }))
 }
 
-/// The sink of a routed request: what it is asked goes to its router; it has no progress.
-struct RequestAsks(Arc<AskRouter>);
+/// A waiting caller's share of a call's log messages: those at or above its level.
+#[allow(deprecated)]
+pub(super) type CallerLogs = (LoggingLevel, mpsc::Sender<LoggingMessageNotificationParam>);
 
-impl CallSink for RequestAsks {
-    fn progress(&self, _progress: &ProgressNotificationParam) {}
+/// Where an upstream request's notifications and asks go: its job's intake (none for a
+/// `prompts/get` or `resources/read`), a waiting caller's share of the log lines (at or above
+/// its level: the upstream connection is shared, so the level is applied here, never sent
+/// upstream), and its [`AskRouter`].
+pub(super) struct RoutedSink {
+    pub asks: Arc<AskRouter>,
+    pub intake: Option<Arc<Intake>>,
+    /// Whose call it is; none where nobody known waits on it (an adopted job, a request).
+    pub principal: Option<Principal>,
+    pub caller_logs: Option<CallerLogs>,
+}
+
+impl CallSink for RoutedSink {
+    fn progress(&self, p: &ProgressNotificationParam) {
+        if let Some(intake) = &self.intake {
+            intake.progress(p.progress, p.total, p.message.clone());
+        }
+    }
 
     #[allow(deprecated)]
-    fn log(&self, _message: &LoggingMessageNotificationParam) {}
+    fn log(&self, m: &LoggingMessageNotificationParam) {
+        if let Some(intake) = &self.intake {
+            let level = serde_json::to_value(m.level)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_else(|| "info".into());
+            intake.log(level, m.logger.clone(), m.data.clone());
+        }
+        if let Some((threshold, tx)) = &self.caller_logs
+            && listeners::passes(m.level, *threshold)
+        {
+            // A caller that cannot keep up misses log lines on its request; the job has them.
+            let _ = tx.try_send(m.clone());
+        }
+    }
 
     fn input(&self, request: ElicitRequestParams) -> BoxFuture<'static, ElicitResult> {
-        self.0.ask_question(request)
+        let router = self.asks.clone();
+        async move { router.question(request).await }.boxed()
     }
 
     #[allow(deprecated)]
@@ -360,12 +351,30 @@ impl CallSink for RequestAsks {
         &self,
         request: CreateMessageRequestParams,
     ) -> BoxFuture<'static, Result<CreateMessageResult, ErrorData>> {
-        self.0.ask_sample(request)
+        let router = self.asks.clone();
+        async move { router.sample(request).await }.boxed()
     }
 
     #[allow(deprecated)]
     fn roots(&self) -> BoxFuture<'static, ListRootsResult> {
-        self.0.ask_roots()
+        let router = self.asks.clone();
+        async move { router.roots().await }.boxed()
+    }
+
+    fn principal(&self) -> Option<Principal> {
+        self.principal.clone()
+    }
+
+    fn reattach(&self, record: Reattach) {
+        if let Some(intake) = &self.intake {
+            intake.reattach(record);
+        }
+    }
+
+    fn stream_cursor(&self, event_id: &str) {
+        if let Some(intake) = &self.intake {
+            intake.stream_cursor(event_id);
+        }
     }
 }
 
@@ -384,7 +393,7 @@ async fn elicit(
 
 /// Ask a peer for a sample; its own refusal goes back as it is.
 #[allow(deprecated)]
-async fn sample(
+async fn peer_sample(
     peer: &Peer<RoleServer>,
     params: CreateMessageRequestParams,
 ) -> Result<CreateMessageResult, ErrorData> {
@@ -412,7 +421,7 @@ fn sample_timed_out() -> ErrorData {
 
 /// Ask a peer for its roots; none when it gives none.
 #[allow(deprecated)]
-async fn roots(peer: &Peer<RoleServer>) -> ListRootsResult {
+async fn peer_roots(peer: &Peer<RoleServer>) -> ListRootsResult {
     let request = ServerRequest::ListRootsRequest(ListRootsRequest::default());
     match peer.send_request(request).await {
         Ok(ClientResult::ListRootsResult(result)) => result,

@@ -20,12 +20,11 @@ use super::{
     core::Core,
     handle::{error_result, shown, store_error},
     round_requests::{self, AskError, is_ask_key},
-    tasks::{answer_refused, too_many_responses},
+    tasks::{answer_question, answer_refused, too_many_responses},
 };
 use crate::{
     config::CallMode,
-    jobs::InputError,
-    model::{InputAnswer, JobId, JobSnapshot, JobStatus},
+    model::{JobId, JobSnapshot, JobStatus},
 };
 
 /// The answer path named in the job's `input_answered` events.
@@ -135,21 +134,7 @@ async fn take_responses(
             }
             continue;
         }
-        let mut answer: InputAnswer = serde_json::from_value(response).map_err(|e| {
-            ErrorData::invalid_params(
-                format!(
-                    "inputResponses[{:?}] is not an elicitation result: {e}",
-                    shown(&key)
-                ),
-                None,
-            )
-        })?;
-        answer.key = Some(key.clone());
-        match core.jobs.inputs().answer(snapshot.job_id, answer, BY).await {
-            // Timed out or answered elsewhere meanwhile: the job has gone on.
-            Ok(()) | Err(InputError::NothingToAnswer | InputError::UnknownJob) => {}
-            Err(e) => return Err(answer_refused(&key, e)),
-        }
+        answer_question(core, snapshot.job_id, key, response, BY).await?;
     }
     Ok(())
 }

@@ -1,38 +1,22 @@
 //! The tool catalog the agent sees: every upstream tool as `<upstream>__<tool>`, plus the
-//! bridge's own job tools; and, for a call, the tool behind a name and the mode it runs in.
+//! bridge's own job tools (a call finds its tool in `tool_call`).
 
 use std::{borrow::Cow, sync::Arc};
 
 use rmcp::{
-    ErrorData, RoleServer,
     handler::server::common::schema_for_input,
-    model::{CallToolRequestParams, CallToolResult, JsonObject, Tool},
-    service::RequestContext,
+    model::{JsonObject, Tool},
 };
 use schemars::JsonSchema;
 
-use super::handle::error_result;
 use super::job_tools::{
     ANSWER_JOB_INPUT, AnswerArgs, CANCEL_JOB, GET_JOB_STATUS, JobArgs, WAIT_FOR_JOB, WaitArgs,
 };
-use crate::{
-    auth::Identity,
-    config::CallMode,
-    model::meta::MODE_META_KEY,
-    upstream::{Upstream, UpstreamState, Upstreams},
-};
+use super::tool_call::SEPARATOR;
+use crate::{auth::Identity, config::CallMode, upstream::Upstreams};
 
-/// Separates the upstream name from the tool name in the names the agent sees.
-pub const SEPARATOR: &str = "__";
 /// MCP tool names are at most 128 characters.
 const MAX_TOOL_NAME: usize = 128;
-
-/// Split `<upstream>__<tool>`. Upstream names cannot contain the separator, so the first one
-/// is the split point and the tool part may contain anything.
-pub fn split(name: &str) -> Option<(&str, &str)> {
-    name.split_once(SEPARATOR)
-        .filter(|(u, t)| !u.is_empty() && !t.is_empty())
-}
 
 /// The tools `identity` may use, upstream tools first (in config order), then the job tools
 /// (every caller has those). A tool its policies do not allow is absent, as if it did not
@@ -111,141 +95,10 @@ pub fn job_tools() -> Vec<Tool> {
     ]
 }
 
-pub fn unknown_tool(name: &str) -> ErrorData {
-    ErrorData::invalid_params(
-        format!("unknown tool {name:?}: call tools/list for the tools this bridge offers"),
-        None,
-    )
-}
-
-/// The upstream and tool behind `<upstream>__<tool>`. `Err(Ok(_))`: a tool that is missing
-/// while its upstream is down gets a tool error saying so (the agent can try again), not
-/// "unknown".
-pub fn find_tool<'u, 'n>(
-    upstreams: &'u Upstreams,
-    name: &'n str,
-) -> Result<(&'u Upstream, &'n str), Result<CallToolResult, ErrorData>> {
-    let (upstream_name, tool) = split(name).ok_or_else(|| Err(unknown_tool(name)))?;
-    let upstream = upstreams
-        .get(upstream_name)
-        .ok_or_else(|| Err(unknown_tool(name)))?;
-    // A tool the operator hid (`expose.tools`) is refused exactly like an unknown one.
-    if !upstream.config().expose.tools.allows(tool) {
-        return Err(Err(unknown_tool(name)));
-    }
-    if upstream.tools().iter().any(|t| t.name == tool) {
-        return Ok((upstream, tool));
-    }
-    if upstream.state() == UpstreamState::Ready {
-        return Err(Err(unknown_tool(name)));
-    }
-    let why = upstream
-        .status()
-        .last_error
-        .unwrap_or_else(|| "not connected yet".into());
-    Err(Ok(error_result(format!(
-        "tool {name} is not available right now: upstream {upstream_name} is down ({why}); try again shortly"
-    ))))
-}
-
-/// The mode a call of `tool` (of `upstream`, `name` as the agent called it) runs in: the one
-/// the caller asked for in `_meta["mcp-progress-bridge/mode"]`, else the configured one. A
-/// task-augmented call (`as_task`) runs async: its result is fetched whole, by `tasks/result`.
-pub fn call_mode(
-    request: &CallToolRequestParams,
-    context: &RequestContext<RoleServer>,
-    (upstream, name, tool): (&Upstream, &str, &str),
-    default_mode: CallMode,
-    as_task: bool,
-) -> Result<CallMode, ErrorData> {
-    let configured = upstream.config().mode_for(tool, default_mode);
-    match requested_mode(request, context)? {
-        _ if as_task => Ok(CallMode::Async),
-        Some(mode) => {
-            refuse_handle_for_output_schema(upstream, name, tool, configured, mode)?;
-            Ok(mode)
-        }
-        None => Ok(configured),
-    }
-}
-
-/// The call mode the caller asked for in `_meta["mcp-progress-bridge/mode"]`, if any. It wins
-/// over the configured mode for this one call; anything but `"async"`, `"sync"` or `"auto"` is
-/// refused (a silently ignored typo would answer in a mode the caller does not expect).
-fn requested_mode(
-    request: &CallToolRequestParams,
-    context: &RequestContext<RoleServer>,
-) -> Result<Option<CallMode>, ErrorData> {
-    let value = request
-        .meta
-        .as_ref()
-        .and_then(|meta| meta.get(MODE_META_KEY))
-        .or_else(|| context.meta.get(MODE_META_KEY));
-    let Some(value) = value else {
-        return Ok(None);
-    };
-    let mode = match value.as_str() {
-        Some("async") => CallMode::Async,
-        Some("sync") => CallMode::Sync,
-        Some("auto") => CallMode::Auto,
-        _ => {
-            return Err(ErrorData::invalid_params(
-                format!(
-                    "_meta[\"{MODE_META_KEY}\"] must be \"async\", \"sync\" or \"auto\", got {value}; \
-                     leave it out to use the mode configured for the tool"
-                ),
-                None,
-            ));
-        }
-    };
-    Ok(Some(mode))
-}
-
-/// A tool configured `sync` is listed with its output schema (see [`list`]), and every SDK
-/// validates a result against it: a job handle would be rejected ("structured content does
-/// not match the tool's output schema"), and a handle without structured content too ("has an
-/// output schema but did not return structured content"). So a per-call mode that may answer
-/// with a handle is refused for such a tool, before any job starts, with what to do instead.
-fn refuse_handle_for_output_schema(
-    upstream: &Upstream,
-    name: &str,
-    tool: &str,
-    configured: CallMode,
-    requested: CallMode,
-) -> Result<(), ErrorData> {
-    let has_schema = upstream
-        .tools()
-        .iter()
-        .any(|t| t.name == tool && t.output_schema.is_some());
-    if configured != CallMode::Sync || requested == CallMode::Sync || !has_schema {
-        return Ok(());
-    }
-    Err(ErrorData::invalid_params(
-        format!(
-            "tool {name} has an output schema and is configured mode = \"sync\", so it always \
-             answers with its own result: _meta[\"{MODE_META_KEY}\"] = \"{requested}\" would \
-             answer with a job handle, which does not match that schema. Leave \
-             _meta[\"{MODE_META_KEY}\"] out (or set it to \"sync\"); to get job handles for this \
-             tool, configure it with mode = \"async\" or \"auto\" (it is then listed without \
-             its output schema)"
-        ),
-        None,
-    ))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::front::job_tools::{WAIT_DEFAULT_SECS, WAIT_MAX_SECS};
-
-    #[test]
-    fn splits_at_the_first_separator() {
-        assert_eq!(split("demo__slow_count"), Some(("demo", "slow_count")));
-        assert_eq!(split("demo__a__b"), Some(("demo", "a__b")));
-        assert_eq!(split("demo"), None);
-        assert_eq!(split("__x"), None);
-        assert_eq!(split("x__"), None);
-    }
 
     /// The job tools' schemas, derived from their argument structs. They say what the
     /// hand-written ones said (descriptions, the job ID pattern, the timeout's bounds), plus,

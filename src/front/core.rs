@@ -8,15 +8,14 @@ use rmcp::{ErrorData, model::CallToolResult};
 
 use super::{
     handle::{Links, attach_job_meta, error_result, store_error},
-    listeners::Listeners,
-    quota::{FollowedTasks, JobQuota},
+    listeners::{FollowedTasks, Listeners},
     round_requests::RoundRequests,
     wait_bound::WaitBounds,
 };
 use crate::{
     auth::{Identity, may_access},
     config::JobsConfig,
-    jobs::Jobs,
+    jobs::{JobQuota, Jobs},
     metrics::Metrics,
     model::{JobId, JobSnapshot, JobStatus},
     shutdown::Tasks,

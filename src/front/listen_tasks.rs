@@ -26,7 +26,7 @@ use rmcp::{
 };
 use serde_json::Value;
 
-use super::{core::Core, quota::Place, tasks};
+use super::{core::Core, listeners::Place, tasks};
 use crate::{
     auth::{Identity, ToolAccess},
     model::{JobId, McpMessage},
@@ -142,7 +142,7 @@ pub(super) fn listed(context: &RequestContext<RoleServer>) -> (Arc<Vec<JobId>>, 
 }
 
 /// Of `requested`, the first `limits.max_listen_task_ids` (without repeats) that
-/// `identity` may see, as far as places are free (`quota::FollowedTasks`): each with its place.
+/// `identity` may see, as far as places are free (`listeners::FollowedTasks`): each with its place.
 async fn acknowledge_tasks(
     core: &Core,
     mut requested: Vec<String>,

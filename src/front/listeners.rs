@@ -29,11 +29,13 @@ use rmcp::{
     model::{LoggingLevel, ResourceUpdatedNotificationParam},
     service::{Peer, SubscriptionSink},
 };
-use tokio::sync::{broadcast, watch};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, broadcast, watch};
 
 use super::{capabilities, resources};
 use crate::{
+    jobs::{JobQuota, QuotaPermit},
     metrics::Metrics,
+    model::Principal,
     shutdown::Tasks,
     upstream::{ListKind, ResourceUpdated, Upstreams},
 };
@@ -586,5 +588,45 @@ fn rank(level: LoggingLevel) -> u8 {
         LoggingLevel::Critical => 5,
         LoggingLevel::Alert => 6,
         LoggingLevel::Emergency => 7,
+    }
+}
+
+/// The places of followed tasks: of the replica (`limits.max_followed_tasks`) and of each
+/// principal (`limits.max_followed_tasks_per_principal`, counted as running jobs are), so one
+/// principal's listen requests cannot take the places every other caller's need.
+pub(super) struct FollowedTasks {
+    total: Arc<Semaphore>,
+    per_principal: JobQuota,
+}
+
+/// One followed task's place: of the replica, and of its principal (none when `/mcp` is open
+/// and every caller is the anonymous principal).
+pub(super) struct Place {
+    _total: OwnedSemaphorePermit,
+    _own: Option<QuotaPermit>,
+}
+
+impl FollowedTasks {
+    pub(super) fn new(total: usize, per_principal: usize) -> Self {
+        Self {
+            total: Arc::new(Semaphore::new(total)),
+            per_principal: JobQuota::new(per_principal),
+        }
+    }
+
+    /// A place for one more task of `principal`, or the `[limits]` key that refuses it.
+    pub(super) fn try_take(&self, principal: &Principal) -> Result<Place, &'static str> {
+        let own = if *principal == Principal::anonymous() {
+            None
+        } else {
+            let own = self.per_principal.try_start(principal);
+            Some(own.map_err(|_| "max_followed_tasks_per_principal")?)
+        };
+        let total = self.total.clone().try_acquire_owned();
+        let total = total.map_err(|_| "max_followed_tasks")?;
+        Ok(Place {
+            _total: total,
+            _own: own,
+        })
     }
 }

@@ -6,7 +6,7 @@ use rmcp::{
     model::{CompleteRequestParams, Prompt, Reference},
 };
 
-use super::{catalog, resources};
+use super::{resources, tool_call};
 use crate::upstream::{Upstream, Upstreams};
 
 fn exposed(upstream: &Upstream, name: &str) -> bool {
@@ -22,7 +22,7 @@ pub fn list(upstreams: &Upstreams) -> Vec<Prompt> {
                 continue;
             }
             let mut prompt = prompt.clone();
-            prompt.name = format!("{}{}{}", upstream.name(), catalog::SEPARATOR, prompt.name);
+            prompt.name = format!("{}{}{}", upstream.name(), tool_call::SEPARATOR, prompt.name);
             out.push(prompt);
         }
     }
@@ -42,7 +42,7 @@ pub fn route<'a>(
     upstreams: &'a Upstreams,
     name: &str,
 ) -> Result<(&'a Upstream, String), ErrorData> {
-    let (upstream_name, prompt) = catalog::split(name).ok_or_else(|| unknown(name))?;
+    let (upstream_name, prompt) = tool_call::split(name).ok_or_else(|| unknown(name))?;
     let upstream = upstreams.get(upstream_name).ok_or_else(|| unknown(name))?;
     if !exposed(upstream, prompt) || !upstream.prompts().iter().any(|p| p.name == prompt) {
         return Err(unknown(name));

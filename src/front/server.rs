@@ -1,10 +1,15 @@
 //! [`Front`], the MCP server the agent talks to: rmcp's `ServerHandler`, a thin dispatch to
-//! the handler of each method (a function of its own file, over the shared [`Core`]).
+//! the handler of each method (a function of its own file, over the shared [`Core`]). One
+//! `Front` serves every MCP session (rmcp asks a factory for a handler per session).
 //!
-//! One `Front` serves every MCP session (rmcp's Streamable HTTP service asks a factory for a
-//! handler per session; the factory hands out clones of the same cheap handle).
+//! Each request runs in a span by OpenTelemetry's MCP conventions ([`span_of`]): kind
+//! `SERVER`, named `"{mcp.method.name} {target}"`, continuing the caller's trace. With traces
+//! off only `tools/call` gets one (its jobs are its children). Nothing secret is recorded: of
+//! the session ID its nonce, never its tag; names a client chose are cut to [`MAX_NAME`].
 
 use std::sync::Arc;
+
+use tracing::{Instrument, Span, field::Empty};
 
 // MCP logging and resources/subscribe are deprecated but served to the clients that use them.
 #[allow(deprecated)]
@@ -29,15 +34,18 @@ use super::{
     handle::Links,
     job_tools::{self, ANSWER_JOB_INPUT, CANCEL_JOB, GET_JOB_STATUS, WAIT_FOR_JOB},
     listen_tasks,
-    listeners::Listeners,
-    quota::JobQuota,
-    request_span::{self, TOOLS_CALL, Target},
+    listeners::{FollowedTasks, Listeners},
     round_requests::RoundRequests,
     tasks, tasks_2025, tool_call, upstream_requests,
     wait_bound::WaitBounds,
 };
 use crate::{
-    config::JobsConfig, jobs::Jobs, metrics::Metrics, shutdown::Tasks, upstream::Upstreams,
+    config::JobsConfig,
+    jobs::{JobQuota, Jobs},
+    metrics::Metrics,
+    shutdown::Tasks,
+    traces,
+    upstream::Upstreams,
 };
 
 /// What the agent is told about this server at initialize.
@@ -93,10 +101,7 @@ impl Front {
             correlation_header,
             quota,
             max_listen_task_ids,
-            followed_tasks: super::quota::FollowedTasks::new(
-                max_followed_tasks.0,
-                max_followed_tasks.1,
-            ),
+            followed_tasks: FollowedTasks::new(max_followed_tasks.0, max_followed_tasks.1),
             round_requests,
             metrics,
             wait_bounds,
@@ -178,28 +183,28 @@ impl ServerHandler for Front {
         request: InitializeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<InitializeResult, ErrorData> {
-        let span = request_span::of("initialize", Target::default(), &context);
+        let span = span_of("initialize", Target::default(), &context);
         context.peer.set_peer_info(request.clone());
         let answer = self.negotiate_initialize(&request);
         if let Ok(result) = &answer {
             span.record("mcp.protocol.version", result.protocol_version.as_str());
         }
-        request_span::served(span, std::future::ready(answer)).await
+        served(span, std::future::ready(answer)).await
     }
 
     async fn ping(&self, context: RequestContext<RoleServer>) -> Result<(), ErrorData> {
-        let span = request_span::of("ping", Target::default(), &context);
-        request_span::served(span, std::future::ready(Ok(()))).await
+        let span = span_of("ping", Target::default(), &context);
+        served(span, std::future::ready(Ok(()))).await
     }
 
     async fn discover(
         &self,
         context: RequestContext<RoleServer>,
     ) -> Result<DiscoverResult, ErrorData> {
-        let span = request_span::of("server/discover", Target::default(), &context);
+        let span = span_of("server/discover", Target::default(), &context);
         let versions = self.supported_protocol_versions().into_owned();
         let answer = DiscoverResult::from_server_info(versions, self.get_info());
-        request_span::served(span, std::future::ready(Ok(answer))).await
+        served(span, std::future::ready(Ok(answer))).await
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
@@ -219,7 +224,7 @@ impl ServerHandler for Front {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        let span = request_span::of("tools/list", Target::default(), &context);
+        let span = span_of("tools/list", Target::default(), &context);
         let identity = caller::identity(&context);
         let _in = span.enter();
         Ok(ListToolsResult::with_all_items(catalog::list(
@@ -234,9 +239,9 @@ impl ServerHandler for Front {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let span = request_span::of(TOOLS_CALL, Target::tool(&request.name), &context);
-        let response = request_span::served(span.clone(), self.call(request, context)).await?;
-        request_span::tool_answer(&span, &response);
+        let span = span_of(TOOLS_CALL, Target::tool(&request.name), &context);
+        let response = served(span.clone(), self.call(request, context)).await?;
+        tool_answer(&span, &response);
         Ok(response)
     }
 
@@ -246,12 +251,10 @@ impl ServerHandler for Front {
         request: GetTaskParams,
         context: RequestContext<RoleServer>,
     ) -> Result<GetTaskResult, ErrorData> {
-        let span = request_span::of("tasks/get", Target::default(), &context);
+        let span = span_of("tasks/get", Target::default(), &context);
         let identity = caller::identity(&context);
         let task = tasks::read_task(&self.core, &request.task_id, &identity);
-        request_span::served(span, task)
-            .await
-            .map(GetTaskResult::new)
+        served(span, task).await.map(GetTaskResult::new)
     }
     /// SEP-2663 `tasks/update`: answers to the questions the tool asked.
     async fn update_task(
@@ -259,11 +262,11 @@ impl ServerHandler for Front {
         request: UpdateTaskParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        let span = request_span::of("tasks/update", Target::default(), &context);
+        let span = span_of("tasks/update", Target::default(), &context);
         let identity = caller::identity(&context);
         let responses = request.input_responses;
         let update = tasks::update_task_job(&self.core, &request.task_id, responses, &identity);
-        request_span::served(span, update).await
+        served(span, update).await
     }
 
     /// SEP-2663 `tasks/cancel`: the job is cancelled, the upstream told to stop.
@@ -272,10 +275,10 @@ impl ServerHandler for Front {
         request: CancelTaskParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        let span = request_span::of("tasks/cancel", Target::default(), &context);
+        let span = span_of("tasks/cancel", Target::default(), &context);
         let identity = caller::identity(&context);
         let cancel = tasks::cancel_task_job(&self.core, &request.task_id, &identity);
-        request_span::served(span, cancel).await
+        served(span, cancel).await
     }
 
     async fn list_resources(
@@ -283,7 +286,7 @@ impl ServerHandler for Front {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
-        let span = request_span::of("resources/list", Target::default(), &context);
+        let span = span_of("resources/list", Target::default(), &context);
         let _in = span.enter();
         upstream_requests::list_resources(&self.core)
     }
@@ -293,7 +296,7 @@ impl ServerHandler for Front {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
-        let span = request_span::of("resources/templates/list", Target::default(), &context);
+        let span = span_of("resources/templates/list", Target::default(), &context);
         let _in = span.enter();
         upstream_requests::list_resource_templates(&self.core)
     }
@@ -303,9 +306,9 @@ impl ServerHandler for Front {
         request: ReadResourceRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
-        let span = request_span::of("resources/read", Target::default(), &context);
+        let span = span_of("resources/read", Target::default(), &context);
         let read = upstream_requests::read_resource(&self.core, request, &context);
-        request_span::served(span, read).await
+        served(span, read).await
     }
 
     #[allow(deprecated)]
@@ -314,9 +317,9 @@ impl ServerHandler for Front {
         request: SubscribeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        let span = request_span::of("resources/subscribe", Target::default(), &context);
+        let span = span_of("resources/subscribe", Target::default(), &context);
         let subscribe = upstream_requests::subscribe(&self.core, &request.uri, &context);
-        request_span::served(span, subscribe).await
+        served(span, subscribe).await
     }
 
     #[allow(deprecated)]
@@ -325,9 +328,9 @@ impl ServerHandler for Front {
         request: UnsubscribeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        let span = request_span::of("resources/unsubscribe", Target::default(), &context);
+        let span = span_of("resources/unsubscribe", Target::default(), &context);
         let unsubscribe = upstream_requests::unsubscribe(&self.core, &request.uri, &context);
-        request_span::served(span, unsubscribe).await
+        served(span, unsubscribe).await
     }
 
     async fn list_prompts(
@@ -335,7 +338,7 @@ impl ServerHandler for Front {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, ErrorData> {
-        let span = request_span::of("prompts/list", Target::default(), &context);
+        let span = span_of("prompts/list", Target::default(), &context);
         let _in = span.enter();
         upstream_requests::list_prompts(&self.core)
     }
@@ -345,9 +348,9 @@ impl ServerHandler for Front {
         request: GetPromptRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
-        let span = request_span::of("prompts/get", Target::prompt(&request.name), &context);
+        let span = span_of("prompts/get", Target::prompt(&request.name), &context);
         let get = upstream_requests::get_prompt(&self.core, request, &context);
-        request_span::served(span, get).await
+        served(span, get).await
     }
 
     async fn complete(
@@ -355,8 +358,8 @@ impl ServerHandler for Front {
         request: CompleteRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, ErrorData> {
-        let span = request_span::of("completion/complete", Target::default(), &context);
-        request_span::served(span, upstream_requests::complete(&self.core, request)).await
+        let span = span_of("completion/complete", Target::default(), &context);
+        served(span, upstream_requests::complete(&self.core, request)).await
     }
 
     #[allow(deprecated)]
@@ -365,7 +368,7 @@ impl ServerHandler for Front {
         request: SetLevelRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        let span = request_span::of("logging/setLevel", Target::default(), &context);
+        let span = span_of("logging/setLevel", Target::default(), &context);
         let _in = span.enter();
         upstream_requests::set_level(&self.core, request.level, &context)
     }
@@ -401,11 +404,11 @@ impl ServerHandler for Front {
         // A task-augmented `tools/call` of a 2025-11-25 session is renamed too.
         let tool = request.params.as_ref().and_then(|p| p["name"].as_str());
         let target = Target {
-            tool: tool.filter(|_| request.method.ends_with(request_span::TOOLS_CALL)),
+            tool: tool.filter(|_| request.method.ends_with(TOOLS_CALL)),
             prompt: None,
         };
-        let span = request_span::of(&request.method, target, &context);
-        request_span::served(span, async {
+        let span = span_of(&request.method, target, &context);
+        served(span, async {
             // The task requests renamed on the way in (see `tasks_2025`).
             if let Some(answer) = tasks_2025::serve_2025(&self.core, &request, &context).await {
                 return answer.map(CustomResult::new);
@@ -424,12 +427,12 @@ impl ServerHandler for Front {
     /// (read and acknowledged on the wire, `listen_tasks`) followed here, until the request
     /// ends.
     async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
-        let span = request_span::of(
+        let span = span_of(
             "subscriptions/listen",
             Target::default(),
             context.request_context(),
         );
-        request_span::served(span, async {
+        served(span, async {
             let listeners = &self.core.listeners;
             let _registered = listeners.add_listener(context.sink().clone()).await;
             let request = context.request_context();
@@ -441,5 +444,131 @@ impl ServerHandler for Front {
             Ok(())
         })
         .await
+    }
+}
+
+/// The longest method, tool or prompt name a span carries (a client may send any).
+const MAX_NAME: usize = 100;
+pub const TOOLS_CALL: &str = "tools/call";
+
+/// What a request names besides its method, for the span's name and attributes.
+#[derive(Clone, Copy, Default)]
+pub struct Target<'a> {
+    pub tool: Option<&'a str>,
+    pub prompt: Option<&'a str>,
+}
+
+impl<'a> Target<'a> {
+    pub fn tool(name: &'a str) -> Self {
+        Self {
+            tool: Some(name),
+            prompt: None,
+        }
+    }
+
+    pub fn prompt(name: &'a str) -> Self {
+        Self {
+            tool: None,
+            prompt: Some(name),
+        }
+    }
+}
+
+/// The span a request of `method` (a 2025-11-25 task request under its own name, not the one
+/// `tasks_2025` renamed it to) is served in.
+pub fn span_of(method: &str, target: Target<'_>, context: &RequestContext<RoleServer>) -> Span {
+    let method = cut(method.strip_prefix(tasks_2025::PREFIX).unwrap_or(method));
+    if !traces::enabled() {
+        if method != TOOLS_CALL {
+            return Span::none();
+        }
+        return tracing::info_span!(
+            "mcp_request",
+            mcp.method.name = method,
+            jsonrpc.request.id = %context.id,
+        );
+    }
+    let (tool, prompt) = (target.tool.map(cut), target.prompt.map(cut));
+    let name = match tool.or(prompt) {
+        Some(target) => format!("{method} {target}"),
+        None => method.to_string(),
+    };
+    let parts = context.extensions.get::<http::request::Parts>();
+    let span = tracing::info_span!(
+        "mcp_request",
+        otel.name = name,
+        otel.kind = "server",
+        mcp.method.name = method,
+        jsonrpc.request.id = %context.id,
+        mcp.protocol.version = Empty,
+        mcp.session.id = Empty,
+        gen_ai.tool.name = tool,
+        gen_ai.prompt.name = prompt,
+        gen_ai.operation.name = tool.is_some().then_some("execute_tool"),
+        network.transport = "tcp",
+        network.protocol.name = "http",
+        network.protocol.version = parts.map(|p| http_version(p.version)),
+        error.type = Empty,
+        rpc.response.status_code = Empty,
+    );
+    if let Some(version) = context.protocol_version() {
+        span.record("mcp.protocol.version", version.as_str());
+    }
+    if let Some(session) = caller::session(context) {
+        // `<nonce>.<tag>`: the tag opens the session, the nonce only names it.
+        let nonce = session.split('.').next().unwrap_or_default();
+        span.record("mcp.session.id", cut(nonce));
+    }
+    traces::continue_from(&span, || caller::caller_trace(context));
+    span
+}
+
+/// `work` run in `span`, which records the JSON-RPC error it ends with, if any.
+pub async fn served<T>(
+    span: Span,
+    work: impl Future<Output = Result<T, ErrorData>>,
+) -> Result<T, ErrorData> {
+    let outcome = work.instrument(span.clone()).await;
+    if let Err(error) = &outcome {
+        traces::rpc_error(&span, error.code.0, &error.message);
+    }
+    outcome
+}
+
+/// A `tools/call` answered with the tool's error (`isError`): `error.type` `tool_error`.
+pub fn tool_answer(span: &Span, response: &CallToolResponse) {
+    if let CallToolResponse::Complete(result) = response
+        && result.is_error == Some(true)
+    {
+        traces::tool_error(span);
+    }
+}
+
+/// At most [`MAX_NAME`] characters of `name`.
+fn cut(name: &str) -> &str {
+    name.char_indices()
+        .nth(MAX_NAME)
+        .map_or(name, |(end, _)| &name[..end])
+}
+
+fn http_version(version: http::Version) -> &'static str {
+    match version {
+        http::Version::HTTP_09 => "0.9",
+        http::Version::HTTP_10 => "1.0",
+        http::Version::HTTP_2 => "2",
+        http::Version::HTTP_3 => "3",
+        _ => "1.1",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_name_is_cut_on_a_character_boundary() {
+        assert_eq!(cut("tools/list"), "tools/list");
+        let long = "é".repeat(150);
+        assert_eq!(cut(&long).chars().count(), MAX_NAME);
     }
 }

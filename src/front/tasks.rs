@@ -70,6 +70,32 @@ pub(super) fn answer_refused(key: &str, error: InputError) -> ErrorData {
     }
 }
 
+/// `response` (an `ElicitResult`) as the answer to job `id`'s question `key`, given by `by`.
+/// A question answered elsewhere or timed out meanwhile, or a job that ended, is no error: the
+/// job has gone on.
+pub(super) async fn answer_question(
+    core: &Core,
+    id: JobId,
+    key: String,
+    response: Value,
+    by: &str,
+) -> Result<(), ErrorData> {
+    let mut answer: InputAnswer = serde_json::from_value(response).map_err(|e| {
+        ErrorData::invalid_params(
+            format!(
+                "inputResponses[{:?}] is not an elicitation result: {e}",
+                shown(&key)
+            ),
+            None,
+        )
+    })?;
+    answer.key = Some(key.clone());
+    match core.jobs.inputs().answer(id, answer, by).await {
+        Ok(()) | Err(InputError::NothingToAnswer | InputError::UnknownJob) => Ok(()),
+        Err(e) => Err(answer_refused(&key, e)),
+    }
+}
+
 /// Unknown, malformed, expired and other callers' task IDs all get this (-32602, as the
 /// extension says), so a task's existence does not show to whoever may not see it.
 fn unknown_task(task_id: &str) -> ErrorData {
@@ -139,24 +165,7 @@ pub(super) async fn update_task_job(
     too_many_responses(core, &responses)?;
     let snapshot = task_job(core, task_id, identity).await?;
     for (key, response) in responses {
-        let mut answer: InputAnswer = match serde_json::from_value(response) {
-            Ok(answer) => answer,
-            Err(e) => {
-                return Err(ErrorData::invalid_params(
-                    format!(
-                        "inputResponses[{:?}] is not an elicitation result: {e}",
-                        shown(&key)
-                    ),
-                    None,
-                ));
-            }
-        };
-        answer.key = Some(key.clone());
-        let by = "tasks/update";
-        match core.jobs.inputs().answer(snapshot.job_id, answer, by).await {
-            Ok(()) | Err(InputError::NothingToAnswer | InputError::UnknownJob) => {}
-            Err(e) => return Err(answer_refused(&key, e)),
-        }
+        answer_question(core, snapshot.job_id, key, response, "tasks/update").await?;
     }
     Ok(())
 }

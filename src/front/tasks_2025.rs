@@ -32,7 +32,6 @@ use serde_json::{Value, json};
 
 use super::{
     caller::{self, Caller},
-    catalog,
     core::Core,
     task_questions,
     task_questions::RELATED_TASK,
@@ -190,7 +189,7 @@ fn rewrite_json(bytes: &[u8], answer: Answer) -> Option<Bytes> {
                 let upstream_tool = tool
                     .get("name")
                     .and_then(Value::as_str)
-                    .is_some_and(|name| catalog::split(name).is_some());
+                    .is_some_and(|name| tool_call::split(name).is_some());
                 if upstream_tool {
                     tool.insert("execution".into(), json!({ "taskSupport": "optional" }));
                 }
@@ -262,31 +261,25 @@ pub(super) async fn serve_2025(
         .is_some_and(|c| c.supports_tasks());
     Some(match method {
         "tools/call" => call_2025(core, params, context, &identity).await,
-        "tasks/get" if extension => match task_id_param(params) {
-            Ok(task_id) => tasks::read_task(core, &task_id, &identity)
-                .await
-                .map(|task| serde_json::to_value(GetTaskResult::new(task)).unwrap_or_default()),
-            Err(e) => Err(e),
-        },
-        "tasks/cancel" if extension => match task_id_param(params) {
-            Ok(task_id) => tasks::cancel_task_job(core, &task_id, &identity)
-                .await
-                .map(|()| serde_json::to_value(TaskAckResult::new()).unwrap_or_default()),
-            Err(e) => Err(e),
-        },
-        "tasks/get" => match task_id_param(params) {
-            Ok(task_id) => get_2025(core, &task_id, &identity).await,
-            Err(e) => Err(e),
-        },
-        "tasks/result" => match task_id_param(params) {
-            Ok(task_id) => result_2025(core, &task_id, context, &identity).await,
-            Err(e) => Err(e),
-        },
-        "tasks/cancel" => match task_id_param(params) {
-            Ok(task_id) => cancel_2025(core, &task_id, &identity).await,
-            Err(e) => Err(e),
-        },
         "tasks/list" => list_2025(core, params, &identity).await,
+        "tasks/get" | "tasks/result" | "tasks/cancel" => {
+            let task_id = match task_id_param(params) {
+                Ok(task_id) => task_id,
+                Err(e) => return Some(Err(e)),
+            };
+            let to_value = |v| serde_json::to_value(v).unwrap_or_default();
+            match method {
+                "tasks/get" if extension => tasks::read_task(core, &task_id, &identity)
+                    .await
+                    .map(|task| to_value(GetTaskResult::new(task))),
+                "tasks/cancel" if extension => tasks::cancel_task_job(core, &task_id, &identity)
+                    .await
+                    .map(|()| serde_json::to_value(TaskAckResult::new()).unwrap_or_default()),
+                "tasks/get" => get_2025(core, &task_id, &identity).await,
+                "tasks/result" => result_2025(core, &task_id, context, &identity).await,
+                _ => cancel_2025(core, &task_id, &identity).await,
+            }
+        }
         _ => return None,
     })
 }
@@ -305,7 +298,7 @@ async fn call_2025(
     let request: CallToolRequestParams = serde_json::from_value(params)
         .map_err(|e| ErrorData::invalid_params(format!("tools/call: {e}"), None))?;
     let name = request.name.to_string();
-    if catalog::split(&name).is_none() {
+    if tool_call::split(&name).is_none() {
         // The job tools answer at once; they are not listed with taskSupport.
         return Err(ErrorData::new(
             rmcp::model::ErrorCode::METHOD_NOT_FOUND,

@@ -1,110 +1,40 @@
-//! A `tools/call` of an upstream tool, up to the upstream: find the tool and its mode, take the
-//! caller's quota place, make the job, decide who answers what the tool asks (`ask_router`),
-//! send the call with a [`JobSink`], and hand the started call to `call_answer`.
+//! A `tools/call` of an upstream tool, up to the upstream: find the tool (`<upstream>__<tool>`)
+//! and its mode, take the caller's quota place, make the job, decide who answers what the tool
+//! asks (`ask_router`), send the call with a `RoutedSink`, and hand the started call to
+//! `call_answer`.
 
 // MCP logging is deprecated (SEP-2577) but servers still send it; the bridge relays it.
 #[allow(deprecated)]
-use rmcp::model::{LoggingLevel, LoggingMessageNotificationParam};
+use rmcp::model::LoggingLevel;
 use std::sync::Arc;
 
-use futures::{FutureExt, future::BoxFuture};
-#[allow(deprecated)]
+use futures::FutureExt;
 use rmcp::{
     ErrorData, RoleServer,
-    model::{
-        CallToolRequestParams, CallToolResult, CreateMessageRequestParams, CreateMessageResult,
-        ElicitRequestParams, ElicitResult, ListRootsResult, ProgressNotificationParam,
-    },
+    model::{CallToolRequestParams, CallToolResult},
     service::RequestContext,
 };
 use tokio::sync::mpsc;
 use tracing::Instrument;
 
 use super::{
-    ask_router::AskRouter,
+    ask_router::{AskRouter, RoutedSink},
     call_answer::{self, Answering, Response},
     caller::Caller,
-    caller_retry, catalog,
+    caller_retry,
     core::Core,
     handle::{attach_job_meta, draining_refusal, error_result},
-    listeners,
-    quota::QuotaPermit,
 };
 use crate::{
     config::CallMode,
-    jobs::{Intake, JobSpec, JobsError, PendingJob, Work, WorkOutcome},
-    model::{CorrelationId, FailureReason, JobFailure, Principal},
-    upstream::{CallOutcome, CallSink, Upstream, UpstreamError},
+    jobs::{Finished, JobSpec, JobsError, PendingJob, QuotaPermit, Work},
+    model::{CorrelationId, FailureReason, JobFailure, meta::MODE_META_KEY},
+    upstream::{CallOutcome, Upstream, UpstreamError, UpstreamState, Upstreams},
 };
 
 /// Log messages buffered for a waiting caller's own request. A caller that cannot keep up
 /// stops getting them there; the job channel still has every one.
 const CALLER_LOGS_CAPACITY: usize = 256;
-
-/// A waiting caller's share of a call's log messages: those at or above its level.
-#[allow(deprecated)]
-type CallerLogs = (LoggingLevel, mpsc::Sender<LoggingMessageNotificationParam>);
-
-/// Feeds an upstream call's notifications into its job, and its log messages also to a
-/// waiting caller that gets logs (see [`caller_log_level`]), at or above the caller's level:
-/// the upstream connection is shared, so the level is applied here, per caller, and never
-/// sent upstream. What the tool asks goes to the call's [`AskRouter`].
-struct JobSink {
-    intake: Arc<Intake>,
-    principal: Principal,
-    caller_logs: Option<CallerLogs>,
-    asks: Arc<AskRouter>,
-}
-
-impl CallSink for JobSink {
-    fn progress(&self, p: &ProgressNotificationParam) {
-        self.intake.progress(p.progress, p.total, p.message.clone());
-    }
-
-    #[allow(deprecated)]
-    fn log(&self, m: &LoggingMessageNotificationParam) {
-        let level = serde_json::to_value(m.level)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_string))
-            .unwrap_or_else(|| "info".into());
-        self.intake.log(level, m.logger.clone(), m.data.clone());
-        if let Some((threshold, tx)) = &self.caller_logs
-            && listeners::passes(m.level, *threshold)
-        {
-            // A caller that cannot keep up misses log lines on its request; the job has them.
-            let _ = tx.try_send(m.clone());
-        }
-    }
-
-    fn input(&self, request: ElicitRequestParams) -> BoxFuture<'static, ElicitResult> {
-        self.asks.ask_question(request)
-    }
-
-    #[allow(deprecated)]
-    fn sample(
-        &self,
-        request: CreateMessageRequestParams,
-    ) -> BoxFuture<'static, Result<CreateMessageResult, ErrorData>> {
-        self.asks.ask_sample(request)
-    }
-
-    #[allow(deprecated)]
-    fn roots(&self) -> BoxFuture<'static, ListRootsResult> {
-        self.asks.ask_roots()
-    }
-
-    fn principal(&self) -> Option<Principal> {
-        Some(self.principal.clone())
-    }
-
-    fn reattach(&self, record: crate::model::Reattach) {
-        self.intake.reattach(record);
-    }
-
-    fn stream_cursor(&self, event_id: &str) {
-        self.intake.stream_cursor(event_id);
-    }
-}
 
 /// A call on its way upstream: the request, the upstream and its own name of the tool, and the
 /// mode it is answered in.
@@ -132,15 +62,15 @@ pub(super) async fn call_tool(
     // A tool the caller's policies do not allow is refused exactly like one that does not
     // exist.
     if !caller.identity.may_use_tool(&name) {
-        return Err(catalog::unknown_tool(&name));
+        return Err(unknown_tool(&name));
     }
-    let (upstream, tool) = match catalog::find_tool(&core.upstreams, &name) {
+    let (upstream, tool) = match find_tool(&core.upstreams, &name) {
         Ok(found) => found,
         Err(answer) => return answer.map(Into::into),
     };
     let correlation_id = correlation_id(core, &context)?;
     let this = (upstream, name.as_str(), tool);
-    let mode = catalog::call_mode(&request, &context, this, core.config.mode, task_2025)?;
+    let mode = call_mode(&request, &context, this, core.config.mode, task_2025)?;
     // A retry, with the answers to the questions of a call in flight (`caller_retry`).
     if request.request_state.is_some() && !task_2025 {
         return caller_retry::next_round(core, request, mode, &context, &caller).await;
@@ -203,11 +133,11 @@ async fn start_job(
         _ => (None, None),
     };
     let (asks, waiter) = AskRouter::for_call(core, &caller, &context.peer, waits, pending.id());
-    let sink = Arc::new(JobSink {
-        intake: pending.intake(),
-        principal: caller.identity.principal.clone(),
-        caller_logs,
+    let sink = Arc::new(RoutedSink {
         asks,
+        intake: Some(pending.intake()),
+        principal: Some(caller.identity.principal.clone()),
+        caller_logs,
     });
     let name = request.name.to_string();
     let work = match send(upstream, tool, request.arguments, sink).await {
@@ -242,19 +172,148 @@ fn holding(work: Work, permit: QuotaPermit) -> Work {
     }
 }
 
-pub(super) fn work_outcome(outcome: CallOutcome) -> WorkOutcome {
+pub(super) fn work_outcome(outcome: CallOutcome) -> Finished {
     match outcome {
-        CallOutcome::Result(result) => WorkOutcome::Result(result),
-        CallOutcome::RpcError(error) => WorkOutcome::RpcError(error),
-        CallOutcome::Failed { reason, message } => {
-            WorkOutcome::Failed(JobFailure { reason, message })
-        }
+        CallOutcome::Result(result) => Finished::Result(result),
+        CallOutcome::RpcError(error) => Finished::RpcError(error),
+        CallOutcome::Failed { reason, message } => Finished::Failed(JobFailure { reason, message }),
     }
 }
 
 /// The answer to a `tools/call`. Parts of a call return `Err(answer)` when they end it early:
 /// a tool error the agent can act on, or a protocol error.
 type Answer = Result<CallToolResult, ErrorData>;
+
+/// Separates the upstream name from the tool name in the names the agent sees.
+pub const SEPARATOR: &str = "__";
+/// Split `<upstream>__<tool>`. Upstream names cannot contain the separator, so the first one
+/// is the split point and the tool part may contain anything.
+pub fn split(name: &str) -> Option<(&str, &str)> {
+    name.split_once(SEPARATOR)
+        .filter(|(u, t)| !u.is_empty() && !t.is_empty())
+}
+
+pub fn unknown_tool(name: &str) -> ErrorData {
+    ErrorData::invalid_params(
+        format!("unknown tool {name:?}: call tools/list for the tools this bridge offers"),
+        None,
+    )
+}
+
+/// The upstream and tool behind `<upstream>__<tool>`. `Err(Ok(_))`: a tool that is missing
+/// while its upstream is down gets a tool error saying so (the agent can try again), not
+/// "unknown".
+pub fn find_tool<'u, 'n>(
+    upstreams: &'u Upstreams,
+    name: &'n str,
+) -> Result<(&'u Upstream, &'n str), Result<CallToolResult, ErrorData>> {
+    let (upstream_name, tool) = split(name).ok_or_else(|| Err(unknown_tool(name)))?;
+    let upstream = upstreams
+        .get(upstream_name)
+        .ok_or_else(|| Err(unknown_tool(name)))?;
+    // A tool the operator hid (`expose.tools`) is refused exactly like an unknown one.
+    if !upstream.config().expose.tools.allows(tool) {
+        return Err(Err(unknown_tool(name)));
+    }
+    if upstream.tools().iter().any(|t| t.name == tool) {
+        return Ok((upstream, tool));
+    }
+    if upstream.state() == UpstreamState::Ready {
+        return Err(Err(unknown_tool(name)));
+    }
+    let why = upstream
+        .status()
+        .last_error
+        .unwrap_or_else(|| "not connected yet".into());
+    Err(Ok(error_result(format!(
+        "tool {name} is not available right now: upstream {upstream_name} is down ({why}); try again shortly"
+    ))))
+}
+
+/// The mode a call of `tool` (of `upstream`, `name` as the agent called it) runs in: the one
+/// the caller asked for in `_meta["mcp-progress-bridge/mode"]`, else the configured one. A
+/// task-augmented call (`as_task`) runs async: its result is fetched whole, by `tasks/result`.
+pub fn call_mode(
+    request: &CallToolRequestParams,
+    context: &RequestContext<RoleServer>,
+    (upstream, name, tool): (&Upstream, &str, &str),
+    default_mode: CallMode,
+    as_task: bool,
+) -> Result<CallMode, ErrorData> {
+    let configured = upstream.config().mode_for(tool, default_mode);
+    match requested_mode(request, context)? {
+        _ if as_task => Ok(CallMode::Async),
+        Some(mode) => {
+            refuse_handle_for_output_schema(upstream, name, tool, configured, mode)?;
+            Ok(mode)
+        }
+        None => Ok(configured),
+    }
+}
+
+/// The call mode the caller asked for in `_meta["mcp-progress-bridge/mode"]`, if any. It wins
+/// over the configured mode for this one call; anything but `"async"`, `"sync"` or `"auto"` is
+/// refused (a silently ignored typo would answer in a mode the caller does not expect).
+fn requested_mode(
+    request: &CallToolRequestParams,
+    context: &RequestContext<RoleServer>,
+) -> Result<Option<CallMode>, ErrorData> {
+    let value = request
+        .meta
+        .as_ref()
+        .and_then(|meta| meta.get(MODE_META_KEY))
+        .or_else(|| context.meta.get(MODE_META_KEY));
+    let Some(value) = value else {
+        return Ok(None);
+    };
+    let mode = match value.as_str() {
+        Some("async") => CallMode::Async,
+        Some("sync") => CallMode::Sync,
+        Some("auto") => CallMode::Auto,
+        _ => {
+            return Err(ErrorData::invalid_params(
+                format!(
+                    "_meta[\"{MODE_META_KEY}\"] must be \"async\", \"sync\" or \"auto\", got {value}; \
+                     leave it out to use the mode configured for the tool"
+                ),
+                None,
+            ));
+        }
+    };
+    Ok(Some(mode))
+}
+
+/// A tool configured `sync` is listed with its output schema (see [`list`]), and every SDK
+/// validates a result against it: a job handle would be rejected ("structured content does
+/// not match the tool's output schema"), and a handle without structured content too ("has an
+/// output schema but did not return structured content"). So a per-call mode that may answer
+/// with a handle is refused for such a tool, before any job starts, with what to do instead.
+fn refuse_handle_for_output_schema(
+    upstream: &Upstream,
+    name: &str,
+    tool: &str,
+    configured: CallMode,
+    requested: CallMode,
+) -> Result<(), ErrorData> {
+    let has_schema = upstream
+        .tools()
+        .iter()
+        .any(|t| t.name == tool && t.output_schema.is_some());
+    if configured != CallMode::Sync || requested == CallMode::Sync || !has_schema {
+        return Ok(());
+    }
+    Err(ErrorData::invalid_params(
+        format!(
+            "tool {name} has an output schema and is configured mode = \"sync\", so it always \
+             answers with its own result: _meta[\"{MODE_META_KEY}\"] = \"{requested}\" would \
+             answer with a job handle, which does not match that schema. Leave \
+             _meta[\"{MODE_META_KEY}\"] out (or set it to \"sync\"); to get job handles for this \
+             tool, configure it with mode = \"async\" or \"auto\" (it is then listed without \
+             its output schema)"
+        ),
+        None,
+    ))
+}
 
 async fn create_job(core: &Core, spec: JobSpec) -> Result<PendingJob, Answer> {
     match core.jobs.create(spec).await {
@@ -277,7 +336,7 @@ async fn send(
     upstream: &Upstream,
     tool: &str,
     arguments: Option<rmcp::model::JsonObject>,
-    sink: Arc<JobSink>,
+    sink: Arc<RoutedSink>,
 ) -> Result<Work, UpstreamError> {
     let (outcome, canceller) = upstream.call(tool, arguments, sink).await?.split();
     Ok(Work {
@@ -345,4 +404,18 @@ fn correlation_id(
                 None,
             )
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn splits_at_the_first_separator() {
+        assert_eq!(split("demo__slow_count"), Some(("demo", "slow_count")));
+        assert_eq!(split("demo__a__b"), Some(("demo", "a__b")));
+        assert_eq!(split("demo"), None);
+        assert_eq!(split("__x"), None);
+        assert_eq!(split("x__"), None);
+    }
 }

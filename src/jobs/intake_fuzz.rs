@@ -11,7 +11,7 @@ use proptest::prelude::*;
 use rmcp::model::{ServerJsonRpcMessage, ServerNotification};
 use serde_json::{Value, json};
 
-use super::intake::{Intake, MAX_MESSAGE_BYTES};
+use super::runner::{Intake, MAX_MESSAGE_BYTES};
 use crate::{metrics::Metrics, model::EventBody};
 
 /// Numbers of every awkward kind, and things that are not numbers.

@@ -5,7 +5,6 @@
 
 mod drain;
 mod input;
-mod intake;
 #[cfg(test)]
 mod intake_fuzz;
 mod runner;
@@ -20,8 +19,7 @@ use tracing::Instrument;
 
 pub use drain::{DRAIN_CUT_SHORT, DRAIN_TIME_PASSED, DrainEnd};
 pub use input::{CallerRequests, InputDesk, InputError};
-pub use intake::{Intake, MAX_LOG_BYTES, MAX_MESSAGE_BYTES};
-pub use runner::{Finished, TAKEN_OVER, Work, WorkOutcome};
+pub use runner::{Finished, Intake, MAX_LOG_BYTES, MAX_MESSAGE_BYTES, TAKEN_OVER, Work};
 pub use status_changes::StatusChanges;
 
 use runner::{Pacing, Runner, Running};
@@ -422,46 +420,18 @@ impl Jobs {
         known: &[String],
         within: Duration,
     ) -> Result<Option<JobSnapshot>, JobsError> {
-        let store = &self.inner.store;
-        let Some(opened) = store.open(&Channel::Job(id), None).await? else {
-            return Ok(None);
-        };
         let changed = |s: &JobSnapshot| {
             s.status.is_terminal()
                 || s.input_requests.len() != known.len()
                 || s.input_requests.iter().any(|q| !known.contains(&q.key))
         };
-        // Subscribed first, then looked: a change between the two is in the live tail.
-        let now = store.snapshot(id).await?;
-        if opened.ended || now.as_ref().is_none_or(changed) {
-            return Ok(now);
-        }
-        let mut live = opened.live;
-        let until = async {
-            while let Some(item) = live.next().await {
-                let look = match &item {
-                    LiveItem::Event(event) => {
-                        matches!(
-                            event.kind,
-                            EventKind::InputRequired | EventKind::InputAnswered
-                        ) || event.kind.is_terminal()
-                    }
-                    LiveItem::Lagged => true,
-                };
-                if look
-                    && store
-                        .snapshot(id)
-                        .await
-                        .ok()
-                        .flatten()
-                        .is_none_or(|s| changed(&s))
-                {
-                    break;
-                }
-            }
+        let seen = |kind: EventKind| match kind {
+            EventKind::InputRequired | EventKind::InputAnswered => Seen::Look,
+            kind if kind.is_terminal() => Seen::Look,
+            _ => Seen::Pass,
         };
-        let _ = tokio::time::timeout(within, until).await;
-        Ok(store.snapshot(id).await?)
+        self.watch(id, within, |s| s.is_none_or(changed), seen)
+            .await
     }
 
     /// Wait until the job's status is one `stop` takes (checked after every event that can
@@ -474,43 +444,136 @@ impl Jobs {
         within: Duration,
         stop: impl Fn(JobStatus) -> bool,
     ) -> Result<Option<JobSnapshot>, JobsError> {
+        let seen = |kind: EventKind| {
+            let stops = match kind {
+                EventKind::InputRequired => stop(JobStatus::InputRequired),
+                EventKind::InputAnswered => stop(JobStatus::Running),
+                kind => kind.is_terminal(),
+            };
+            if stops { Seen::Done } else { Seen::Pass }
+        };
+        let done = |s: Option<&JobSnapshot>| s.is_some_and(|s| stop(s.status));
+        self.watch(id, within, done, seen).await
+    }
+
+    /// Wait until the job's snapshot is `done` (looked at once subscribed, after each event
+    /// `seen` says to look, and after a lag, which may have skipped one), an event is `done` by
+    /// itself, or `within` passes; then its snapshot (`None` if there is no such job).
+    async fn watch(
+        &self,
+        id: JobId,
+        within: Duration,
+        done: impl Fn(Option<&JobSnapshot>) -> bool,
+        seen: impl Fn(EventKind) -> Seen,
+    ) -> Result<Option<JobSnapshot>, JobsError> {
         let store = &self.inner.store;
         let Some(opened) = store.open(&Channel::Job(id), None).await? else {
             return Ok(None);
         };
-        let stops = |kind: EventKind| match kind {
-            EventKind::InputRequired => stop(JobStatus::InputRequired),
-            EventKind::InputAnswered => stop(JobStatus::Running),
-            kind => kind.is_terminal(),
-        };
         // Subscribed first, then looked: a change between the two is in the live tail.
         let now = store.snapshot(id).await?;
-        if opened.ended || now.as_ref().is_none_or(|s| stop(s.status)) {
+        if opened.ended || now.is_none() || done(now.as_ref()) {
             return Ok(now);
         }
         let mut live = opened.live;
         let until = async {
             while let Some(item) = live.next().await {
-                if let LiveItem::Event(event) = &item
-                    && stops(event.kind)
-                {
-                    break;
-                }
-                // A lag may have skipped the event: check the snapshot.
-                if matches!(item, LiveItem::Lagged)
-                    && store
-                        .snapshot(id)
-                        .await
-                        .ok()
-                        .flatten()
-                        .is_some_and(|s| stop(s.status))
-                {
-                    break;
+                let seen = match &item {
+                    LiveItem::Event(event) => seen(event.kind),
+                    LiveItem::Lagged => Seen::Look,
+                };
+                match seen {
+                    Seen::Done => break,
+                    Seen::Look if done(store.snapshot(id).await.ok().flatten().as_ref()) => break,
+                    Seen::Look | Seen::Pass => {}
                 }
             }
         };
         let _ = tokio::time::timeout(within, until).await;
         Ok(store.snapshot(id).await?)
+    }
+}
+
+/// What an event means to a [`Jobs::watch`]: the wait is over, look at the snapshot, or pass.
+enum Seen {
+    Done,
+    Look,
+    Pass,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "too many running jobs: this caller already has {0} (limits.max_jobs_per_token); wait for \
+     one to finish (wait_for_job) or cancel one (cancel_job), then call again"
+)]
+pub struct QuotaFull(usize);
+
+/// Running jobs per principal (`limits.max_jobs_per_token`): one caller cannot fill the bridge
+/// with jobs and starve the others. A permit travels with the job's work future, so it is
+/// given back when the upstream call ends, however it ends; a principal's entry goes with its
+/// last permit (every end user of an OAuth client is a principal).
+#[derive(Clone)]
+pub struct JobQuota {
+    inner: Arc<QuotaInner>,
+}
+
+struct QuotaInner {
+    max: usize,
+    /// One semaphore per principal with running jobs.
+    running: DashMap<Principal, Arc<Semaphore>>,
+}
+
+/// One running job's place in its principal's quota.
+pub struct QuotaPermit {
+    permit: Option<OwnedSemaphorePermit>,
+    quota: Arc<QuotaInner>,
+    principal: Principal,
+}
+
+impl Drop for QuotaPermit {
+    fn drop(&mut self) {
+        self.permit = None;
+        // Gone when no permit holds the semaphore and none is being taken (a taker holds a
+        // clone of the `Arc` while it takes one, so the count is above 1 then).
+        self.quota
+            .running
+            .remove_if(&self.principal, |_, s| Arc::strong_count(s) == 1);
+    }
+}
+
+impl JobQuota {
+    pub fn new(max: usize) -> Self {
+        Self {
+            inner: Arc::new(QuotaInner {
+                max,
+                running: DashMap::new(),
+            }),
+        }
+    }
+
+    pub fn try_start(&self, principal: &Principal) -> Result<QuotaPermit, QuotaFull> {
+        let semaphore = self
+            .inner
+            .running
+            .entry(principal.clone())
+            .or_insert_with(|| Arc::new(Semaphore::new(self.inner.max)))
+            .clone();
+        let permit = semaphore.try_acquire_owned();
+        let permit = QuotaPermit {
+            permit: permit.ok(),
+            quota: self.inner.clone(),
+            principal: principal.clone(),
+        };
+        if permit.permit.is_none() {
+            // Dropping it removes the entry if nothing else holds it.
+            return Err(QuotaFull(self.inner.max));
+        }
+        Ok(permit)
+    }
+
+    #[cfg(test)]
+    fn principals(&self) -> usize {
+        self.inner.running.len()
     }
 }
 
@@ -621,5 +684,31 @@ impl PendingJob {
             .instrument(self.span)
             .await;
         self.jobs.ended((id, &running), finished, &done_tx);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn permits_per_principal_come_back_and_idle_principals_are_forgotten() {
+        let quota = JobQuota::new(2);
+        let a = Principal::token("a");
+        let a1 = quota.try_start(&a).unwrap();
+        let a2 = quota.try_start(&a).unwrap();
+        assert!(quota.try_start(&a).is_err());
+        let b1 = quota
+            .try_start(&Principal::jwt("https://i/", "b"))
+            .expect("another principal");
+        assert_eq!(quota.principals(), 2);
+        drop(a1);
+        let a3 = quota.try_start(&a).unwrap();
+        drop((a2, a3, b1));
+        assert_eq!(quota.principals(), 0, "no running job, no entry");
+        for i in 0..100 {
+            drop(quota.try_start(&Principal::jwt("https://i/", &i.to_string())));
+        }
+        assert_eq!(quota.principals(), 0);
     }
 }

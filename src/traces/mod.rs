@@ -1,7 +1,7 @@
 //! Traces over OpenTelemetry (OTLP/HTTP, protobuf), when the standard `OTEL_*` variables ask
 //! for them; nothing at all otherwise.
 //!
-//! Each MCP request served (`front/request_span.rs`) and sent upstream
+//! Each MCP request served (`front/server.rs` span_of) and sent upstream
 //! (`upstream/request_spans.rs`, `upstream/call.rs`) is a span of OpenTelemetry's MCP
 //! conventions; a tool call's trace is its request, `job`, the upstream call (its context sent
 //! on in `_meta.traceparent`) and `terminal_event`. Only the bridge's own spans are exported:
