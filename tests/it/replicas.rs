@@ -1406,6 +1406,66 @@ mod on_cluster {
         .await;
     }
 
+    /// An unplanned failover of the node both replicas' `redis_url` names: that primary is
+    /// killed (`SIGKILL`) while a job runs on A and a reader follows it on B, and its replica is
+    /// elected. Both replicas' pub/sub links move to another node of the cluster and their
+    /// command links follow the slots: the reader on B, connected throughout, gets every event
+    /// once and in order, a cancel sent to B reaches A, and the job ends `cancelled`.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn killing_the_primary_of_redis_url_loses_no_event_cancel_or_terminal_event() {
+        let Some(mut cluster) = RedisCluster::start_for_kills(
+            "replicas::on_cluster::killing_the_primary_of_redis_url_loses_no_event_cancel_or_terminal_event",
+        )
+        .await
+        else {
+            return;
+        };
+        let (a, b) = two_replicas(&cluster_store(&cluster)).await;
+        let on_a = connect_url(&a.mcp_url()).await;
+        // Far longer than the failover: it is cancelled once past it.
+        let arguments = json!({"to": 2000, "delay_ms": 100});
+        let handle = running_job(&on_a, "demo__slow_count", arguments).await;
+        let on_b_url = job_events_url(&b.base(), &handle.job_id);
+        let before = read_sse(&on_b_url, Some(0), |e| e.event == "progress").await;
+        let request = reqwest::Client::new()
+            .get(&on_b_url)
+            .header("Last-Event-ID", before.last().unwrap().seq().to_string());
+        let reader = tokio::spawn(read_sse_request_within(
+            Duration::from_secs(120),
+            request,
+            SseEvent::is_terminal,
+        ));
+
+        let seed = cluster.ports[0];
+        cluster.kill_primary(seed).await;
+        // Live events on B again: a reader that opens now reads three more steps past the head.
+        let (_, now) = get_json(&job_status_url(&b.base(), &handle.job_id)).await;
+        assert_eq!(now["status"], "running", "{now}");
+        let head = read_sse(&on_b_url, None, |e| e.event == "status")
+            .await
+            .last()
+            .unwrap()
+            .seq();
+        read_sse(&on_b_url, Some(head), |e| e.seq() >= head + 3).await;
+
+        let (status, body) = post_json(&job_cancel_url(&b.base(), &handle.job_id)).await;
+        assert_eq!(status, 202, "{body}");
+        let after = reader.await.expect("the reader on B");
+        let all: Vec<SseEvent> = before.into_iter().chain(after).collect();
+        assert_consecutive(&all);
+        let last = all.last().unwrap();
+        assert_eq!(last.event, "cancelled", "{all:#?}");
+        assert!(
+            last.data["reason"].as_str().unwrap().contains("POST"),
+            "{last:?}"
+        );
+        assert_eq!(
+            cancels_seen(&on_a, "demo", 1).await[0]["tool"],
+            "slow_count",
+            "the upstream on A saw the cancel"
+        );
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn an_mcp_session_started_on_one_replica_is_served_by_another() {
         let Some(cluster) = RedisCluster::start(

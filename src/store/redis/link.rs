@@ -19,15 +19,14 @@ use std::{
     time::{Duration, Instant},
 };
 
-use ::redis::{
-    AsyncConnectionConfig, Client, PushInfo, PushKind, RedisError, cluster::ClusterClient,
-};
+use ::redis::{AsyncConnectionConfig, Client, PushInfo, PushKind, RedisError};
 use parking_lot::{Mutex, RwLock};
 use tokio::sync::{Notify, watch};
 
 use super::{
     conn::Conn,
     eviction::{Policy, refusal},
+    nodes::Nodes,
 };
 use crate::{shutdown::Tasks, wait::Backoff};
 
@@ -70,13 +69,18 @@ impl LinkError {
 /// path: it must not block).
 pub(super) type PushHandler = Arc<dyn Fn(PushInfo) + Send + Sync>;
 
-/// Where a link connects: one Redis, or a Redis Cluster (commands only: see
-/// docs/design/store.md for why pub/sub stays on one node).
+/// Where a link connects.
 // One per link, made once at start: its size does not matter.
 #[allow(clippy::large_enum_variant)]
 pub(super) enum Endpoint {
+    /// One Redis.
     Node(Client),
-    Cluster(ClusterClient),
+    /// A Redis Cluster's commands: a cluster client seeded with every node known when it
+    /// connects.
+    Cluster(Arc<Nodes>),
+    /// Pub/sub on a Redis Cluster: one node at a time (see docs/design/store.md for why), the
+    /// next known node at each reconnect.
+    ClusterNode(Arc<Nodes>),
 }
 
 /// What a link is for.
@@ -380,7 +384,12 @@ impl Link {
             }
             // The cluster connection makes and mends its connections to the nodes itself;
             // `run` still takes this link down when a command meets a connection error.
-            Endpoint::Cluster(client) => Conn::Cluster(client.get_async_connection().await?),
+            Endpoint::Cluster(nodes) => {
+                Conn::Cluster(nodes.cluster_client()?.get_async_connection().await?)
+            }
+            Endpoint::ClusterNode(nodes) => {
+                Conn::Node(self.connect_in_turn(nodes, generation, tasks).await?)
+            }
         };
         let mut setname_cmd = ::redis::cmd("CLIENT");
         setname_cmd.arg("SETNAME").arg(&self.name);
@@ -391,6 +400,9 @@ impl Link {
         if let Some(refuse) = self.eviction {
             self.check_eviction(&mut conn, refuse).await?;
         }
+        if let Endpoint::Cluster(nodes) | Endpoint::ClusterNode(nodes) = &self.endpoint {
+            nodes.learn(&mut conn).await;
+        }
         self.refused.store(false, Ordering::Release);
         self.generation.store(generation, Ordering::Release);
         *self.conn.write() = Some((generation, conn));
@@ -399,6 +411,35 @@ impl Link {
         self.connected.send_modify(|n| *n += 1);
         tracing::info!(link = self.role, target = %self.target, name = %self.name, "connected to Redis");
         Ok(())
+    }
+
+    /// A connection to the first of the cluster's known nodes that takes one, going round
+    /// from the node after the one used last (any node carries every plain `PUBLISH`).
+    async fn connect_in_turn(
+        self: &Arc<Self>,
+        nodes: &Nodes,
+        generation: u64,
+        tasks: &Tasks,
+    ) -> Result<::redis::aio::MultiplexedConnection, RedisError> {
+        let mut failed = None;
+        for (index, node, client) in nodes.in_turn() {
+            let connected = match client {
+                Ok(client) => self.connect_node(&client, generation, tasks).await,
+                Err(error) => Err(error),
+            };
+            match connected {
+                Ok(conn) => {
+                    nodes.used(index);
+                    tracing::info!(link = self.role, target = %self.target, %node, "using this Redis Cluster node");
+                    return Ok(conn);
+                }
+                Err(error) => {
+                    tracing::debug!(link = self.role, %node, %error, "cannot connect to this Redis Cluster node; trying the next");
+                    failed = Some(error);
+                }
+            }
+        }
+        Err(failed.unwrap_or_else(|| RedisError::from(std::io::Error::other("no node known"))))
     }
 
     /// A connection to one Redis, its pushes (pub/sub messages, the disconnection notice)
@@ -463,7 +504,10 @@ fn is_transient(error: &RedisError) -> bool {
     matches!(
         error.kind(),
         ErrorKind::Server(
-            ServerErrorKind::BusyLoading | ServerErrorKind::TryAgain | ServerErrorKind::MasterDown
+            ServerErrorKind::BusyLoading
+                | ServerErrorKind::TryAgain
+                | ServerErrorKind::MasterDown
+                | ServerErrorKind::ClusterDown
         )
     )
 }
@@ -519,6 +563,7 @@ mod tests {
             "-LOADING Redis is loading the dataset in memory\r\n",
             "-TRYAGAIN Multiple keys request during rehashing of slot\r\n",
             "-MASTERDOWN Link with MASTER is down\r\n",
+            "-CLUSTERDOWN The cluster is down\r\n",
         ] {
             assert!(is_transient(&server_error(reply)), "{reply}");
         }

@@ -21,6 +21,7 @@ mod hub;
 mod keys;
 mod link;
 mod maintenance;
+mod nodes;
 mod outbox;
 mod relays;
 mod scripts;
@@ -30,7 +31,7 @@ mod state;
 
 use std::{sync::Arc, time::Duration};
 
-use ::redis::{Client, IntoConnectionInfo, ProtocolVersion, Value};
+use ::redis::{Client, ConnectionInfo, IntoConnectionInfo, ProtocolVersion, Value};
 use async_trait::async_trait;
 use dashmap::DashMap;
 use futures::{StreamExt, stream::BoxStream};
@@ -43,6 +44,7 @@ use self::{
     hub::{AnswerMessage, ControlMessage, Hub, VerdictMessage},
     keys::Keys,
     link::{Endpoint, Link, LinkError, Role},
+    nodes::Nodes,
     outbox::{Fence, Owned},
     relays::{Relays, RelaysFull},
     scripts::Scripts,
@@ -145,10 +147,22 @@ impl RedisStore {
         shutdown: &Shutdown,
     ) -> Result<Self, StoreError> {
         let target = redact_url(&options.url);
-        let client = resp3_client(&options.url, &target, options.ca_file.as_deref())?;
-        let commands = match options.cluster {
-            true => Endpoint::Cluster(cluster_client(&options, &target)?),
-            false => Endpoint::Node(client.clone()),
+        let (info, ca) = seed(&options.url, &target, options.ca_file.as_deref())?;
+        let (commands, pubsub) = match options.cluster {
+            true => {
+                let nodes = Arc::new(Nodes::new(info, ca, options.command_timeout));
+                nodes
+                    .cluster_client()
+                    .map_err(|e| unusable(&target, " is not usable as a Redis Cluster node", e))?;
+                (
+                    Endpoint::Cluster(nodes.clone()),
+                    Endpoint::ClusterNode(nodes),
+                )
+            }
+            false => {
+                let client = node_client(info, ca, &target)?;
+                (Endpoint::Node(client.clone()), Endpoint::Node(client))
+            }
         };
         let keys = Keys::new(&options.key_prefix);
         let relays = Relays::new(options.max_relays, options.max_relays_per_principal);
@@ -173,7 +187,7 @@ impl RedisStore {
         let sub = Link::new(
             Role::Subscriber(Arc::new(move |push| dispatch.dispatch(push))),
             keys.client_name(&replica, "sub"),
-            Endpoint::Node(client),
+            pubsub,
             target,
             options.command_timeout,
             reconnect,
@@ -217,74 +231,53 @@ fn live_ttl_ms(retention: Duration) -> u64 {
     retention.max(Duration::from_secs(60)).as_millis() as u64
 }
 
-/// A Redis Cluster client seeded with the node at `options.url` (shown as `target`): it reads
-/// the cluster's slots from it and connects to every primary. Its password and TLS (with
-/// `store.redis_ca_file`) are the URL's, for every node.
-fn cluster_client(
-    options: &RedisOptions,
-    target: &str,
-) -> Result<::redis::cluster::ClusterClient, StoreError> {
-    let unusable = |what, cause| {
-        StoreError::Unavailable(Box::new(UnusableUrl {
-            target: target.to_string(),
-            what,
-            cause,
-        }))
-    };
-    let mut builder = ::redis::cluster::ClusterClientBuilder::new(vec![options.url.as_str()])
-        .use_protocol(ProtocolVersion::RESP3)
-        .connection_timeout(options.command_timeout)
-        // Longer than a command may take: `Link::run` bounds those, and its probe waits longer.
-        .response_timeout(options.command_timeout * 3);
-    if let Some(ca_file) = &options.ca_file {
-        let root = std::fs::read(ca_file).map_err(|e| {
-            let what = " has a store.redis_ca_file that cannot be read";
-            unusable(what, ::redis::RedisError::from(e))
-        })?;
-        builder = builder.certs(::redis::TlsCertificates {
-            client_tls: None,
-            root_cert: Some(root),
-        });
-    }
-    builder
-        .build()
-        .map_err(|e| unusable(" is not usable as a Redis Cluster node", e))
+fn unusable(target: &str, what: &'static str, cause: ::redis::RedisError) -> StoreError {
+    StoreError::Unavailable(Box::new(UnusableUrl {
+        target: target.to_string(),
+        what,
+        cause,
+    }))
 }
 
-/// A client for `url` (shown as `target`, its password hidden) that speaks RESP3: pub/sub
-/// pushes on a connection that also answers commands (CLIENT SETNAME).
-fn resp3_client(
+/// `url` (shown as `target`, its password hidden) as connection settings that speak RESP3
+/// (pub/sub pushes on a connection that also answers commands, CLIENT SETNAME), and the PEM
+/// roots of `ca_file`, which every node's certificate is checked against instead of the
+/// system's.
+fn seed(
     url: &str,
     target: &str,
     ca_file: Option<&std::path::Path>,
-) -> Result<Client, StoreError> {
-    let unusable = |what, cause| {
-        StoreError::Unavailable(Box::new(UnusableUrl {
-            target: target.to_string(),
-            what,
-            cause,
-        }))
-    };
+) -> Result<(ConnectionInfo, Option<Vec<u8>>), StoreError> {
     let info = url
         .into_connection_info()
-        .map_err(|e| unusable(" is not usable", e))?;
+        .map_err(|e| unusable(target, " is not usable", e))?;
     let settings = info
         .redis_settings()
         .clone()
         .set_protocol(ProtocolVersion::RESP3);
     let info = info.set_redis_settings(settings);
-    let Some(ca_file) = ca_file else {
-        return Client::open(info).map_err(|e| unusable("", e));
-    };
-    let root = std::fs::read(ca_file).map_err(|e| {
+    let ca = ca_file.map(std::fs::read).transpose().map_err(|e| {
         let what = " has a store.redis_ca_file that cannot be read";
-        unusable(what, ::redis::RedisError::from(e))
+        unusable(target, what, ::redis::RedisError::from(e))
     })?;
+    Ok((info, ca))
+}
+
+/// A client of the one Redis at `info`.
+fn node_client(
+    info: ConnectionInfo,
+    ca: Option<Vec<u8>>,
+    target: &str,
+) -> Result<Client, StoreError> {
+    let Some(root) = ca else {
+        return Client::open(info).map_err(|e| unusable(target, "", e));
+    };
     let roots = ::redis::TlsCertificates {
         client_tls: None,
         root_cert: Some(root),
     };
-    Client::build_with_tls(info, roots).map_err(|e| unusable(" with store.redis_ca_file", e))
+    Client::build_with_tls(info, roots)
+        .map_err(|e| unusable(target, " with store.redis_ca_file", e))
 }
 
 /// Return once the wall clock (`now_ms`) is past `expires_ms`, as the owner of a job reads it

@@ -1,7 +1,8 @@
 //! A Redis Cluster of the test's own: three primaries (and, for failovers, a replica each) from
 //! `redis-server --cluster-enabled yes` on free ports in a temporary directory, joined by
 //! `redis-cli --cluster create`, ready once every node says `cluster_state:ok`; killed (and the
-//! directory removed) when dropped.
+//! directory removed) when dropped. A node may be killed on its own (`kill_primary`), for an
+//! unplanned failover.
 
 use std::process::{Child, Command, Stdio};
 
@@ -15,6 +16,11 @@ use super::{
 /// How long a replica may take to catch up with its primary, or to be promoted: longer than
 /// the common bound, as six nodes on a machine busy with other tests can be slow to agree.
 const FAILOVER_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
+/// Redis's own `cluster-node-timeout`.
+const DEFAULT_NODE_TIMEOUT_MS: u32 = 15_000;
+/// The node timeout of a cluster whose primaries are killed: short enough for a quick
+/// election, long enough that a node starved of CPU for a moment is not counted as failed.
+const KILL_NODE_TIMEOUT_MS: u32 = 3_000;
 
 pub struct RedisCluster {
     /// The nodes' ports; the first is the seed the bridge is given.
@@ -27,16 +33,23 @@ impl RedisCluster {
     /// Three primaries, no replicas. `None` (the test skips; under `BRIDGE_TEST_STRICT=1` it
     /// fails) when `redis-server` or `redis-cli` is missing.
     pub async fn start(test: &str) -> Option<Self> {
-        Self::start_with(test, 0).await
+        Self::start_with(test, 0, DEFAULT_NODE_TIMEOUT_MS).await
     }
 
     /// Three primaries with one replica each (six nodes; the replicas are `ports[3..]`), for
     /// failovers.
     pub async fn start_with_replicas(test: &str) -> Option<Self> {
-        Self::start_with(test, 1).await
+        Self::start_with(test, 1, DEFAULT_NODE_TIMEOUT_MS).await
     }
 
-    async fn start_with(test: &str, replicas: usize) -> Option<Self> {
+    /// As [`RedisCluster::start_with_replicas`], with nodes that count a silent node as failed
+    /// after [`KILL_NODE_TIMEOUT_MS`] (Redis's default is 15 s), so that a killed primary's
+    /// replica is elected within seconds.
+    pub async fn start_for_kills(test: &str) -> Option<Self> {
+        Self::start_with(test, 1, KILL_NODE_TIMEOUT_MS).await
+    }
+
+    async fn start_with(test: &str, replicas: usize, node_timeout_ms: u32) -> Option<Self> {
         let nodes = 3 * (1 + replicas);
         let missing = ["redis-server", "redis-cli"].into_iter().find(|tool| {
             !["/usr/bin", "/usr/local/bin"]
@@ -59,7 +72,7 @@ impl RedisCluster {
             if cluster.nodes.len() == nodes {
                 break;
             }
-            if let Some((port, child)) = node(&dir).await {
+            if let Some((port, child)) = node(&dir, node_timeout_ms).await {
                 cluster.ports.push(port);
                 cluster.nodes.push(child);
             }
@@ -145,6 +158,52 @@ impl RedisCluster {
         }
     }
 
+    /// Kill the primary at `port` (`SIGKILL`: no failover command, no goodbye), and wait until
+    /// its replica has been elected in its place and the cluster is ok again. Returns the new
+    /// primary's port.
+    pub async fn kill_primary(&mut self, port: u16) -> u16 {
+        let replica = eventually_within(FAILOVER_WAIT, "the primary's replica is in sync", || {
+            let ports = self.ports.clone();
+            async move {
+                for other in ports.into_iter().filter(|p| *p != port) {
+                    let role = role(other).await;
+                    let of = |i: usize| match role.get(i) {
+                        Some(redis::Value::BulkString(b)) => {
+                            String::from_utf8_lossy(b).into_owned()
+                        }
+                        Some(redis::Value::Int(n)) => n.to_string(),
+                        _ => String::new(),
+                    };
+                    if of(0) == "slave" && of(2) == port.to_string() && of(3) == "connected" {
+                        return Some(other);
+                    }
+                }
+                None
+            }
+        })
+        .await;
+        let index = self.ports.iter().position(|p| *p == port).expect("a node");
+        let mut node = self.nodes.remove(index);
+        self.ports.remove(index);
+        let _ = node.kill();
+        let _ = node.wait();
+        eventually_within(
+            FAILOVER_WAIT,
+            "the killed primary's replica is elected",
+            || async move { is_primary(replica).await },
+        )
+        .await;
+        for port in self.ports.clone() {
+            eventually_within(
+                FAILOVER_WAIT,
+                "every live cluster node says cluster_state:ok",
+                || async move { cluster_state_ok(port).await },
+            )
+            .await;
+        }
+        replica
+    }
+
     /// The seed node's URL (any node would do).
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}", self.ports[0])
@@ -153,7 +212,7 @@ impl RedisCluster {
 
 /// One cluster-enabled node on a free port (its bus port free too), or `None` when another
 /// process took a port first.
-async fn node(dir: &std::path::Path) -> Option<(u16, Child)> {
+async fn node(dir: &std::path::Path, node_timeout_ms: u32) -> Option<(u16, Child)> {
     let (port, bus) = (free_port(), free_port());
     let mut child = Command::new("redis-server")
         .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
@@ -163,6 +222,7 @@ async fn node(dir: &std::path::Path) -> Option<(u16, Child)> {
             "--cluster-port",
             &bus.to_string(),
         ])
+        .args(["--cluster-node-timeout", &node_timeout_ms.to_string()])
         .args(["--cluster-config-file", &format!("nodes-{port}.conf")])
         .args(["--save", "", "--appendonly", "no"])
         .arg("--dir")
