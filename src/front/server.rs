@@ -183,7 +183,7 @@ impl ServerHandler for Front {
         request: InitializeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<InitializeResult, ErrorData> {
-        let span = span_of("initialize", Target::default(), &context);
+        let span = span_of("initialize", Target::Nothing, &context);
         context.peer.set_peer_info(request.clone());
         let answer = self.negotiate_initialize(&request);
         if let Ok(result) = &answer {
@@ -193,18 +193,16 @@ impl ServerHandler for Front {
     }
 
     async fn ping(&self, context: RequestContext<RoleServer>) -> Result<(), ErrorData> {
-        let span = span_of("ping", Target::default(), &context);
-        served(span, std::future::ready(Ok(()))).await
+        serve("ping", &context, std::future::ready(Ok(()))).await
     }
 
     async fn discover(
         &self,
         context: RequestContext<RoleServer>,
     ) -> Result<DiscoverResult, ErrorData> {
-        let span = span_of("server/discover", Target::default(), &context);
         let versions = self.supported_protocol_versions().into_owned();
         let answer = DiscoverResult::from_server_info(versions, self.get_info());
-        served(span, std::future::ready(Ok(answer))).await
+        serve("server/discover", &context, std::future::ready(Ok(answer))).await
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
@@ -224,7 +222,7 @@ impl ServerHandler for Front {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        let span = span_of("tools/list", Target::default(), &context);
+        let span = span_of("tools/list", Target::Nothing, &context);
         let identity = caller::identity(&context);
         let _in = span.enter();
         Ok(ListToolsResult::with_all_items(catalog::list(
@@ -239,7 +237,7 @@ impl ServerHandler for Front {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let span = span_of(TOOLS_CALL, Target::tool(&request.name), &context);
+        let span = span_of(TOOLS_CALL, Target::Tool(&request.name), &context);
         let response = served(span.clone(), self.call(request, context)).await?;
         tool_answer(&span, &response);
         Ok(response)
@@ -251,10 +249,11 @@ impl ServerHandler for Front {
         request: GetTaskParams,
         context: RequestContext<RoleServer>,
     ) -> Result<GetTaskResult, ErrorData> {
-        let span = span_of("tasks/get", Target::default(), &context);
         let identity = caller::identity(&context);
         let task = tasks::read_task(&self.core, &request.task_id, &identity);
-        served(span, task).await.map(GetTaskResult::new)
+        serve("tasks/get", &context, task)
+            .await
+            .map(GetTaskResult::new)
     }
     /// SEP-2663 `tasks/update`: answers to the questions the tool asked.
     async fn update_task(
@@ -262,11 +261,10 @@ impl ServerHandler for Front {
         request: UpdateTaskParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        let span = span_of("tasks/update", Target::default(), &context);
         let identity = caller::identity(&context);
         let responses = request.input_responses;
         let update = tasks::update_task_job(&self.core, &request.task_id, responses, &identity);
-        served(span, update).await
+        serve("tasks/update", &context, update).await
     }
 
     /// SEP-2663 `tasks/cancel`: the job is cancelled, the upstream told to stop.
@@ -275,10 +273,9 @@ impl ServerHandler for Front {
         request: CancelTaskParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        let span = span_of("tasks/cancel", Target::default(), &context);
         let identity = caller::identity(&context);
         let cancel = tasks::cancel_task_job(&self.core, &request.task_id, &identity);
-        served(span, cancel).await
+        serve("tasks/cancel", &context, cancel).await
     }
 
     async fn list_resources(
@@ -286,7 +283,7 @@ impl ServerHandler for Front {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
-        let span = span_of("resources/list", Target::default(), &context);
+        let span = span_of("resources/list", Target::Nothing, &context);
         let _in = span.enter();
         upstream_requests::list_resources(&self.core)
     }
@@ -296,7 +293,7 @@ impl ServerHandler for Front {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
-        let span = span_of("resources/templates/list", Target::default(), &context);
+        let span = span_of("resources/templates/list", Target::Nothing, &context);
         let _in = span.enter();
         upstream_requests::list_resource_templates(&self.core)
     }
@@ -306,9 +303,8 @@ impl ServerHandler for Front {
         request: ReadResourceRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
-        let span = span_of("resources/read", Target::default(), &context);
         let read = upstream_requests::read_resource(&self.core, request, &context);
-        served(span, read).await
+        serve("resources/read", &context, read).await
     }
 
     #[allow(deprecated)]
@@ -317,9 +313,8 @@ impl ServerHandler for Front {
         request: SubscribeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        let span = span_of("resources/subscribe", Target::default(), &context);
         let subscribe = upstream_requests::subscribe(&self.core, &request.uri, &context);
-        served(span, subscribe).await
+        serve("resources/subscribe", &context, subscribe).await
     }
 
     #[allow(deprecated)]
@@ -328,9 +323,8 @@ impl ServerHandler for Front {
         request: UnsubscribeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        let span = span_of("resources/unsubscribe", Target::default(), &context);
         let unsubscribe = upstream_requests::unsubscribe(&self.core, &request.uri, &context);
-        served(span, unsubscribe).await
+        serve("resources/unsubscribe", &context, unsubscribe).await
     }
 
     async fn list_prompts(
@@ -338,7 +332,7 @@ impl ServerHandler for Front {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, ErrorData> {
-        let span = span_of("prompts/list", Target::default(), &context);
+        let span = span_of("prompts/list", Target::Nothing, &context);
         let _in = span.enter();
         upstream_requests::list_prompts(&self.core)
     }
@@ -348,7 +342,7 @@ impl ServerHandler for Front {
         request: GetPromptRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
-        let span = span_of("prompts/get", Target::prompt(&request.name), &context);
+        let span = span_of("prompts/get", Target::Prompt(&request.name), &context);
         let get = upstream_requests::get_prompt(&self.core, request, &context);
         served(span, get).await
     }
@@ -358,8 +352,12 @@ impl ServerHandler for Front {
         request: CompleteRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, ErrorData> {
-        let span = span_of("completion/complete", Target::default(), &context);
-        served(span, upstream_requests::complete(&self.core, request)).await
+        serve(
+            "completion/complete",
+            &context,
+            upstream_requests::complete(&self.core, request),
+        )
+        .await
     }
 
     #[allow(deprecated)]
@@ -368,7 +366,7 @@ impl ServerHandler for Front {
         request: SetLevelRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        let span = span_of("logging/setLevel", Target::default(), &context);
+        let span = span_of("logging/setLevel", Target::Nothing, &context);
         let _in = span.enter();
         upstream_requests::set_level(&self.core, request.level, &context)
     }
@@ -403,9 +401,9 @@ impl ServerHandler for Front {
     ) -> Result<CustomResult, ErrorData> {
         // A task-augmented `tools/call` of a 2025-11-25 session is renamed too.
         let tool = request.params.as_ref().and_then(|p| p["name"].as_str());
-        let target = Target {
-            tool: tool.filter(|_| request.method.ends_with(TOOLS_CALL)),
-            prompt: None,
+        let target = match tool.filter(|_| request.method.ends_with(TOOLS_CALL)) {
+            Some(tool) => Target::Tool(tool),
+            None => Target::Nothing,
         };
         let span = span_of(&request.method, target, &context);
         served(span, async {
@@ -429,7 +427,7 @@ impl ServerHandler for Front {
     async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
         let span = span_of(
             "subscriptions/listen",
-            Target::default(),
+            Target::Nothing,
             context.request_context(),
         );
         served(span, async {
@@ -452,26 +450,11 @@ const MAX_NAME: usize = 100;
 pub const TOOLS_CALL: &str = "tools/call";
 
 /// What a request names besides its method, for the span's name and attributes.
-#[derive(Clone, Copy, Default)]
-pub struct Target<'a> {
-    pub tool: Option<&'a str>,
-    pub prompt: Option<&'a str>,
-}
-
-impl<'a> Target<'a> {
-    pub fn tool(name: &'a str) -> Self {
-        Self {
-            tool: Some(name),
-            prompt: None,
-        }
-    }
-
-    pub fn prompt(name: &'a str) -> Self {
-        Self {
-            tool: None,
-            prompt: Some(name),
-        }
-    }
+#[derive(Clone, Copy)]
+pub enum Target<'a> {
+    Nothing,
+    Tool(&'a str),
+    Prompt(&'a str),
 }
 
 /// The span a request of `method` (a 2025-11-25 task request under its own name, not the one
@@ -488,7 +471,11 @@ pub fn span_of(method: &str, target: Target<'_>, context: &RequestContext<RoleSe
             jsonrpc.request.id = %context.id,
         );
     }
-    let (tool, prompt) = (target.tool.map(cut), target.prompt.map(cut));
+    let (tool, prompt) = match target {
+        Target::Nothing => (None, None),
+        Target::Tool(tool) => (Some(cut(tool)), None),
+        Target::Prompt(prompt) => (None, Some(cut(prompt))),
+    };
     let name = match tool.or(prompt) {
         Some(target) => format!("{method} {target}"),
         None => method.to_string(),
@@ -521,6 +508,15 @@ pub fn span_of(method: &str, target: Target<'_>, context: &RequestContext<RoleSe
     }
     traces::continue_from(&span, || caller::caller_trace(context));
     span
+}
+
+/// `work` served in the span of a `method` request that names no tool or prompt.
+async fn serve<T>(
+    method: &str,
+    context: &RequestContext<RoleServer>,
+    work: impl Future<Output = Result<T, ErrorData>>,
+) -> Result<T, ErrorData> {
+    served(span_of(method, Target::Nothing, context), work).await
 }
 
 /// `work` run in `span`, which records the JSON-RPC error it ends with, if any.
