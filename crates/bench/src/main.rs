@@ -12,6 +12,7 @@ mod attack;
 mod crowd;
 mod fanout;
 mod floor;
+mod idle_gaps;
 mod ingest;
 mod latency;
 mod many_jobs;
@@ -63,7 +64,7 @@ pub struct Args {
     #[arg(long, value_name = "PATH")]
     markdown: Option<PathBuf>,
     /// Run only these scenarios (comma-separated): passthrough, latency, redis, ingest,
-    /// many-jobs, fanout, soak, stalled, sessions, rollout, attack.
+    /// many-jobs, fanout, soak, stalled, sessions, rollout, attack, idle-gaps.
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// The bridge binary (default: `mcp-progress-bridge` next to this one, built if needed).
@@ -178,7 +179,7 @@ pub fn stdio_upstream_config(bin: &Path, mode: &str) -> String {
     )
 }
 
-const SCENARIOS: [&str; 11] = [
+const SCENARIOS: [&str; 12] = [
     "passthrough",
     "latency",
     "redis",
@@ -190,6 +191,7 @@ const SCENARIOS: [&str; 11] = [
     "stalled",
     "rollout",
     "attack",
+    "idle-gaps",
 ];
 
 #[tokio::main]
@@ -311,6 +313,7 @@ async fn run_plan(
             "stalled" => stalled::run(ctx).await,
             "rollout" => rollout::run(ctx).await,
             "attack" => attack::run(ctx).await,
+            "idle-gaps" => idle_gaps::run(ctx).await,
             _ => unreachable!("checked in main"),
         };
         match result {

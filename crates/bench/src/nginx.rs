@@ -26,6 +26,17 @@ impl Nginx {
 
     /// nginx on a free loopback port, balancing (round robin, nginx's default) over `replicas`.
     pub async fn start(dir: &Path, replicas: &[SocketAddr]) -> Result<Self, String> {
+        // deploy/nginx/nginx.conf's upstream keepalive_timeout (nginx's default too).
+        Self::start_with_idle(dir, replicas, Duration::from_secs(60)).await
+    }
+
+    /// [`Nginx::start`], keeping idle connections to the replicas `idle` (whole seconds).
+    pub async fn start_with_idle(
+        dir: &Path,
+        replicas: &[SocketAddr],
+        idle: Duration,
+    ) -> Result<Self, String> {
+        let idle = idle.as_secs();
         let prefix = dir.join("nginx");
         std::fs::create_dir_all(&prefix).map_err(|e| format!("{}: {e}", prefix.display()))?;
         let location = prefix.join("location.conf");
@@ -44,7 +55,7 @@ impl Nginx {
              http {{\n  access_log off;\n  client_body_temp_path {d}/client_body;\n  \
              proxy_temp_path {d}/proxy;\n  fastcgi_temp_path {d}/fastcgi;\n  \
              uwsgi_temp_path {d}/uwsgi;\n  scgi_temp_path {d}/scgi;\n  \
-             upstream mcp_progress_bridge {{ {servers}keepalive 32; }}\n  \
+             upstream mcp_progress_bridge {{ {servers}keepalive 32; keepalive_timeout {idle}s; }}\n  \
              server {{ listen 127.0.0.1:{port}; include {}; }}\n}}\n",
             location.display()
         );

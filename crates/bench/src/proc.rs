@@ -52,6 +52,19 @@ pub async fn start_bridge_on(
     BridgeProcess::start(bin, Some(dir), name, &text, &[]).await
 }
 
+/// [`start_bridge_on`] with `env` set for the bridge (`BRIDGE__…` settings of a scenario).
+pub async fn start_bridge_on_with_env(
+    bin: &Path,
+    dir: &Path,
+    name: &str,
+    listen: SocketAddr,
+    config: &str,
+    env: &[(&str, &str)],
+) -> Result<BridgeProcess, StartError> {
+    let text = format!("{}{config}", generated(listen, None));
+    BridgeProcess::start(bin, Some(dir), name, &text, env).await
+}
+
 /// The `[server]` and `[limits]` sections. The limits are raised past what the scenarios need
 /// (10,000 readers of one job, 10,000 jobs, bursts of calls): the benchmark measures the
 /// engine, not the default limits.
