@@ -100,11 +100,9 @@ mod tests {
     use super::*;
     use crate::front::job_tools::{WAIT_DEFAULT_SECS, WAIT_MAX_SECS};
 
-    /// The job tools' schemas, derived from their argument structs. They say what the
-    /// hand-written ones said (descriptions, the job ID pattern, the timeout's bounds), plus,
-    /// on purpose: the JSON Schema dialect (`$schema`, 2020-12, as rmcp writes for every
-    /// tool), `additionalProperties: false` (unknown arguments were always refused), the
-    /// timeout's `default` (20) and its number `format`.
+    /// The job tools' schemas, derived from their argument structs: descriptions, the job ID
+    /// pattern, the timeout's bounds and default, the JSON Schema dialect rmcp writes, and
+    /// `additionalProperties: false` (unknown arguments are refused).
     #[test]
     fn job_tool_schemas_are_derived_with_descriptions_and_bounds() {
         let job_id = serde_json::json!({

@@ -44,20 +44,12 @@ impl Links {
         format!("{}/jobs/{id}{path}?token={token}", self.public_url)
     }
 
-    pub fn status_url(&self, id: JobId) -> String {
-        self.url(id, "", TokenScope::JobRead, self.tokens.expiry())
-    }
-
     pub fn events_url(&self, id: JobId) -> String {
         self.url(id, "/events", TokenScope::JobRead, self.tokens.expiry())
     }
 
     pub fn input_url(&self, id: JobId) -> String {
         self.url(id, "/input", TokenScope::JobInput, self.tokens.expiry())
-    }
-
-    pub fn cancel_url(&self, id: JobId) -> String {
-        self.url(id, "/cancel", TokenScope::JobCancel, self.tokens.expiry())
     }
 }
 

@@ -425,10 +425,12 @@ impl Jobs {
                 || s.input_requests.len() != known.len()
                 || s.input_requests.iter().any(|q| !known.contains(&q.key))
         };
-        let seen = |kind: EventKind| match kind {
-            EventKind::InputRequired | EventKind::InputAnswered => Seen::Look,
-            kind if kind.is_terminal() => Seen::Look,
-            _ => Seen::Pass,
+        let seen = |kind: EventKind| {
+            if kind.may_change_status() {
+                Seen::Look
+            } else {
+                Seen::Pass
+            }
         };
         self.watch(id, within, |s| s.is_none_or(changed), seen)
             .await

@@ -9,7 +9,7 @@ use futures::StreamExt;
 
 use crate::{
     events::{LiveItem, LiveStream},
-    model::{Channel, EventKind, JobId, JobSnapshot, JobStatus},
+    model::{Channel, JobId, JobSnapshot, JobStatus},
     store::Store,
 };
 
@@ -71,12 +71,7 @@ impl StatusChanges {
 async fn next_that_may_change_status(live: &mut LiveStream) -> bool {
     while let Some(item) = live.next().await {
         let may_change = match item {
-            LiveItem::Event(event) => {
-                matches!(
-                    event.kind,
-                    EventKind::InputRequired | EventKind::InputAnswered
-                ) || event.kind.is_terminal()
-            }
+            LiveItem::Event(event) => event.kind.may_change_status(),
             LiveItem::Lagged => true,
         };
         if may_change {

@@ -69,6 +69,12 @@ impl EventKind {
             EventKind::Completed | EventKind::Failed | EventKind::Cancelled
         )
     }
+
+    /// An event after which the job's status may be another: a question asked or answered,
+    /// the end.
+    pub fn may_change_status(self) -> bool {
+        self.is_terminal() || matches!(self, EventKind::InputRequired | EventKind::InputAnswered)
+    }
 }
 
 /// One progress report, after hygiene (finite, increasing).
