@@ -11,10 +11,7 @@
 //! key, verified with any (rotation). An expired token is refused exactly as a wrong one is.
 //! Why this shape: docs/design/auth.md.
 
-use std::{
-    sync::Arc,
-    time::{Duration, SystemTime, UNIX_EPOCH},
-};
+use std::{sync::Arc, time::Duration};
 
 use base64::{Engine, engine::general_purpose::URL_SAFE_NO_PAD};
 use hmac::{Hmac, KeyInit, Mac};
@@ -23,7 +20,7 @@ use sha2::Sha256;
 use super::positions::Positions;
 use crate::{
     config::AuthConfig,
-    model::{CorrelationId, JobId, Principal},
+    model::{CorrelationId, JobId, Principal, now_ms},
 };
 
 type HmacSha256 = Hmac<Sha256>;
@@ -232,9 +229,7 @@ impl JobTokens {
 
 /// The Unix time in seconds (0 before 1970: a clock that wrong refuses every token).
 fn unix_now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
+    now_ms() / 1000
 }
 
 /// The expiry a token claims (Unix seconds), whether or not it is genuine: for tools that show

@@ -203,9 +203,7 @@ fn token_expired(events_url: &str) -> bool {
     let Some((_, token)) = url.query_pairs().find(|(k, _)| k == "token") else {
         return false;
     };
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
+    let now = crate::model::now_ms() / 1000;
     crate::auth::claimed_expiry(&token).is_some_and(|expires| expires <= now)
 }
 

@@ -240,8 +240,7 @@ impl Config {
             ttl,
             limits::validate(&self.limits, err),
             upstream_tasks::validate(&self.upstream_tasks, err),
-            validate::validate_store(&self.store)
-                .map_err(|(field, m)| err(&format!("store.{field}"), m)),
+            validate::validate_store(&self.store).map_err(|(key, m)| err(&key, m)),
             validate::validate_upstreams(&mut self.upstreams, err),
             validate::validate_ready_requires(&self.server.ready_requires, &self.upstreams, err),
         ];

@@ -269,23 +269,14 @@ fn validate_stdio(upstream: &UpstreamConfig) -> Result<(), (&'static str, String
         Some("") => return Err(("command", "the command is empty".into())),
         Some(_) => {}
     }
-    if upstream.url.is_some() {
-        return Err((
-            "url",
-            "`url` is for http upstreams; this one is stdio".into(),
-        ));
-    }
-    if !upstream.headers.is_empty() {
-        return Err((
-            "headers",
-            "`headers` are for http upstreams; this one is stdio".into(),
-        ));
-    }
-    if upstream.ca_file.is_some() {
-        return Err((
-            "ca_file",
-            "`ca_file` is for http upstreams; this one is stdio".into(),
-        ));
+    let http_only = [
+        ("url", "is", upstream.url.is_some()),
+        ("headers", "are", !upstream.headers.is_empty()),
+        ("ca_file", "is", upstream.ca_file.is_some()),
+    ];
+    if let Some((field, is, _)) = http_only.into_iter().find(|(_, _, set)| *set) {
+        let message = format!("`{field}` {is} for http upstreams; this one is stdio");
+        return Err((field, message));
     }
     if matches!(
         upstream.durable,
@@ -360,20 +351,21 @@ fn validate_http(upstream: &UpstreamConfig) -> Result<(), (&'static str, String)
 
 /// The Redis settings are checked whatever the backend, except the URL, which only has to
 /// work when it is used.
-pub(super) fn validate_store(store: &StoreConfig) -> Result<(), (&'static str, String)> {
+pub(super) fn validate_store(store: &StoreConfig) -> Result<(), (String, String)> {
+    let at = |field: &str, message: String| (format!("store.{field}"), message);
     if store.backend == StoreBackend::Redis {
-        validate_redis_url(&store.redis_url).map_err(|m| ("redis_url", m))?;
+        validate_redis_url(&store.redis_url).map_err(|m| at("redis_url", m))?;
         if let Some(ca_file) = &store.redis_ca_file {
             if !store.redis_url.starts_with("rediss://") {
-                return Err((
+                return Err(at(
                     "redis_ca_file",
                     "is for a rediss:// (TLS) redis_url; this one is not".into(),
                 ));
             }
-            crate::tls::read_ca_file(ca_file).map_err(|e| ("redis_ca_file", e.to_string()))?;
+            crate::tls::read_ca_file(ca_file).map_err(|e| at("redis_ca_file", e.to_string()))?;
         }
         if store.redis_cluster {
-            validate_cluster_url(&store.redis_url).map_err(|m| ("redis_cluster", m))?;
+            validate_cluster_url(&store.redis_url).map_err(|m| at("redis_cluster", m))?;
         }
     }
     let prefix = &store.key_prefix;
@@ -381,7 +373,7 @@ pub(super) fn validate_store(store: &StoreConfig) -> Result<(), (&'static str, S
         .bytes()
         .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b':'));
     if prefix.is_empty() || prefix.len() > 64 || !plain {
-        return Err((
+        return Err(at(
             "key_prefix",
             format!(
                 "{prefix:?} is not a valid key prefix: use 1-64 letters, digits, '-', '_', '.' \
@@ -389,29 +381,20 @@ pub(super) fn validate_store(store: &StoreConfig) -> Result<(), (&'static str, S
             ),
         ));
     }
-    if !(1..=3600).contains(&store.lease_secs) {
-        return Err((
-            "lease_secs",
+    let s = store;
+    #[rustfmt::skip]
+    let bounds = [
+        Bound::says("lease_secs", s.lease_secs, 1..=3600,
             "must be between 1 and 3600 (a dead replica's jobs fail about lease_secs * 4/3 \
-             after it stopped)"
-                .into(),
-        ));
-    }
-    if !(1..=100_000).contains(&store.outage_buffer) {
-        return Err(("outage_buffer", "must be between 1 and 100000".into()));
-    }
-    if !(100..=60_000).contains(&store.command_timeout_ms) {
-        return Err(("command_timeout_ms", "must be between 100 and 60000".into()));
-    }
-    if !(100..=60_000).contains(&store.input_relay_timeout_ms) {
-        return Err((
-            "input_relay_timeout_ms",
+             after it stopped)"),
+        Bound::says("outage_buffer", s.outage_buffer, 1..=100_000, "must be between 1 and 100000"),
+        Bound::says("command_timeout_ms", s.command_timeout_ms, 100..=60_000,
+            "must be between 100 and 60000"),
+        Bound::says("input_relay_timeout_ms", s.input_relay_timeout_ms, 100..=60_000,
             "must be between 100 and 60000 (an answer routed to another replica waits this \
-             long for its verdict)"
-                .into(),
-        ));
-    }
-    Ok(())
+             long for its verdict)"),
+    ];
+    bounds::check("store", bounds)
 }
 
 /// A Redis Cluster is reached over TCP and has database 0 only.

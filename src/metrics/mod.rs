@@ -130,8 +130,7 @@ impl Adoptions {
     }
 }
 
-/// The `reason` values of `bridge_progress_dropped_total`, each series there from the start at
-/// 0 so that an alert's or a dashboard's `rate()` works before the first drop.
+/// The `reason` values of `bridge_progress_dropped_total`.
 const PROGRESS_DROP_REASONS: [&str; 5] = [
     "unknown_token",
     "non_increasing",
@@ -222,11 +221,7 @@ impl Metrics {
     pub fn new() -> Self {
         let registry = Registry::new();
         let counter = |name: &str, help: &str, labels: &[&str]| {
-            let c = IntCounterVec::new(Opts::new(name, help), labels).expect("valid metric");
-            registry
-                .register(Box::new(c.clone()))
-                .expect("unique metric");
-            c
+            register(&registry, IntCounterVec::new(Opts::new(name, help), labels))
         };
         let jobs_started = counter(
             "bridge_jobs_started_total",
@@ -248,9 +243,6 @@ impl Metrics {
             "Upstream progress notifications not published, by reason",
             &["reason"],
         );
-        for reason in PROGRESS_DROP_REASONS {
-            progress_dropped.with_label_values(&[reason]);
-        }
         let log_dropped = counter(
             "bridge_log_dropped_total",
             "Upstream log messages not attributed to a job, by reason",
@@ -291,9 +283,6 @@ impl Metrics {
             "HTTP connections refused with a 503 when accepted, by the cap reached",
             &["reason"],
         );
-        for reason in ["max_connections", "max_connections_per_address"] {
-            connections_refused.with_label_values(&[reason]);
-        }
         let connections_closed = counter(
             "bridge_connections_closed_total",
             "HTTP connections closed by the bridge: header or body too slow, or idle longest when the connection cap was reached",
@@ -304,71 +293,57 @@ impl Metrics {
             "SSE readers dropped by the bridge: buffer = it held limits.max_sse_buffer_bytes unread and read nothing for a keep-alive interval",
             &["reason"],
         );
-        sse_readers_dropped.with_label_values(&["buffer"]);
         let sse_handbacks = counter(
             "bridge_sse_handbacks_total",
             "SSE streams a shared writer task (server.sse_writers) handed back to their own task: full = the socket took nothing, partial = part of a frame, behind = the stream had not seen an event the writer had, error",
             &["reason"],
         );
-        for reason in ["full", "partial", "behind", "error"] {
-            sse_handbacks.with_label_values(&[reason]);
-        }
-        let sse_shared_deliveries = IntCounter::new(
-            "bridge_sse_shared_deliveries_total",
-            "Events written to a reader by a shared writer task (server.sse_writers), not by the reader's own task",
-        )
-        .expect("valid metric");
-        registry
-            .register(Box::new(sse_shared_deliveries.clone()))
-            .expect("unique metric");
-        let calls_refused_draining = IntCounter::new(
-            "bridge_calls_refused_draining_total",
-            "Calls that would have started a job, refused (with a tool error saying to retry) because the replica was draining",
-        )
-        .expect("valid metric");
-        registry
-            .register(Box::new(calls_refused_draining.clone()))
-            .expect("unique metric");
+        let sse_shared_deliveries = register(
+            &registry,
+            IntCounter::new(
+                "bridge_sse_shared_deliveries_total",
+                "Events written to a reader by a shared writer task (server.sse_writers), not by the reader's own task",
+            ),
+        );
+        let calls_refused_draining = register(
+            &registry,
+            IntCounter::new(
+                "bridge_calls_refused_draining_total",
+                "Calls that would have started a job, refused (with a tool error saying to retry) because the replica was draining",
+            ),
+        );
         let config_reloads = counter(
             "bridge_config_reloads_total",
             "Config reloads on SIGHUP, by result: applied (tokens, admins, policies in force), refused (the file has a problem; the running config stays)",
             &["result"],
         );
-        for result in ["applied", "refused"] {
-            config_reloads.with_label_values(&[result]);
-        }
-        let wait_bounds_learned = IntCounter::new(
-            "bridge_wait_bounds_learned_total",
-            "Times a caller gave up on a wait_for_job and asked again, teaching the bridge how long that caller can wait",
-        )
-        .expect("valid metric");
-        registry
-            .register(Box::new(wait_bounds_learned.clone()))
-            .expect("unique metric");
+        let wait_bounds_learned = register(
+            &registry,
+            IntCounter::new(
+                "bridge_wait_bounds_learned_total",
+                "Times a caller gave up on a wait_for_job and asked again, teaching the bridge how long that caller can wait",
+            ),
+        );
         let refused = counter(
             "bridge_requests_refused_total",
             "Requests refused before any handler ran, by reason (connections refused at accept: bridge_connections_refused_total)",
             &["reason"],
         );
-        for reason in Refusal::ALL {
-            refused.with_label_values(&[reason.label()]);
-        }
         let adoptions = counter(
             "bridge_job_adoptions_total",
             "Jobs passing between replicas, by event: adopted_lease_lapsed, adopted_handed_over, handed_over, claim_lost, write_fenced, owner_lost",
             &["event"],
         );
-        for event in AdoptionEvent::ALL {
-            adoptions.with_label_values(&[event.label()]);
-        }
-        let build_info = IntGaugeVec::new(
-            Opts::new(
-                "bridge_build_info",
-                "Always 1; the labels say which build of the bridge this is",
+        let build_info = register(
+            &registry,
+            IntGaugeVec::new(
+                Opts::new(
+                    "bridge_build_info",
+                    "Always 1; the labels say which build of the bridge this is",
+                ),
+                &["version", "profile"],
             ),
-            &["version", "profile"],
-        )
-        .expect("valid metric");
+        );
         let profile = if cfg!(debug_assertions) {
             "debug"
         } else {
@@ -377,60 +352,70 @@ impl Metrics {
         build_info
             .with_label_values(&[env!("CARGO_PKG_VERSION"), profile])
             .set(1);
-        registry
-            .register(Box::new(build_info))
-            .expect("unique metric");
-        let jobs_running = IntGauge::new("bridge_jobs_running", "Jobs running in this replica")
-            .expect("valid metric");
-        registry
-            .register(Box::new(jobs_running.clone()))
-            .expect("unique metric");
-        let draining = IntGauge::new(
-            "bridge_draining",
-            "1 while the replica drains after a shutdown signal: not ready, no new calls, running jobs finishing",
-        )
-        .expect("valid metric");
-        registry
-            .register(Box::new(draining.clone()))
-            .expect("unique metric");
-        let store_up = IntGauge::new(
-            "bridge_store_up",
-            "1 while the job store (memory or Redis) answers a ping, 0 while it does not; pinged every 2 s",
-        )
-        .expect("valid metric");
-        registry
-            .register(Box::new(store_up.clone()))
-            .expect("unique metric");
-        let sse_subscribers = IntGauge::new(
-            "bridge_sse_subscribers",
-            "Open SSE streams (jobs and correlations)",
-        )
-        .expect("valid metric");
-        registry
-            .register(Box::new(sse_subscribers.clone()))
-            .expect("unique metric");
-        let upstream_up = IntGaugeVec::new(
-            Opts::new(
-                "bridge_upstream_up",
-                "1 when the upstream is connected and its tools are listed",
+        let jobs_running = register(
+            &registry,
+            IntGauge::new("bridge_jobs_running", "Jobs running in this replica"),
+        );
+        let draining = register(
+            &registry,
+            IntGauge::new(
+                "bridge_draining",
+                "1 while the replica drains after a shutdown signal: not ready, no new calls, running jobs finishing",
             ),
-            &["upstream"],
-        )
-        .expect("valid metric");
-        registry
-            .register(Box::new(upstream_up.clone()))
-            .expect("unique metric");
-        let connections_open = IntGaugeVec::new(
-            Opts::new(
-                "bridge_connections_open",
-                "Open HTTP connections, by listener (main, admin)",
+        );
+        let store_up = register(
+            &registry,
+            IntGauge::new(
+                "bridge_store_up",
+                "1 while the job store (memory or Redis) answers a ping, 0 while it does not; pinged every 2 s",
             ),
-            &["listener"],
-        )
-        .expect("valid metric");
-        registry
-            .register(Box::new(connections_open.clone()))
-            .expect("unique metric");
+        );
+        let sse_subscribers = register(
+            &registry,
+            IntGauge::new(
+                "bridge_sse_subscribers",
+                "Open SSE streams (jobs and correlations)",
+            ),
+        );
+        let upstream_up = register(
+            &registry,
+            IntGaugeVec::new(
+                Opts::new(
+                    "bridge_upstream_up",
+                    "1 when the upstream is connected and its tools are listed",
+                ),
+                &["upstream"],
+            ),
+        );
+        let connections_open = register(
+            &registry,
+            IntGaugeVec::new(
+                Opts::new(
+                    "bridge_connections_open",
+                    "Open HTTP connections, by listener (main, admin)",
+                ),
+                &["listener"],
+            ),
+        );
+        // Series of a fixed label set exist from the start at 0, so that an alert's or a
+        // dashboard's rate() works before the first count.
+        let refusals = Refusal::ALL.map(Refusal::label);
+        let adoption_events = AdoptionEvent::ALL.map(AdoptionEvent::label);
+        #[rustfmt::skip]
+        let zeros: [(&IntCounterVec, &[&str]); 7] = [
+            (&progress_dropped, &PROGRESS_DROP_REASONS),
+            (&connections_refused, &["max_connections", "max_connections_per_address"]),
+            (&sse_readers_dropped, &["buffer"]),
+            (&sse_handbacks, &["full", "partial", "behind", "error"]),
+            (&config_reloads, &["applied", "refused"]),
+            (&refused, &refusals),
+            (&adoptions, &adoption_events),
+        ];
+        for (counter, values) in zeros {
+            for value in values {
+                counter.with_label_values(&[value]);
+            }
+        }
         let timings = timings::Timings::register(&registry);
         Self {
             registry,
@@ -535,6 +520,18 @@ impl Default for Metrics {
     fn default() -> Self {
         Self::new()
     }
+}
+
+/// `metric`, registered in `registry`.
+fn register<M: Collector + Clone + 'static>(
+    registry: &Registry,
+    metric: prometheus::Result<M>,
+) -> M {
+    let metric = metric.expect("valid metric");
+    registry
+        .register(Box::new(metric.clone()))
+        .expect("unique metric");
+    metric
 }
 
 /// A gauge set from a function at each scrape (see [`Metrics::gauge_fn`]).

@@ -3,7 +3,7 @@
 //! memory for a connection's life: docs/design/http-serve.md).
 //!
 //! Bounds: `server.header_read_timeout_secs` (a new connection's first head),
-//! `server.keep_alive_idle_secs` (an idle kept-alive one), a body deadline ([`body`]), caps on
+//! `server.keep_alive_idle_secs` (an idle kept-alive one), a body deadline ([`TimedBody`]), caps on
 //! connections in total and per address ([`connections`], [`connection_cap`]; 503 with
 //! `Retry-After`; a trusted proxy is capped in total only). Each request gets the peer's
 //! `ConnectInfo<SocketAddr>` and the [`ClientIp`] the limits count ([`forwarded`]); sockets are
@@ -11,7 +11,6 @@
 //! Shutdown: stop accepting, close each connection gracefully (an SSE stream ends on
 //! [`Outflow::close`]), and past the HTTP stage's bound drop them all.
 
-mod body;
 mod connections;
 mod direct;
 mod forwarded;
@@ -20,19 +19,21 @@ mod outflow;
 mod writers;
 
 use std::{
-    future::poll_fn,
+    future::{Future, poll_fn},
     net::SocketAddr,
+    pin::Pin,
     sync::{
         Arc,
         atomic::{AtomicBool, Ordering},
     },
+    task::{Context, Poll},
     time::Duration,
 };
 
 use axum::{Router, extract::ConnectInfo};
 use bytes::Bytes;
 use http::Version;
-use http_body::Body as _;
+use http_body::{Body, Frame, SizeHint};
 use hyper::{body::Incoming, server::conn::http1};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use prometheus::{Histogram, IntCounter, IntCounterVec, IntGauge};
@@ -40,16 +41,14 @@ use tokio::{
     io::{AsyncReadExt, AsyncWriteExt},
     net::{TcpListener, TcpStream},
     sync::Semaphore,
-    time::Instant,
+    time::{Instant, Sleep},
 };
 use tower_service::Service;
 
-pub use self::body::{BodyTimedOut, is_body_timeout};
 pub use self::direct::DirectStream;
 pub use self::forwarded::{ClientAddress, ClientIp};
 pub use self::outflow::Outflow;
 use self::{
-    body::TimedBody,
     connections::{Caps, Close, Connections, Refused, Signal, Slot},
     direct::{First, Out, Rewind},
     meter::{Metered, Shared},
@@ -590,9 +589,9 @@ impl http_body::Body for Answer {
     type Error = axum::Error;
 
     fn poll_frame(
-        self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
         std::pin::Pin::new(&mut self.get_mut().body).poll_frame(cx)
     }
 
@@ -602,6 +601,82 @@ impl http_body::Body for Answer {
 
     fn size_hint(&self) -> http_body::SizeHint {
         self.body.size_hint()
+    }
+}
+
+/// Reading a request body took longer than `server.body_read_timeout_secs`.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "the request body did not arrive within {0:?} of its head (server.body_read_timeout_secs); send it in one go"
+)]
+pub struct BodyTimedOut(pub Duration);
+
+/// Whether `error` (or what caused it) is a [`BodyTimedOut`].
+pub fn is_body_timeout(error: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cause = Some(error);
+    while let Some(e) = cause {
+        if e.is::<BodyTimedOut>() {
+            return true;
+        }
+        cause = e.source();
+    }
+    false
+}
+
+/// A request body with a deadline: the whole body must have arrived within
+/// `server.body_read_timeout_secs` of its head, or reading it fails with [`BodyTimedOut`]
+/// (hyper bounds only the wait for a head). The timer is made only when a read finds nothing
+/// to take (an empty or fast body never allocates one).
+pub struct TimedBody {
+    inner: Incoming,
+    timeout: Duration,
+    deadline: Instant,
+    timer: Option<Pin<Box<Sleep>>>,
+    /// `bridge_connections_closed_total{reason="body_timeout"}`.
+    expired: IntCounter,
+}
+
+impl TimedBody {
+    pub fn new(inner: Incoming, timeout: Duration, expired: IntCounter) -> Self {
+        Self {
+            inner,
+            timeout,
+            deadline: Instant::now() + timeout,
+            timer: None,
+            expired,
+        }
+    }
+}
+
+impl Body for TimedBody {
+    type Data = Bytes;
+    type Error = axum::BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        let this = self.get_mut();
+        if let Poll::Ready(frame) = Pin::new(&mut this.inner).poll_frame(cx) {
+            return Poll::Ready(frame.map(|f| f.map_err(Into::into)));
+        }
+        let deadline = this.deadline;
+        let timer = this
+            .timer
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
+        if timer.as_mut().poll(cx).is_ready() {
+            this.expired.inc();
+            return Poll::Ready(Some(Err(BodyTimedOut(this.timeout).into())));
+        }
+        Poll::Pending
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
     }
 }
 
