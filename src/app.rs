@@ -275,7 +275,7 @@ pub async fn start_with_listener(
     let job_tokens = JobTokens::from_config(&config.auth);
     let guard = Guard::new(&config, job_tokens.clone(), &core.metrics)?;
     let (mcp, lookup) = mcp_service(&config, &core, job_tokens, mcp_sessions, &http);
-    let answers = McpAnswers::new();
+    let answers = McpAnswers::default();
     let surface = routes(&config, &core, mcp, (&guard, &answers, lookup), &http);
     let (addr, admin_addr) = serve(&config, listener, surface, &core.metrics, &http).await?;
     http::surface::announce(&guard, &config);

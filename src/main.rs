@@ -264,12 +264,9 @@ fn error_chain(error: &anyhow::Error) -> String {
 
 async fn serve(args: ServeArgs, traces: Option<Traces>) -> ExitCode {
     raise_open_file_limit();
-    let config = match load_config(&args) {
+    let config = match usable_config(&args) {
         Ok(config) => config,
-        Err(e) => {
-            eprintln!("{e}");
-            return ExitCode::from(EXIT_CONFIG);
-        }
+        Err(code) => return code,
     };
     match run(config, &args, traces).await {
         Ok(()) => ExitCode::SUCCESS,
@@ -284,12 +281,9 @@ fn print_token(config: Option<PathBuf>, args: &TokenArgs) -> ExitCode {
         config,
         listen: None,
     };
-    let config = match load_config(&serve) {
+    let config = match usable_config(&serve) {
         Ok(config) => config,
-        Err(e) => {
-            eprintln!("{e}");
-            return ExitCode::from(EXIT_CONFIG);
-        }
+        Err(code) => return code,
     };
     if config.auth.job_secret.is_none() {
         eprintln!(
@@ -384,6 +378,14 @@ fn check_config(args: &ServeArgs) -> ExitCode {
     }
     eprintln!("{} problem(s)", problems.len());
     ExitCode::from(EXIT_CONFIG)
+}
+
+/// The config, or its problem printed and the exit code of an unusable config.
+fn usable_config(args: &ServeArgs) -> Result<Config, ExitCode> {
+    load_config(args).map_err(|e| {
+        eprintln!("{e}");
+        ExitCode::from(EXIT_CONFIG)
+    })
 }
 
 fn load_config(args: &ServeArgs) -> Result<Config, mcp_progress_bridge::config::ConfigError> {

@@ -240,19 +240,13 @@ fn validate_name(name: &str) -> Result<(), String> {
 
 /// A zero limit would fail every call at once: surely a mistake, so say so.
 fn check_limits(timeout: Option<u64>, idle: Option<u64>) -> Result<(), (&'static str, String)> {
-    if timeout == Some(0) {
-        return Err((
-            "timeout_secs",
-            "must be at least 1 (leave it out for no limit)".into(),
-        ));
+    match [("timeout_secs", timeout), ("idle_timeout_secs", idle)]
+        .into_iter()
+        .find(|(_, secs)| *secs == Some(0))
+    {
+        Some((key, _)) => Err((key, "must be at least 1 (leave it out for no limit)".into())),
+        None => Ok(()),
     }
-    if idle == Some(0) {
-        return Err((
-            "idle_timeout_secs",
-            "must be at least 1 (leave it out for no limit)".into(),
-        ));
-    }
-    Ok(())
 }
 
 fn validate_transport(upstream: &UpstreamConfig) -> Result<(), (&'static str, String)> {

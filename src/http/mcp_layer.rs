@@ -280,10 +280,6 @@ pub struct McpAnswers {
 }
 
 impl McpAnswers {
-    pub fn new() -> Self {
-        Self::default()
-    }
-
     /// Wait until every `tools/call` answer under way has been written, at most `within`;
     /// whether they all were.
     pub async fn written(&self, within: std::time::Duration) -> bool {
