@@ -18,12 +18,11 @@ use crate::{
     events::StoreError,
     front::{Front, Links, SEPARATOR, WaitBounds},
     http::{
-        self, ApiState, Readiness,
+        self, ApiState, Readiness, Surface,
         admin::{AdminState, UpstreamsReport},
         auth::Guard,
         mcp_layer::{McpAnswers, McpLayer},
         sessions::{BridgeSessions, SessionGate, SessionLookup},
-        surface::Surface,
     },
     jobs::{DrainEnd, InputError, JobQuota, Jobs},
     metrics::Metrics,
@@ -278,7 +277,7 @@ pub async fn start_with_listener(
     let answers = McpAnswers::default();
     let surface = routes(&config, &core, mcp, (&guard, &answers, lookup), &http);
     let (addr, admin_addr) = serve(&config, listener, surface, &core.metrics, &http).await?;
-    http::surface::announce(&guard, &config);
+    http::announce(&guard, &config);
     tracing::info!(%addr, upstreams = config.upstreams.len(), store = ?config.store.backend, "bridge listening");
     if let Some(admin) = admin_addr {
         tracing::info!(%admin, "admin listener (/upstreams, /metrics) on its own address");
@@ -553,7 +552,7 @@ fn routes(
         metrics: core.metrics.clone(),
         upstreams: readiness(),
     });
-    http::surface::assemble(
+    http::assemble(
         // Next to rmcp: what it does not speak, adapted on the wire (`front::wire`).
         Router::new()
             .nest_service("/mcp", mcp)

@@ -70,7 +70,7 @@ pub async fn layer(State(layer): State<McpLayer>, mut request: Request, next: Ne
         Ok(bytes) => bytes,
         Err(refused) => return refused,
     };
-    let message = match checked(&bytes) {
+    let message = match check(&bytes) {
         Ok(message) => message,
         Err(rejection) => return rejection.into_response(),
     };
@@ -150,16 +150,12 @@ impl IntoResponse for Rejection {
     }
 }
 
-/// `Err` for a message rmcp would not serve: not JSON, invalid UTF-8, nested deeper than 128
-/// levels (-32700); a batch, not an object, no `"jsonrpc": "2.0"`, an `id` neither a string
-/// nor an `i64`, a `method` not a string (-32600); a `tools/call` whose `params.name` is not a
-/// string or `params.arguments` not an object (-32602). Arguments that do not match the
-/// tool's schema go upstream: it owns its schema.
-pub fn check(bytes: &[u8]) -> Result<(), Rejection> {
-    checked(bytes).map(drop)
-}
-/// [`check`], and the message, for the layers under this one.
-fn checked(bytes: &[u8]) -> Result<McpMessage, Rejection> {
+/// The message, parsed once; `Err` for one rmcp would not serve: not JSON, invalid UTF-8,
+/// nested deeper than 128 levels (-32700); a batch, not an object, no `"jsonrpc": "2.0"`, an
+/// `id` neither a string nor an `i64`, a `method` not a string (-32600); a `tools/call` whose
+/// `params.name` is not a string or `params.arguments` not an object (-32602). Arguments that
+/// do not match the tool's schema go upstream: it owns its schema.
+pub fn check(bytes: &[u8]) -> Result<McpMessage, Rejection> {
     let message = json_rpc_object(bytes)?;
     let id = message.get("id").cloned().unwrap_or(Value::Null);
     if message.contains_key("id") && !(id.is_string() || id.is_i64()) {

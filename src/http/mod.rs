@@ -1,7 +1,10 @@
-//! The REST and SSE API for frontends and operators. Handlers are thin: extract, ask the
-//! store, map the result. This module reads jobs from the store and never talks to an
-//! upstream; what it needs to know about upstreams (for `/readyz`) it is handed. The jobs page
-//! (`/`) and the JavaScript client (`/client.js`) are served from files compiled in.
+//! The REST and SSE API for frontends and operators, and the whole HTTP surface ([`assemble`]):
+//! `/mcp` behind its one layer (`mcp_layer`), the job API behind its guard, the admin routes
+//! behind the bearer token (or apart, on the admin listener), the request log around it all.
+//! Handlers are thin: extract, ask the store, map the result. This module reads jobs from the
+//! store and never talks to an upstream; what it needs to know about upstreams (for `/readyz`)
+//! it is handed. The jobs page (`/`) and the JavaScript client (`/client.js`) are served from
+//! files compiled in.
 
 pub mod access_log;
 pub mod admin;
@@ -16,7 +19,6 @@ pub mod sessions;
 mod sse;
 mod state;
 mod subscriber;
-pub mod surface;
 
 use std::sync::Arc;
 
@@ -31,6 +33,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 pub use error::ApiError;
+use mcp_layer::McpLayer;
 pub use state::{
     ApiState, InputAnswers, InputRefusal, NOT_READY_DRAINING, NOT_READY_STARTING, NOT_READY_STORE,
     NOT_READY_UPSTREAM, Readiness,
@@ -270,6 +273,74 @@ async fn readyz(State(state): State<ApiState>) -> Response {
         body["reason"] = json!(reason);
     }
     (status, Json(body)).into_response()
+}
+
+/// The routers to serve: the main one, and the admin one when it has a listener of its own.
+pub struct Surface {
+    pub main: Router,
+    pub admin: Option<Router>,
+}
+
+/// `mcp` is the MCP service nested at `/mcp`, behind `layer`; `api` the job API; `admin` the
+/// operational routes, merged behind the bearer token unless `admin_apart`.
+pub fn assemble(
+    mcp: Router,
+    api: Router,
+    admin: Router,
+    layer: McpLayer,
+    admin_apart: bool,
+) -> Surface {
+    let guard = layer.guard.clone();
+    let mcp = mcp.route_layer(axum::middleware::from_fn_with_state(
+        layer,
+        mcp_layer::layer,
+    ));
+    let mut main = mcp.merge(api);
+    let admin = if admin_apart {
+        Some(admin.layer(axum::middleware::from_fn(access_log::log_request)))
+    } else {
+        main = main.merge(admin.route_layer(axum::middleware::from_fn_with_state(
+            guard,
+            auth::admin_guard,
+        )));
+        None
+    };
+    Surface {
+        main: main.layer(axum::middleware::from_fn(access_log::log_request)),
+        admin,
+    }
+}
+
+/// Say at start what is open: loudly, when `/mcp` takes anyone.
+pub fn announce(guard: &auth::Guard, config: &crate::config::Config) {
+    if guard.authn.is_open() {
+        tracing::warn!(
+            listen = %config.server.listen,
+            "/mcp IS OPEN: no auth.mcp_tokens or auth.issuers are configured, so anyone who \
+             can reach this address can call every tool. Set one before exposing the bridge. \
+             Meanwhile /upstreams and /metrics answer loopback clients only (or serve them on \
+             server.admin_listen)"
+        );
+    }
+    if let Some(resource) = &guard.resource {
+        tracing::info!(
+            resource = %resource.resource,
+            metadata = %resource.metadata_url,
+            issuers = config.auth.issuers.len(),
+            "JWT access tokens accepted on /mcp; Protected Resource Metadata served"
+        );
+    }
+    if guard.job_tokens.is_random() {
+        tracing::info!(
+            "no auth.job_secret: job URLs are signed with a key of this process alone; set \
+             auth.job_secret to keep them valid across restarts and replicas"
+        );
+    }
+    if !config.auth.require_job_tokens {
+        tracing::warn!(
+            "auth.require_job_tokens = false: anyone who knows a job ID can read and cancel it"
+        );
+    }
 }
 
 #[cfg(test)]

@@ -70,7 +70,7 @@ pub struct JobSpec {
     pub upstream: String,
     pub upstream_tool: String,
     pub correlation_id: Option<CorrelationId>,
-    /// Who asked: the job is theirs (see `auth::ownership`).
+    /// Who asked: the job is theirs (see `auth::may_access`).
     pub principal: Principal,
 }
 

@@ -1,6 +1,6 @@
 //! Who started a job: the principal of the MCP request that created it.
 //!
-//! The owner check (`auth::ownership`) compares principals, so a job record must keep one; a
+//! The owner check (`auth::may_access`) compares principals, so a job record must keep one; a
 //! principal may be personal data (an Entra ID object ID names a person), so it is kept out of
 //! every JSON the bridge shows (`GET /jobs/{id}`, SSE `status` and `job_started` events, the job
 //! tools): [`super::JobSnapshot`] skips it when serialized, and the Redis store keeps it in a
