@@ -132,17 +132,7 @@ pub(super) async fn take_offers(inner: &Inner) {
             Err(_) => true,
         };
         if done {
-            let (key, member) = (inner.keys.handover(), raw);
-            let _ = inner
-                .cmd
-                .run(|mut conn| async move {
-                    ::redis::cmd("SREM")
-                        .arg(&key)
-                        .arg(&member)
-                        .exec_async(&mut conn)
-                        .await
-                })
-                .await;
+            inner.remove_member(inner.keys.handover(), &raw).await;
         }
     }
 }

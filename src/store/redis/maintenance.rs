@@ -337,17 +337,7 @@ async fn end_jobs_of(inner: &Inner, replica: &str, jobs: Vec<String>, adopters_l
         };
         if !failed {
             // Unknown, malformed or already ended: it is no running job of anyone.
-            let (key, member) = (running_key.clone(), raw.clone());
-            let _ = inner
-                .cmd
-                .run(|mut conn| async move {
-                    ::redis::cmd("SREM")
-                        .arg(&key)
-                        .arg(&member)
-                        .exec_async(&mut conn)
-                        .await
-                })
-                .await;
+            inner.delist(replica, raw).await;
         }
     }
     // Nothing of it is left running: forget the replica (a live one adds itself back).

@@ -552,7 +552,13 @@ impl Inner {
     /// Take `job` off `replica`'s `running` set, if Redis answers (else the owner-loss check
     /// does, once it finds the job ended or another's).
     pub(super) async fn delist(&self, replica: &str, job: &str) {
-        let (key, member) = (self.keys.running(replica), job.to_string());
+        self.remove_member(self.keys.running(replica), job).await;
+    }
+
+    /// `SREM` `member` from the set at `key`, if Redis answers: every caller leaves a stale
+    /// member to a later look (the owner-loss check, the next hand-over pass).
+    pub(super) async fn remove_member(&self, key: String, member: &str) {
+        let member = member.to_string();
         let _ = self
             .cmd
             .run(|mut conn| async move {
