@@ -62,14 +62,17 @@ pub trait Broker: Send + Sync + 'static {
 
     /// [`Broker::append`] of what an upstream reported at `received`: the event's
     /// [`StoredEvent::born`] where the store keeps the instant (in this process), so that
-    /// the delivery lag counts from the report.
+    /// the delivery lag counts from the report. `cursor`: the id of the upstream's stream event
+    /// that carried it, kept with the event in one step where another replica may resume the
+    /// stream (the job's resume cursor: never ahead of its events, never behind).
     async fn append_received(
         &self,
         job: JobId,
         body: EventBody,
         received: Instant,
+        cursor: Option<&str>,
     ) -> Result<Option<Seq>, StoreError> {
-        let _ = received;
+        let _ = (received, cursor);
         self.append(job, body).await
     }
 

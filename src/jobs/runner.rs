@@ -54,6 +54,9 @@ pub struct Intake {
 pub(super) struct Report {
     pub body: EventBody,
     pub received: std::time::Instant,
+    /// The id of the upstream's resumable-stream event that carried it: written with the event
+    /// (the job's resume cursor), so an adopter resumes exactly after it.
+    pub cursor: Option<Box<str>>,
 }
 
 #[derive(Default)]
@@ -65,6 +68,8 @@ struct State {
     reattach: Option<Reattach>,
     /// Bumped at each change of `reattach` (the runner keeps the version it wrote).
     reattach_version: u64,
+    /// The event id of the report about to be taken in (`stream_cursor`).
+    next_cursor: Option<Box<str>>,
 }
 
 impl Intake {
@@ -106,6 +111,7 @@ impl Intake {
         };
         {
             let mut state = self.lock();
+            let cursor = state.next_cursor.take();
             if state.closed {
                 drop(state);
                 self.dropped("after_end");
@@ -123,14 +129,16 @@ impl Intake {
                 Some(Report {
                     body: EventBody::Progress(newest),
                     received: when,
+                    cursor: at,
                 }) if full => {
-                    (*newest, *when) = (update, received);
+                    (*newest, *when, *at) = (update, received, cursor);
                     drop(state);
                     self.dropped("coalesced");
                 }
                 _ => state.queue.push_back(Report {
                     body: EventBody::Progress(update),
                     received,
+                    cursor,
                 }),
             }
         }
@@ -142,6 +150,7 @@ impl Intake {
         let data = bound_log(data);
         {
             let mut state = self.lock();
+            let cursor = state.next_cursor.take();
             if state.closed || state.queue.len() >= MAX_QUEUED {
                 drop(state);
                 self.metrics
@@ -157,6 +166,7 @@ impl Intake {
                     data,
                 },
                 received: std::time::Instant::now(),
+                cursor,
             });
         }
         self.wake.notify_one();
@@ -176,21 +186,17 @@ impl Intake {
         self.wake.notify_one();
     }
 
-    /// The call's resumable stream reached event `event_id`, after the report it carried was
-    /// queued: the record's cursor moves there (the runner keeps it once that report is
-    /// written). Bounded by the upstream's `max_event_id_bytes` check.
+    /// The report taken in next (a `progress` or `log` call) is the one the call's resumable
+    /// stream carried in event `event_id`: the runner writes the id with that report's event,
+    /// in one step, so the job's resume cursor names exactly the last event it has. A report
+    /// that is dropped takes its id with it. Only once the job has a stream record (the first
+    /// id is the record's own). Bounded by the upstream's `max_event_id_bytes` check.
     pub fn stream_cursor(&self, event_id: &str) {
         let mut state = self.lock();
-        if state.closed {
+        if state.closed || state.reattach.as_ref().is_none_or(|r| r.stream.is_none()) {
             return;
         }
-        if let Some(cursor) = state.reattach.as_mut().and_then(|r| r.stream.as_mut())
-            && cursor.last_event_id != event_id
-        {
-            cursor.last_event_id.clear();
-            cursor.last_event_id.push_str(event_id);
-            state.reattach_version += 1;
-        }
+        state.next_cursor = Some(event_id.into());
     }
 
     /// An adopted job's intake: progress up to `progress` is the job's already (a resumed
@@ -200,8 +206,7 @@ impl Intake {
         self.lock().last_progress = progress;
     }
 
-    /// The re-attach record and its version, if it changed since version `kept`. A stream's
-    /// cursor names only reports queued before this call.
+    /// The re-attach record and its version, if it changed since version `kept`.
     pub(super) fn reattach_since(&self, kept: u64) -> Option<(Reattach, u64)> {
         let state = self.lock();
         if state.reattach_version == kept {
@@ -323,8 +328,9 @@ impl Running {
     }
 }
 
-/// The least time between two writes of a resumable stream's cursor (the first is at once).
-const CURSOR_EVERY: Duration = Duration::from_secs(1);
+/// A report as the runner writes it: what, when it was received, and the id of the upstream's
+/// stream event that carried it (`Report::cursor`).
+type Received<T> = (T, std::time::Instant, Option<Box<str>>);
 
 /// How a runner paces what it publishes (from `[jobs]`).
 #[derive(Debug, Clone, Copy)]
@@ -369,14 +375,14 @@ pub(super) struct Runner {
     last_report: Instant,
     heartbeat: Option<Duration>,
     next_heartbeat: Option<Instant>,
-    /// The newest progress held back by coalescing; always delivered before the job ends.
-    held: Option<(ProgressUpdate, std::time::Instant)>,
+    /// The newest progress held back by coalescing, when it was received and its stream event
+    /// id; always delivered before the job ends, and before any other report (so that no
+    /// event's cursor is written ahead of it).
+    held: Option<Received<ProgressUpdate>>,
     /// The drained reports, kept between drains for its capacity (see `Intake::take_into`).
     batch: VecDeque<Report>,
     /// The version of the re-attach record the store has (`Intake::reattach_since`).
     record_kept: u64,
-    /// When a resumable stream's record was last written.
-    cursor_written: Option<Instant>,
 }
 
 impl Runner {
@@ -408,7 +414,6 @@ impl Runner {
             held: None,
             batch: VecDeque::new(),
             record_kept: 0,
-            cursor_written: None,
         }
     }
 
@@ -511,11 +516,9 @@ impl Runner {
 
     /// Move everything the intake has queued into the store, in order. A task's re-attach
     /// record goes before the reports that follow it; a resumable stream's after the reports
-    /// its cursor covers (taken before them, so it names none that is not written), and not
-    /// while one is held back: an adopter resumes after the cursor, so it must never be ahead
-    /// of the job. A cursor behind the job costs nothing but a longer replay (the adopter drops
-    /// progress it has), so it is written at most every [`CURSOR_EVERY`]: a 60-step job at 20
-    /// steps a second made 48 record writes beside its 61 appends when each drain wrote it.
+    /// before it (its first event id is its own), and not while one is held back: an adopter
+    /// resumes after the cursor, so it must never be ahead of the job. Later ids go with the
+    /// events that carried them (`Report::cursor`), written in the same step.
     async fn drain(&mut self) {
         let record = self.intake().reattach_since(self.record_kept);
         let (before, after) = match record {
@@ -526,14 +529,9 @@ impl Runner {
             self.keep_record(record).await;
         }
         self.drain_reports().await;
-        let due = self
-            .cursor_written
-            .is_none_or(|at| at.elapsed() >= CURSOR_EVERY);
         if let Some(record) = after
             && self.held.is_none()
-            && due
         {
-            self.cursor_written = Some(Instant::now());
             self.keep_record(record).await;
         }
     }
@@ -551,7 +549,12 @@ impl Runner {
     async fn drain_reports(&mut self) {
         let mut batch = std::mem::take(&mut self.batch);
         self.intake().take_into(&mut batch);
-        for Report { body, received } in batch.drain(..) {
+        for Report {
+            body,
+            received,
+            cursor,
+        } in batch.drain(..)
+        {
             match body {
                 EventBody::Progress(update) => {
                     let now = Instant::now();
@@ -561,7 +564,7 @@ impl Runner {
                         .last_progress
                         .is_some_and(|last| now < last + self.coalesce);
                     if too_soon {
-                        if self.held.replace((update, received)).is_some() {
+                        if self.held.replace((update, received, cursor)).is_some() {
                             self.metrics
                                 .progress_dropped
                                 .with_label_values(&["coalesced"])
@@ -569,11 +572,12 @@ impl Runner {
                         }
                     } else {
                         self.held = None;
-                        self.publish_progress(update, received).await;
+                        self.publish_progress((update, received, cursor)).await;
                     }
                 }
                 other => {
-                    self.append(other).await;
+                    self.release_held().await;
+                    self.append_received((other, received, cursor)).await;
                 }
             }
         }
@@ -581,12 +585,12 @@ impl Runner {
     }
 
     async fn release_held(&mut self) {
-        if let Some((update, received)) = self.held.take() {
-            self.publish_progress(update, received).await;
+        if let Some(held) = self.held.take() {
+            self.publish_progress(held).await;
         }
     }
 
-    async fn publish_progress(&mut self, update: ProgressUpdate, received: std::time::Instant) {
+    async fn publish_progress(&mut self, (update, received, cursor): Received<ProgressUpdate>) {
         self.last_progress = Some(Instant::now());
         if let Some(mirror) = &self.mirror
             && mirror.try_send(update.clone()).is_err()
@@ -595,16 +599,8 @@ impl Runner {
             // still goes to the job channel.
             self.mirror = None;
         }
-        let appended = (self.store)
-            .append_received(self.id(), EventBody::Progress(update), received)
-            .await;
-        if appended
-            .unwrap_or_else(|error| {
-                self.store_failed(&error);
-                None
-            })
-            .is_some()
-        {
+        let progress = (EventBody::Progress(update), received, cursor);
+        if self.append_received(progress).await {
             self.metrics
                 .progress_events
                 .with_label_values(&[&self.job.upstream])
@@ -612,8 +608,12 @@ impl Runner {
         }
     }
 
-    async fn append(&self, body: EventBody) -> bool {
-        match self.store.append(self.id(), body).await {
+    /// Append a report, with the id of the stream event that carried it (if any).
+    async fn append_received(&self, (body, received, cursor): Received<EventBody>) -> bool {
+        let appended = (self.store)
+            .append_received(self.id(), body, received, cursor.as_deref())
+            .await;
+        match appended {
             Ok(seq) => seq.is_some(),
             Err(error) => {
                 self.store_failed(&error);
@@ -757,24 +757,28 @@ mod tests {
     }
 
     #[test]
-    fn a_stream_cursor_moves_the_record_and_each_change_is_taken_once() {
+    fn a_stream_cursor_goes_with_the_next_report_once_the_job_has_a_stream_record() {
         let i = intake();
         assert!(i.reattach_since(0).is_none());
-        // No record yet: a cursor alone is not kept.
+        // No record yet: the first id is the record's own.
         i.stream_cursor("3");
-        assert!(i.reattach_since(0).is_none());
-        i.reattach(stream_record("4"));
+        i.progress(1.0, None, None);
+        i.reattach(stream_record("3"));
         let (record, version) = i.reattach_since(0).unwrap();
-        assert_eq!(record.stream.unwrap().last_event_id, "4");
-        assert!(i.reattach_since(version).is_none());
+        assert_eq!(record.stream.unwrap().last_event_id, "3");
         i.stream_cursor("4");
+        i.log("info".into(), None, Value::from("line"));
+        i.stream_cursor("5");
+        i.progress(1.0, None, None); // not increasing: dropped, and its id with it
+        i.progress(2.0, None, None);
         assert!(
             i.reattach_since(version).is_none(),
-            "the same id is no change"
+            "a cursor is no record change"
         );
-        i.stream_cursor("9");
-        let (record, _) = i.reattach_since(version).unwrap();
-        assert_eq!(record.stream.unwrap().last_event_id, "9");
+        let mut queue = VecDeque::new();
+        i.take_into(&mut queue);
+        let cursors: Vec<Option<&str>> = queue.iter().map(|r| r.cursor.as_deref()).collect();
+        assert_eq!(cursors, vec![None, Some("4"), None]);
     }
 
     #[test]

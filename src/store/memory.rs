@@ -384,6 +384,7 @@ impl Broker for MemoryStore {
         job: JobId,
         body: EventBody,
         received: Instant,
+        _cursor: Option<&str>,
     ) -> Result<Option<Seq>, StoreError> {
         Ok(self.append_born(job, body, Some(received)))
     }

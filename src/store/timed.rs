@@ -69,8 +69,9 @@ impl Broker for TimedStore {
         job: JobId,
         body: EventBody,
         received: Instant,
+        cursor: Option<&str>,
     ) -> Result<Option<Seq>, StoreError> {
-        let call = self.inner.append_received(job, body, received);
+        let call = self.inner.append_received(job, body, received, cursor);
         self.timed(StoreOp::Append, call).await
     }
 

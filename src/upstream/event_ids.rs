@@ -1,6 +1,7 @@
-//! Upstream SSE event ids on a call's response stream: the HTTP client notes a progress
-//! event's id in its `_meta` ([`EventIds`]), the tap hands it on (`tap.rs`), and the call's
-//! sink makes it the job's resume cursor (`stream_resume.rs`).
+//! Upstream SSE event ids on a call's response stream: the HTTP client notes the id of a
+//! progress or log event in its `_meta` ([`EventIds`]; a log line also the request whose stream
+//! carried it), the tap hands it on (`tap.rs`), and the call's sink makes it the job's resume
+//! cursor (`stream_resume.rs`).
 
 use std::sync::{
     Arc,
@@ -13,6 +14,10 @@ use serde_json::Value;
 /// The `_meta` key the bridge's HTTP client puts an upstream event's id under, in a progress
 /// notification read from a call's response stream (`http_client.rs`). Never on the wire.
 pub(super) const EVENT_ID_META: &str = "io.github.mcp-progress-bridge/upstreamEventId";
+
+/// The `_meta` key beside [`EVENT_ID_META`] in a log line: the JSON-RPC id of the request
+/// whose response stream carried it (a log line names no call of its own). Never on the wire.
+pub(super) const EVENT_REQUEST_META: &str = "io.github.mcp-progress-bridge/upstreamEventRequest";
 
 /// Whether `id` may be kept as a resume cursor: at most `max` bytes of visible ASCII (the
 /// SDKs' ids are counters, UUIDs or `stream_id/counter`). Anything else is not kept.
@@ -39,12 +44,13 @@ pub(super) struct EventIds {
 }
 
 impl EventIds {
-    /// Note event `id` in `data`, the JSON-RPC message of an event on a call's response
-    /// stream, when it is a progress notification: under [`EVENT_ID_META`] in its `_meta`,
-    /// where the call's sink finds it. Only progress moves a job's cursor; parsing it again
-    /// costs a small message's parse and write, and only on upstreams whose events have ids.
-    pub(super) fn note(&self, id: &str, data: &mut String) {
-        if !data.contains("notifications/progress") {
+    /// Note event `id` in `data`, the JSON-RPC message of an event on the response stream of
+    /// `request`, when it is a progress or log notification: under [`EVENT_ID_META`] in its
+    /// `_meta` (a log line's also `request`, under [`EVENT_REQUEST_META`]), where the call's
+    /// sink finds it. Parsing it again costs a small message's parse and write, and only on
+    /// upstreams whose events have ids.
+    pub(super) fn note(&self, id: &str, request: &rmcp::model::RequestId, data: &mut String) {
+        if !data.contains("notifications/progress") && !data.contains("notifications/message") {
             return;
         }
         if !acceptable_event_id(id, self.max) {
@@ -57,7 +63,8 @@ impl EventIds {
         let Ok(mut message) = serde_json::from_str::<Value>(data) else {
             return;
         };
-        if message["method"] != "notifications/progress" {
+        let log = message["method"] == "notifications/message";
+        if message["method"] != "notifications/progress" && !log {
             return;
         }
         let Some(params) = message.get_mut("params").and_then(Value::as_object_mut) else {
@@ -70,6 +77,10 @@ impl EventIds {
             return;
         };
         meta.insert(EVENT_ID_META.into(), Value::String(id.to_string()));
+        if log {
+            let request = serde_json::to_value(request).unwrap_or_default();
+            meta.insert(EVENT_REQUEST_META.into(), request);
+        }
         if let Ok(text) = serde_json::to_string(&message) {
             *data = text;
             self.seen.store(true, Ordering::Relaxed);
@@ -89,13 +100,30 @@ mod tests {
         }
     }
 
+    fn request() -> rmcp::model::RequestId {
+        rmcp::model::NumberOrString::Number(4)
+    }
+
+    #[test]
+    fn a_log_event_carries_its_id_and_its_streams_request_in_its_meta() {
+        let ids = ids();
+        let mut data =
+            r#"{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"x"}}"#
+                .to_string();
+        ids.note("8", &request(), &mut data);
+        let message: Value = serde_json::from_str(&data).unwrap();
+        assert_eq!(message["params"]["_meta"][EVENT_ID_META], "8");
+        assert_eq!(message["params"]["_meta"][EVENT_REQUEST_META], 4);
+        assert_eq!(message["params"]["data"], "x");
+    }
+
     const PROGRESS: &str = r#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":1,"progress":2}}"#;
 
     #[test]
     fn a_progress_event_carries_its_id_in_its_meta() {
         let ids = ids();
         let mut data = PROGRESS.to_string();
-        ids.note("7", &mut data);
+        ids.note("7", &request(), &mut data);
         let message: Value = serde_json::from_str(&data).unwrap();
         assert_eq!(message["params"]["_meta"][EVENT_ID_META], "7");
         assert_eq!(message["params"]["progress"], 2);
@@ -113,7 +141,7 @@ mod tests {
             String::new(),
         ] {
             let mut data = PROGRESS.to_string();
-            ids.note(&id, &mut data);
+            ids.note(&id, &request(), &mut data);
             assert_eq!(data, PROGRESS, "{id:?}");
         }
         assert!(!ids.seen.load(Ordering::Relaxed));
@@ -130,12 +158,12 @@ mod tests {
         let ids = ids();
         for data in [
             r#"{"jsonrpc":"2.0","id":1,"result":{"content":[]}}"#,
-            r#"{"jsonrpc":"2.0","method":"notifications/message","params":{"data":"notifications/progress"}}"#,
+            r#"{"jsonrpc":"2.0","method":"tools/list","params":{"data":"notifications/progress"}}"#,
             r#"notifications/progress {"#,
             r#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"_meta":7}}"#,
         ] {
             let mut kept = data.to_string();
-            ids.note("1", &mut kept);
+            ids.note("1", &request(), &mut kept);
             assert_eq!(kept, data);
         }
     }

@@ -131,8 +131,10 @@ impl BoundedHttp {
                     {
                         sse.data = replace(&oversize, sse.data.as_deref().unwrap_or_default());
                     }
-                    if let (Some(ids), Some(id), Some(data)) = (&ids, &sse.id, &mut sse.data) {
-                        ids.note(id, data);
+                    if let (Some(ids), Some(id), Some(data), Some(request)) =
+                        (&ids, &sse.id, &mut sse.data, &request)
+                    {
+                        ids.note(id, request, data);
                     }
                     Ok(sse)
                 }

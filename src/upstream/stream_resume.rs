@@ -4,10 +4,10 @@
 //! `Mcp-Session-Id` and `Last-Event-ID` set to that cursor (`follow_stream`) and takes the rest
 //! of the call's stream: its progress, its log lines and its answer.
 //!
-//! The cursor only ever names an event whose progress was handed to the job: never ahead of
-//! what the job holds. A replay from a cursor behind it repeats progress the adopter's intake
-//! drops as not increasing; an upstream that forgot the session (HTTP 404, or 400/405: no
-//! resumption here) ends the job `owner_lost` at once.
+//! Each later id is written with the event that carried it (`CallSink::stream_cursor` before
+//! the report), so the cursor names exactly the job's last event: a resume repeats nothing. An
+//! upstream that forgot the session (HTTP 404, or 400/405: no resumption here) ends the job
+//! `owner_lost` at once.
 
 use std::{
     sync::{
@@ -46,13 +46,19 @@ pub(super) struct ResumableSink {
 
 impl CallSink for ResumableSink {
     fn progress(&self, progress: &ProgressNotificationParam) {
+        let id = event_id(progress);
+        if let Some(id) = id
+            && self.recorded.load(Ordering::Acquire)
+        {
+            // The next report the job takes in is this one: its id is written with it.
+            self.inner.stream_cursor(id);
+        }
         self.inner.progress(progress);
-        // After the progress: the cursor never names an event the job does not have.
-        let Some(id) = event_id(progress) else {
+        // The first id makes the record, after the progress it carried.
+        let Some(id) = id else {
             return;
         };
         if self.recorded.load(Ordering::Acquire) {
-            self.inner.stream_cursor(id);
             return;
         }
         let (Some(seen), Some(request)) = (self.seen.get(), self.request.get()) else {
@@ -267,6 +273,9 @@ impl ResumedCall {
 
     /// Hand one event to the call's sink: its progress and log lines; its answer ends it.
     fn take(&mut self, event: &ResumedEvent, sink: &dyn CallSink) -> Taken {
+        let id = (event.id.as_deref()).filter(|id| acceptable_event_id(id, self.max_id));
+        // The next report the job takes in is this event's: its id is written with it.
+        let at = |sink: &dyn CallSink| id.inspect(|id| sink.stream_cursor(id));
         let Some(message) = event
             .data
             .as_deref()
@@ -288,6 +297,7 @@ impl ResumedCall {
                     return Taken::Nothing;
                 }
                 if let Ok(progress) = serde_json::from_value::<ProgressNotificationParam>(params) {
+                    at(sink);
                     sink.progress(&progress);
                 }
             }
@@ -297,6 +307,7 @@ impl ResumedCall {
                     return Taken::Nothing;
                 }
                 if let Ok(line) = serde_json::from_value(params) {
+                    at(sink);
                     sink.log(&line);
                 }
             }
@@ -317,12 +328,9 @@ impl ResumedCall {
             }
             None => return Taken::Answer(answer(message)),
         }
-        match &event.id {
-            Some(id) if acceptable_event_id(id, self.max_id) => {
-                sink.stream_cursor(id);
-                Taken::Cursor(id.clone())
-            }
-            _ => Taken::Nothing,
+        match id {
+            Some(id) => Taken::Cursor(id.to_string()),
+            None => Taken::Nothing,
         }
     }
 }

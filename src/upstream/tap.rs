@@ -35,7 +35,10 @@ use rmcp::{
     transport::Transport,
 };
 
-use super::{event_ids::EVENT_ID_META, request_spans::RequestSpans};
+use super::{
+    event_ids::{EVENT_ID_META, EVENT_REQUEST_META},
+    request_spans::RequestSpans,
+};
 use crate::{config::LogAttribution, metrics::Metrics, model::Principal};
 
 /// Receives what an upstream reports about one call while it runs. Called on the connection's
@@ -76,8 +79,9 @@ pub trait CallSink: Send + Sync + 'static {
     fn reattach(&self, record: crate::model::Reattach) {
         let _ = record;
     }
-    /// The call's resumable response stream has reached event `event_id` (after the report it
-    /// carried was taken in): the job's resume cursor moves there. The default keeps nothing.
+    /// The next report handed to this sink (`progress` or `log`) came in event `event_id` of
+    /// the call's resumable response stream: the job's resume cursor moves there with it. The
+    /// default keeps nothing.
     fn stream_cursor(&self, event_id: &str) {
         let _ = event_id;
     }
@@ -398,12 +402,25 @@ impl CallRoutes {
             return;
         }
         let only = if self.routes.len() == 1 {
-            self.routes.iter().next().map(|r| r.sink.clone())
+            self.routes
+                .iter()
+                .next()
+                .map(|r| (r.sink.clone(), r.request.clone()))
         } else {
             None
         };
         match only {
-            Some(sink) => sink.log(message),
+            Some((sink, request)) => {
+                let (noted, line) = without_event_id(message);
+                // The id moves the job's cursor only when the line came on the call's own
+                // response stream (the next line the sink takes in is this one).
+                if let (Some((id, from)), Some(request)) = (noted, request)
+                    && serde_json::to_value(&request).ok() == Some(from)
+                {
+                    sink.stream_cursor(&id);
+                }
+                sink.log(&line);
+            }
             None => {
                 let reason = if self.routes.is_empty() {
                     "no_call"
@@ -564,7 +581,9 @@ where
                         // and handing it on would cost a spawned task per notification.
                         continue;
                     }
-                    ServerNotification::LoggingMessageNotification(m) => self.routes.log(&m.params),
+                    ServerNotification::LoggingMessageNotification(m) => {
+                        self.routes.log(&log_with_event_id(m))
+                    }
                     ServerNotification::CustomNotification(c) if c.method == TASK_STATUS_METHOD => {
                         self.routes.task_status(c.params.as_ref());
                         continue;
@@ -649,6 +668,59 @@ fn with_event_id(
         }
         _ => std::borrow::Cow::Borrowed(&progress.params),
     }
+}
+
+/// A log line as the tap hands it on: the event id and request the HTTP client noted (kept by
+/// rmcp in the notification's extensions) put in the params' `_meta`, as for progress.
+#[allow(deprecated)]
+fn log_with_event_id(
+    line: &rmcp::model::LoggingMessageNotification,
+) -> std::borrow::Cow<'_, LoggingMessageNotificationParam> {
+    use rmcp::model::NotificationMetaObject;
+    let Some(meta) = line.extensions.get::<NotificationMetaObject>() else {
+        return std::borrow::Cow::Borrowed(&line.params);
+    };
+    let mut noted = NotificationMetaObject::new();
+    for key in [EVENT_ID_META, EVENT_REQUEST_META] {
+        if let Some(value) = meta.get(key) {
+            noted.insert(key.into(), value.clone());
+        }
+    }
+    if noted.is_empty() || line.params.meta.is_some() {
+        return std::borrow::Cow::Borrowed(&line.params);
+    }
+    let mut params = line.params.clone();
+    params.meta = Some(noted);
+    std::borrow::Cow::Owned(params)
+}
+
+/// The event id and request a log line's `_meta` carries (see `event_ids`), and the line
+/// without them: they are the bridge's own, never shown to a caller.
+#[allow(deprecated)]
+fn without_event_id(
+    line: &LoggingMessageNotificationParam,
+) -> (
+    Option<(String, serde_json::Value)>,
+    std::borrow::Cow<'_, LoggingMessageNotificationParam>,
+) {
+    let Some(meta) = &line.meta else {
+        return (None, std::borrow::Cow::Borrowed(line));
+    };
+    if !meta.contains_key(EVENT_ID_META) && !meta.contains_key(EVENT_REQUEST_META) {
+        return (None, std::borrow::Cow::Borrowed(line));
+    }
+    let mut clean = line.clone();
+    let meta = clean.meta.as_mut().expect("checked above");
+    let id = meta.remove(EVENT_ID_META);
+    let request = meta.remove(EVENT_REQUEST_META);
+    if meta.is_empty() {
+        clean.meta = None;
+    }
+    let noted = match (id, request) {
+        (Some(serde_json::Value::String(id)), Some(request)) => Some((id, request)),
+        _ => None,
+    };
+    (noted, std::borrow::Cow::Owned(clean))
 }
 
 #[cfg(test)]

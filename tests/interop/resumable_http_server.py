@@ -46,10 +46,15 @@ server = MCPServer("resumable")
 
 
 @server.tool()
-async def counted(topic: str, steps: int = 60, step_ms: int = 100, ctx: Context = None) -> str:
-    """Count `steps` steps, `step_ms` apart, reporting each as progress."""
+async def counted(
+    topic: str, steps: int = 60, step_ms: int = 100, log: bool = False, ctx: Context = None
+) -> str:
+    """Count `steps` steps, `step_ms` apart, reporting each as progress (after a log line
+    `line <step>` when `log`)."""
     for step in range(1, steps + 1):
         await asyncio.sleep(step_ms / 1000)
+        if log:
+            await ctx.info(f"line {step}")
         await ctx.report_progress(step, steps, f"step {step}/{steps}")
     return f"counted: {topic}"
 

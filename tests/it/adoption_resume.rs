@@ -268,3 +268,56 @@ async fn a_question_asked_on_a_resumed_stream_is_answered_through_the_job() {
         "asked: relay: Grace"
     );
 }
+
+/// The owner is killed while the tool logs a line before each step: the adopter resumes the
+/// stream exactly after the last event the job has (the upstream event id is written with
+/// each event, in the same script), so no log line and no step comes twice, and none is lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resumed_stream_repeats_no_log_line_and_no_step() {
+    let Some(url) = test_redis("adoption_resume::exactly_once").await else {
+        return;
+    };
+    let prefix = RedisPrefix::new(&url, "resume-once");
+    let Some((_server, upstream)) = resumable_http_server(&[]).await else {
+        return;
+    };
+    let store = redis_store_toml(&url, &prefix, LEASE_SECS);
+    let config = format!(
+        "[jobs]\nmode = \"async\"\n[auth]\njob_secret = \"{TEST_JOB_SECRET}\"\n{store}\n\
+         [[upstreams]]\nname = \"py\"\ntransport = \"http\"\nurl = \"{upstream}\"\n\
+         logs = \"attribute_when_single\"\n"
+    );
+    let (mut a, b) = tokio::join!(spawn_bridge(&config, &[]), spawn_bridge(&config, &[]));
+    let on_a = connect_url(&a.mcp_url()).await;
+    let arguments = json!({"topic": "once", "steps": STEPS, "step_ms": 100, "log": true});
+    let handle = running_job(&on_a, "py__counted", arguments).await;
+    let job_id = handle.job_id.clone();
+    let first = read_sse(&handle.events_url, Some(0), |e| {
+        e.event == "progress" && e.data["progress"] == 15.0
+    })
+    .await;
+    a.kill();
+
+    let last_seen = first.last().unwrap().seq();
+    let rest = read_sse(
+        &job_events_url(&b.base(), &job_id),
+        Some(last_seen),
+        SseEvent::is_terminal,
+    )
+    .await;
+    let all: Vec<SseEvent> = first.into_iter().chain(rest).collect();
+    assert_consecutive(&all);
+    let lines: Vec<String> = all
+        .iter()
+        .filter(|e| e.event == "log")
+        .map(|e| e.data["data"].as_str().unwrap_or_default().to_string())
+        .collect();
+    let expected: Vec<String> = (1..=STEPS).map(|n| format!("line {n}")).collect();
+    assert_eq!(lines, expected, "every log line once, in order");
+    assert_every_step_once(&all, "counted: once");
+    assert!(
+        b.log().contains("resuming its upstream call stream"),
+        "adopted by B: {}",
+        b.log_tail()
+    );
+}

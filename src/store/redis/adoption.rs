@@ -9,7 +9,7 @@ use ::redis::Value;
 use super::{
     codec,
     outbox::{Fence, Owned},
-    state::{Inner, Written, pairs},
+    state::{CURSOR_FIELD, Inner, Written, pairs},
 };
 use crate::events::{Adopted, StoreError};
 use crate::metrics::AdoptionEvent;
@@ -42,7 +42,13 @@ fn stored(fields: &[(String, Vec<u8>)]) -> Option<Stored> {
     let generation = field(GENERATION_FIELD)
         .and_then(|v| std::str::from_utf8(v).ok()?.parse().ok())
         .unwrap_or(0);
-    let record = field(REATTACH_FIELD).and_then(|v| serde_json::from_slice(v).ok());
+    let mut record: Option<Reattach> =
+        field(REATTACH_FIELD).and_then(|v| serde_json::from_slice(v).ok());
+    let cursor = field(CURSOR_FIELD).and_then(|v| std::str::from_utf8(v).ok());
+    if let (Some(stream), Some(cursor)) = (record.as_mut().and_then(|r| r.stream.as_mut()), cursor)
+    {
+        stream.last_event_id = cursor.to_string();
+    }
     Some(Stored {
         snapshot,
         generation,
@@ -307,7 +313,7 @@ async fn give_up(inner: &Inner, job: JobId, why: &str) {
         result: None,
         rpc_error: None,
     };
-    match inner.append_owned(job, owned, body).await {
+    match inner.append_owned(job, owned, body, None).await {
         Ok(Some(_)) => inner.adoption_events.count(AdoptionEvent::OwnerLost),
         Ok(None) => {}
         Err(error) => tracing::warn!(job = %job, %error, "could not end an adopted job"),

@@ -318,12 +318,24 @@ impl Broker for RedisStore {
     }
 
     async fn append(&self, job: JobId, body: EventBody) -> Result<Option<Seq>, StoreError> {
+        let now = std::time::Instant::now();
+        self.append_received(job, body, now, None).await
+    }
+
+    /// The cursor goes into the job's hash by the same `APPEND` that stores the event.
+    async fn append_received(
+        &self,
+        job: JobId,
+        body: EventBody,
+        _received: std::time::Instant,
+        cursor: Option<&str>,
+    ) -> Result<Option<Seq>, StoreError> {
         if self.inner.refused_as_lost(job, &body) {
             return Ok(None);
         }
         let owned = self.inner.owned.get(&job).map(|o| o.value().clone());
         match owned {
-            Some(owned) => self.inner.append_owned(job, owned, body).await,
+            Some(owned) => self.inner.append_owned(job, owned, body, cursor).await,
             None => self.inner.append_foreign(job, body).await,
         }
     }

@@ -70,6 +70,10 @@ pub(super) struct Inner {
     pub(super) adoption_events: crate::metrics::Adoptions,
 }
 
+/// The hash field of a resumable job's stream cursor: the upstream event id of its last event
+/// that had one, written by the `APPEND` of that event (it overrides the re-attach record's).
+pub(super) const CURSOR_FIELD: &str = "_cursor";
+
 /// How an append script call ended.
 pub(super) enum Written {
     Stored(Seq),
@@ -251,11 +255,15 @@ impl Inner {
         job: JobId,
         owned: Arc<Owned>,
         body: EventBody,
+        cursor: Option<&str>,
     ) -> Result<Option<Seq>, StoreError> {
         let write = {
             let mut state = owned.lock();
             let mut write = Self::prepare(job, &mut state.snapshot, &body);
             write.fence = Some(Fence::new(&self.replica, owned.generation));
+            if let Some(cursor) = cursor {
+                write.fields.push((CURSOR_FIELD.into(), cursor.into()));
+            }
             if !state.held.is_empty() || !self.cmd.is_up() {
                 let seq = write.expect;
                 let held = state.hold(write, self.outage_buffer);
