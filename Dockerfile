@@ -6,9 +6,13 @@
 #        (on SIGTERM it drains: jobs.drain_secs, 900 s, plus up to 67 s: docs/deployment.md)
 #        (on a non-loopback address the bridge refuses to start without an MCP token)
 #
-# CI builds this same file without the Rust image: it replaces the `build` stage with a
-# directory holding a binary built on the host (`--build-context build=DIR`, where DIR has
-# src/target/release/mcp-progress-bridge), see .ci/run.
+# The Rust stage caches the cargo registry and the target directory between builds
+# (`RUN --mount=type=cache`, BuildKit and buildah): a second build compiles only what changed.
+# `--build-arg PROFILE=dev` builds a debug binary, faster to compile (CI's kube play test).
+#
+# CI builds this file twice (.ci/image): with this Rust stage on a Rust image made from the
+# host's toolchain (no registry is reachable there), and with the stage replaced by a directory
+# holding a binary built on the host (`--build-context build=DIR`, DIR/out/mcp-progress-bridge).
 
 FROM rust:1-bookworm AS build
 WORKDIR /src
@@ -19,9 +23,15 @@ COPY src ./src
 COPY crates ./crates
 COPY web ./web
 COPY packages/client/dist ./packages/client/dist
-# Stripped: symbols are a quarter of the binary (26 MB to 19 MB) and no use in production.
-RUN cargo build --release --locked --bin mcp-progress-bridge \
-    && strip target/release/mcp-progress-bridge
+# `release`, or `dev` for a debug build (its output directory is target/debug).
+ARG PROFILE=release
+# The registry and target/ are caches, not layers: the binary is copied out to /out, stripped
+# (symbols are a quarter of a release binary, 26 MB to 19 MB, and no use in production).
+RUN --mount=type=cache,id=mcp-progress-bridge-cargo-registry,target=/usr/local/cargo/registry \
+    --mount=type=cache,id=mcp-progress-bridge-target,target=/src/target \
+    cargo build --profile "$PROFILE" --locked --bin mcp-progress-bridge \
+    && out=$([ "$PROFILE" = dev ] && echo debug || echo "$PROFILE") \
+    && mkdir /out && strip -o /out/mcp-progress-bridge "target/$out/mcp-progress-bridge"
 
 FROM debian:bookworm-slim
 # tini as PID 1: it forwards SIGTERM to the bridge (which then drains its jobs) and reaps
@@ -33,7 +43,7 @@ RUN apt-get update \
     && groupadd --gid 10001 bridge \
     && useradd --uid 10001 --gid 10001 --no-create-home --home-dir /app --shell /usr/sbin/nologin bridge
 WORKDIR /app
-COPY --from=build /src/target/release/mcp-progress-bridge /usr/local/bin/mcp-progress-bridge
+COPY --from=build /out/mcp-progress-bridge /usr/local/bin/mcp-progress-bridge
 COPY config ./config
 # Nothing is written to disk: the image runs with a read-only root filesystem and no tmpfs.
 USER 10001:10001
