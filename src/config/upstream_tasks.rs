@@ -43,6 +43,11 @@ pub struct UpstreamTasksConfig {
     /// (`durable`), in bytes of visible ASCII; a longer or odd one is not kept (counted), so
     /// the cursor stays on the last good id.
     pub max_event_id_bytes: usize,
+    /// Requests of an upstream (`elicitation/create`, `sampling/createMessage`, `roots/list`,
+    /// `ping`, ...) answered on one stream the bridge reads without rmcp: an adopted job's
+    /// resumed call stream or its task's `tasks/result` stream. Past it they go unanswered
+    /// (counted), so a hostile stream cannot keep the adopter asking.
+    pub max_asks_per_stream: usize,
 }
 
 impl Default for UpstreamTasksConfig {
@@ -57,6 +62,7 @@ impl Default for UpstreamTasksConfig {
             max_declaration_bytes: 4 * 1024 * 1024,
             resume_within_secs: 300,
             max_event_id_bytes: 256,
+            max_asks_per_stream: 64,
         }
     }
 }
@@ -77,6 +83,7 @@ pub(super) fn validate(
         Bound::new("max_status_message_bytes", t.max_status_message_bytes, 16..=MIB),
         Bound::new("max_declaration_bytes", t.max_declaration_bytes, 1024..=256 * MIB),
         Bound::new("max_event_id_bytes", t.max_event_id_bytes, 16..=4096),
+        Bound::new("max_asks_per_stream", t.max_asks_per_stream, 1..=10_000),
     ];
     bounds::check("upstream_tasks", bounds).map_err(|(key, message)| err(&key, message))?;
     if tasks.min_poll_ms > tasks.max_poll_ms {

@@ -9,7 +9,7 @@ use futures::{FutureExt, future::BoxFuture};
 use super::{
     UpstreamError,
     call_outcome::CallOutcome,
-    session_asks::NoCall,
+    session_asks::{AskCap, NoCall},
     session_poller::SessionPoller,
     shared::Shared,
     stream_resume,
@@ -78,10 +78,14 @@ pub(super) fn reattach(
             why: format!("upstream {} is not a Streamable HTTP one", upstream.name()),
         });
     }
+    let asks = AskCap {
+        max: upstream.limits.tasks.max_asks_per_stream,
+        metrics: upstream.metrics.clone(),
+    };
     let poller = Arc::new(SessionPoller::new(
         &upstream.config,
         record,
-        upstream.limits.max_result_bytes,
+        (upstream.limits.max_result_bytes, asks),
     )?);
     let metrics = upstream.metrics.clone();
     if let Some(cursor) = &record.stream {

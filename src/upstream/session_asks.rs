@@ -4,13 +4,36 @@
 //! answers them, `ping`), other methods are refused. The answer is POSTed on the session by
 //! the caller.
 
+use std::sync::Arc;
+
 use rmcp::{ErrorData, model::ErrorCode};
 use serde_json::Value;
 
 use super::tap::CallSink;
+use crate::metrics::Metrics;
 
-/// The most requests of the upstream answered on one stream (a bound on a hostile stream).
-pub(super) const MAX_ASKS: usize = 64;
+/// The `limit` label of a request left unanswered past the cap (`bridge_limit_hits_total`).
+const MAX_ASKS: &str = "upstream_tasks.max_asks_per_stream";
+
+/// The most requests of the upstream answered on one stream
+/// (`upstream_tasks.max_asks_per_stream`): a bound on a hostile stream.
+#[derive(Clone)]
+pub(super) struct AskCap {
+    pub max: usize,
+    pub metrics: Arc<Metrics>,
+}
+
+impl AskCap {
+    /// Whether a stream with `asked` requests answered may have one more answered; a refusal
+    /// is counted.
+    pub(super) fn admits(&self, asked: usize) -> bool {
+        if asked < self.max {
+            return true;
+        }
+        self.metrics.limit_hits.with_label_values(&[MAX_ASKS]).inc();
+        false
+    }
+}
 
 /// The answer to `request` (a JSON-RPC request of the upstream), or `None` when it is no
 /// request (a notification or an answer).

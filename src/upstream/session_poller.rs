@@ -23,7 +23,7 @@ use super::{
     UpstreamError,
     call_outcome::CallOutcome,
     http_client::{SESSION_HEADER, SSE_FRAMING, bounded_bytes, same_origin_redirects},
-    session_asks,
+    session_asks::{self, AskCap},
     session_seen::PROTOCOL_HEADER,
     tap::CallSink,
 };
@@ -50,6 +50,8 @@ pub(super) struct SessionPoller {
     headers: HeaderMap,
     /// `limits.max_result_bytes`: the largest answer read.
     limit: usize,
+    /// How many of the upstream's requests one stream may have answered.
+    asks: AskCap,
     next_id: AtomicI64,
 }
 
@@ -58,7 +60,7 @@ impl SessionPoller {
     pub(super) fn new(
         config: &UpstreamConfig,
         record: &Reattach,
-        limit: usize,
+        (limit, asks): (usize, AskCap),
     ) -> Result<Self, UpstreamError> {
         let not = |why: String| UpstreamError::NotReattachable { why };
         let url = config
@@ -96,8 +98,14 @@ impl SessionPoller {
             url,
             headers,
             limit,
+            asks,
             next_id: AtomicI64::new(1),
         })
+    }
+
+    /// How many of the upstream's requests one stream of this session may have answered.
+    pub(super) fn ask_cap(&self) -> &AskCap {
+        &self.asks
     }
 
     /// `method` for task `task_id`, answered within `within` (none: no bound but the job's).
@@ -215,7 +223,7 @@ impl SessionPoller {
 
     /// The response to request `id` among the events of an SSE stream (each event within the
     /// limit). The upstream's requests on it are answered through `asks`, one at a time (the
-    /// upstream waits for the answer anyway), at most `session_asks::MAX_ASKS`; notifications
+    /// upstream waits for the answer anyway), within the poller's [`AskCap`]; notifications
     /// are passed over.
     async fn answer_on_stream(
         &self,
@@ -238,7 +246,9 @@ impl SessionPoller {
             {
                 return Ok(message);
             }
-            if asked < session_asks::MAX_ASKS
+            if message.get("method").is_some()
+                && message.get("id").is_some()
+                && self.asks.admits(asked)
                 && let (Some(request_id), Some(outcome)) = (
                     message.get("id"),
                     session_asks::answer(asks, &message).await,

@@ -155,7 +155,7 @@ pub(super) async fn follow_stream(
     sink: Arc<dyn CallSink>,
     (window, max_id): (Duration, usize),
 ) -> CallOutcome {
-    let mut call = ResumedCall::new(&cursor, max_id);
+    let mut call = ResumedCall::new(&cursor, max_id, poller.ask_cap().clone());
     // The upstream's requests being answered; dropped (unanswered) when the call ends.
     let mut asks = tokio::task::JoinSet::new();
     let mut last = cursor.last_event_id;
@@ -255,17 +255,19 @@ struct ResumedCall {
     request_id: Value,
     progress_token: Option<Value>,
     max_id: usize,
+    asks: session_asks::AskCap,
     mixed: bool,
     /// The upstream's requests taken (a replay after a new `GET` repeats them).
     asked: std::collections::HashSet<String>,
 }
 
 impl ResumedCall {
-    fn new(cursor: &StreamCursor, max_id: usize) -> Self {
+    fn new(cursor: &StreamCursor, max_id: usize, asks: session_asks::AskCap) -> Self {
         Self {
             request_id: cursor.request_id.clone(),
             progress_token: cursor.progress_token.clone(),
             max_id,
+            asks,
             mixed: false,
             asked: Default::default(),
         }
@@ -317,9 +319,10 @@ impl ResumedCall {
                 let Some(id) = message.get("id").filter(|_| !self.mixed) else {
                     return Taken::Nothing;
                 };
-                if !self.asked.insert(id.to_string()) || self.asked.len() > session_asks::MAX_ASKS {
+                if self.asked.contains(&id.to_string()) || !self.asks.admits(self.asked.len()) {
                     return Taken::Nothing;
                 }
+                self.asked.insert(id.to_string());
                 return Taken::Request(id.clone(), message);
             }
             None if message.get("id") != Some(&self.request_id) => {
@@ -373,6 +376,45 @@ mod tests {
         }
     }
 
+    /// A cap of `max` asks, and its metrics.
+    fn cap(max: usize) -> (session_asks::AskCap, Arc<crate::metrics::Metrics>) {
+        let metrics = Arc::new(crate::metrics::Metrics::new());
+        let cap = session_asks::AskCap {
+            max,
+            metrics: metrics.clone(),
+        };
+        (cap, metrics)
+    }
+
+    /// A hostile upstream that asks and asks on a resumed stream: past
+    /// `upstream_tasks.max_asks_per_stream` its requests go unanswered, each counted; a request
+    /// replayed by a new `GET` is not answered twice, nor counted.
+    #[test]
+    fn past_the_cap_an_upstreams_requests_go_unanswered_and_are_counted() {
+        let cursor = StreamCursor {
+            request_id: Value::from(7),
+            last_event_id: "0".into(),
+            progress_token: None,
+        };
+        let (cap, metrics) = cap(3);
+        let mut call = ResumedCall::new(&cursor, 64, cap);
+        let sink = Counted::default();
+        let ping = |id: i64| serde_json::json!({"jsonrpc": "2.0", "id": id, "method": "ping"});
+        let taken: Vec<bool> = (1..=10)
+            .map(|id| matches!(call.take(&event("e", ping(id)), &sink), Taken::Request(..)))
+            .collect();
+        assert_eq!(taken, [[true; 3].as_slice(), &[false; 7]].concat());
+        assert!(matches!(
+            call.take(&event("e", ping(2)), &sink),
+            Taken::Nothing
+        ));
+        let hits = metrics
+            .limit_hits
+            .with_label_values(&["upstream_tasks.max_asks_per_stream"])
+            .get();
+        assert_eq!(hits, 7);
+    }
+
     fn event(id: &str, data: Value) -> ResumedEvent {
         ResumedEvent {
             id: Some(id.into()),
@@ -390,7 +432,7 @@ mod tests {
             last_event_id: "0".into(),
             progress_token: Some(Value::from(3)),
         };
-        let mut call = ResumedCall::new(&cursor, 64);
+        let mut call = ResumedCall::new(&cursor, 64, cap(64).0);
         let sink = Counted::default();
         let progress = |token: i64, p: f64| {
             serde_json::json!({"jsonrpc": "2.0", "method": "notifications/progress",
