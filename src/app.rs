@@ -553,7 +553,7 @@ fn routes(
         upstreams: readiness(),
     });
     http::assemble(
-        // Next to rmcp: what it does not speak, adapted on the wire (`front::wire`).
+        // Next to rmcp: what it does not speak, adapted on the wire (`front::tasks_2025::adapt`).
         Router::new()
             .nest_service("/mcp", mcp)
             .route_layer(axum::middleware::from_fn_with_state(

@@ -49,7 +49,7 @@ pub(super) struct ListenTasks(Arc<Vec<JobId>>, Places);
 /// The places of a listen request's acknowledged tasks, by task.
 pub(super) type Places = Arc<Mutex<HashMap<JobId, Place>>>;
 
-/// A `subscriptions/listen` request on its way to rmcp (see the module docs; `front::wire`
+/// A `subscriptions/listen` request on its way to rmcp (see the module docs; `tasks_2025::adapt`
 /// hands it here).
 pub(super) async fn follow_tasks(core: Arc<Core>, request: Request, next: Next) -> Response {
     let requested = request

@@ -25,13 +25,12 @@ mod tasks_2025;
 mod tool_call;
 mod upstream_requests;
 mod wait_bound;
-mod wire;
 
 pub use adoption::carry_on_adopted;
 pub use handle::Links;
 pub use job_tools::{ANSWER_JOB_INPUT, CANCEL_JOB, GET_JOB_STATUS, WAIT_FOR_JOB};
 pub use resources::URI_PREFIX;
 pub use server::Front;
+pub use tasks_2025::adapt as adapt_the_wire;
 pub use tool_call::SEPARATOR;
 pub use wait_bound::WaitBounds;
-pub use wire::adapt as adapt_the_wire;

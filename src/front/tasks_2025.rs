@@ -5,17 +5,18 @@
 //! upstream tool (every call is a job); a task-augmented `tools/call` answers `{task: {…}}`
 //! whose `taskId` is the job ID; `tasks/get`, `tasks/result`, `tasks/list`, `tasks/cancel`
 //! read the job, bound to the caller (another principal's task is "not found"); a client that
-//! also declared the Tasks extension gets `tasks/get` and `tasks/cancel` in its shape.
-//! rmcp 3.11 knows none of this, so [`translate`], a layer just in front of rmcp, rewrites the
-//! wire for sessions at 2025-11-25 only: it adds the capability and `execution` to answers,
-//! and renames the task requests to the bridge's own methods ([`PREFIX`], marked [`Tasks2025`]).
+//! also declared the Tasks extension gets `tasks/get` and `tasks/cancel` in its shape. rmcp
+//! 3.11 knows none of this, so [`translate`] rewrites the wire for sessions at 2025-11-25: the
+//! capability and `execution` added to answers, the task requests renamed to the bridge's own
+//! methods ([`PREFIX`], marked [`Tasks2025`]). [`adapt`], the one layer between the `/mcp`
+//! checks and rmcp, hands it what concerns it, and a `subscriptions/listen` to `listen_tasks`.
 //! The creating session is told of status changes. Details: docs/design/tasks.md.
 
 use std::{sync::Arc, time::Duration};
 
 use axum::{
     body::{Body, Bytes},
-    extract::Request,
+    extract::{Request, State},
     http::header,
     middleware::Next,
     response::Response,
@@ -33,7 +34,7 @@ use serde_json::{Value, json};
 use super::{
     caller::{self, Caller},
     core::Core,
-    task_questions,
+    listen_tasks, task_questions,
     task_questions::RELATED_TASK,
     tasks, tool_call,
 };
@@ -82,16 +83,31 @@ enum Answer {
     ToolsList,
 }
 
+/// The layer in front of rmcp (see the module doc): it reads the message the `/mcp` check
+/// parsed (`model::McpMessage`); a request no adapter concerns goes straight to rmcp.
+pub async fn adapt(State(core): State<Arc<Core>>, request: Request, next: Next) -> Response {
+    let Some(message) = request.extensions().get::<McpMessage>() else {
+        return next.run(request).await;
+    };
+    if message.method() == Some(listen_tasks::LISTEN) {
+        return listen_tasks::follow_tasks(core, request, next).await;
+    }
+    if concerns(&request, message) {
+        return translate(request, next).await;
+    }
+    next.run(request).await
+}
+
 /// Whether [`translate`] has anything to do with this message: an `initialize` (its answer
 /// may get the capability), or any message of a session at 2025-11-25.
-pub(super) fn concerns(request: &Request, message: &McpMessage) -> bool {
+fn concerns(request: &Request, message: &McpMessage) -> bool {
     message.is_initialize() || session_at_2025(request)
 }
 
 /// The request on its way to rmcp and its answer back: see the module comment. Runs after the
 /// message check (`http::mcp_layer`), so the body is one JSON-RPC message of at most
-/// `limits.max_request_bytes` (`front::wire` hands it here).
-pub(super) async fn translate(request: Request, next: Next) -> Response {
+/// `limits.max_request_bytes` ([`adapt`] hands it here).
+async fn translate(request: Request, next: Next) -> Response {
     let at_2025 = session_at_2025(&request);
     // The message as the message check parsed it (`http::mcp_layer`): not parsed again here.
     let Some(message) = request.extensions().get::<McpMessage>().cloned() else {
