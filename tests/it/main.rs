@@ -29,6 +29,7 @@ mod input_order;
 mod interop_everything;
 mod interop_python;
 mod interop_surface;
+mod kube_play;
 mod lifecycle;
 mod listen_tasks;
 mod log_attribution;

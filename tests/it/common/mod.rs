@@ -14,6 +14,7 @@
 //! - `redis`: the test Redis, per-test key prefixes, a private `redis-server`;
 //! - `cluster`: a Redis Cluster of a test's own (three `redis-server` primaries);
 //! - `idp`: a real OpenID Connect provider (npm `oidc-provider`) that issues JWT access tokens;
+//! - `kube`: deploy/ rendered by kustomize and run by `podman kube play`;
 //! - `otlp`: an OTLP/HTTP trace receiver, for a bridge process that exports traces;
 //! - `prereq`: prerequisites outside Rust (Python, node, Chromium) and running them;
 //! - `task_server`: the TypeScript SDK server whose tool runs as an upstream task (HTTP);
@@ -34,6 +35,7 @@ mod faulty_store;
 mod http;
 mod idp;
 mod job;
+mod kube;
 mod listen;
 mod mcp;
 mod otlp;
@@ -51,7 +53,7 @@ mod tls;
 mod wait;
 
 pub use self::{
-    alone::*, bridge::*, cluster::*, faulty_store::*, http::*, idp::*, job::*, listen::*, mcp::*,
-    otlp::*, prereq::*, process::BridgeProcess, proxy::*, redis::*, replica_pair::*,
+    alone::*, bridge::*, cluster::*, faulty_store::*, http::*, idp::*, job::*, kube::*, listen::*,
+    mcp::*, otlp::*, prereq::*, process::BridgeProcess, proxy::*, redis::*, replica_pair::*,
     resumable_server::*, sse::*, task_server::*, tls::*, wait::*,
 };
