@@ -225,14 +225,7 @@ async fn a_tool_that_requires_a_task_upstream_works_through_the_bridge() {
 
 /// server-everything over Streamable HTTP and two bridge replicas on Redis in front of it (the
 /// upstream `everything`, a 2 s lease); `None` when node or Redis is missing.
-async fn everything_behind_two_replicas(
-    test: &str,
-) -> Option<(
-    tokio::process::Child,
-    RedisPrefix,
-    BridgeProcess,
-    BridgeProcess,
-)> {
+async fn everything_behind_two_replicas(test: &str) -> Option<Everything> {
     let Some(entry) = everything_entry() else {
         prerequisite(
             false,
@@ -247,7 +240,22 @@ async fn everything_behind_two_replicas(
     let (server, url) = http_child(command, "server-everything").await;
     let store = redis_store_toml(&redis, &prefix, 2);
     let (a, b) = two_replicas(&store, "everything", &url).await;
-    Some((server, prefix, a, b))
+    Some(Everything {
+        server,
+        url,
+        _prefix: prefix,
+        a,
+        b,
+    })
+}
+
+/// server-everything (its MCP URL) and two replicas in front of it.
+struct Everything {
+    server: tokio::process::Child,
+    url: String,
+    _prefix: RedisPrefix,
+    a: BridgeProcess,
+    b: BridgeProcess,
 }
 
 /// Jobs outlive their replica in front of a real third-party upstream: server-everything over
@@ -256,18 +264,41 @@ async fn everything_behind_two_replicas(
 /// `trigger-long-running-operation` job (a plain call whose stream can be resumed) and a
 /// `simulate-research-query` job (an upstream task) run. The other replica resumes the call's
 /// stream with `Last-Event-ID` and follows the task on its session; each job ends `completed`,
-/// its readers see one line.
+/// its readers see one line. A reader that was on the killed owner comes back on the survivor
+/// with `Last-Event-ID` and has all 60 steps once, in order; `wait_for_job` on the survivor
+/// answers what a direct call of the tool answers. (The research query's stages are fixed by
+/// server-everything: five, not 60.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn server_everything_jobs_outlive_a_killed_replica() {
-    let Some((mut server, _prefix, mut a, b)) =
-        everything_behind_two_replicas("interop_everything::outlive").await
+    let Some(Everything {
+        mut server,
+        url,
+        _prefix,
+        mut a,
+        b,
+    }) = everything_behind_two_replicas("interop_everything::outlive").await
     else {
         return;
     };
+    let steps = 60;
+    let long_arguments = json!({"duration": 15, "steps": steps});
+    let direct = {
+        let arguments = long_arguments.clone();
+        tokio::spawn(async move {
+            let client = connect_url(&url).await;
+            let tool = LONG_RUNNING.trim_start_matches("everything__");
+            let result = client.call_tool(call_params(tool, arguments)).await;
+            first_text(&result.expect("a direct call"))
+        })
+    };
     let on_a = connect_url(&a.mcp_url()).await;
-    let steps = 20;
-    let long = running_job(&on_a, LONG_RUNNING, json!({"duration": 10, "steps": steps})).await;
+    let long = running_job(&on_a, LONG_RUNNING, long_arguments).await;
     let task = running_job(&on_a, RESEARCH, json!({"topic": "outliving"})).await;
+    // A reader on the owner, until the third step.
+    let first = read_sse(&long.events_url, Some(0), |e| {
+        e.event == "progress" && e.data["progress"].as_f64() >= Some(3.0)
+    })
+    .await;
     let status = |id: String| {
         let base = b.base();
         async move { get_json(&job_status_url(&base, &id)).await.1 }
@@ -285,13 +316,19 @@ async fn server_everything_jobs_outlive_a_killed_replica() {
     })
     .await;
     a.kill();
+    let waiter = waiting_caller(&b, &long.job_id).await;
 
-    let events = read_sse(
+    // The reader comes back on the survivor after the last event it had.
+    let last_seen = first.last().expect("events before the kill").seq();
+    let rest = read_sse(
         &job_events_url(&b.base(), &long.job_id),
-        Some(0),
+        Some(last_seen),
         SseEvent::is_terminal,
     )
     .await;
+    assert_eq!(rest[0].seq(), last_seen + 1, "no gap: {rest:#?}");
+    let events: Vec<SseEvent> = first.into_iter().chain(rest).collect();
+    assert_eq!(events[0].seq(), 1);
     assert_consecutive(&events);
     let expected: Vec<f64> = (1..=steps).map(f64::from).collect();
     assert_eq!(
@@ -307,6 +344,14 @@ async fn server_everything_jobs_outlive_a_killed_replica() {
             .unwrap_or_default()
             .contains("Long running operation completed"),
         "{done:?}"
+    );
+    let direct = direct.await.expect("the direct call");
+    assert!(direct.contains("Steps: 60"), "{direct}");
+    assert_eq!(done.data["result"]["content"][0]["text"], direct.as_str());
+    assert_eq!(
+        waiter.await.expect("wait_for_job"),
+        direct,
+        "wait_for_job on the survivor"
     );
 
     let events = read_sse(
@@ -342,8 +387,13 @@ async fn server_everything_jobs_outlive_a_killed_replica() {
 /// there (through the surviving replica) back on the session; the report says so.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_adopted_task_that_asks_for_input_is_answered_through_the_job() {
-    let Some((mut server, _prefix, mut a, b)) =
-        everything_behind_two_replicas("interop_everything::adopted_question").await
+    let Some(Everything {
+        mut server,
+        _prefix,
+        mut a,
+        b,
+        ..
+    }) = everything_behind_two_replicas("interop_everything::adopted_question").await
     else {
         return;
     };
