@@ -90,6 +90,20 @@ pub enum Relayed {
     },
 }
 
+/// An answer (to a question, or to a request the tool made of its caller) on its way to the
+/// replica that runs its job (`Bus::relay_answer`).
+#[derive(Debug, Clone)]
+pub struct Relay {
+    /// The replica running the job (not this one).
+    pub owner: String,
+    pub job: JobId,
+    pub answer: RelayedAnswer,
+    /// Who answered.
+    pub by: String,
+    /// The job's principal: the wait counts against its share.
+    pub principal: Option<Principal>,
+}
+
 #[async_trait]
 pub trait Bus: Send + Sync + 'static {
     /// Ask the job's owner to cancel it.
@@ -98,18 +112,10 @@ pub trait Bus: Send + Sync + 'static {
     /// Cancel requests for jobs that this replica owns.
     fn cancel_requests(&self) -> BoxStream<'static, CancelRequest>;
 
-    /// Pass an answer (to a question, or to a request the tool made of its caller) for job
-    /// `job` to its replica `owner` (not this one), and wait (bounded) for its verdict; the
-    /// job's `principal` counts the wait against its share. A store of one replica has nobody
-    /// to pass it to.
-    async fn relay_answer(
-        &self,
-        _owner: &str,
-        _job: JobId,
-        _answer: RelayedAnswer,
-        _by: String,
-        _principal: Option<Principal>,
-    ) -> Result<Relayed, StoreError> {
+    /// Pass an answer to the replica that runs its job, and wait (bounded) for its verdict.
+    /// A store of one replica has nobody to pass it to.
+    async fn relay_answer(&self, relay: Relay) -> Result<Relayed, StoreError> {
+        let _ = relay;
         Ok(Relayed::OwnerAway)
     }
 

@@ -11,6 +11,6 @@ pub mod sse_frame;
 mod stored_event;
 
 pub use broker::{Broker, ChannelSnapshot, LiveItem, LiveStream, Opened, Replay};
-pub use bus::{Adopted, AnswerRequest, Bus, CancelRequest, Relayed, RelayedAnswer, ReplyTo};
+pub use bus::{Adopted, AnswerRequest, Bus, CancelRequest, Relay, Relayed, RelayedAnswer, ReplyTo};
 pub use error::StoreError;
 pub use stored_event::StoredEvent;

@@ -18,7 +18,7 @@ use tokio::sync::oneshot;
 
 use crate::{
     config::JobsConfig,
-    events::{AnswerRequest, Relayed, RelayedAnswer},
+    events::{AnswerRequest, Relay, Relayed, RelayedAnswer},
     metrics::Metrics,
     model::AnswerVerdict,
     model::{
@@ -420,13 +420,13 @@ impl InputDesk {
         let id = job.job_id;
         let relayed = self
             .store
-            .relay_answer(
-                &job.owner,
-                id,
+            .relay_answer(Relay {
+                owner: job.owner.clone(),
+                job: id,
                 answer,
-                by.to_string(),
-                job.principal.clone(),
-            )
+                by: by.to_string(),
+                principal: job.principal.clone(),
+            })
             .await;
         let (outcome, result) = match relayed {
             Ok(Relayed::Verdict(verdict)) => {

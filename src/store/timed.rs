@@ -15,7 +15,7 @@ use futures::stream::BoxStream;
 use super::Store;
 use crate::{
     events::{
-        Adopted, AnswerRequest, Broker, Bus, CancelRequest, Opened, Relayed, RelayedAnswer, Replay,
+        Adopted, AnswerRequest, Broker, Bus, CancelRequest, Opened, Relay, Relayed, Replay,
         ReplyTo, StoreError,
     },
     metrics::{Metrics, StoreOp},
@@ -124,15 +124,8 @@ impl Bus for TimedStore {
         self.inner.cancel_requests()
     }
 
-    async fn relay_answer(
-        &self,
-        owner: &str,
-        job: JobId,
-        answer: RelayedAnswer,
-        by: String,
-        principal: Option<Principal>,
-    ) -> Result<Relayed, StoreError> {
-        let call = self.inner.relay_answer(owner, job, answer, by, principal);
+    async fn relay_answer(&self, relay: Relay) -> Result<Relayed, StoreError> {
+        let call = self.inner.relay_answer(relay);
         self.timed(StoreOp::RelayAnswer, call).await
     }
 

@@ -9,7 +9,7 @@ use std::time::Duration;
 use crate::common::*;
 use futures::StreamExt;
 use mcp_progress_bridge::{
-    events::{Broker, Bus, ChannelSnapshot, Relayed, RelayedAnswer},
+    events::{Broker, Bus, ChannelSnapshot, Relay, Relayed, RelayedAnswer},
     model::{AnswerVerdict, CancelAck},
     model::{
         Channel, EventBody, EventKind, InputAction, InputAnswer, JobId, NewJob, ProgressUpdate,
@@ -25,6 +25,17 @@ fn new_job(owner: &str) -> NewJob {
         upstream_tool: "t".into(),
         correlation_id: None,
         owner: owner.into(),
+        principal: None,
+    }
+}
+
+/// An answer relayed by "test" to `owner`'s job `job`.
+fn by_test(owner: &str, job: JobId, answer: RelayedAnswer) -> Relay {
+    Relay {
+        owner: owner.into(),
+        job,
+        answer,
+        by: "test".into(),
         principal: None,
     }
 }
@@ -333,7 +344,7 @@ async fn a_relayed_answer_gets_the_owners_verdict_or_is_unconfirmed() {
     // A verdict comes back.
     let relay = other
         .store
-        .relay_answer(&owner.name, job, answer.clone(), "test".into(), None);
+        .relay_answer(by_test(&owner.name, job, answer.clone()));
     let owner_side = async {
         let request = within("the owner gets the answer", requests.next())
             .await
@@ -371,7 +382,7 @@ async fn a_relayed_answer_gets_the_owners_verdict_or_is_unconfirmed() {
     // No verdict: unconfirmed, and the owner must not take it any more.
     let relayed = other
         .store
-        .relay_answer(&owner.name, job, answer.clone(), "test".into(), None)
+        .relay_answer(by_test(&owner.name, job, answer.clone()))
         .await
         .unwrap();
     assert!(
@@ -386,7 +397,7 @@ async fn a_relayed_answer_gets_the_owners_verdict_or_is_unconfirmed() {
     // Nobody listens for that replica.
     let relayed = other
         .store
-        .relay_answer("replica-nobody", job, answer.clone(), "test".into(), None)
+        .relay_answer(by_test("replica-nobody", job, answer.clone()))
         .await
         .unwrap();
     assert_eq!(relayed, Relayed::OwnerAway);
@@ -430,7 +441,7 @@ async fn a_relayed_answer_gets_the_owners_verdict_or_is_unconfirmed() {
     };
     let relay = other
         .store
-        .relay_answer(&owner.name, job, sample.clone(), "test".into(), None);
+        .relay_answer(by_test(&owner.name, job, sample.clone()));
     let owner_side = async {
         let request = within("the owner gets the sample", requests.next())
             .await

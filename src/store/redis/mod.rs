@@ -54,8 +54,8 @@ use self::{
 use super::task_index::Store;
 use crate::config::redact_url;
 use crate::events::{
-    Adopted, AnswerRequest, Broker, Bus, CancelRequest, ChannelSnapshot, Opened, Relayed,
-    RelayedAnswer, Replay, ReplyTo, StoreError,
+    Adopted, AnswerRequest, Broker, Bus, CancelRequest, ChannelSnapshot, Opened, Relay, Relayed,
+    Replay, ReplyTo, StoreError,
 };
 use crate::model::{AnswerVerdict, CancelAck};
 use crate::model::{
@@ -497,14 +497,14 @@ impl Bus for RedisStore {
     /// replica's own (subscribed since it connected). The message says until when this replica
     /// waits; the owner drops it past that, so an unconfirmed answer is, but for one that was
     /// taken in the last instant, not taken.
-    async fn relay_answer(
-        &self,
-        owner: &str,
-        job: JobId,
-        answer: RelayedAnswer,
-        by: String,
-        principal: Option<Principal>,
-    ) -> Result<Relayed, StoreError> {
+    async fn relay_answer(&self, relay: Relay) -> Result<Relayed, StoreError> {
+        let Relay {
+            owner,
+            job,
+            answer,
+            by,
+            principal,
+        } = relay;
         let inner = &self.inner;
         let (request, _place, verdict) = match inner.hub.await_verdict(principal.as_ref()) {
             Ok(waiting) => waiting,
@@ -528,7 +528,7 @@ impl Bus for RedisStore {
         })
         .unwrap_or_default();
         let started = tokio::time::Instant::now();
-        let listeners = inner.publish(inner.keys.control(owner), message).await?;
+        let listeners = inner.publish(inner.keys.control(&owner), message).await?;
         if listeners == 0 {
             return Ok(Relayed::OwnerAway);
         }
