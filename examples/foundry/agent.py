@@ -24,7 +24,7 @@ import uuid
 
 from openai import OpenAI
 
-from follow import TERMINAL, describe, follow, job_handle
+from follow import job_handle, show_job
 
 # The bridge's own job tools only read or stop jobs: no approval needed for them. Every other
 # tool is approved by the user (require_approval defaults to "always" in Foundry).
@@ -43,15 +43,6 @@ def mcp_tool(bridge_url: str, token: str | None, correlation_id: str, tools: lis
         "allowed_tools": tools + JOB_TOOLS,
         "require_approval": {"never": {"tool_names": JOB_TOOLS}},
     }
-
-
-def show_job(events_url: str) -> None:
-    for event, data in follow(events_url):
-        line = describe(event, data)
-        if line:
-            print(f"\n    {line}", flush=True)
-        if event in TERMINAL:
-            return
 
 
 def run_turn(client: OpenAI, model: str, tool: dict, prompt: str, assume_yes: bool) -> None:
@@ -74,7 +65,7 @@ def run_turn(client: OpenAI, model: str, tool: dict, prompt: str, assume_yes: bo
                         handle = job_handle(item)
                         if handle:
                             print(f"\n[job {handle['job_id']}: following its progress]", flush=True)
-                            watcher = threading.Thread(target=show_job, args=(handle["events_url"],), daemon=True)
+                            watcher = threading.Thread(target=show_job, args=(handle["events_url"], "\n    "), daemon=True)
                             watcher.start()
                             watchers.append(watcher)
                     elif item.type == "mcp_approval_request":

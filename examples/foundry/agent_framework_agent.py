@@ -29,7 +29,7 @@ from agent_framework import Agent, Message
 from agent_framework.foundry import FoundryChatClient
 from azure.core.credentials import AccessToken
 
-from follow import TERMINAL, describe, follow, job_handle
+from follow import job_handle, show_job
 
 # The bridge's own job tools only read or stop a job the user already approved: no approval for
 # them. Every other tool is approved by the user (Foundry's default is "always").
@@ -69,15 +69,6 @@ def bridge_tool(client: FoundryChatClient, args: argparse.Namespace, correlation
         allowed_tools=args.tools + JOB_TOOLS,
         approval_mode={"never_require_approval": JOB_TOOLS},
     )
-
-
-def show_job(events_url: str) -> None:
-    for event, data in follow(events_url):
-        line = describe(event, data)
-        if line:
-            print(f"    {line}", flush=True)
-        if event in TERMINAL:
-            return
 
 
 async def run_turn(agent: Agent, prompt: str, assume_yes: bool) -> str:

@@ -103,3 +103,14 @@ def job_handle(mcp_call_item) -> dict | None:
     if isinstance(value, dict) and "job_id" in value and "events_url" in value:
         return value
     return None
+
+
+def show_job(events_url: str, prefix: str = "    ") -> None:
+    """Print a line per event of the job for the user (after `prefix`), until its terminal
+    event."""
+    for event, data in follow(events_url):
+        line = describe(event, data)
+        if line:
+            print(f"{prefix}{line}", flush=True)
+        if event in TERMINAL:
+            return

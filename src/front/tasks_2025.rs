@@ -1,16 +1,15 @@
 //! The MCP 2025-11-25 tasks (the experimental core feature that the Tasks extension replaced)
 //! at the front door, for clients that negotiate that revision (TypeScript SDK 1.x, Python 2.x).
-//!
 //! The bridge offers `capabilities.tasks` and `execution: {taskSupport: "optional"}` on every
 //! upstream tool (every call is a job); a task-augmented `tools/call` answers `{task: {…}}`
 //! whose `taskId` is the job ID; `tasks/get`, `tasks/result`, `tasks/list`, `tasks/cancel`
-//! read the job, bound to the caller (another principal's task is "not found"); a client that
-//! also declared the Tasks extension gets `tasks/get` and `tasks/cancel` in its shape. rmcp
-//! 3.11 knows none of this, so [`translate`] rewrites the wire for sessions at 2025-11-25: the
+//! read the job, bound to the caller (another principal's task is "not found"; a client that
+//! also declared the Tasks extension gets its shape). rmcp 3.11 knows none of this, so
+//! [`translate`] rewrites the wire for sessions at 2025-11-25: the
 //! capability and `execution` added to answers, the task requests renamed to the bridge's own
 //! methods ([`PREFIX`], marked [`Tasks2025`]). [`adapt`], the one layer between the `/mcp`
-//! checks and rmcp, hands it what concerns it, and a `subscriptions/listen` to `listen_tasks`.
-//! The creating session is told of status changes. Details: docs/design/tasks.md.
+//! checks and rmcp, hands it what concerns it (a `subscriptions/listen` goes to `listen_tasks`);
+//! the creating session is told of status changes. Details: docs/design/tasks.md.
 
 use std::{sync::Arc, time::Duration};
 
