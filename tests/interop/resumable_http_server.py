@@ -17,14 +17,29 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.streamable_http import EventStore
 
 
+# How long new events wait after a replay, for the SDK to attach the resumed stream.
+SETTLE_SECS = 0.5
+
+
 class MemoryEventStore(EventStore):
-    """Every event of every stream, in order; ids are decimal counters."""
+    """Every event of every stream, in order; ids are decimal counters.
+
+    The SDK stores an event, then sends it live if the stream is attached. A resumed stream is
+    attached only after `replay_events_after` returns (its own comment calls this replay-to-live
+    window pre-existing), so an event stored during a replay or just after it is kept but never
+    sent: a resuming client misses it. Here a new event waits while a replay runs and for
+    SETTLE_SECS after, so the tests see the bridge's resume, not that window (docs/replicas.md
+    says what it means for a real upstream on this SDK)."""
 
     def __init__(self):
         self.events = []  # (id, stream_id, message)
         self.ids = itertools.count(1)
+        self.settled_at = 0.0  # loop time before which a new event waits
 
     async def store_event(self, stream_id, message):
+        loop = asyncio.get_running_loop()
+        while (wait := self.settled_at - loop.time()) > 0:
+            await asyncio.sleep(wait)
         event_id = str(next(self.ids))
         self.events.append((event_id, stream_id, message))
         return event_id
@@ -32,14 +47,19 @@ class MemoryEventStore(EventStore):
     async def replay_events_after(self, last_event_id, send_callback):
         from mcp.server.streamable_http import EventMessage
 
-        position = next((i for i, e in enumerate(self.events) if e[0] == last_event_id), None)
-        if position is None:
-            return None
-        stream_id = self.events[position][1]
-        for event_id, stream, message in self.events[position + 1 :]:
-            if stream == stream_id and message is not None:
-                await send_callback(EventMessage(message, event_id))
-        return stream_id
+        loop = asyncio.get_running_loop()
+        self.settled_at = float("inf")
+        try:
+            position = next((i for i, e in enumerate(self.events) if e[0] == last_event_id), None)
+            if position is None:
+                return None
+            stream_id = self.events[position][1]
+            for event_id, stream, message in self.events[position + 1 :]:
+                if stream == stream_id and message is not None:
+                    await send_callback(EventMessage(message, event_id))
+            return stream_id
+        finally:
+            self.settled_at = loop.time() + SETTLE_SECS
 
 
 server = MCPServer("resumable")
