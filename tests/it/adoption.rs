@@ -109,18 +109,7 @@ async fn owner_killed_mid_task(store: &str) {
     a.kill();
 
     // The reader comes back on the survivor with Last-Event-ID.
-    let last_seen = first.last().unwrap().seq();
-    let rest = read_sse(
-        &job_events_url(&b.base(), &job_id),
-        Some(last_seen),
-        SseEvent::is_terminal,
-    )
-    .await;
-    assert_eq!(rest[0].seq(), last_seen + 1, "no gap: {rest:#?}");
-    assert_consecutive(&rest);
-    let all: Vec<SseEvent> = first.into_iter().chain(rest).collect();
-    assert_eq!(all[0].seq(), 1);
-    assert_consecutive(&all);
+    let all = reader_comes_back(&b, &job_id, first).await;
     assert_one_line(&all, "adopted");
 
     assert_eq!(waiter.await.unwrap(), "done: adopted");
@@ -301,18 +290,7 @@ async fn a_draining_owner_hands_its_task_job_over_and_exits_long_before_the_job_
     );
 
     // The reader on the owner was closed, not cut: it comes back on the survivor.
-    let first = reader.await.unwrap();
-    let last_seen = first.last().unwrap().seq();
-    let rest = read_sse(
-        &job_events_url(&b.base(), &job_id),
-        Some(last_seen),
-        SseEvent::is_terminal,
-    )
-    .await;
-    assert_eq!(rest[0].seq(), last_seen + 1, "no gap: {rest:#?}");
-    let all: Vec<SseEvent> = first.into_iter().chain(rest).collect();
-    assert_eq!(all[0].seq(), 1);
-    assert_consecutive(&all);
+    let all = reader_comes_back(&b, &job_id, reader.await.unwrap()).await;
     assert_one_line_of(&all, "handed", steps);
 
     assert_eq!(waiter.await.unwrap(), "done: handed");

@@ -51,17 +51,7 @@ async fn reader_rides_through(
     first: Vec<SseEvent>,
     expected: &str,
 ) {
-    let last_seen = first.last().unwrap().seq();
-    let rest = read_sse(
-        &job_events_url(&survivor.base(), job_id),
-        Some(last_seen),
-        SseEvent::is_terminal,
-    )
-    .await;
-    assert_eq!(rest[0].seq(), last_seen + 1, "no gap: {rest:#?}");
-    let all: Vec<SseEvent> = first.into_iter().chain(rest).collect();
-    assert_eq!(all[0].seq(), 1);
-    assert_consecutive(&all);
+    let all = reader_comes_back(survivor, job_id, first).await;
     assert_every_step_once(&all, expected);
 }
 

@@ -319,17 +319,7 @@ async fn server_everything_jobs_outlive_a_killed_replica() {
     let waiter = waiting_caller(&b, &long.job_id).await;
 
     // The reader comes back on the survivor after the last event it had.
-    let last_seen = first.last().expect("events before the kill").seq();
-    let rest = read_sse(
-        &job_events_url(&b.base(), &long.job_id),
-        Some(last_seen),
-        SseEvent::is_terminal,
-    )
-    .await;
-    assert_eq!(rest[0].seq(), last_seen + 1, "no gap: {rest:#?}");
-    let events: Vec<SseEvent> = first.into_iter().chain(rest).collect();
-    assert_eq!(events[0].seq(), 1);
-    assert_consecutive(&events);
+    let events = reader_comes_back(&b, &long.job_id, first).await;
     let expected: Vec<f64> = (1..=steps).map(f64::from).collect();
     assert_eq!(
         progress_values(&events),
