@@ -10,36 +10,61 @@ usage: resumable_http_server.py PORT [--no-store]
 import asyncio
 import itertools
 import sys
+import weakref
 
 import uvicorn
 from pydantic import BaseModel
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.streamable_http import EventStore
+from mcp.server.streamable_http import EventStore, StreamableHTTPServerTransport
 
 
-# How long new events wait after a replay, for the SDK to attach the resumed stream.
-SETTLE_SECS = 0.5
+# The longest a new event waits for a resumed stream to be attached (its client may be gone).
+ATTACH_WAIT_SECS = 5.0
+
+# Every session's transport, to see when a resumed stream is attached (`_request_streams`).
+TRANSPORTS = weakref.WeakSet()
+_transport_init = StreamableHTTPServerTransport.__init__
+
+
+def _noted_init(self, *args, **kwargs):
+    _transport_init(self, *args, **kwargs)
+    TRANSPORTS.add(self)
+
+
+StreamableHTTPServerTransport.__init__ = _noted_init
+
+
+def attached(stream_id):
+    """Whether a transport sends `stream_id`'s events to a connected stream."""
+    return any(stream_id in getattr(t, "_request_streams", {}) for t in list(TRANSPORTS))
 
 
 class MemoryEventStore(EventStore):
     """Every event of every stream, in order; ids are decimal counters.
 
     The SDK stores an event, then sends it live if the stream is attached. A resumed stream is
-    attached only after `replay_events_after` returns (its own comment calls this replay-to-live
-    window pre-existing), so an event stored during a replay or just after it is kept but never
-    sent: a resuming client misses it. Here a new event waits while a replay runs and for
-    SETTLE_SECS after, so the tests see the bridge's resume, not that window (docs/replicas.md
+    attached only after `replay_events_after` returns and its priming event is written (its own
+    comment calls this replay-to-live window pre-existing), so an event stored during a replay
+    or before that attach is kept but never sent: a resuming client misses it. Here a new event
+    waits while a replay runs and until the replayed stream is attached (at most
+    ATTACH_WAIT_SECS), so the tests see the bridge's resume, not that window (docs/replicas.md
     says what it means for a real upstream on this SDK)."""
 
     def __init__(self):
         self.events = []  # (id, stream_id, message)
         self.ids = itertools.count(1)
-        self.settled_at = 0.0  # loop time before which a new event waits
+        self.replaying = 0
+        self.resumed = None  # (stream id, loop time) of a replay whose stream is not attached yet
 
     async def store_event(self, stream_id, message):
         loop = asyncio.get_running_loop()
-        while (wait := self.settled_at - loop.time()) > 0:
-            await asyncio.sleep(wait)
+        while self.replaying or self.resumed:
+            if self.resumed and (
+                attached(self.resumed[0]) or loop.time() > self.resumed[1] + ATTACH_WAIT_SECS
+            ):
+                self.resumed = None
+                continue
+            await asyncio.sleep(0.01)
         event_id = str(next(self.ids))
         self.events.append((event_id, stream_id, message))
         return event_id
@@ -47,8 +72,8 @@ class MemoryEventStore(EventStore):
     async def replay_events_after(self, last_event_id, send_callback):
         from mcp.server.streamable_http import EventMessage
 
-        loop = asyncio.get_running_loop()
-        self.settled_at = float("inf")
+        self.replaying += 1
+        stream_id = None
         try:
             position = next((i for i, e in enumerate(self.events) if e[0] == last_event_id), None)
             if position is None:
@@ -59,7 +84,9 @@ class MemoryEventStore(EventStore):
                     await send_callback(EventMessage(message, event_id))
             return stream_id
         finally:
-            self.settled_at = loop.time() + SETTLE_SECS
+            self.replaying -= 1
+            if stream_id is not None:
+                self.resumed = (stream_id, asyncio.get_running_loop().time())
 
 
 server = MCPServer("resumable")
